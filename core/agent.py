@@ -1,0 +1,457 @@
+#!/usr/bin/env python3
+"""TowerDeck host agent: starts, watches and stops the roles of one host.
+
+This file runs on its own (``python3 agent.py``), with the standard library only, so it can be sent
+to a remote host over SSH and run there without installing anything. It speaks JSON lines: commands
+on stdin, events on stdout (the protocol is described in docs/agent-protocol.md).
+
+Each role runs in its own session and process group with its stdout and stderr appended to a log
+file, so its output is on disk before anyone reads it, and it survives the agent. The agent tails
+the file and streams what it reads. The agent is a child subreaper (Linux), so processes a trainer
+forked and left behind are reparented to it and can still be found, and every process started for
+a role carries a token in its environment that identifies it even after ``setsid()``. A role is over
+when its main process has exited and no process of its tree is left: stop escalates SIGTERM to
+SIGKILL on the whole tree after a grace period.
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import contextlib
+import ctypes
+import json
+import os
+import secrets
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import IO, Any
+
+PROTOCOL = 1
+TICK_S = 0.1
+READ_BUDGET_BYTES = 1 << 20  # per role per tick, so one chatty role cannot starve the rest
+CHUNK_BYTES = 64 * 1024
+LEFTOVER_GRACE_S = 2.0
+TOKEN_VAR = "TOWERDECK_ROLE_TOKEN"  # noqa: S105 - a variable name, not a secret
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _now() -> float:
+    return time.time()
+
+
+class Role:
+    """One started attempt of a role, as the agent sees it."""
+
+    def __init__(self, name: str, attempt: int, proc: subprocess.Popen[bytes], log_path: str, token: str) -> None:
+        self.name = name
+        self.attempt = attempt
+        self.proc = proc
+        self.pid = proc.pid
+        self.sid = proc.pid  # start_new_session: the leader's pid is the session and group id
+        self.log_path = log_path
+        self.token = token
+        self.reader: IO[bytes] | None = open(log_path, "rb")  # noqa: SIM115 - closed in close()
+        self.offset = 0
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.leader_done = False
+        self.returncode: int | None = None
+        self.signal: int | None = None
+        self.stopping = False
+        self.kill_at: float | None = None  # when SIGTERM escalates to SIGKILL
+        self.leftovers_signalled = False
+        self.leftovers_killed = 0
+        self.started_at = _now()
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+
+
+class ProcTable:
+    """A snapshot of /proc: pid -> (ppid, pgrp, session, state)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, tuple[int, int, int, str]] = {}
+        try:
+            names = os.listdir("/proc")
+        except OSError:
+            names = []
+        for name in names:
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            fields = data[data.rfind(b")") + 2 :].split()
+            try:
+                self.rows[int(name)] = (int(fields[1]), int(fields[2]), int(fields[3]), fields[0].decode())
+            except (IndexError, ValueError):
+                continue
+
+    def children(self) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for pid, row in self.rows.items():
+            out.setdefault(row[0], []).append(pid)
+        return out
+
+
+def _has_token(pid: int, token: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f"{TOKEN_VAR}={token}".encode() in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def role_tree(role: Role, table: ProcTable, scan_environ: bool) -> set[int]:
+    """Live (non-zombie) processes that belong to ``role``: its session, their descendants, and
+    processes carrying its token (``scan_environ``), which finds children that called setsid()."""
+    me = os.getpid()
+    members = {pid for pid, row in table.rows.items() if row[2] == role.sid or row[1] == role.sid}
+    if not role.leader_done:
+        members.add(role.pid)
+    if scan_environ:
+        members |= {pid for pid in table.rows if pid not in members and pid != me and _has_token(pid, role.token)}
+    children = table.children()
+    stack = list(members)
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in members:
+                members.add(child)
+                stack.append(child)
+    members.discard(me)
+    return {pid for pid in members if pid in table.rows and table.rows[pid][3] != "Z"}
+
+
+class Agent:
+    def __init__(self, out: IO[str], on_disconnect: str = "stop") -> None:
+        self.out = out
+        self.on_disconnect = on_disconnect
+        self.roles: dict[str, Role] = {}
+        self.leaders: dict[int, Role] = {}
+        self.connected = True
+        self.shutting_down = False
+        self.shutdown_grace_s = 5.0
+        self.finished = False
+        self.inbuf = b""
+        self.subreaper = _become_subreaper()
+
+    # ---------------------------------------------------------------- output
+
+    def emit(self, event: str, **fields: Any) -> None:
+        if not self.connected:
+            return
+        fields = {"ev": event, "t": round(_now(), 3), **fields}
+        try:
+            self.out.write(json.dumps(fields, separators=(",", ":")) + "\n")
+            self.out.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            self.disconnect()
+
+    def error(self, message: str, **fields: Any) -> None:
+        self.emit("error", message=message, **fields)
+
+    # ---------------------------------------------------------------- input
+
+    def feed(self, data: bytes) -> None:
+        self.inbuf += data
+        if len(self.inbuf) > 16 << 20 and b"\n" not in self.inbuf:
+            self.error("command line longer than 16 MiB without a newline; discarded")
+            self.inbuf = b""
+            return
+        while b"\n" in self.inbuf:
+            line, self.inbuf = self.inbuf.split(b"\n", 1)
+            if line.strip():
+                self.handle_line(line)
+
+    def handle_line(self, line: bytes) -> None:
+        try:
+            command = json.loads(line)
+        except (ValueError, UnicodeDecodeError) as exc:
+            self.error(f"not a JSON line: {exc}", line=line[:200].decode("utf-8", "replace"))
+            return
+        if not isinstance(command, dict) or not isinstance(command.get("op"), str):
+            self.error('a command is a JSON object with a string "op"', line=line[:200].decode("utf-8", "replace"))
+            return
+        op = command["op"]
+        handler = getattr(self, f"op_{op}", None)
+        if handler is None:
+            self.error(f"unknown op {op!r}", op=op)
+            return
+        try:
+            handler(command)
+        except (KeyError, TypeError, ValueError) as exc:
+            self.error(f"bad {op} command: {exc}", op=op, role=command.get("role"))
+
+    def _role(self, command: dict[str, Any]) -> Role | None:
+        name = command.get("role")
+        role = self.roles.get(name) if isinstance(name, str) else None
+        if role is None:
+            self.error(f"no running role {name!r}", op=command["op"], role=name)
+        return role
+
+    def op_ping(self, command: dict[str, Any]) -> None:
+        self.emit("pong", id=command.get("id"))
+
+    def op_start(self, command: dict[str, Any]) -> None:
+        name = command["role"]
+        attempt = int(command.get("attempt", 1))
+        argv = command["argv"]
+        env = command.get("env", {})
+        cwd = command.get("cwd") or None
+        log_path = command["log"]
+        if not isinstance(name, str) or not isinstance(log_path, str):
+            raise TypeError("role and log must be strings")
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+            raise TypeError("argv must be a non-empty list of strings")
+        if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+            raise TypeError("env must map strings to strings")
+        if name in self.roles:
+            self.error(f"role {name} is already running", op="start", role=name)
+            return
+        if self.shutting_down:
+            self.error("the agent is shutting down", op="start", role=name)
+            return
+        token = secrets.token_hex(8)
+        full_env = dict(os.environ)
+        full_env.update(env)
+        full_env[TOKEN_VAR] = token
+        try:
+            os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+            with open(log_path, "ab") as log:
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=cwd,
+                    env=full_env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+        except OSError as exc:
+            message = f"cannot start {argv[0]!r}: {exc.strerror or exc}"
+            try:
+                with open(log_path, "ab") as log:
+                    log.write(f"[towerdeck] {message}\n".encode())
+            except OSError:
+                pass
+            self.emit("start_failed", role=name, attempt=attempt, error=message)
+            return
+        role = Role(name, attempt, proc, log_path, token)
+        self.roles[name] = role
+        self.leaders[proc.pid] = role
+        self.emit("started", role=name, attempt=attempt, pid=proc.pid, log=log_path)
+
+    def op_stop(self, command: dict[str, Any]) -> None:
+        role = self._role(command)
+        if role is not None:
+            self.stop(role, float(command.get("grace_s", 5.0)))
+
+    def op_kill(self, command: dict[str, Any]) -> None:
+        role = self._role(command)
+        if role is not None:
+            role.stopping = True
+            role.kill_at = _now()
+            self.signal_tree(role, signal.SIGKILL)
+
+    def op_signal(self, command: dict[str, Any]) -> None:
+        role = self._role(command)
+        if role is None:
+            return
+        name = str(command["signal"]).upper()
+        number = getattr(signal, name if name.startswith("SIG") else "SIG" + name, None)
+        if not isinstance(number, int):
+            self.error(f"unknown signal {command['signal']!r}", op="signal", role=role.name)
+            return
+        try:
+            os.killpg(role.sid, number)
+        except OSError as exc:
+            self.error(f"cannot signal {role.name}: {exc}", op="signal", role=role.name)
+
+    def op_shutdown(self, command: dict[str, Any]) -> None:
+        self.shutdown(float(command.get("grace_s", 5.0)))
+
+    # ---------------------------------------------------------------- process control
+
+    def stop(self, role: Role, grace_s: float) -> None:
+        deadline = _now() + max(0.0, grace_s)
+        if role.stopping and role.kill_at is not None and role.kill_at <= deadline:
+            return
+        role.stopping = True
+        role.kill_at = deadline
+        self.signal_tree(role, signal.SIGTERM)
+
+    def signal_tree(self, role: Role, number: int) -> None:
+        table = ProcTable()
+        pids = role_tree(role, table, scan_environ=True)
+        with contextlib.suppress(OSError):
+            os.killpg(role.sid, number)
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, number)
+
+    def shutdown(self, grace_s: float) -> None:
+        self.shutting_down = True
+        self.shutdown_grace_s = grace_s
+        for role in list(self.roles.values()):
+            self.stop(role, grace_s)
+
+    def disconnect(self) -> None:
+        """The controller went away (stdin closed or stdout broken)."""
+        if not self.connected:
+            return
+        self.connected = False
+        if self.on_disconnect == "stop":
+            self.shutdown(self.shutdown_grace_s)
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            role = self.leaders.pop(pid, None)
+            if role is None:
+                continue  # a reparented orphan of some role: reaped, nothing to report
+            code = os.waitstatus_to_exitcode(status)
+            role.leader_done = True
+            role.proc.returncode = code  # Popen must not try to wait for it again
+            if code < 0:
+                role.signal = -code
+            else:
+                role.returncode = code
+
+    def tail(self, role: Role) -> bool:
+        """Stream new output of ``role``; True when the file is read to its end."""
+        if role.reader is None:
+            return True
+        budget = READ_BUDGET_BYTES
+        while budget > 0:
+            try:
+                data = role.reader.read(min(CHUNK_BYTES, budget))
+            except OSError as exc:
+                self.error(f"cannot read {role.log_path}: {exc}", role=role.name)
+                role.close()
+                return True
+            if not data:
+                return True
+            start = role.offset
+            role.offset += len(data)
+            budget -= len(data)
+            text = role.decoder.decode(data)
+            if text:
+                self.emit("output", role=role.name, attempt=role.attempt, offset=start, data=text)
+        return False
+
+    def tick(self) -> None:
+        self.reap()
+        now = _now()
+        table: ProcTable | None = None
+        for role in list(self.roles.values()):
+            at_end = self.tail(role)
+            if not role.leader_done and not (role.stopping and role.kill_at is not None and now >= role.kill_at):
+                continue
+            table = table or ProcTable()
+            tree = role_tree(role, table, scan_environ=True)
+            if role.leader_done and not tree:
+                if not at_end:
+                    continue  # report the exit after the last output
+                tail = role.decoder.decode(b"", final=True)
+                if tail:
+                    self.emit("output", role=role.name, attempt=role.attempt, offset=role.offset, data=tail)
+                role.close()
+                del self.roles[role.name]
+                self.emit(
+                    "exited",
+                    role=role.name,
+                    attempt=role.attempt,
+                    pid=role.pid,
+                    returncode=role.returncode,
+                    signal=role.signal,
+                    leftovers_killed=role.leftovers_killed,
+                    stopped=role.stopping,
+                )
+                continue
+            if role.leader_done and not role.leftovers_signalled and not role.stopping:
+                # The main process is gone; what it left behind goes with it.
+                role.leftovers_signalled = True
+                role.leftovers_killed = len(tree)
+                role.kill_at = now + LEFTOVER_GRACE_S
+                self.signal_tree(role, signal.SIGTERM)
+            elif role.kill_at is not None and now >= role.kill_at:
+                self.signal_tree(role, signal.SIGKILL)
+                role.kill_at = now + 1.0  # and again if something survives
+        if self.shutting_down and not self.roles:
+            self.emit("bye")
+            self.finished = True
+
+    # ---------------------------------------------------------------- main loop
+
+    def run(self, stdin_fd: int) -> None:
+        self.emit(
+            "hello",
+            protocol=PROTOCOL,
+            agent_pid=os.getpid(),
+            host=socket.gethostname(),
+            python=sys.version.split()[0],
+            subreaper=self.subreaper,
+        )
+        stdin_open = True
+        while not self.finished:
+            if stdin_open:
+                ready, _, _ = select.select([stdin_fd], [], [], TICK_S)
+                if ready:
+                    data = os.read(stdin_fd, 1 << 16)
+                    if data:
+                        self.feed(data)
+                    else:
+                        stdin_open = False
+                        self.disconnect()
+            else:
+                time.sleep(TICK_S)
+            self.tick()
+            if not self.connected and not self.roles:
+                self.finished = True
+
+
+def _become_subreaper() -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="TowerDeck host agent (JSON lines on stdin/stdout)")
+    parser.add_argument(
+        "--on-disconnect",
+        choices=("stop", "keep"),
+        default="stop",
+        help="what to do with the roles when the controller goes away",
+    )
+    args = parser.parse_args(argv)
+    agent = Agent(sys.stdout, args.on_disconnect)
+
+    def on_term(signum: int, frame: object) -> None:
+        agent.shutdown(agent.shutdown_grace_s)
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    agent.run(sys.stdin.fileno())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

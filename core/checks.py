@@ -1,0 +1,192 @@
+"""Checks of a cluster against this machine: commands, working directory, free ports."""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import os
+import shutil
+import socket
+from pathlib import Path
+
+from core.problems import ERROR, Problem
+from core.spec import ClusterSpec, Task, locate
+
+
+def local_addresses() -> set[str]:
+    """Names and addresses under which this machine's tasks are launched here."""
+    names = {"localhost", "localhost.localdomain", "::1", socket.gethostname().lower()}
+    try:
+        import psutil
+
+        for addrs in psutil.net_if_addrs().values():
+            for a in addrs:
+                if a.family in (socket.AF_INET, socket.AF_INET6):
+                    names.add(a.address.split("%")[0].lower())
+    except Exception:  # noqa: S110 - psutil missing or refusing: loopback and hostname still count
+        pass
+    return names
+
+
+def is_local_host(host: str, local: set[str] | None = None) -> bool:
+    host = host.lower()
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return True
+    except ValueError:
+        pass
+    return host in (local if local is not None else local_addresses())
+
+
+def port_holder(host: str, port: int) -> str | None:
+    """Who listens on ``port`` (as 'pid N (name)'), or None if nobody or unknown."""
+    try:
+        import psutil
+
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+                if conn.pid:
+                    try:
+                        return f"pid {conn.pid} ({psutil.Process(conn.pid).name()})"
+                    except psutil.Error:
+                        return f"pid {conn.pid}"
+                return "another process"
+    except Exception:  # no psutil, or not allowed to see other users' sockets
+        return None
+    return None
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True when a TCP server could not bind ``host:port`` now.
+
+    SO_REUSEADDR as TensorFlow's gRPC server sets it: connections of an earlier run lingering in
+    TIME_WAIT do not block a new server, a listener does.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return True
+            if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+                return False
+            raise
+    return False
+
+
+def find_executable(name: str, cwd: Path, env_path: str | None) -> str | None:
+    if "/" in name:
+        candidate = Path(name) if Path(name).is_absolute() else cwd / name
+        return str(candidate) if candidate.is_file() and os.access(candidate, os.X_OK) else None
+    return shutil.which(name, path=env_path)
+
+
+def script_of(argv: tuple[str, ...]) -> str | None:
+    """The script a ``python [opts] script.py`` command runs, or None (``-m``, ``-c``, not python)."""
+    if not argv or not Path(argv[0]).name.startswith("python"):
+        return None
+    for arg in argv[1:]:
+        if arg in ("-m", "-c"):
+            return None
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
+def check_local(spec: ClusterSpec, text: str = "", check_ports: bool = True) -> list[Problem]:
+    """Problems launching ``spec`` on this machine; empty when it can start."""
+    problems: list[Problem] = []
+    if not spec.workdir.is_dir():
+        problems.append(
+            Problem(
+                "workdir",
+                f"{spec.workdir} is not a directory",
+                "create it, or fix workdir (relative to the cluster file)",
+                ERROR,
+                locate(text, ("workdir",)),
+            )
+        )
+        return problems
+    local = local_addresses()
+    checked: set[tuple[str, ...]] = set()
+    for task in spec.tasks():
+        argv = spec.command_for(task)
+        path: tuple[str | int, ...] = ("command",) if not task.command else ("jobs", task.job, "command")
+        if argv not in checked:
+            checked.add(argv)
+            problems += _check_command(spec, task, argv, path, text)
+        if not is_local_host(task.host, local):
+            problems.append(
+                Problem(
+                    f"jobs.{task.job}.tasks[{task.index}]",
+                    f"{task.host} is not this machine, and launching on other machines is not supported yet",
+                    "use 127.0.0.1 (or this machine's address) for every task",
+                    ERROR,
+                    locate(text, ("jobs", task.job, "tasks", task.index)),
+                )
+            )
+            continue
+        if check_ports:
+            problems += _check_port(task, text)
+    return problems
+
+
+def _check_command(
+    spec: ClusterSpec, task: Task, argv: tuple[str, ...], path: tuple[str | int, ...], text: str
+) -> list[Problem]:
+    env_path = {**os.environ, **spec.env, **task.env}.get("PATH")
+    field = ".".join(str(p) for p in path)
+    if find_executable(argv[0], spec.workdir, env_path) is None:
+        return [
+            Problem(
+                field,
+                f"command {argv[0]!r} was not found{' in ' + str(spec.workdir) if '/' in argv[0] else ' on PATH'}",
+                "install it, or give its full path",
+                ERROR,
+                locate(text, path),
+            )
+        ]
+    script = script_of(argv)
+    if script is not None and "{" not in script:
+        script_path = Path(script) if Path(script).is_absolute() else spec.workdir / script
+        if not script_path.is_file():
+            return [
+                Problem(
+                    field,
+                    f"script {script!r} does not exist in {spec.workdir}",
+                    "fix the path (relative to workdir) or workdir",
+                    ERROR,
+                    locate(text, path),
+                )
+            ]
+    return []
+
+
+def _check_port(task: Task, text: str) -> list[Problem]:
+    try:
+        busy = port_in_use(task.host, task.port)
+    except OSError as exc:
+        return [
+            Problem(
+                f"jobs.{task.job}.tasks[{task.index}]",
+                f"cannot check port {task.port} on {task.host}: {exc}",
+                "check the host name",
+                ERROR,
+                locate(text, ("jobs", task.job, "tasks", task.index)),
+            )
+        ]
+    if not busy:
+        return []
+    holder = port_holder(task.host, task.port)
+    by = f" by {holder}" if holder else ""
+    return [
+        Problem(
+            f"jobs.{task.job}.tasks[{task.index}]",
+            f"port {task.port} on {task.host} is already in use{by}",
+            "stop what holds it, or pick a free port",
+            ERROR,
+            locate(text, ("jobs", task.job, "tasks", task.index)),
+        )
+    ]

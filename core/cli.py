@@ -1,0 +1,340 @@
+"""The headless command line: ``python main.py SUBCOMMAND``. Everything the window does but draw.
+
+Exit codes: 0 success, 1 the training failed (or a control request was refused), 2 bad input
+(every problem printed with its location and a fix), 130 interrupted by the user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from core import control, rundir
+from core.checks import check_local
+from core.controller import ClusterStatus, Controller, Event, RoleState
+from core.importers import from_flags, from_tf_config
+from core.problems import ERROR, Problem, SpecError
+from core.render import render_all
+from core.spec import ClusterSpec, dumps, load
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+DEMO_CLUSTER = Path(__file__).resolve().parent.parent / "resources" / "demo_cluster.toml"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python main.py", description="TowerDeck: launch and watch distributed TensorFlow clusters."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
+
+    p = sub.add_parser("validate", help="check a cluster file; exit 0 if it can launch, 2 with every problem if not")
+    p.add_argument("file", type=Path)
+    p.add_argument("--no-ports", action="store_true", help="do not check whether the task ports are free")
+
+    p = sub.add_parser("render", help="print each role's environment and command line, ready to paste")
+    p.add_argument("file", type=Path)
+    p.add_argument("--run-dir", type=Path, help="the run directory to show in paths (default: <run-dir>)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of shell lines")
+
+    p = sub.add_parser("import", help="turn a pasted command line or TF_CONFIG into a cluster file")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument(
+        "--flags",
+        metavar="COMMAND",
+        help='a command with --ps_hosts/--worker_hosts, e.g. "python train.py --ps_hosts=a:2222 --worker_hosts=b:2223"',
+    )
+    src.add_argument("--tf-config", metavar="JSON", help="a TF_CONFIG value")
+    p.add_argument("--command", help="the training command to use with --tf-config")
+    p.add_argument("-o", "--output", type=Path, help="write the cluster file here instead of printing it")
+
+    p = sub.add_parser("launch", help="start every role and manage them until the training is over")
+    p.add_argument("file", type=Path)
+    p.add_argument("--run-dir", type=Path, help="where to keep this run (default: a new directory under the runs root)")
+    p.add_argument(
+        "--follow",
+        metavar="ROLE",
+        action="append",
+        default=[],
+        help="also print this role's output (repeatable; 'all' for every role)",
+    )
+    p.add_argument("--tail", type=int, default=20, help="lines of a failed role's output to print (default 20)")
+
+    p = sub.add_parser("runs", help="list past and running runs")
+    p.add_argument("--root", type=Path, help="the runs root (default: the user data dir)")
+
+    p = sub.add_parser("ctl", help="stop, kill or restart roles of a running launch")
+    p.add_argument("run", help="a run directory, a run id from `runs`, or 'latest'")
+    p.add_argument(
+        "action", choices=("status", "stop", "kill", "restart", "signal", "stop-all", "kill-all", "restart-all")
+    )
+    p.add_argument("role", nargs="?", help="the role, e.g. worker:1 (for stop, kill, restart, signal)")
+    p.add_argument("signal", nargs="?", help="for signal: the signal name, e.g. STOP or CONT")
+    p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
+
+    p = sub.add_parser("demo-path", help="print the path of the bundled demo cluster file")
+    return parser
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(out)
+        return EXIT_USAGE
+    handler = globals()[f"cmd_{args.command.replace('-', '_')}"]
+    try:
+        code: int = handler(args, out, err)
+        return code
+    except KeyboardInterrupt:
+        print("interrupted", file=err)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------
+# Input
+
+
+def _print_problems(problems: list[Problem], source: str, err: TextIO) -> None:
+    for problem in problems:
+        print(problem.format(source), file=err)
+
+
+def load_checked(path: Path, err: TextIO, check_ports: bool = True) -> ClusterSpec | None:
+    """Load and check a cluster file for launching here; prints problems; None on errors."""
+    spec, problems = load(path)
+    text = ""
+    if spec is not None:
+        text = path.read_text(encoding="utf-8")
+        problems = problems + check_local(spec, text, check_ports=check_ports)
+    _print_problems(problems, str(path), err)
+    if spec is None or any(p.severity == ERROR for p in problems):
+        count = sum(p.severity == ERROR for p in problems)
+        print(f"{path}: {count} error{'s' if count != 1 else ''}", file=err)
+        return None
+    return spec
+
+
+def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    spec = load_checked(args.file, err, check_ports=not args.no_ports)
+    if spec is None:
+        return EXIT_USAGE
+    jobs = ", ".join(f"{len(j.tasks)} {name}" for name, j in spec.jobs.items())
+    print(
+        f"{args.file}: OK - {spec.name}: {jobs}; strategy {spec.strategy}, launch style {spec.launch_style}", file=out
+    )
+    return EXIT_OK
+
+
+def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    spec, problems = load(args.file)
+    _print_problems(problems, str(args.file), err)
+    if spec is None:
+        return EXIT_USAGE
+    launches = render_all(spec, args.run_dir)
+    if args.json:
+        data = [
+            {"role": x.role, "host": x.host, "cwd": str(x.cwd), "env": x.env, "argv": list(x.argv)} for x in launches
+        ]
+        print(json.dumps(data, indent=2), file=out)
+        return EXIT_OK
+    for launch in launches:
+        print(f"# {launch.role} on {launch.host}", file=out)
+        for key, value in launch.env.items():
+            print(f"#   {key}={value}", file=out)
+        print(launch.shell_line(), file=out)
+        print(file=out)
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    base = args.output.parent.resolve() if args.output else Path.cwd()
+    try:
+        spec = (
+            from_flags(args.flags, base)
+            if args.flags is not None
+            else from_tf_config(args.tf_config, args.command, base)
+        )
+    except SpecError as exc:
+        _print_problems(exc.problems, "", err)
+        return EXIT_USAGE
+    text = dumps(spec, relative_to=base)
+    if args.tf_config is not None and not args.command:
+        print("note: TF_CONFIG has no command; edit `command` (set to python -u train.py)", file=err)
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
+        print(f"wrote {args.output}", file=err)
+    else:
+        out.write(text)
+    return EXIT_OK
+
+
+def cmd_demo_path(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    print(DEMO_CLUSTER, file=out)
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------
+# Launch
+
+
+class LaunchPrinter:
+    """Prints the controller's events as lines a person can follow."""
+
+    def __init__(self, out: TextIO, follow: list[str]) -> None:
+        self.out = out
+        self.follow_all = "all" in follow
+        self.follow = set(follow)
+        self._partial: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Event) -> None:
+        stamp = time.strftime("%H:%M:%S", time.localtime(event.t))
+        with self._lock:
+            if event.kind == "role_state":
+                d = event.data
+                state = d["state"].upper() if d["state"] in ("failed",) else d["state"]
+                print(f"{stamp}  {event.role:<12} {state:<10} {d['detail']}", file=self.out, flush=True)
+            elif event.kind == "cluster_state":
+                d = event.data
+                reason = f": {d['reason']}" if d.get("reason") and d["phase"] != "done" else ""
+                print(f"{stamp}  cluster      {d['phase']}{reason}", file=self.out, flush=True)
+            elif event.kind == "warning":
+                print(f"{stamp}  warning: {event.data.get('message')}", file=self.out, flush=True)
+            elif event.kind == "role_output" and event.role and (self.follow_all or event.role in self.follow):
+                text = self._partial.get(event.role, "") + event.data["text"]
+                *lines, rest = text.split("\n")
+                self._partial[event.role] = rest[-4096:]
+                for line in lines:
+                    print(f"{event.role:>12} | {line.rsplit(chr(13), 1)[-1]}", file=self.out)
+                self.out.flush()
+
+
+def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    spec = load_checked(args.file, err)
+    if spec is None:
+        return EXIT_USAGE
+    try:
+        run = rundir.RunDir.create(spec, path=args.run_dir.resolve() if args.run_dir else None)
+    except OSError as exc:
+        print(f"--run-dir: cannot create the run directory: {exc}", file=err)
+        return EXIT_USAGE
+    controller = Controller(spec, run)
+    controller.subscribe(LaunchPrinter(out, args.follow))
+    server = control.ControlServer(controller, run.path)
+    socket_path = server.start()
+    run.update(control_socket=str(socket_path))
+    print(f"run directory: {run.path}", file=out, flush=True)
+    interrupts = 0
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts == 1:
+            print(f"\n{signal.Signals(signum).name}: stopping every role (again to kill)", file=err, flush=True)
+            controller.stop_all()
+        else:
+            controller.kill_all()
+
+    is_main = threading.current_thread() is threading.main_thread()
+    previous: dict[int, Any] = {}
+    if is_main:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, on_signal)
+    started = time.time()
+    try:
+        controller.start()
+        while not controller.wait(0.2):
+            pass
+        controller.close()
+    finally:
+        server.close()
+        if is_main:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+    status = controller.status()
+    _print_summary(status, controller, time.time() - started, run.path, args.tail, out)
+    if interrupts:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if status.result == "succeeded" else EXIT_FAILED
+
+
+def _print_summary(
+    status: ClusterStatus, controller: Controller, elapsed_s: float, path: Path, tail: int, out: TextIO
+) -> None:
+    print(f"\n{status.result or 'ended'} after {elapsed_s:.1f} s: {status.reason}", file=out)
+    for role in status.roles:
+        extra = f" ({role.restarts} restart{'s' if role.restarts != 1 else ''})" if role.restarts else ""
+        print(f"  {role.role:<12} {role.state!s:<10} {role.exit_text}{extra}", file=out)
+    for role in status.roles:
+        if role.state == RoleState.FAILED:
+            print(f"\nlast output of {role.role} ({role.log_path}):", file=out)
+            for line in controller.last_lines(role.role, tail):
+                print(f"  {line}", file=out)
+    print(f"\nrun directory: {path}", file=out, flush=True)
+
+
+# ------------------------------------------------------------------------------------------
+# Runs
+
+
+def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    root = args.root or rundir.runs_root()
+    runs = rundir.list_runs(root)
+    if not runs:
+        print(f"no runs in {root}", file=out)
+        return EXIT_OK
+    print(f"{'RUN':<36} {'STARTED':<19} {'ROLES':>5}  {'STATE':<10} RESULT", file=out)
+    for r in runs:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created))
+        print(f"{r.id:<36} {started:<19} {r.roles:>5}  {r.state:<10} {r.result or '-'}", file=out)
+    print(f"\n{len(runs)} run{'s' if len(runs) != 1 else ''} in {root}", file=out)
+    return EXIT_OK
+
+
+def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        path = rundir.resolve(args.run, args.root)
+    except FileNotFoundError as exc:
+        print(f"run: {exc}", file=err)
+        return EXIT_USAGE
+    info = json.loads((path / "run.json").read_text(encoding="utf-8"))
+    action = args.action.replace("-", "_")
+    if action in ("stop", "kill", "restart", "signal") and not args.role:
+        print(f"{args.action}: name the role, e.g. `ctl {args.run} {args.action} worker:0`", file=err)
+        return EXIT_USAGE
+    sock = info.get("control_socket")
+    payload: dict[str, Any] = {"action": action, "role": args.role, "signal": args.signal}
+    try:
+        if not sock:
+            raise OSError("no control socket recorded")
+        reply = control.request(Path(sock), payload)
+    except OSError:
+        print(
+            f"run {info.get('id')} is not running (state: {info.get('state')}, result: {info.get('result')}); nothing to control",
+            file=err,
+        )
+        return EXIT_FAILED
+    if not reply.get("ok"):
+        print(f"refused: {reply.get('error')}", file=err)
+        return EXIT_FAILED
+    if action == "status":
+        print(
+            f"cluster {reply['phase']}" + (f" ({reply['result']}: {reply['reason']})" if reply.get("result") else ""),
+            file=out,
+        )
+        for r in reply["roles"]:
+            pid = r["pid"] if r["pid"] is not None else "-"
+            print(f"  {r['role']:<12} {r['state']:<10} pid {pid:<8} restarts {r['restarts']}  {r['detail']}", file=out)
+    else:
+        print(reply.get("message", "ok"), file=out)
+    return EXIT_OK

@@ -1,0 +1,678 @@
+"""One controller per launched cluster: the role state machine, restarts, stop/kill, completion.
+
+The controller runs on its own thread. Agents' events and users' commands reach it through one
+queue; every state change goes through :meth:`Controller._set_state`, which checks it, writes it to
+the run directory and publishes it. Timing (back-off, start grace) is stored deadlines checked on
+each tick, never a sleep. Subscribers get immutable :class:`Event` objects on the controller's
+thread and must not block; the GUI's bridge re-emits them as queued Qt signals.
+
+Role states (after supervisord, with Kubeflow's outcomes)::
+
+    PENDING -> STARTING -> RUNNING -> SUCCEEDED | FAILED | STOPPING -> STOPPED
+                   ^          |
+                   +- BACKOFF <+   (restart policy, with exponential back-off)
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import enum
+import queue
+import signal as signal_module
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from core.render import render
+from core.rundir import RunDir
+from core.spec import ClusterSpec, Task, parse_role_id, role_id
+from core.transport import EventSink, LocalTransport
+
+TICK_S = 0.1
+TAIL_LINES = 200
+HISTORY_LIMIT = 1000
+MAX_LINE_CHARS = 64 * 1024
+
+
+class RoleState(enum.StrEnum):
+    PENDING = "pending"
+    STARTING = "starting"
+    RUNNING = "running"
+    BACKOFF = "backoff"
+    STOPPING = "stopping"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+TERMINAL = frozenset({RoleState.SUCCEEDED, RoleState.FAILED, RoleState.STOPPED})
+ALIVE = frozenset({RoleState.STARTING, RoleState.RUNNING, RoleState.STOPPING})
+_ALLOWED = {
+    RoleState.PENDING: {RoleState.STARTING, RoleState.STOPPED},
+    RoleState.STARTING: {
+        RoleState.RUNNING,
+        RoleState.STOPPING,
+        RoleState.BACKOFF,
+        RoleState.SUCCEEDED,
+        RoleState.FAILED,
+        RoleState.STOPPED,
+    },
+    RoleState.RUNNING: {
+        RoleState.STOPPING,
+        RoleState.BACKOFF,
+        RoleState.SUCCEEDED,
+        RoleState.FAILED,
+        RoleState.STOPPED,
+    },
+    RoleState.BACKOFF: {RoleState.STARTING, RoleState.STOPPED, RoleState.FAILED},
+    RoleState.STOPPING: {RoleState.STOPPED, RoleState.STARTING, RoleState.FAILED},
+    RoleState.SUCCEEDED: {RoleState.STARTING, RoleState.BACKOFF},
+    RoleState.FAILED: {RoleState.STARTING},
+    RoleState.STOPPED: {RoleState.STARTING},
+}
+
+
+class ClusterPhase(enum.StrEnum):
+    IDLE = "idle"
+    RUNNING = "running"
+    COMPLETING = "completing"  # training done; stopping the servers
+    FAILING = "failing"  # a role failed for good; stopping the rest
+    STOPPING = "stopping"  # the user stopped the cluster
+    DONE = "done"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class RoleStatus:
+    """An immutable view of one role, as the CLI and GUI show it."""
+
+    role: str
+    job: str
+    index: int
+    host: str
+    address: str
+    state: RoleState
+    state_since: float
+    pid: int | None
+    attempt: int
+    restarts: int
+    returncode: int | None
+    signal: int | None
+    started_at: float | None
+    ended_at: float | None
+    detail: str
+    log_path: Path | None
+
+    @property
+    def exit_text(self) -> str:
+        return exit_text(self.returncode, self.signal)
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    phase: ClusterPhase
+    result: str | None  # "succeeded", "failed", "stopped" once decided
+    reason: str
+    roles: tuple[RoleStatus, ...]
+
+    def role(self, name: str) -> RoleStatus:
+        return next(r for r in self.roles if r.role == name)
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something that happened. ``kind`` is ``role_state``, ``role_output``, ``cluster_state`` or
+    ``warning``; ``data`` holds the payload (documented in each publisher)."""
+
+    kind: str
+    t: float
+    role: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def exit_text(returncode: int | None, signal: int | None) -> str:
+    if signal is not None:
+        try:
+            return f"killed by {signal_module.Signals(signal).name}"
+        except ValueError:
+            return f"killed by signal {signal}"
+    if returncode is None:
+        return ""
+    return f"exit code {returncode}"
+
+
+class Transport(Protocol):
+    host: str
+
+    def start(self) -> None: ...
+    def send(self, command: dict[str, Any]) -> bool: ...
+    def close(self, timeout_s: float = 10.0) -> None: ...
+
+
+TransportFactory = Callable[[str, EventSink, Path], Transport]
+
+
+def local_transport(host: str, sink: EventSink, log_path: Path) -> Transport:
+    return LocalTransport(host, sink, log_path)
+
+
+class _Role:
+    """Mutable role state, owned by the controller thread."""
+
+    def __init__(self, task: Task, host_key: str) -> None:
+        self.task = task
+        self.host_key = host_key
+        self.state = RoleState.PENDING
+        self.state_since = time.time()
+        self.pid: int | None = None
+        self.attempt = 0
+        self.restarts = 0
+        self.policy_restarts = 0
+        self.returncode: int | None = None
+        self.signal: int | None = None
+        self.started_at: float | None = None
+        self.ended_at: float | None = None
+        self.detail = ""
+        self.log_path: Path | None = None
+        self.stop_requested = False
+        self.restart_after_stop = False
+        self.running_at: float | None = None
+        self.backoff_until: float | None = None
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.partial = ""
+        self.history: collections.deque[tuple[float, RoleState, str]] = collections.deque(maxlen=HISTORY_LIMIT)
+
+    def status(self) -> RoleStatus:
+        t = self.task
+        return RoleStatus(
+            t.role_id,
+            t.job,
+            t.index,
+            t.host,
+            t.address,
+            self.state,
+            self.state_since,
+            self.pid,
+            self.attempt,
+            self.restarts,
+            self.returncode,
+            self.signal,
+            self.started_at,
+            self.ended_at,
+            self.detail,
+            self.log_path,
+        )
+
+    def add_output(self, text: str) -> None:
+        """Keep the last lines as a terminal would show them (a carriage return redraws)."""
+        text = self.partial + text
+        lines = text.split("\n")
+        self.partial = lines.pop()[-MAX_LINE_CHARS:]
+        for line in lines:
+            self.tail.append(line.rsplit("\r", 1)[-1] if "\r" in line.rstrip("\r") else line.rstrip("\r"))
+
+    def last_lines(self, n: int) -> list[str]:
+        lines = list(self.tail)
+        if self.partial:
+            lines.append(self.partial.rsplit("\r", 1)[-1])
+        return lines[-n:]
+
+
+class Controller:
+    """Launches ``spec`` into ``run`` and manages it until every role has ended."""
+
+    def __init__(self, spec: ClusterSpec, run: RunDir, transport_factory: TransportFactory = local_transport) -> None:
+        self.spec = spec
+        self.run = run
+        self._factory = transport_factory
+        self._roles: dict[str, _Role] = {t.role_id: _Role(t, t.host) for t in spec.tasks()}
+        self._completion = set(spec.completion_jobs())
+        self._transports: dict[str, Transport] = {}
+        self._queue: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
+        self._subscribers: list[Callable[[Event], None]] = []
+        self._lock = threading.Lock()
+        self._phase = ClusterPhase.IDLE
+        self._result: str | None = None
+        self._reason = ""
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._write_error_reported = False
+
+    # ------------------------------------------------------------------ public API (any thread)
+
+    def subscribe(self, callback: Callable[[Event], None]) -> None:
+        """Call ``callback(event)`` for every event, on the controller thread; it must not block."""
+        self._subscribers.append(callback)
+
+    def start(self) -> None:
+        """Start the agents and every role; returns at once."""
+        self._thread = threading.Thread(target=self._loop, name="controller", daemon=True)
+        self._thread.start()
+        self._queue.put(("cmd", ("launch", None), None))
+
+    def stop_role(self, role: str) -> Future[str]:
+        return self._command("stop", role)
+
+    def kill_role(self, role: str) -> Future[str]:
+        return self._command("kill", role)
+
+    def restart_role(self, role: str) -> Future[str]:
+        return self._command("restart", role)
+
+    def stop_all(self) -> Future[str]:
+        return self._command("stop_all", None)
+
+    def kill_all(self) -> Future[str]:
+        return self._command("kill_all", None)
+
+    def restart_all(self) -> Future[str]:
+        return self._command("restart_all", None)
+
+    def signal_role(self, role: str, signal_name: str) -> Future[str]:
+        """Send a signal (e.g. ``STOP``, ``CONT``) to a role's process group."""
+        return self._command("signal", (role, signal_name))
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait until every role has ended; True if so."""
+        return self._done.wait(timeout_s)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def status(self) -> ClusterStatus:
+        with self._lock:
+            return ClusterStatus(
+                self._phase, self._result, self._reason, tuple(r.status() for r in self._roles.values())
+            )
+
+    def last_lines(self, role: str, n: int = 20) -> list[str]:
+        with self._lock:
+            return self._roles[self._name(role)].last_lines(n)
+
+    def history(self, role: str) -> list[tuple[float, RoleState, str]]:
+        with self._lock:
+            return list(self._roles[self._name(role)].history)
+
+    def close(self, timeout_s: float = 60.0) -> None:
+        """Stop everything (if still running) and wait for the controller to finish."""
+        if self._thread is None:
+            return
+        if not self._done.is_set():
+            self.stop_all()
+            if not self._done.wait(timeout_s):
+                self.kill_all()
+                self._done.wait(10)
+        self._thread.join(timeout_s)
+
+    # ------------------------------------------------------------------ internals
+
+    def _name(self, role: str) -> str:
+        job, index = parse_role_id(role)
+        name = role_id(job, index)
+        if name not in self._roles:
+            raise KeyError(f"no role {role!r}; the roles are {', '.join(self._roles)}")
+        return name
+
+    def _command(self, name: str, arg: Any) -> Future[str]:
+        future: Future[str] = Future()
+        self._queue.put(("cmd", (name, arg), future))
+        return future
+
+    def _sink(self, host: str, event: dict[str, Any]) -> None:
+        self._queue.put(("agent", host, event))
+
+    def _publish(self, kind: str, role: str | None = None, **data: Any) -> None:
+        event = Event(kind, time.time(), role, data)
+        if kind != "role_output":
+            self.run.record({"t": round(event.t, 3), "kind": kind, "role": role, **data})
+        for callback in list(self._subscribers):
+            try:
+                callback(event)
+            except Exception as exc:  # a broken listener must not stop the cluster
+                self.run.record({"t": time.time(), "kind": "warning", "message": f"listener failed: {exc!r}"})
+        if self.run.write_error and not self._write_error_reported:
+            self._write_error_reported = True
+            self._publish("warning", message=self.run.write_error + "; the cluster keeps running")
+
+    def _loop(self) -> None:
+        while not self._done.is_set():
+            try:
+                item = self._queue.get(timeout=TICK_S)
+            except queue.Empty:
+                item = None
+            try:
+                if item is not None:
+                    kind, a, b = item
+                    if kind == "agent":
+                        self._on_agent_event(a, b)
+                    else:
+                        self._on_command(a, b)
+                self._tick()
+            except Exception as exc:  # never let one bad event kill the controller
+                self._publish("warning", message=f"internal error: {exc!r}")
+        for transport in self._transports.values():
+            transport.close()
+
+    def _transport(self, host: str) -> Transport:
+        if host not in self._transports:
+            log = self.run.path / f"agent-{host.replace(':', '_')}.log"
+            transport = self._factory(host, self._sink, log)
+            transport.start()
+            self._transports[host] = transport
+        return self._transports[host]
+
+    def _set_state(self, role: _Role, state: RoleState, detail: str = "") -> None:
+        if state not in _ALLOWED[role.state] and state != role.state:
+            self._publish("warning", role=role.task.role_id, message=f"ignored transition {role.state} -> {state}")
+            return
+        old = role.state
+        now = time.time()
+        with self._lock:
+            role.state = state
+            role.state_since = now
+            role.detail = detail
+            role.history.append((now, state, detail))
+        self._publish(
+            "role_state",
+            role=role.task.role_id,
+            old=str(old),
+            state=str(state),
+            detail=detail,
+            pid=role.pid,
+            attempt=role.attempt,
+            restarts=role.restarts,
+            returncode=role.returncode,
+            signal=role.signal,
+        )
+        self._evaluate()
+
+    def _set_phase(self, phase: ClusterPhase, result: str | None = None, reason: str = "") -> None:
+        with self._lock:
+            self._phase = phase
+            if result is not None and self._result is None:
+                self._result = result
+                self._reason = reason
+        self.run.update(
+            state=str(phase),
+            result=self._result,
+            reason=self._reason,
+            ended=time.time() if phase == ClusterPhase.DONE else None,
+        )
+        self._publish("cluster_state", phase=str(phase), result=self._result, reason=self._reason)
+
+    # ------------------------------------------------------------------ starting and stopping
+
+    def _launch_role(self, role: _Role) -> None:
+        with self._lock:
+            role.attempt += 1
+            role.pid = None
+            role.returncode = None
+            role.signal = None
+            role.stop_requested = False
+            role.started_at = time.time()
+            role.ended_at = None
+            role.running_at = time.time() + self.spec.start_s
+            role.log_path = self.run.log_path(role.task, role.attempt)
+        launch = render(self.spec, role.task, self.run.path)
+        self._set_state(role, RoleState.STARTING, f"attempt {role.attempt}")
+        sent = self._transport(role.host_key).send(
+            {
+                "op": "start",
+                "role": role.task.role_id,
+                "attempt": role.attempt,
+                "argv": list(launch.argv),
+                "env": launch.env,
+                "cwd": str(launch.cwd),
+                "log": str(role.log_path),
+            }
+        )
+        if not sent:
+            self._set_state(role, RoleState.FAILED, f"the agent on {role.host_key} is gone")
+
+    def _stop_role(self, role: _Role, kill: bool = False, restart: bool = False) -> None:
+        if role.state in (RoleState.STARTING, RoleState.RUNNING, RoleState.STOPPING):
+            role.stop_requested = True
+            role.restart_after_stop = restart
+            op = (
+                {"op": "kill", "role": role.task.role_id}
+                if kill
+                else {"op": "stop", "role": role.task.role_id, "grace_s": self.spec.stop_grace_s}
+            )
+            self._transport(role.host_key).send(op)
+            if role.state != RoleState.STOPPING:
+                self._set_state(
+                    role,
+                    RoleState.STOPPING,
+                    "killing" if kill else f"SIGTERM, SIGKILL after {self.spec.stop_grace_s:g} s",
+                )
+        elif role.state in (RoleState.BACKOFF, RoleState.PENDING):
+            role.backoff_until = None
+            self._set_state(role, RoleState.STOPPED, "stopped before it started")
+            if restart:
+                self._launch_role(role)
+        elif restart:
+            self._launch_role(role)
+
+    def _stop_rest(self, kill: bool = False) -> None:
+        for role in self._roles.values():
+            if role.state not in TERMINAL:
+                self._stop_role(role, kill=kill)
+
+    # ------------------------------------------------------------------ events
+
+    def _on_command(self, command: tuple[str, Any], future: Future[str] | None) -> None:
+        name, arg = command
+        try:
+            message = self._run_command(name, arg)
+        except (KeyError, ValueError, RuntimeError) as exc:
+            if future is not None:
+                future.set_exception(exc)
+            return
+        if future is not None:
+            future.set_result(message)
+
+    def _run_command(self, name: str, arg: Any) -> str:
+        if name == "launch":
+            self._set_phase(ClusterPhase.RUNNING)
+            for role in self._roles.values():
+                self._launch_role(role)
+            return "launched"
+        if self._phase == ClusterPhase.DONE:
+            raise RuntimeError("the run is over; launch the cluster again")
+        if name == "stop_all":
+            self._set_phase(ClusterPhase.STOPPING, "stopped", "stopped by the user")
+            self._stop_rest()
+            return "stopping every role"
+        if name == "kill_all":
+            self._set_phase(ClusterPhase.STOPPING, "stopped", "killed by the user")
+            self._stop_rest(kill=True)
+            return "killing every role"
+        if name == "restart_all":
+            if self._phase != ClusterPhase.RUNNING:
+                raise RuntimeError(f"the cluster is {self._phase}; it can be restarted while it runs")
+            for role in self._roles.values():
+                role.policy_restarts = 0
+                self._user_restart(role)
+            return "restarting every role"
+        if name == "signal":
+            role = self._roles[self._name(arg[0])]
+            if role.state not in ALIVE:
+                raise RuntimeError(f"{role.task.role_id} is {role.state}")
+            self._transport(role.host_key).send({"op": "signal", "role": role.task.role_id, "signal": arg[1]})
+            return f"sent SIG{str(arg[1]).upper().removeprefix('SIG')} to {role.task.role_id}"
+        role = self._roles[self._name(arg)]
+        if name == "stop":
+            if role.state in TERMINAL:
+                return f"{role.task.role_id} is already {role.state}"
+            self._stop_role(role)
+            return f"stopping {role.task.role_id}"
+        if name == "kill":
+            if role.state in TERMINAL:
+                return f"{role.task.role_id} is already {role.state}"
+            self._stop_role(role, kill=True)
+            return f"killing {role.task.role_id}"
+        if name == "restart":
+            if self._phase != ClusterPhase.RUNNING:
+                raise RuntimeError(f"the cluster is {self._phase}; a role can be restarted while it runs")
+            self._user_restart(role)
+            return f"restarting {role.task.role_id}"
+        raise ValueError(f"unknown command {name!r}")
+
+    def _user_restart(self, role: _Role) -> None:
+        with self._lock:
+            role.restarts += 1
+        self._stop_role(role, restart=True)
+
+    def _on_agent_event(self, host: str, event: dict[str, Any]) -> None:
+        kind = event.get("ev")
+        name = event.get("role")
+        role = self._roles.get(name) if isinstance(name, str) else None
+        if role is not None and event.get("attempt") not in (None, role.attempt):
+            return  # late news of an earlier attempt
+        if kind == "output" and role is not None:
+            text = str(event.get("data", ""))
+            with self._lock:
+                role.add_output(text)
+            self._publish(
+                "role_output", role=role.task.role_id, attempt=role.attempt, offset=event.get("offset"), text=text
+            )
+        elif kind == "started" and role is not None:
+            with self._lock:
+                role.pid = int(event["pid"])
+            self._publish(
+                "role_pid", role=role.task.role_id, pid=role.pid, attempt=role.attempt, log=str(role.log_path)
+            )
+        elif kind == "start_failed" and role is not None:
+            with self._lock:
+                role.add_output(f"[towerdeck] {event.get('error')}\n")
+                role.ended_at = time.time()
+            self._set_state(role, RoleState.FAILED, str(event.get("error")))
+        elif kind == "exited" and role is not None:
+            self._on_exit(role, event.get("returncode"), event.get("signal"))
+        elif kind == "agent_lost":
+            self._on_agent_lost(host, event.get("returncode"))
+        elif kind == "error":
+            self._publish(
+                "warning",
+                role=name if isinstance(name, str) else None,
+                message=f"agent on {host}: {event.get('message')}",
+            )
+
+    def _on_exit(self, role: _Role, returncode: int | None, signal: int | None) -> None:
+        now = time.time()
+        with self._lock:
+            role.pid = None
+            role.returncode = returncode
+            role.signal = signal
+            role.ended_at = now
+            role.running_at = None
+        how = exit_text(returncode, signal)
+        if role.stop_requested:
+            if role.restart_after_stop and self._phase == ClusterPhase.RUNNING:
+                role.restart_after_stop = False
+                self._launch_role(role)
+            else:
+                self._set_state(role, RoleState.STOPPED, f"stopped ({how})")
+            return
+        ok = signal is None and returncode == 0
+        policy = self.spec.jobs[role.task.job].restart
+        training_on = self._phase == ClusterPhase.RUNNING
+        is_completion = role.task.job in self._completion
+        wants = policy.wants_restart(returncode, signal) and not (ok and is_completion)
+        if wants and training_on and role.policy_restarts < policy.max_restarts:
+            delay = policy.backoff_for(role.policy_restarts + 1)
+            role.backoff_until = now + delay
+            self._set_state(
+                role,
+                RoleState.BACKOFF,
+                f"{how}; restart {role.policy_restarts + 1} of {policy.max_restarts} in {delay:g} s ({policy.policy})",
+            )
+        elif ok:
+            self._set_state(role, RoleState.SUCCEEDED, how)
+        else:
+            detail = how
+            if wants and training_on:
+                detail += f"; gave up after {role.policy_restarts} restart{'s' if role.policy_restarts != 1 else ''}"
+            self._set_state(role, RoleState.FAILED, detail)
+
+    def _on_agent_lost(self, host: str, returncode: int | None) -> None:
+        self._transports.pop(host, None)
+        lost = [r for r in self._roles.values() if r.host_key == host and r.state in ALIVE]
+        if not lost and self._phase == ClusterPhase.DONE:
+            return
+        self._publish("warning", message=f"the agent on {host} exited (code {returncode})")
+        for role in lost:
+            _kill_group(role.pid)  # last resort for local roles: no orphans if the agent died
+            with self._lock:
+                role.ended_at = time.time()
+                role.pid = None
+            state = RoleState.STOPPED if role.stop_requested else RoleState.FAILED
+            self._set_state(role, state, f"the agent on {host} was lost")
+
+    def _tick(self) -> None:
+        now = time.time()
+        for role in self._roles.values():
+            if (
+                role.state == RoleState.STARTING
+                and role.running_at is not None
+                and now >= role.running_at
+                and role.pid is not None
+            ):
+                role.running_at = None
+                self._set_state(role, RoleState.RUNNING, f"pid {role.pid}")
+            elif role.state == RoleState.BACKOFF and role.backoff_until is not None and now >= role.backoff_until:
+                role.backoff_until = None
+                with self._lock:
+                    role.policy_restarts += 1
+                    role.restarts += 1
+                self._launch_role(role)
+
+    def _evaluate(self) -> None:
+        """Decide what the cluster does after a role changed state."""
+        roles = list(self._roles.values())
+        if self._phase == ClusterPhase.RUNNING:
+            failed = [r for r in roles if r.state == RoleState.FAILED]
+            completion = [r for r in roles if r.task.job in self._completion]
+            if failed:
+                first = failed[0]
+                self._set_phase(ClusterPhase.FAILING, "failed", f"{first.task.role_id} failed: {first.detail}")
+                self._stop_rest()
+            elif completion and all(r.state in TERMINAL for r in completion):
+                if any(r.state == RoleState.SUCCEEDED for r in completion):
+                    self._set_phase(
+                        ClusterPhase.COMPLETING,
+                        "succeeded",
+                        "training finished: " + ", ".join(sorted(self._completion)) + " succeeded",
+                    )
+                else:
+                    self._set_phase(
+                        ClusterPhase.COMPLETING,
+                        "stopped",
+                        "every " + "/".join(sorted(self._completion)) + " role was stopped",
+                    )
+                self._stop_rest()
+        if self._phase in (ClusterPhase.COMPLETING, ClusterPhase.FAILING, ClusterPhase.STOPPING) and all(
+            r.state in TERMINAL for r in roles
+        ):
+            self._set_phase(ClusterPhase.DONE)
+            self._done.set()
+
+
+def _kill_group(pid: int | None) -> None:
+    if pid is None:
+        return
+    import os
+
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal_module.SIGKILL)

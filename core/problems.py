@@ -1,0 +1,47 @@
+"""Problems found in user input: where, what, and how to fix it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ERROR = "error"
+WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem in a cluster file or a pasted command.
+
+    ``field`` is the dotted path of the value (``jobs.worker.tasks[1]``), ``line`` the 1-based line
+    in the file when it could be found, ``hint`` how to fix it.
+    """
+
+    field: str
+    message: str
+    hint: str = ""
+    severity: str = ERROR
+    line: int | None = None
+
+    def format(self, source: str = "") -> str:
+        where = source
+        if self.line is not None:
+            where = f"{where}:{self.line}" if where else f"line {self.line}"
+        location = f"{where}: " if where else ""
+        field = f"{self.field}: " if self.field else ""
+        text = f"{location}{self.severity}: {field}{self.message}"
+        if self.hint:
+            text += f"\n    fix: {self.hint}"
+        return text
+
+
+class SpecError(Exception):
+    """Raised when input cannot be turned into a cluster; carries every problem found."""
+
+    def __init__(self, problems: list[Problem], source: str = "") -> None:
+        self.problems = problems
+        self.source = source
+        super().__init__("\n".join(p.format(source) for p in problems))
+
+
+def errors(problems: list[Problem]) -> list[Problem]:
+    return [p for p in problems if p.severity == ERROR]

@@ -1,0 +1,171 @@
+"""The run directory: everything a launch leaves behind, readable after the fact.
+
+Layout (documented in the README)::
+
+    <runs root>/<run id>/
+        run.json            id, name, times, state, result, the control socket
+        cluster.toml        the cluster as launched (defaults filled in)
+        events.jsonl        one JSON object per line: role state changes with pid, exit code or
+                            signal, cluster state changes
+        agent-<host>.log    the host agent's own diagnostics
+        roles/<job>-<index>/
+            attempt-<n>.log complete stdout+stderr of attempt n, written by the role itself
+            tensorboard/    TOWERDECK_TB_DIR: where the example trainers write event files
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.spec import ClusterSpec, Task, dumps
+
+
+def runs_root() -> Path:
+    """Where runs go: $TOWERDECK_DATA_DIR/runs, else the user data dir from platformdirs."""
+    override = os.environ.get("TOWERDECK_DATA_DIR")
+    if override:
+        return Path(override).expanduser() / "runs"
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("towerdeck", appauthor=False)) / "runs"
+
+
+def _safe(name: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)[:40].strip("-")
+    return cleaned or "cluster"
+
+
+class RunDir:
+    """A run directory being written. Writes never raise: a full disk is reported, not fatal."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.write_error: str | None = None
+        self._info: dict[str, Any] = {}
+
+    @classmethod
+    def create(cls, spec: ClusterSpec, root: Path | None = None, path: Path | None = None) -> RunDir:
+        created = time.time()
+        if path is None:
+            stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(created))
+            path = (root or runs_root()) / f"{stamp}-{_safe(spec.name)}-{secrets.token_hex(2)}"
+        path.mkdir(parents=True, exist_ok=True)
+        if any(path.iterdir()):
+            raise FileExistsError(f"{path} is not empty; give a new or empty directory")
+        os.chmod(path, 0o700)
+        run = cls(path)
+        (path / "roles").mkdir()
+        (path / "cluster.toml").write_text(dumps(spec), encoding="utf-8")
+        run._info = {
+            "id": path.name,
+            "name": spec.name,
+            "created": created,
+            "source": str(spec.source) if spec.source else None,
+            "workdir": str(spec.workdir),
+            "roles": spec.role_ids(),
+            "state": "starting",
+            "result": None,
+            "ended": None,
+            "pid": os.getpid(),
+        }
+        run.update()
+        return run
+
+    def role_dir(self, task: Task) -> Path:
+        return self.path / "roles" / task.dir_name
+
+    def log_path(self, task: Task, attempt: int) -> Path:
+        return self.role_dir(task) / f"attempt-{attempt}.log"
+
+    def _guard(self, action: str, fn: Any) -> None:
+        try:
+            fn()
+        except OSError as exc:
+            if self.write_error is None:
+                self.write_error = f"cannot {action} in {self.path}: {exc.strerror or exc}"
+
+    def record(self, event: dict[str, Any]) -> None:
+        """Append one event to events.jsonl, flushed at once."""
+        line = json.dumps(event, separators=(",", ":")) + "\n"
+
+        def write() -> None:
+            with open(self.path / "events.jsonl", "a", encoding="utf-8") as f:
+                f.write(line)
+
+        self._guard("write events.jsonl", write)
+
+    def update(self, **fields: Any) -> None:
+        """Merge ``fields`` into run.json, replacing it atomically."""
+        self._info.update(fields)
+
+        def write() -> None:
+            tmp = self.path / "run.json.tmp"
+            tmp.write_text(json.dumps(self._info, indent=2), encoding="utf-8")
+            os.replace(tmp, self.path / "run.json")
+
+        self._guard("write run.json", write)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    path: Path
+    id: str
+    name: str
+    created: float
+    state: str
+    result: str | None
+    roles: int
+
+    @property
+    def alive(self) -> bool:
+        """True when the run's launcher process still runs (reattach is possible)."""
+        return self.state not in ("done",)
+
+
+def read_info(path: Path) -> RunInfo | None:
+    try:
+        info = json.loads((path / "run.json").read_text(encoding="utf-8"))
+        return RunInfo(
+            path,
+            str(info.get("id", path.name)),
+            str(info.get("name", "?")),
+            float(info.get("created", 0.0)),
+            str(info.get("state", "?")),
+            info.get("result"),
+            len(info.get("roles", [])),
+        )
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def list_runs(root: Path | None = None) -> list[RunInfo]:
+    root = root or runs_root()
+    if not root.is_dir():
+        return []
+    runs = [info for p in root.iterdir() if p.is_dir() and (info := read_info(p)) is not None]
+    return sorted(runs, key=lambda r: r.created, reverse=True)
+
+
+def resolve(arg: str, root: Path | None = None) -> Path:
+    """A run directory from a path, a run id, or ``latest``; raises FileNotFoundError."""
+    candidate = Path(arg).expanduser()
+    if (candidate / "run.json").is_file():
+        return candidate
+    root = root or runs_root()
+    if arg == "latest":
+        runs = list_runs(root)
+        if runs:
+            return runs[0].path
+        raise FileNotFoundError(f"there are no runs in {root}")
+    if (root / arg / "run.json").is_file():
+        return root / arg
+    matches = [r.path for r in list_runs(root) if r.id.startswith(arg)]
+    if len(matches) == 1:
+        return matches[0]
+    raise FileNotFoundError(f"no run {arg!r} (a run directory, a run id from `runs`, or 'latest')")

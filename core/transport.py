@@ -1,0 +1,98 @@
+"""How the controller reaches a host agent: here, a local subprocess speaking JSON lines.
+
+A transport starts ``core/agent.py``, sends it commands and hands every event it prints to a
+callback, on the transport's reader thread. When the agent goes away the callback gets
+``{"ev": "agent_lost", ...}`` once.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+AGENT_PATH = Path(__file__).with_name("agent.py")
+
+EventSink = Callable[[str, dict[str, Any]], None]
+
+
+class LocalTransport:
+    """The agent as a child process of this one, in its own session so that a Ctrl-C in the
+    terminal reaches TowerDeck (which stops the roles in order), not the agent."""
+
+    def __init__(self, host: str, sink: EventSink, log_path: Path, on_disconnect: str = "stop") -> None:
+        self.host = host
+        self._sink = sink
+        self._log_path = log_path
+        self._on_disconnect = on_disconnect
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+        self._reader: threading.Thread | None = None
+
+    def start(self) -> None:
+        log: IO[bytes] = open(self._log_path, "ab")  # noqa: SIM115 - the child holds it
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-u", str(AGENT_PATH), "--on-disconnect", self._on_disconnect],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        self._reader = threading.Thread(target=self._read, name=f"agent-reader-{self.host}", daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def send(self, command: dict[str, Any]) -> bool:
+        """Send one command; False when the agent is gone (agent_lost follows)."""
+        if self._proc is None or self._proc.stdin is None:
+            return False
+        data = (json.dumps(command, separators=(",", ":")) + "\n").encode()
+        with self._lock:
+            try:
+                self._proc.stdin.write(data)
+                self._proc.stdin.flush()
+                return True
+            except (BrokenPipeError, OSError, ValueError):
+                return False
+
+    def _read(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        for raw in self._proc.stdout:
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                event = None
+            if not isinstance(event, dict) or not isinstance(event.get("ev"), str):
+                self._sink(self.host, {"ev": "error", "message": f"agent printed a non-event line: {raw[:200]!r}"})
+                continue
+            self._sink(self.host, event)
+        code = self._proc.wait()
+        self._sink(self.host, {"ev": "agent_lost", "returncode": code})
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Close the agent's stdin (it stops its roles, per its on-disconnect) and wait for it."""
+        if self._proc is None:
+            return
+        with self._lock:
+            try:
+                if self._proc.stdin:
+                    self._proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            self._proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        if self._reader is not None:
+            self._reader.join(timeout_s)

@@ -1,0 +1,29 @@
+#!/usr/bin/env python3
+"""TowerDeck: launch and watch distributed TensorFlow clusters.
+
+``python main.py`` opens the window; ``python main.py SUBCOMMAND`` runs the headless CLI
+(``python main.py --help`` lists the subcommands).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+CLI_COMMANDS = {"validate", "render", "import", "launch", "runs", "ctl", "demo-path"}
+
+
+def main(argv: list[str]) -> int:
+    if argv and (argv[0] in CLI_COMMANDS or argv[0] in ("-h", "--help")):
+        from core.cli import main as cli_main
+
+        return cli_main(argv)
+    from gui.app import main as gui_main
+
+    return gui_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,136 @@
+"""Between-graph replication in the classic style: parameter servers and workers.
+
+Every worker builds the same graph; `replica_device_setter` puts the variables on the ps tasks;
+worker 0 is the chief. The cluster comes from the legacy flags:
+
+    python between_graph.py --ps_hosts=127.0.0.1:2222 --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 \
+        --job_name=worker --task_index=0
+
+A ps task serves forever (`server.join()`); the launcher stops it when the workers are done. Each
+worker prints the classic example's progress line
+
+    Step: 201,  Epoch:  1,  Batch: 100 of 550,  Cost: 8.2541,  AvgTime: 3.04ms
+
+and writes `loss` and `steps_per_sec` as TensorBoard scalars (simple_value) to $TOWERDECK_TB_DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+from common import add_common_arguments, load_digits, tensorboard_dir
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--ps_hosts", required=True, help="comma-separated host:port")
+    parser.add_argument("--worker_hosts", required=True, help="comma-separated host:port")
+    parser.add_argument("--job_name", required=True, choices=("ps", "worker"))
+    parser.add_argument("--task_index", type=int, required=True)
+    add_common_arguments(parser)
+    args = parser.parse_args()
+
+    import tensorflow as tf
+
+    tf.compat.v1.disable_eager_execution()
+    cluster = tf.train.ClusterSpec({"ps": args.ps_hosts.split(","), "worker": args.worker_hosts.split(",")})
+    config = tf.compat.v1.ConfigProto(log_device_placement=args.log_device_placement)
+    server = tf.distribute.Server(cluster, job_name=args.job_name, task_index=args.task_index, config=config)
+    if args.job_name == "ps":
+        print(f"ps {args.task_index} serving on {cluster.task_address('ps', args.task_index)}", flush=True)
+        server.join()
+        return 0
+
+    x_all, y_all = load_digits()
+    n_train = len(x_all) - 297
+    x_train, y_train = x_all[:n_train], y_all[:n_train]
+    batches_per_epoch = n_train // args.batch_size
+    is_chief = args.task_index == 0
+    worker_device = f"/job:worker/task:{args.task_index}"
+    with tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(worker_device=worker_device, cluster=cluster)):
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+        x = tf.compat.v1.placeholder(tf.float32, [None, 64], name="images")
+        y = tf.compat.v1.placeholder(tf.int64, [None], name="labels")
+        init = tf.compat.v1.glorot_uniform_initializer(seed=args.task_index)
+        w1 = tf.compat.v1.get_variable("hidden/weights", [64, args.hidden], initializer=init)
+        b1 = tf.compat.v1.get_variable("hidden/biases", [args.hidden], initializer=tf.compat.v1.zeros_initializer())
+        w2 = tf.compat.v1.get_variable("softmax/weights", [args.hidden, 10], initializer=init)
+        b2 = tf.compat.v1.get_variable("softmax/biases", [10], initializer=tf.compat.v1.zeros_initializer())
+        hidden = tf.nn.relu(tf.matmul(x, w1) + b1)
+        logits = tf.matmul(hidden, w2) + b2
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits), name="cost")
+        train_op = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate).minimize(
+            loss, global_step=global_step
+        )
+
+    if not is_chief:
+        # MonitoredTrainingSession's non-chief waits in 30 s sleeps for the chief to initialise
+        # the variables; poll instead so a worker starts training as soon as they exist.
+        not_ready = tf.compat.v1.report_uninitialized_variables()
+        with tf.compat.v1.Session(server.target, config=config) as probe:
+            while len(probe.run(not_ready)) > 0:
+                time.sleep(0.2)
+
+    writer = None
+    tb_dir = tensorboard_dir()
+    if tb_dir:
+        writer = tf.compat.v1.summary.FileWriter(tb_dir)
+    hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps)]
+    rng = np.random.default_rng(args.task_index)
+    local_step = 0
+    window_start = time.time()
+    window_steps = 0
+    step = 0
+    cost = float("nan")
+    with tf.compat.v1.train.MonitoredTrainingSession(
+        master=server.target,
+        is_chief=is_chief,
+        hooks=hooks,
+        config=config,
+        checkpoint_dir=None,
+        save_summaries_steps=None,
+        save_summaries_secs=None,
+        log_step_count_steps=None,
+    ) as sess:
+        while not sess.should_stop():
+            batch = rng.integers(0, n_train, args.batch_size)
+            _, cost, step = sess.run([train_op, loss, global_step], {x: x_train[batch], y: y_train[batch]})
+            local_step += 1
+            window_steps += 1
+            if args.step_sleep:
+                time.sleep(args.step_sleep)
+            if local_step % args.log_every == 0:
+                elapsed = time.time() - window_start
+                avg_ms = 1000.0 * elapsed / window_steps
+                epoch = local_step // batches_per_epoch + 1
+                batch_index = local_step % batches_per_epoch
+                print(
+                    f"Step: {step},  Epoch: {epoch:2d},  Batch: {batch_index} of {batches_per_epoch},  Cost: {cost:.4f},  AvgTime: {avg_ms:.2f}ms",
+                    flush=True,
+                )
+                if writer is not None:
+                    summary = tf.compat.v1.Summary(
+                        value=[
+                            tf.compat.v1.Summary.Value(tag="loss", simple_value=float(cost)),
+                            tf.compat.v1.Summary.Value(
+                                tag="steps_per_sec", simple_value=window_steps / max(elapsed, 1e-9)
+                            ),
+                        ]
+                    )
+                    writer.add_summary(summary, int(step))
+                    writer.flush()
+                window_start, window_steps = time.time(), 0
+    if writer is not None:
+        writer.close()
+    print(
+        f"worker {args.task_index} done: {local_step} local steps, global step {step}, final cost {cost:.4f}",
+        flush=True,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Shared by the example trainers: arguments, the data set, and where TensorBoard files go.
+
+The data set is scikit-learn's digits (1797 8x8 images, shipped inside the package: no download),
+so the examples train in seconds on a CPU and the loss visibly goes down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--train_steps", type=int, default=300, help="global steps to train")
+    parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--learning_rate", type=float, default=0.3)
+    parser.add_argument("--log_every", type=int, default=20, help="print and record every N steps")
+    parser.add_argument("--log_device_placement", action="store_true", help="log where TensorFlow places each op")
+    parser.add_argument("--step_sleep", type=float, default=0.0, help="seconds to sleep per step (slows a demo down)")
+    parser.add_argument("--hidden", type=int, default=32, help="hidden units")
+
+
+def load_digits() -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_digits as sklearn_digits
+
+    x, y = sklearn_digits(return_X_y=True)
+    return (x / 16.0).astype(np.float32), y.astype(np.int64)
+
+
+def tensorboard_dir() -> str | None:
+    """The directory TowerDeck gives this role for TensorBoard event files (None: don't write)."""
+    path = os.environ.get("TOWERDECK_TB_DIR")
+    if path and not path.startswith("<"):
+        os.makedirs(path, exist_ok=True)
+        return path
+    return None

@@ -1,0 +1,106 @@
+"""TF2 ParameterServerStrategy: a chief runs a ClusterCoordinator; workers and ps only serve.
+
+The cluster comes from TF_CONFIG. Workers and ps tasks run `tf.distribute.Server(...).join()` and
+never exit by themselves; the launcher stops them once the chief has finished. The chief
+schedules steps onto the workers (asynchronous updates of variables that live on the ps tasks)
+and prints progress in the format of TF1's logging hooks
+
+    loss = 0.31, step = 100 (0.523 sec)
+    global_step/sec: 191.2
+
+and writes `loss` and `steps_per_sec` as TensorBoard tensor summaries to $TOWERDECK_TB_DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from common import add_common_arguments, load_digits, tensorboard_dir
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_common_arguments(parser)
+    args = parser.parse_args()
+    os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
+
+    import tensorflow as tf
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    if resolver.task_type in ("worker", "ps"):
+        server = tf.distribute.Server(
+            resolver.cluster_spec(),
+            job_name=resolver.task_type,
+            task_index=resolver.task_id,
+            protocol=resolver.rpc_layer or "grpc",
+            start=True,
+        )
+        print(f"{resolver.task_type} {resolver.task_id} serving", flush=True)
+        server.join()
+        return 0
+    if resolver.task_type != "chief":
+        print(f"task type {resolver.task_type!r} has nothing to do under ParameterServerStrategy", flush=True)
+        return 0
+
+    tf.debugging.set_log_device_placement(args.log_device_placement)
+    strategy = tf.distribute.ParameterServerStrategy(resolver)
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    x_all, y_all = load_digits()
+
+    def dataset_fn() -> tf.data.Dataset:
+        return tf.data.Dataset.from_tensor_slices((x_all, y_all)).shuffle(2048).repeat().batch(args.batch_size)
+
+    with strategy.scope():
+        init = tf.keras.initializers.GlorotUniform(seed=1)
+        w1 = tf.Variable(init([64, args.hidden]), name="hidden_weights")
+        b1 = tf.Variable(tf.zeros([args.hidden]), name="hidden_biases")
+        w2 = tf.Variable(init([args.hidden, 10]), name="softmax_weights")
+        b2 = tf.Variable(tf.zeros([10]), name="softmax_biases")
+    variables = [w1, b1, w2, b2]
+
+    @tf.function
+    def train_step(iterator: tf.distribute.DistributedIterator) -> tf.Tensor:
+        def step_fn(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+            with tf.GradientTape() as tape:
+                logits = tf.matmul(tf.nn.relu(tf.matmul(x, w1) + b1), w2) + b2
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+            for var, grad in zip(variables, tape.gradient(loss, variables), strict=True):
+                var.assign_sub(args.learning_rate * grad)
+            return loss
+
+        x, y = next(iterator)
+        losses = strategy.run(step_fn, args=(x, y))
+        return strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
+
+    iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
+    tb_dir = tensorboard_dir()
+    writer = tf.summary.create_file_writer(tb_dir) if tb_dir else None
+    window_start = time.time()
+    loss_value = float("nan")
+    for step in range(1, args.train_steps + 1):
+        result = coordinator.schedule(train_step, args=(iterator,))
+        if args.step_sleep:
+            time.sleep(args.step_sleep)
+        if step % args.log_every == 0 or step == args.train_steps:
+            coordinator.join()
+            loss_value = float(result.fetch())
+            elapsed = time.time() - window_start
+            steps_per_sec = args.log_every / max(elapsed, 1e-9)
+            print(f"loss = {loss_value:.4f}, step = {step} ({elapsed:.3f} sec)", flush=True)
+            print(f"global_step/sec: {steps_per_sec:.2f}", flush=True)
+            if writer is not None:
+                with writer.as_default():
+                    tf.summary.scalar("loss", loss_value, step=step)
+                    tf.summary.scalar("steps_per_sec", steps_per_sec, step=step)
+                writer.flush()
+            window_start = time.time()
+    coordinator.join()
+    print(f"chief done: {args.train_steps} steps, final loss {loss_value:.4f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
