@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python main.py", description="TowerDeck: launch and watch distributed TensorFlow clusters."
     )
-    sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
+    sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
 
     p = sub.add_parser("validate", help="check a cluster file; exit 0 if it can launch, 2 with every problem if not")
     p.add_argument("file", type=Path)
@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("role", nargs="?", help="the role, e.g. worker:1 (for stop, kill, restart, signal)")
     p.add_argument("signal", nargs="?", help="for signal: the signal name, e.g. STOP or CONT")
+    p.add_argument("--json", action="store_true", help="for status: print the reply as JSON")
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
 
     p = sub.add_parser("demo-path", help="print the path of the bundled demo cluster file")
@@ -86,10 +87,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     err = err or sys.stderr
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command is None:
+    if args.subcommand is None:
         parser.print_help(out)
         return EXIT_USAGE
-    handler = globals()[f"cmd_{args.command.replace('-', '_')}"]
+    handler = globals()[f"cmd_{args.subcommand.replace('-', '_')}"]
     try:
         code: int = handler(args, out, err)
         return code
@@ -327,7 +328,9 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not reply.get("ok"):
         print(f"refused: {reply.get('error')}", file=err)
         return EXIT_FAILED
-    if action == "status":
+    if action == "status" and args.json:
+        print(json.dumps(reply, indent=2), file=out)
+    elif action == "status":
         print(
             f"cluster {reply['phase']}" + (f" ({reply['result']}: {reply['reason']})" if reply.get("result") else ""),
             file=out,

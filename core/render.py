@@ -14,7 +14,7 @@ from core.spec import JOB_ORDER, ClusterSpec, Task
 CLUSTER_JOBS = ("chief", "worker", "ps")
 
 # Placeholders a command may contain; replaced per role.
-PLACEHOLDERS = ("{job_name}", "{task_index}", "{role}", "{tb_dir}", "{run_dir}")
+PLACEHOLDERS = ("{job_name}", "{task_index}", "{role}", "{address}", "{port}", "{tb_dir}", "{run_dir}")
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,8 @@ def render(spec: ClusterSpec, task: Task, run_dir: Path | None = None) -> RoleLa
         "{job_name}": task.job,
         "{task_index}": str(task.index),
         "{role}": task.role_id,
+        "{address}": task.address,
+        "{port}": str(task.port),
         "{tb_dir}": tb_dir,
         "{run_dir}": run_text,
     }

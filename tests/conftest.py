@@ -1,0 +1,60 @@
+"""Shared test set-up: runs never touch the user's data dir, roles find the venv's python."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# Roles run `python` from PATH: make it this interpreter's environment.
+os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own runs root; the user's data dir is never written."""
+    path = tmp_path / "towerdeck-data"
+    monkeypatch.setenv("TOWERDECK_DATA_DIR", str(path))
+    return path
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """Ports that are free now (held open together so they differ)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@pytest.fixture
+def ports() -> Iterator[list[int]]:
+    yield free_ports(6)
+
+
+def run_cli(
+    *args: str, cwd: Path | None = None, timeout: float = 240, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python main.py ARGS`` as a user would; returns the finished process."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "main.py"), *args],
+        cwd=cwd or ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )

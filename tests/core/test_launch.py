@@ -1,0 +1,361 @@
+"""Real clusters through the CLI: real TensorFlow, real processes, real ports on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, free_ports, run_cli
+from tests.helpers.procs import assert_nothing_left
+
+pytestmark = pytest.mark.slow
+TRAINERS = ROOT / "resources" / "trainers"
+STUBBORN = ROOT / "tests" / "helpers" / "stubborn.py"
+
+
+def write_cluster(tmp_path: Path, body: str, ports: list[int], **values: Any) -> Path:
+    """Write a cluster file from ``body`` (str.format: {trainers}, {p[0]}, literal braces doubled)."""
+    text = body.format(trainers=TRAINERS, stubborn=STUBBORN, marker=tmp_path, p=ports, **values)
+    path = tmp_path / "cluster.toml"
+    path.write_text(text)
+    return path
+
+
+BETWEEN_GRAPH = """
+name = "bg"
+strategy = "between_graph"
+launch_style = "flags"
+workdir = "{trainers}"
+command = ["python", "-u", "between_graph.py", "--train_steps={steps}", "--step_sleep={sleep}", "--log_every=10"]
+stop_grace_s = 3
+[jobs.ps]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[1]}", "127.0.0.1:{p[2]}"]
+restart = {{ policy = "{policy}", max_restarts = 2, backoff_s = 0.5 }}
+"""
+
+
+def between_graph(
+    tmp_path: Path, steps: int = 200, sleep: float = 0.0, policy: str = "Never"
+) -> tuple[Path, list[int]]:
+    ports = free_ports(3)
+    return write_cluster(tmp_path, BETWEEN_GRAPH, ports, steps=steps, sleep=sleep, policy=policy), ports
+
+
+def losses(log: Path, pattern: str) -> list[float]:
+    return [float(m) for m in re.findall(pattern, log.read_text())]
+
+
+def run_dir_of(result: subprocess.CompletedProcess[str]) -> Path:
+    m = re.search(r"run directory: (\S+)", result.stdout)
+    assert m, result.stdout
+    return Path(m.group(1))
+
+
+def states(run_dir: Path, role: str) -> list[str]:
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    return [e["state"] for e in events if e["kind"] == "role_state" and e["role"] == role]
+
+
+def assert_ports_free(ports: list[int]) -> None:
+    assert_nothing_left(ports, marker="\0never-matches\0")
+
+
+# ------------------------------------------------------------------------------------------
+# Each example trainer to success
+
+
+def test_between_graph_example_trains_to_success(tmp_path: Path):
+    cluster, ports = between_graph(tmp_path)
+    result = run_cli("launch", str(cluster), "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = tmp_path / "run"
+    assert "succeeded" in result.stdout and "training finished" in result.stdout
+    for worker in ("worker-0", "worker-1"):
+        costs = losses(run / "roles" / worker / "attempt-1.log", r"Cost: ([0-9.]+)")
+        assert len(costs) >= 3, costs
+        assert costs[-1] < costs[0] * 0.7, costs  # the loss goes down
+    # The ps never exits by itself: the launcher stopped it once both workers succeeded.
+    assert states(run, "ps:0")[-2:] == ["stopping", "stopped"]
+    assert states(run, "worker:0")[-1] == "succeeded"
+    info = json.loads((run / "run.json").read_text())
+    assert info["state"] == "done" and info["result"] == "succeeded"
+    assert (run / "cluster.toml").is_file()
+    assert list((run / "roles" / "worker-0" / "tensorboard").glob("events.out.tfevents.*"))
+    assert "serving on" in (run / "roles" / "ps-0" / "attempt-1.log").read_text()
+    assert_ports_free(ports)
+
+
+def test_parameter_server_strategy_example_trains_to_success(tmp_path: Path):
+    ports = free_ports(4)
+    cluster = write_cluster(
+        tmp_path,
+        """
+strategy = "parameter_server"
+launch_style = "tf_config"
+workdir = "{trainers}"
+command = ["python", "-u", "parameter_server.py", "--train_steps=200", "--log_every=20"]
+[jobs.chief]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.ps]
+tasks = ["127.0.0.1:{p[1]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[2]}", "127.0.0.1:{p[3]}"]
+""",
+        ports,
+    )
+    result = run_cli("launch", str(cluster))
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = run_dir_of(result)
+    values = losses(run / "roles" / "chief-0" / "attempt-1.log", r"loss = ([0-9.]+), step = \d+")
+    assert len(values) >= 5 and values[-1] < values[0] * 0.7, values
+    # Workers and ps only join(): stopped by the launcher after the chief succeeded.
+    for role in ("ps:0", "worker:0", "worker:1"):
+        assert states(run, role)[-1] == "stopped"
+    assert states(run, "chief:0")[-1] == "succeeded"
+    assert list((run / "roles" / "chief-0" / "tensorboard").glob("events.out.tfevents.*"))
+    assert_ports_free(ports)
+
+
+def test_multi_worker_mirrored_example_trains_to_success(tmp_path: Path):
+    ports = free_ports(2)
+    cluster = write_cluster(
+        tmp_path,
+        """
+strategy = "multi_worker_mirrored"
+launch_style = "tf_config"
+workdir = "{trainers}"
+command = ["python", "-u", "multi_worker_mirrored.py", "--train_steps=200", "--log_every=20"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[0]}", "127.0.0.1:{p[1]}"]
+""",
+        ports,
+    )
+    result = run_cli("launch", str(cluster))
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = run_dir_of(result)
+    for worker in ("worker-0", "worker-1"):
+        values = losses(run / "roles" / worker / "attempt-1.log", r"ms/step - loss: ([0-9.]+)")
+        assert len(values) >= 5 and values[-1] < values[0] * 0.7, values
+    assert_ports_free(ports)
+
+
+# ------------------------------------------------------------------------------------------
+# A live cluster: faults and control
+
+
+class Launch:
+    """``python main.py launch`` running in the background, controlled like a user would."""
+
+    def __init__(self, cluster: Path, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "main.py"), "launch", str(cluster), "--run-dir", str(run_dir)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+    def status(self) -> dict[str, Any]:
+        result = run_cli("ctl", str(self.run_dir), "status", "--json", timeout=30)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    def role(self, name: str) -> dict[str, Any]:
+        return next(r for r in self.status()["roles"] if r["role"] == name)
+
+    def wait_role(self, name: str, state: str, timeout_s: float = 60, attempt: int | None = None) -> dict[str, Any]:
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            if (self.run_dir / "run.json").exists() and "control_socket" in (self.run_dir / "run.json").read_text():
+                role = self.role(name)
+                if role["state"] == state and (attempt is None or role["attempt"] == attempt):
+                    return role
+            time.sleep(0.3)
+        raise AssertionError(f"{name} never reached {state}: {self.status()}")
+
+    def wait_output(self, name: str, pattern: str, attempt: int = 1, timeout_s: float = 60) -> None:
+        log = self.run_dir / "roles" / name.replace(":", "-") / f"attempt-{attempt}.log"
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            if log.exists() and re.search(pattern, log.read_text(errors="replace")):
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"{pattern!r} never appeared in {log}")
+
+    def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return run_cli("ctl", str(self.run_dir), *args, timeout=30)
+
+    def finish(self, timeout_s: float = 120) -> tuple[int, str]:
+        out, _ = self.proc.communicate(timeout=timeout_s)
+        return self.proc.returncode, out
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+@pytest.fixture
+def launches():
+    started: list[Launch] = []
+    yield started
+    for launch in started:
+        launch.kill()
+
+
+def test_sigkilled_worker_is_restarted_with_on_failure_and_the_run_succeeds(tmp_path: Path, launches: list[Launch]):
+    cluster, ports = between_graph(tmp_path, steps=1500, sleep=0.01, policy="OnFailure")
+    launch = Launch(cluster, tmp_path / "run")
+    launches.append(launch)
+    worker = launch.wait_role("worker:1", "running")
+    launch.wait_output("worker:1", r"Step: \d+")
+    os.kill(worker["pid"], signal.SIGKILL)
+    launch.wait_role("worker:1", "running", attempt=2)
+    code, out = launch.finish()
+    assert code == 0, out
+    history = states(launch.run_dir, "worker:1")
+    assert "backoff" in history and history[-1] == "succeeded"
+    assert "killed by SIGKILL; restart 1 of 2" in out
+    assert (launch.run_dir / "roles" / "worker-1" / "attempt-2.log").is_file()
+    assert_ports_free(ports)
+
+
+def test_sigkilled_worker_with_never_fails_the_run_and_names_it(tmp_path: Path, launches: list[Launch]):
+    cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01, policy="Never")
+    launch = Launch(cluster, tmp_path / "run")
+    launches.append(launch)
+    worker = launch.wait_role("worker:1", "running")
+    launch.wait_output("worker:1", r"Step: \d+")
+    os.kill(worker["pid"], signal.SIGKILL)
+    code, out = launch.finish()
+    assert code == 1, out
+    assert "failed after" in out and "worker:1 failed: killed by SIGKILL" in out
+    assert "last output of worker:1" in out and "Step:" in out.split("last output of worker:1")[1]
+    assert_ports_free(ports)
+
+
+def test_stop_restart_kill_one_role_while_the_others_run_then_stop_all(tmp_path: Path, launches: list[Launch]):
+    cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01, policy="Never")
+    launch = Launch(cluster, tmp_path / "run")
+    launches.append(launch)
+    launch.wait_role("worker:1", "running")
+    launch.wait_output("worker:1", r"Step: \d+")
+
+    result = launch.ctl("stop", "worker:1")
+    assert result.returncode == 0 and "stopping worker:1" in result.stdout
+    launch.wait_role("worker:1", "stopped")
+    status = launch.status()
+    assert status["phase"] == "running"
+    assert {r["role"]: r["state"] for r in status["roles"]} == {
+        "ps:0": "running",
+        "worker:0": "running",
+        "worker:1": "stopped",
+    }
+    size = (launch.run_dir / "roles" / "worker-0" / "attempt-1.log").stat().st_size
+    time.sleep(1.5)
+    assert (launch.run_dir / "roles" / "worker-0" / "attempt-1.log").stat().st_size > size  # still training
+
+    assert launch.ctl("restart", "worker:1").returncode == 0
+    launch.wait_role("worker:1", "running", attempt=2)
+    launch.wait_output("worker:1", r"Step: \d+", attempt=2)
+
+    old_pid = launch.role("worker:0")["pid"]
+    assert launch.ctl("restart", "worker:0").returncode == 0
+    restarted = launch.wait_role("worker:0", "running", attempt=2)
+    assert restarted["pid"] != old_pid and restarted["restarts"] == 1
+
+    assert launch.ctl("kill", "worker:1").returncode == 0
+    killed = launch.wait_role("worker:1", "stopped")
+    assert killed["signal"] == signal.SIGKILL
+
+    refused = launch.ctl("stop", "chief:0")
+    assert refused.returncode == 1 and "no role 'chief:0'" in refused.stderr
+
+    assert launch.ctl("stop-all").returncode == 0
+    code, out = launch.finish()
+    assert code == 1 and "stopped by the user" in out
+    assert_ports_free(ports)
+    info = json.loads((launch.run_dir / "run.json").read_text())
+    assert info["result"] == "stopped"
+    # The control socket is gone with the launch: ctl says so instead of hanging.
+    gone = launch.ctl("status")
+    assert gone.returncode == 1 and "not running" in gone.stderr
+
+
+def test_ctrl_c_leaves_no_process_or_port_even_with_stubborn_forking_roles(tmp_path: Path):
+    ports = free_ports(3)
+    cluster = write_cluster(
+        tmp_path,
+        """
+strategy = "custom"
+command = ["python", "{stubborn}", "{{port}}", "{marker}/stubborn-role"]
+stop_grace_s = 1
+[jobs.ps]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[1]}", "127.0.0.1:{p[2]}"]
+""",
+        ports,
+    )
+    assert "{port}" in cluster.read_text()
+    launch = Launch(cluster, tmp_path / "run")
+    try:
+        for role in ("ps:0", "worker:0", "worker:1"):
+            launch.wait_output(role, "listening on")
+            launch.wait_output(role, "detached=True")
+        procs_before = subprocess.run(
+            ["pgrep", "-f", f"{tmp_path}/stubborn-role"], capture_output=True, text=True
+        ).stdout.split()
+        assert len(procs_before) == 9  # each role: itself, a child, a setsid()'d grandchild
+        launch.proc.send_signal(signal.SIGINT)
+        code, out = launch.finish(timeout_s=60)
+    finally:
+        launch.kill()
+    assert code == 130, out
+    assert "stopping every role" in out
+    assert_nothing_left(ports, f"{tmp_path}/stubborn-role", timeout_s=1.0)
+
+
+def test_runs_lists_past_runs(tmp_path: Path, data_dir: Path):
+    ports = free_ports(1)
+    cluster = write_cluster(
+        tmp_path,
+        'strategy = "custom"\ncommand = ["python", "-c", "print(1)"]\n[jobs.worker]\ntasks = ["127.0.0.1:{p[0]}"]\n',
+        ports,
+    )
+    assert run_cli("launch", str(cluster)).returncode == 0
+    result = run_cli("runs")
+    assert result.returncode == 0 and "1 run in" in result.stdout and "succeeded" in result.stdout
+
+
+def test_crash_looping_role_stops_at_the_maximum(tmp_path: Path):
+    ports = free_ports(1)
+    cluster = write_cluster(
+        tmp_path,
+        'strategy = "custom"\ncommand = ["python", "-c", "import sys; print(\'boom\'); sys.exit(2)"]\n'
+        '[jobs.worker]\ntasks = ["127.0.0.1:{p[0]}"]\nrestart = {{ policy = "OnFailure", max_restarts = 2, backoff_s = 0.1 }}\n',
+        ports,
+    )
+    result = run_cli("launch", str(cluster))
+    assert result.returncode == 1
+    assert "gave up after 2 restarts" in result.stdout and "boom" in result.stdout
+    run = run_dir_of(result)
+    assert sorted(p.name for p in (run / "roles" / "worker-0").iterdir()) == [
+        "attempt-1.log",
+        "attempt-2.log",
+        "attempt-3.log",
+    ]
