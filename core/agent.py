@@ -131,8 +131,168 @@ def role_tree(role: Role, table: ProcTable, scan_environ: bool) -> set[int]:
     return {pid for pid in members if pid in table.rows and table.rows[pid][3] != "Z"}
 
 
+def _load_nvml() -> Any:
+    """The NVML bindings: ``pynvml`` (nvidia-ml-py), or the module at $TOWERDECK_NVML_MODULE.
+
+    The override exists so that machines without an NVIDIA GPU can test everything above the
+    NVML calls with a double of that one layer.
+    """
+    override = os.environ.get("TOWERDECK_NVML_MODULE")
+    if override:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("towerdeck_nvml", override)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {override}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    import pynvml  # type: ignore[import-not-found,unused-ignore]
+
+    return pynvml
+
+
+def _decode(value: Any) -> Any:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+class GpuSampler:
+    """Per-GPU figures from NVML. Initialised once; a failing query empties one field, not the sample."""
+
+    def __init__(self, host: str) -> None:
+        self.nvml: Any = None
+        self.count = 0
+        self.handles: list[Any] = []
+        self.static: list[dict[str, Any]] = []
+        try:
+            self.nvml = _load_nvml()
+        except Exception as exc:
+            self.status = f"no NVIDIA GPU on {host} (NVML bindings not available: {exc})"
+            return
+        try:
+            self.nvml.nvmlInit()
+            self.count = int(self.nvml.nvmlDeviceGetCount())
+            self.handles = [self.nvml.nvmlDeviceGetHandleByIndex(i) for i in range(self.count)]
+        except Exception as exc:
+            self.nvml = None
+            self.status = f"no NVIDIA GPU on {host} ({exc or type(exc).__name__})"
+            return
+        self.status = f"{self.count} NVIDIA GPU{'s' if self.count != 1 else ''} on {host}"
+        for index, handle in enumerate(self.handles):
+            pci = self._get(self.nvml.nvmlDeviceGetPciInfo, handle)
+            self.static.append(
+                {
+                    "index": index,
+                    "name": _decode(self._get(self.nvml.nvmlDeviceGetName, handle)),
+                    "uuid": _decode(self._get(self.nvml.nvmlDeviceGetUUID, handle)),
+                    "pci_bus_id": _decode(getattr(pci, "busId", None)) if pci is not None else None,
+                    "memory_total_bytes": getattr(self._get(self.nvml.nvmlDeviceGetMemoryInfo, handle), "total", None),
+                    "power_limit_w": _milli(self._get(self.nvml.nvmlDeviceGetEnforcedPowerLimit, handle)),
+                }
+            )
+
+    @staticmethod
+    def _get(fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception:
+            return None
+
+    def sample(self, pid_roles: dict[int, str]) -> list[dict[str, Any]]:
+        if self.nvml is None:
+            return []
+        nvml = self.nvml
+        gpus = []
+        for handle, static in zip(self.handles, self.static, strict=True):
+            util = self._get(nvml.nvmlDeviceGetUtilizationRates, handle)
+            memory = self._get(nvml.nvmlDeviceGetMemoryInfo, handle)
+            temp = self._get(nvml.nvmlDeviceGetTemperature, handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0))
+            clock = self._get(nvml.nvmlDeviceGetClockInfo, handle, getattr(nvml, "NVML_CLOCK_SM", 1))
+            procs = self._get(nvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
+            processes = []
+            for proc in procs:
+                pid = getattr(proc, "pid", None)
+                used = getattr(proc, "usedGpuMemory", None)
+                processes.append(
+                    {
+                        "pid": pid,
+                        "used_memory_bytes": used if isinstance(used, int) and used >= 0 else None,
+                        "role": pid_roles.get(pid) if isinstance(pid, int) else None,
+                    }
+                )
+            gpus.append(
+                {
+                    **static,
+                    "utilization_gpu_percent": getattr(util, "gpu", None),
+                    "utilization_memory_percent": getattr(util, "memory", None),
+                    "memory_used_bytes": getattr(memory, "used", None),
+                    "memory_total_bytes": getattr(memory, "total", static["memory_total_bytes"]),
+                    "temperature_c": temp,
+                    "power_w": _milli(self._get(nvml.nvmlDeviceGetPowerUsage, handle)),
+                    "sm_clock_mhz": clock,
+                    "processes": processes,
+                }
+            )
+        return gpus
+
+
+def _milli(value: Any) -> float | None:
+    return round(value / 1000.0, 3) if isinstance(value, (int, float)) else None
+
+
+class HostSampler:
+    """Host and per-role figures: psutil when importable, else what /proc and os give."""
+
+    def __init__(self) -> None:
+        try:
+            import psutil
+
+            self.psutil: Any = psutil
+            psutil.cpu_percent(None)
+        except ImportError:
+            self.psutil = None
+        self.procs: dict[int, Any] = {}
+
+    def host(self) -> dict[str, Any]:
+        load = os.getloadavg()
+        out: dict[str, Any] = {"load1": load[0], "load5": load[1], "load15": load[2], "cpu_count": os.cpu_count()}
+        if self.psutil is not None:
+            vm = self.psutil.virtual_memory()
+            out.update(
+                cpu_percent=self.psutil.cpu_percent(None),
+                memory_used_bytes=vm.total - vm.available,
+                memory_total_bytes=vm.total,
+            )
+        return out
+
+    def role(self, pids: set[int]) -> dict[str, Any]:
+        if self.psutil is None:
+            return {"pids": len(pids), "cpu_percent": None, "rss_bytes": None, "threads": None}
+        cpu = 0.0
+        rss = 0
+        threads = 0
+        for pid in pids:
+            proc = self.procs.get(pid)
+            try:
+                if proc is None:
+                    proc = self.procs[pid] = self.psutil.Process(pid)
+                    proc.cpu_percent(None)  # the first call only starts the measurement
+                with proc.oneshot():
+                    cpu += proc.cpu_percent(None)
+                    rss += proc.memory_info().rss
+                    threads += proc.num_threads()
+            except self.psutil.Error:
+                self.procs.pop(pid, None)
+        return {"pids": len(pids), "cpu_percent": round(cpu, 1), "rss_bytes": rss, "threads": threads}
+
+    def forget(self, alive: set[int]) -> None:
+        for pid in list(self.procs):
+            if pid not in alive:
+                del self.procs[pid]
+
+
 class Agent:
-    def __init__(self, out: IO[str], on_disconnect: str = "stop") -> None:
+    def __init__(self, out: IO[str], on_disconnect: str = "stop", sample_period_s: float = 1.0) -> None:
         self.out = out
         self.on_disconnect = on_disconnect
         self.roles: dict[str, Role] = {}
@@ -143,6 +303,12 @@ class Agent:
         self.finished = False
         self.inbuf = b""
         self.subreaper = _become_subreaper()
+        self.hostname = socket.gethostname()
+        self.sample_period_s = _clamp_period(sample_period_s)
+        self.next_sample = 0.0
+        self.host_sampler = HostSampler()
+        self.gpu_sampler: GpuSampler | None = None
+        self.ended: dict[str, dict[str, Any]] = {}  # roles that exited since the last sample
 
     # ---------------------------------------------------------------- output
 
@@ -277,6 +443,15 @@ class Agent:
         except OSError as exc:
             self.error(f"cannot signal {role.name}: {exc}", op="signal", role=role.name)
 
+    def op_configure(self, command: dict[str, Any]) -> None:
+        if "sample_period_s" in command:
+            period = float(command["sample_period_s"])
+            if not MIN_PERIOD_S <= period <= MAX_PERIOD_S:
+                raise ValueError(f"sample_period_s must be from {MIN_PERIOD_S} to {MAX_PERIOD_S}, not {period}")
+            self.sample_period_s = period
+            self.next_sample = 0.0
+        self.emit("configured", sample_period_s=self.sample_period_s)
+
     def op_shutdown(self, command: dict[str, Any]) -> None:
         self.shutdown(float(command.get("grace_s", 5.0)))
 
@@ -372,6 +547,15 @@ class Agent:
                     self.emit("output", role=role.name, attempt=role.attempt, offset=role.offset, data=tail)
                 role.close()
                 del self.roles[role.name]
+                self.ended[role.name] = {
+                    "alive": False,
+                    "returncode": role.returncode,
+                    "signal": role.signal,
+                    "pids": 0,
+                    "cpu_percent": 0.0,
+                    "rss_bytes": 0,
+                    "threads": 0,
+                }
                 self.emit(
                     "exited",
                     role=role.name,
@@ -392,9 +576,36 @@ class Agent:
             elif role.kill_at is not None and now >= role.kill_at:
                 self.signal_tree(role, signal.SIGKILL)
                 role.kill_at = now + 1.0  # and again if something survives
+        if now >= self.next_sample and self.connected:
+            self.next_sample = now + self.sample_period_s
+            self.sample(table)
         if self.shutting_down and not self.roles:
             self.emit("bye")
             self.finished = True
+
+    def sample(self, table: ProcTable | None = None) -> None:
+        """Emit one ``sample`` event: host, every role's whole tree, every GPU."""
+        if self.gpu_sampler is None:
+            self.gpu_sampler = GpuSampler(self.hostname)
+            self.emit("gpu_status", status=self.gpu_sampler.status, count=self.gpu_sampler.count)
+        table = table or ProcTable()
+        roles: dict[str, dict[str, Any]] = {}
+        pid_roles: dict[int, str] = {}
+        alive: set[int] = set()
+        for role in self.roles.values():
+            pids = role_tree(role, table, scan_environ=False)
+            alive |= pids
+            pid_roles.update(dict.fromkeys(pids, role.name))
+            roles[role.name] = {
+                "alive": not role.leader_done,
+                "pid": role.pid,
+                "attempt": role.attempt,
+                **self.host_sampler.role(pids),
+            }
+        roles.update(self.ended)
+        self.ended = {}
+        self.host_sampler.forget(alive)
+        self.emit("sample", host=self.host_sampler.host(), roles=roles, gpus=self.gpu_sampler.sample(pid_roles))
 
     # ---------------------------------------------------------------- main loop
 
@@ -425,6 +636,14 @@ class Agent:
                 self.finished = True
 
 
+MIN_PERIOD_S = 0.2
+MAX_PERIOD_S = 10.0
+
+
+def _clamp_period(period: float) -> float:
+    return min(MAX_PERIOD_S, max(MIN_PERIOD_S, period))
+
+
 def _become_subreaper() -> bool:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -441,8 +660,11 @@ def main(argv: list[str] | None = None) -> int:
         default="stop",
         help="what to do with the roles when the controller goes away",
     )
+    parser.add_argument(
+        "--sample-period", type=float, default=1.0, help=f"seconds between samples ({MIN_PERIOD_S} to {MAX_PERIOD_S})"
+    )
     args = parser.parse_args(argv)
-    agent = Agent(sys.stdout, args.on_disconnect)
+    agent = Agent(sys.stdout, args.on_disconnect, args.sample_period)
 
     def on_term(signum: int, frame: object) -> None:
         agent.shutdown(agent.shutdown_grace_s)

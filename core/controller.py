@@ -112,6 +112,10 @@ class RoleStatus:
     ended_at: float | None
     detail: str
     log_path: Path | None
+    cpu_percent: float | None = None
+    rss_bytes: int | None = None
+    threads: int | None = None
+    gpus: tuple[int, ...] = ()  # GPUs on which NVML sees a process of this role
 
     @property
     def exit_text(self) -> str:
@@ -191,6 +195,10 @@ class _Role:
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.partial = ""
         self.history: collections.deque[tuple[float, RoleState, str]] = collections.deque(maxlen=HISTORY_LIMIT)
+        self.cpu_percent: float | None = None
+        self.rss_bytes: int | None = None
+        self.threads: int | None = None
+        self.gpus: tuple[int, ...] = ()
 
     def status(self) -> RoleStatus:
         t = self.task
@@ -560,6 +568,10 @@ class Controller:
             self._set_state(role, RoleState.FAILED, str(event.get("error")))
         elif kind == "exited" and role is not None:
             self._on_exit(role, event.get("returncode"), event.get("signal"))
+        elif kind == "sample":
+            self._on_sample(host, event)
+        elif kind == "gpu_status":
+            self._publish("gpu_status", host=host, status=event.get("status"), count=event.get("count"))
         elif kind == "agent_lost":
             self._on_agent_lost(host, event.get("returncode"))
         elif kind == "error":
@@ -605,6 +617,39 @@ class Controller:
             if wants and training_on:
                 detail += f"; gave up after {role.policy_restarts} restart{'s' if role.policy_restarts != 1 else ''}"
             self._set_state(role, RoleState.FAILED, detail)
+
+    def _on_sample(self, host: str, event: dict[str, Any]) -> None:
+        """Keep each role's latest figures; publish the sample; keep it in the run directory.
+
+        ``sample`` events carry ``host`` (the host name), ``t``, ``figures`` (host CPU, memory,
+        load), ``roles`` (per role: alive, pids, cpu_percent, rss_bytes, threads) and ``gpus``
+        (per GPU: NVML figures and the processes on it, each mapped to a role).
+        """
+        roles: dict[str, Any] = event["roles"] if isinstance(event.get("roles"), dict) else {}
+        gpus: list[Any] = event["gpus"] if isinstance(event.get("gpus"), list) else []
+        on_gpu: dict[str, set[int]] = {}
+        for gpu in gpus:
+            for proc in (gpu.get("processes") if isinstance(gpu, dict) else None) or []:
+                if isinstance(proc, dict) and isinstance(proc.get("role"), str):
+                    on_gpu.setdefault(proc["role"], set()).add(int(gpu.get("index", -1)))
+        with self._lock:
+            for name, figures in roles.items():
+                role = self._roles.get(name)
+                if role is None or not isinstance(figures, dict) or not figures.get("alive", True):
+                    continue
+                role.cpu_percent = figures.get("cpu_percent")
+                role.rss_bytes = figures.get("rss_bytes")
+                role.threads = figures.get("threads")
+                role.gpus = tuple(sorted(on_gpu.get(name, ())))
+        record: dict[str, Any] = {
+            "t": event.get("t"),
+            "host": host,
+            "figures": event.get("host"),
+            "roles": roles,
+            "gpus": gpus,
+        }
+        self.run.append_sample(host, record)
+        self._publish("sample", **record)
 
     def _on_agent_lost(self, host: str, returncode: int | None) -> None:
         self._transports.pop(host, None)

@@ -8,6 +8,7 @@ Layout (documented in the README)::
         events.jsonl        one JSON object per line: role state changes with pid, exit code or
                             signal, cluster state changes
         agent-<host>.log    the host agent's own diagnostics
+        telemetry/samples-<host>.jsonl  every sample of host, role and GPU figures
         roles/<job>-<index>/
             attempt-<n>.log complete stdout+stderr of attempt n, written by the role itself
             tensorboard/    TOWERDECK_TB_DIR: where the example trainers write event files
@@ -99,6 +100,18 @@ class RunDir:
                 f.write(line)
 
         self._guard("write events.jsonl", write)
+
+    def append_sample(self, host: str, sample: dict[str, Any]) -> None:
+        """Append one telemetry sample to telemetry/samples-<host>.jsonl."""
+        line = json.dumps(sample, separators=(",", ":")) + "\n"
+
+        def write() -> None:
+            path = self.path / "telemetry" / f"samples-{_safe(host)}.jsonl"
+            path.parent.mkdir(exist_ok=True)
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(line)
+
+        self._guard("write telemetry samples", write)
 
     def update(self, **fields: Any) -> None:
         """Merge ``fields`` into run.json, replacing it atomically."""

@@ -359,3 +359,25 @@ def test_crash_looping_role_stops_at_the_maximum(tmp_path: Path):
         "attempt-2.log",
         "attempt-3.log",
     ]
+
+
+def test_samples_of_every_role_are_kept_in_the_run_directory(tmp_path: Path):
+    ports = free_ports(2)
+    code = "import time\\nfor i in range(30):\\n    print(i, flush=True); time.sleep(0.1)"
+    cluster = write_cluster(
+        tmp_path,
+        'strategy = "custom"\ncommand = ["python", "-c", "{code}"]\n[jobs.worker]\ntasks = ["127.0.0.1:{p[0]}", "127.0.0.1:{p[1]}"]\n',
+        ports,
+        code=code.replace('"', '\\\\"'),
+    )
+    result = run_cli("launch", str(cluster), "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    files = list((tmp_path / "run" / "telemetry").glob("samples-*.jsonl"))
+    assert len(files) == 1
+    samples = [json.loads(line) for line in files[0].read_text().splitlines()]
+    assert len(samples) >= 2  # 3 s of running at 1 s
+    alive = [s for s in samples if s["roles"].get("worker:1", {}).get("alive")]
+    assert alive and alive[0]["roles"]["worker:1"]["rss_bytes"] > 1 << 20
+    assert samples[0]["figures"]["memory_total_bytes"] > 0
+    events = (tmp_path / "run" / "events.jsonl").read_text()
+    assert '"kind":"gpu_status"' in events

@@ -1,0 +1,91 @@
+"""A double of the NVML call layer (the functions of nvidia-ml-py's ``pynvml`` that the agent
+calls), for machines without an NVIDIA GPU. Loaded by the agent through $TOWERDECK_NVML_MODULE.
+
+Configured by environment: FAKE_NVML_GPUS (count, default 1), FAKE_NVML_FAIL (comma-separated:
+``init`` makes nvmlInit fail like a missing driver, ``power`` makes power queries unsupported).
+Like the real driver, a GPU lists as its compute processes the processes that can see it: here,
+processes of this user with TOWERDECK_ROLE set and this GPU in their CUDA_VISIBLE_DEVICES.
+"""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+NVML_TEMPERATURE_GPU = 0
+NVML_CLOCK_SM = 1
+GIB = 1 << 30
+_fail = set(filter(None, os.environ.get("FAKE_NVML_FAIL", "").split(",")))
+
+
+class NVMLError(Exception):
+    pass
+
+
+def nvmlInit() -> None:
+    if "init" in _fail:
+        raise NVMLError("Driver Not Loaded")
+
+
+def nvmlDeviceGetCount() -> int:
+    return int(os.environ.get("FAKE_NVML_GPUS", "1"))
+
+
+def nvmlDeviceGetHandleByIndex(i: int) -> int:
+    return i
+
+
+def nvmlDeviceGetName(h: int) -> bytes:
+    return b"NVIDIA H100 80GB HBM3"
+
+
+def nvmlDeviceGetUUID(h: int) -> str:
+    return f"GPU-0000000{h}-fake-4000-8000-00000000000{h}"
+
+
+def nvmlDeviceGetPciInfo(h: int) -> SimpleNamespace:
+    return SimpleNamespace(busId=f"00000000:{0x1A + h:02X}:00.0".encode())
+
+
+def nvmlDeviceGetMemoryInfo(h: int) -> SimpleNamespace:
+    return SimpleNamespace(total=80 * GIB, used=(h + 1) * GIB, free=(79 - h) * GIB)
+
+
+def nvmlDeviceGetUtilizationRates(h: int) -> SimpleNamespace:
+    return SimpleNamespace(gpu=10 * h % 100, memory=5 * h % 100)
+
+
+def nvmlDeviceGetTemperature(h: int, sensor: int) -> int:
+    return 40 + h
+
+
+def nvmlDeviceGetPowerUsage(h: int) -> int:
+    if "power" in _fail:
+        raise NVMLError("Not Supported")
+    return 100_000 + 1000 * h  # milliwatts
+
+
+def nvmlDeviceGetEnforcedPowerLimit(h: int) -> int:
+    if "power" in _fail:
+        raise NVMLError("Not Supported")
+    return 700_000
+
+
+def nvmlDeviceGetClockInfo(h: int, clock: int) -> int:
+    return 1980
+
+
+def nvmlDeviceGetComputeRunningProcesses(h: int) -> list[SimpleNamespace]:
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+        except OSError:
+            continue
+        visible = env.get(b"CUDA_VISIBLE_DEVICES")
+        if b"TOWERDECK_ROLE" in env and visible and str(h).encode() in visible.split(b","):
+            found.append(SimpleNamespace(pid=int(name), usedGpuMemory=512 << 20))
+    return found
