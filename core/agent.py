@@ -73,28 +73,41 @@ class Role:
             self.reader = None
 
 
-class ProcTable:
-    """A snapshot of /proc: pid -> (ppid, pgrp, session, state)."""
+def _read_stat(pid: int) -> tuple[int, int, int, str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2 :].split()
+    try:
+        return int(fields[1]), int(fields[2]), int(fields[3]), fields[0].decode()
+    except (IndexError, ValueError):
+        return None
 
-    def __init__(self) -> None:
+
+def _pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+class ProcTable:
+    """A snapshot of /proc: pid -> (ppid, pgrp, session, state).
+
+    ``previous`` lets a sampler reuse the rows of processes it has already seen and read only
+    new ones (session and group do not change without setsid, and a sample may be a tick stale);
+    stopping a role always takes a fresh table.
+    """
+
+    def __init__(self, previous: ProcTable | None = None) -> None:
         self.rows: dict[int, tuple[int, int, int, str]] = {}
-        try:
-            names = os.listdir("/proc")
-        except OSError:
-            names = []
-        for name in names:
-            if not name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    data = f.read()
-            except OSError:
-                continue
-            fields = data[data.rfind(b")") + 2 :].split()
-            try:
-                self.rows[int(name)] = (int(fields[1]), int(fields[2]), int(fields[3]), fields[0].decode())
-            except (IndexError, ValueError):
-                continue
+        old = previous.rows if previous is not None else {}
+        for pid in _pids():
+            row = old.get(pid) or _read_stat(pid)
+            if row is not None:
+                self.rows[pid] = row
 
     def children(self) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
@@ -240,8 +253,26 @@ def _milli(value: Any) -> float | None:
     return round(value / 1000.0, 3) if isinstance(value, (int, float)) else None
 
 
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _meminfo() -> dict[str, int]:
+    out = {}
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                parts = rest.split()
+                if parts and parts[0].isdigit():
+                    out[key] = int(parts[0]) * 1024
+    except OSError:
+        pass
+    return out
+
+
 class HostSampler:
-    """Host and per-role figures: psutil when importable, else what /proc and os give."""
+    """Host figures (psutil when importable, else /proc) and per-role figures (from /proc)."""
 
     def __init__(self) -> None:
         try:
@@ -251,7 +282,7 @@ class HostSampler:
             psutil.cpu_percent(None)
         except ImportError:
             self.psutil = None
-        self.procs: dict[int, Any] = {}
+        self.procs: dict[int, tuple[int, float]] = {}  # pid -> (CPU ticks, monotonic time)
 
     def host(self) -> dict[str, Any]:
         load = os.getloadavg()
@@ -266,23 +297,26 @@ class HostSampler:
         return out
 
     def role(self, pids: set[int]) -> dict[str, Any]:
-        if self.psutil is None:
-            return {"pids": len(pids), "cpu_percent": None, "rss_bytes": None, "threads": None}
+        """CPU % (of one core), RSS and threads summed over ``pids``, from one read of
+        /proc/PID/stat each (utime+stime, num_threads, rss); no psutil needed."""
+        now = time.monotonic()
         cpu = 0.0
         rss = 0
         threads = 0
         for pid in pids:
-            proc = self.procs.get(pid)
             try:
-                if proc is None:
-                    proc = self.procs[pid] = self.psutil.Process(pid)
-                    proc.cpu_percent(None)  # the first call only starts the measurement
-                with proc.oneshot():
-                    cpu += proc.cpu_percent(None)
-                    rss += proc.memory_info().rss
-                    threads += proc.num_threads()
-            except self.psutil.Error:
-                self.procs.pop(pid, None)
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    data = f.read()
+                fields = data[data.rfind(b")") + 2 :].split()
+                ticks = int(fields[11]) + int(fields[12])
+                threads += int(fields[17])
+                rss += int(fields[21]) * PAGE_BYTES
+            except (OSError, IndexError, ValueError):
+                continue
+            previous = self.procs.get(pid)
+            self.procs[pid] = (ticks, now)
+            if previous is not None and now > previous[1]:
+                cpu += 100.0 * (ticks - previous[0]) / CLOCK_TICKS / (now - previous[1])
         return {"pids": len(pids), "cpu_percent": round(cpu, 1), "rss_bytes": rss, "threads": threads}
 
     def forget(self, alive: set[int]) -> None:
@@ -309,6 +343,7 @@ class Agent:
         self.host_sampler = HostSampler()
         self.gpu_sampler: GpuSampler | None = None
         self.ended: dict[str, dict[str, Any]] = {}  # roles that exited since the last sample
+        self.sample_table: ProcTable | None = None
 
     # ---------------------------------------------------------------- output
 
@@ -588,7 +623,8 @@ class Agent:
         if self.gpu_sampler is None:
             self.gpu_sampler = GpuSampler(self.hostname)
             self.emit("gpu_status", status=self.gpu_sampler.status, count=self.gpu_sampler.count)
-        table = table or ProcTable()
+        table = table or ProcTable(self.sample_table)
+        self.sample_table = table
         roles: dict[str, dict[str, Any]] = {}
         pid_roles: dict[int, str] = {}
         alive: set[int] = set()
