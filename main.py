@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-CLI_COMMANDS = {"validate", "render", "import", "launch", "runs", "ctl", "demo-path"}
+CLI_COMMANDS = {"validate", "render", "import", "launch", "runs", "ctl", "placement", "metrics", "demo-path"}
 
 
 def main(argv: list[str]) -> int:

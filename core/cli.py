@@ -7,11 +7,14 @@ Exit codes: 0 success, 1 the training failed (or a control request was refused),
 from __future__ import annotations
 
 import argparse
+import codecs
+import dataclasses
 import json
 import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -24,6 +27,7 @@ from core.render import render_all
 from core.spec import ClusterSpec, dumps, load
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+MAX_PARTIAL_CHARS = 1 << 16  # a "line" longer than this without a newline is cut
 DEMO_CLUSTER = Path(__file__).resolve().parent.parent / "resources" / "demo_cluster.toml"
 
 
@@ -77,6 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("signal", nargs="?", help="for signal: the signal name, e.g. STOP or CONT")
     p.add_argument("--json", action="store_true", help="for status: print the reply as JSON")
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
+
+    p = sub.add_parser("placement", help="summarise TensorFlow's device placement log in a role's output")
+    p.add_argument("logfile", type=Path)
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("metrics", help="print the step, loss and step time found in a role's output")
+    p.add_argument("logfile", type=Path)
+    p.add_argument("--json", action="store_true", help="print JSON, one object per sample")
 
     p = sub.add_parser("demo-path", help="print the path of the bundled demo cluster file")
     return parser
@@ -176,6 +188,85 @@ def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"wrote {args.output}", file=err)
     else:
         out.write(text)
+    return EXIT_OK
+
+
+READ_CHUNK_BYTES = 1 << 20
+
+
+def _read_chunks(path: Path, err: TextIO) -> Iterator[str] | None:
+    """The file's text in chunks (invalid UTF-8 replaced), or None after printing why not."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed by the generator
+    except OSError as exc:
+        print(f"{path}: cannot read: {exc.strerror or exc}", file=err)
+        return None
+
+    def chunks() -> Iterator[str]:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        with handle:
+            while data := handle.read(READ_CHUNK_BYTES):
+                yield decoder.decode(data)
+            yield decoder.decode(b"", final=True)
+
+    return chunks()
+
+
+def cmd_placement(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from core.telemetry.placement import PlacementAggregator, format_summary
+
+    chunks = _read_chunks(args.logfile, err)
+    if chunks is None:
+        return EXIT_USAGE
+    aggregator = PlacementAggregator()
+    rest = ""
+    for chunk in chunks:
+        text = rest + chunk
+        cut = max(text.rfind("\n"), text.rfind("\r")) + 1
+        aggregator.feed_text(text[:cut])
+        rest = text[cut:][-MAX_PARTIAL_CHARS:]
+    aggregator.feed_text(rest)
+    summary = aggregator.summary()
+    if args.json:
+        print(json.dumps(summary, indent=2), file=out)
+    elif not summary["ops"] and not summary["devices"]:
+        print(
+            f"{args.logfile}: no device placement lines (run the trainer with placement logging on, e.g. --log_device_placement)",
+            file=out,
+        )
+    else:
+        print(format_summary(summary), file=out)
+    return EXIT_OK
+
+
+def cmd_metrics(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from core.telemetry.metrics import MetricParser
+
+    chunks = _read_chunks(args.logfile, err)
+    if chunks is None:
+        return EXIT_USAGE
+    parser = MetricParser()
+    samples = [sample for chunk in chunks for sample in parser.feed(chunk, t=0.0)]
+    samples += parser.flush(t=0.0)
+    if args.json:
+        for sample in samples:
+            print(json.dumps({k: v for k, v in dataclasses.asdict(sample).items() if k != "t"}), file=out)
+        return EXIT_OK
+    if not samples:
+        print(f"{args.logfile}: no training metrics found", file=out)
+        return EXIT_OK
+    print(f"{'STEP':>8}  {'LOSS':>10}  {'STEP TIME':>10}  {'STEPS/S':>8}  SOURCE", file=out)
+    for sample in samples:
+        step = str(sample.step) if sample.step is not None else "-"
+        loss = f"{sample.loss:.4f}" if sample.loss is not None else "-"
+        step_time = f"{sample.step_time_s * 1000:.2f} ms" if sample.step_time_s is not None else "-"
+        rate = f"{sample.steps_per_sec:.1f}" if sample.steps_per_sec is not None else "-"
+        print(f"{step:>8}  {loss:>10}  {step_time:>10}  {rate:>8}  {sample.source}", file=out)
+    losses = [s.loss for s in samples if s.loss is not None]
+    summary = f"{len(samples)} samples"
+    if losses:
+        summary += f"; loss {losses[0]:.4f} -> {losses[-1]:.4f}"
+    print(summary, file=out)
     return EXIT_OK
 
 

@@ -120,3 +120,29 @@ def test_runs_with_none_and_ctl_on_unknown_run(data_dir: Path):
     assert result.returncode == 0 and "no runs" in result.stdout
     result = run_cli("ctl", "latest", "status")
     assert result.returncode == 2 and "no runs" in result.stderr
+
+
+def test_metrics_and_placement_of_a_log(tmp_path: Path):
+    log = tmp_path / "worker.log"
+    log.write_bytes(
+        b"I0000 00:00:1795305212.417898    3241 placer.cc:162] MatMul: (MatMul): /job:worker/replica:0/task:0/device:CPU:0\n"
+        b"MatMul: (MatMul): /job:worker/replica:0/task:0/device:CPU:0\n"
+        b"w: (VarHandleOp): /job:ps/replica:0/task:0/device:CPU:0\n"
+        b"Step: 20,  Epoch:  1,  Batch: 20 of 23,  Cost: 2.3000,  AvgTime: 5.00ms\n"
+        b"binary \xff\xfe garbage\n"
+        b"Step: 40,  Epoch:  2,  Batch: 17 of 23,  Cost: 1.1000,  AvgTime: 4.00ms"  # no final newline
+    )
+    result = run_cli("metrics", str(log))
+    assert result.returncode == 0, result.stderr
+    assert "2 samples; loss 2.3000 -> 1.1000" in result.stdout and "5.00 ms" in result.stdout
+    samples = [json.loads(line) for line in run_cli("metrics", str(log), "--json").stdout.splitlines()]
+    assert [(s["step"], s["loss"]) for s in samples] == [(20, 2.3), (40, 1.1)]
+    summary = json.loads(run_cli("placement", str(log), "--json").stdout)
+    assert summary["counts_by_device"] == {
+        "/job:worker/replica:0/task:0/device:CPU:0": 1,
+        "/job:ps/replica:0/task:0/device:CPU:0": 1,
+    }
+    text = run_cli("placement", str(log)).stdout
+    assert "worker/0 CPU:0" in text and "MatMul" in text
+    missing = run_cli("placement", str(tmp_path / "nope.log"))
+    assert missing.returncode == 2 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr

@@ -1,0 +1,408 @@
+"""Training metrics (step, loss, step time) read from what trainers print.
+
+Formats understood out of the box (``MetricSample.source`` names them):
+
+- ``classic``: the classic between-graph example,
+  ``Step: 201,  Epoch:  1,  Batch: 100 of 550,  Cost: 8.2541,  AvgTime: 3.04ms``.
+- ``tf1_hooks``: TF1's logging hooks, ``loss = 0.31, step = 100 (0.523 sec)`` and
+  ``global_step/sec: 191.2``, with or without an absl (``I1121 23:53:47.123 140 file.py:260] ``)
+  or ``INFO:tensorflow:`` prefix. The ``(0.523 sec)`` is the time since the hook last logged, so the
+  step time is that divided by the step difference to the previous ``loss = ...`` line (the first
+  line has none).
+- ``keras``: ``model.fit`` output, ``Epoch 3/10`` then verbose=2 lines
+  (``100/100 - 1s - 6ms/step - loss: 0.31 - accuracy: 0.91``) or verbose=1 progress bars redrawn
+  with carriage returns (``\\r 37/100 [=====>....] - ETA: 1s - loss: 0.45``), Keras 2 or 3 style.
+  The step is ``(epoch - 1) * N + n`` from ``n/N``; every metric other than ``loss`` goes to
+  ``extra``. One sample per distinct ``n`` at most (plus the final line of an epoch when it adds the
+  step time), so a redrawing bar does not flood.
+- ``user`` (or the name given): :class:`MetricPattern` regexes.
+
+Text is fed in arbitrary chunks; only lines ended by ``\\n`` or ``\\r`` are parsed, so the result
+does not depend on where the chunks split. The unfinished line is kept up to
+:data:`MAX_PARTIAL_LINE_CHARS`; a longer line is dropped whole.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+MAX_PARTIAL_LINE_CHARS = 64 * 1024
+"""Longest line kept while waiting for its end; longer lines are dropped, not parsed."""
+
+_NUM = r"[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|(?i:nan|inf(?:inity)?))"
+
+_CLASSIC = re.compile(
+    rf"Step:\s*(?P<step>\d+),.*?Cost:\s*(?P<loss>{_NUM})"
+    rf"(?:,\s*AvgTime:\s*(?P<time>{_NUM})\s*(?P<unit>us|µs|ms|s)\b)?"
+)
+_TF1_LOSS = re.compile(rf"\bloss = (?P<loss>{_NUM}), step = (?P<step>\d+)(?: \((?P<sec>{_NUM}) sec\))?")
+_TF1_RATE = re.compile(rf"global_step/sec: (?P<rate>{_NUM})")
+_KERAS_EPOCH = re.compile(r"^\s*Epoch (?P<epoch>\d+)/(?P<epochs>\d+)\s*$")
+# "n/N" followed by a bar ("[", Keras 3's "━"), " - " (verbose=2) or a duration ("1s 6ms/step").
+_KERAS_PROGRESS = re.compile(r"^\s*(?P<n>\d+)/(?P<total>\d+|Unknown)\s+(?=[\[━─-]|\d)(?P<rest>.*)$")
+_KERAS_STEP_TIME = re.compile(rf"(?P<value>{_NUM})(?P<unit>us|µs|ms|s)/step")
+_KERAS_METRIC = re.compile(r" - ([A-Za-z_][\w.]*): ([^\s\x08]+)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+_UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
+_KNOWN_GROUPS = frozenset({"step", "loss", "step_time_s", "step_time_ms", "step_time_us", "steps_per_sec"})
+
+
+@dataclass(frozen=True)
+class MetricSample:
+    """One reading from a trainer's output.
+
+    ``t`` is when the text arrived (seconds, the caller's clock, ``time.time()`` by default).
+    ``step_time_s`` and ``steps_per_sec`` are only set when the line itself says them (or, for
+    ``tf1_hooks``, the printed interval and the previous line's step do); :class:`WorkerStats`
+    derives them otherwise. ``loss`` may be NaN or infinite: a diverging run is information.
+    """
+
+    t: float
+    step: int | None
+    loss: float | None
+    step_time_s: float | None
+    steps_per_sec: float | None
+    extra: dict[str, float]
+    source: str
+
+
+@dataclass(frozen=True)
+class MetricPattern:
+    """A user's regex for a trainer's own progress line.
+
+    Named groups ``step``, ``loss``, ``step_time_s`` / ``step_time_ms`` / ``step_time_us`` and
+    ``steps_per_sec`` fill the sample's fields; any other named group becomes an ``extra`` scalar.
+    The regex is compiled here: a bad one raises ``ValueError`` naming it and why.
+    """
+
+    regex: str
+    source: str = "user"
+    compiled: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        try:
+            compiled = re.compile(self.regex)
+        except re.error as exc:
+            raise ValueError(f"metric pattern {self.regex!r} is not a valid regular expression: {exc}") from None
+        if not compiled.groupindex:
+            raise ValueError(
+                f"metric pattern {self.regex!r} has no named groups: name them, e.g. (?P<loss>[0-9.]+) or (?P<step>\\d+)"
+            )
+        object.__setattr__(self, "compiled", compiled)
+
+
+def _float(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        value = _float(text)
+        return int(value) if value is not None and math.isfinite(value) else None
+
+
+def _positive(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) and value > 0 else None
+
+
+def _inverse(value: float | None) -> float | None:
+    value = _positive(value)
+    return 1.0 / value if value is not None else None
+
+
+class MetricParser:
+    """Streaming parser: feed it a role's output as it arrives, get :class:`MetricSample` back.
+
+    One parser per role (it keeps per-stream state: the unfinished line, Keras' epoch, the last
+    TF1 step). User patterns are tried first on every line; the first one that yields a value wins
+    and the built-in formats are skipped for that line.
+    """
+
+    def __init__(self, patterns: Sequence[MetricPattern] = ()) -> None:
+        self._patterns = tuple(patterns)
+        self._partial = ""
+        self._discarding = False
+        self._tf1_prev_step: int | None = None
+        self._keras_epoch: int | None = None
+        self._keras_base = 0
+        self._keras_last_n: int | None = None
+        self._keras_last_key: tuple[int | None, int, bool] | None = None
+
+    def feed(self, text: str, t: float | None = None) -> list[MetricSample]:
+        """Parse the complete lines in ``text`` (plus what earlier chunks left unfinished)."""
+        if not text:
+            return []
+        now = time.time() if t is None else t
+        if "\r" in text:
+            text = text.replace("\r", "\n")
+        parts = text.split("\n")
+        if len(parts) == 1:
+            if not self._discarding:
+                if len(self._partial) + len(text) > MAX_PARTIAL_LINE_CHARS:
+                    self._partial, self._discarding = "", True
+                else:
+                    self._partial += text
+            return []
+        out: list[MetricSample] = []
+        if self._discarding:
+            self._discarding = False
+        else:
+            self._parse_line(self._partial + parts[0], now, out)
+        for i in range(1, len(parts) - 1):
+            self._parse_line(parts[i], now, out)
+        tail = parts[-1]
+        if len(tail) > MAX_PARTIAL_LINE_CHARS:
+            self._partial, self._discarding = "", True
+        else:
+            self._partial = tail
+        return out
+
+    def flush(self, t: float | None = None) -> list[MetricSample]:
+        """Parse the unfinished last line (at the end of a stream) and forget it."""
+        line, self._partial, self._discarding = self._partial, "", False
+        out: list[MetricSample] = []
+        if line:
+            self._parse_line(line, time.time() if t is None else t, out)
+        return out
+
+    def _parse_line(self, line: str, t: float, out: list[MetricSample]) -> None:
+        if not line or len(line) > MAX_PARTIAL_LINE_CHARS:
+            return
+        for pattern in self._patterns:
+            sample = _user_sample(pattern, line, t)
+            if sample is not None:
+                out.append(sample)
+                return
+        if "Cost:" in line:
+            self._classic(line, t, out)
+        elif "loss = " in line:
+            self._tf1_loss(line, t, out)
+        elif "global_step/sec" in line:
+            m = _TF1_RATE.search(line)
+            if m is not None:
+                rate = _float(m["rate"])
+                out.append(MetricSample(t, None, None, _inverse(rate), rate, {}, "tf1_hooks"))
+        elif "/" in line:
+            if "\x1b" in line:
+                line = _ANSI.sub("", line)
+            stripped = line.lstrip()
+            if stripped[:1].isdigit():
+                self._keras_progress(line, t, out)
+            elif stripped.startswith("Epoch "):
+                self._keras_epoch_line(line)
+
+    def _classic(self, line: str, t: float, out: list[MetricSample]) -> None:
+        m = _CLASSIC.search(line)
+        if m is None:
+            return
+        step_time_s = _float(m["time"])
+        if step_time_s is not None:
+            step_time_s = _positive(step_time_s * _UNIT_S[m["unit"]])
+        out.append(
+            MetricSample(t, _int(m["step"]), _float(m["loss"]), step_time_s, _inverse(step_time_s), {}, "classic")
+        )
+
+    def _tf1_loss(self, line: str, t: float, out: list[MetricSample]) -> None:
+        m = _TF1_LOSS.search(line)
+        if m is None:
+            return
+        step = _int(m["step"])
+        interval_s = _float(m["sec"])
+        step_time_s = None
+        prev = self._tf1_prev_step
+        if step is not None and prev is not None and step > prev and interval_s is not None:
+            step_time_s = _positive(interval_s / (step - prev))
+        self._tf1_prev_step = step
+        out.append(MetricSample(t, step, _float(m["loss"]), step_time_s, _inverse(step_time_s), {}, "tf1_hooks"))
+
+    def _keras_epoch_line(self, line: str) -> None:
+        m = _KERAS_EPOCH.match(line)
+        if m is None:
+            return
+        if self._keras_last_n is not None:
+            self._keras_base += self._keras_last_n
+        self._keras_last_n = None
+        self._keras_epoch = int(m["epoch"])
+
+    def _keras_progress(self, line: str, t: float, out: list[MetricSample]) -> None:
+        m = _KERAS_PROGRESS.match(line)
+        if m is None:
+            return
+        n = int(m["n"])
+        rest = m["rest"]
+        has_step_time = "/step" in rest
+        key = (self._keras_epoch, n, has_step_time)
+        if key == self._keras_last_key:  # a redraw of what was already reported
+            return
+        step_time_s = None
+        if has_step_time:
+            tm = _KERAS_STEP_TIME.search(rest)
+            if tm is not None:
+                value = _float(tm["value"])
+                step_time_s = _positive(value * _UNIT_S[tm["unit"]]) if value is not None else None
+        loss = None
+        extra: dict[str, float] = {}
+        # Metrics are " - name: value" pieces.
+        if ": " in rest:
+            for name, text in _KERAS_METRIC.findall(rest):
+                if name == "ETA":
+                    continue
+                value = _float(text)
+                if value is None:
+                    continue
+                if name == "loss":
+                    loss = value
+                else:
+                    extra[name] = value
+        if loss is None and step_time_s is None and not extra:
+            return
+        self._keras_last_key = key
+        self._keras_last_n = n
+        total = m["total"]
+        if self._keras_epoch is not None and total != "Unknown":
+            step = (self._keras_epoch - 1) * int(total) + n
+        else:
+            step = self._keras_base + n
+        out.append(MetricSample(t, step, loss, step_time_s, _inverse(step_time_s), extra, "keras"))
+
+
+def _user_sample(pattern: MetricPattern, line: str, t: float) -> MetricSample | None:
+    m = pattern.compiled.search(line)
+    if m is None:
+        return None
+    step = loss = step_time_s = steps_per_sec = None
+    extra: dict[str, float] = {}
+    for name, text in m.groupdict().items():
+        if text is None:
+            continue
+        if name == "step":
+            step = _int(text)
+            continue
+        value = _float(text)
+        if value is None:
+            continue
+        if name == "loss":
+            loss = value
+        elif name == "step_time_s":
+            step_time_s = _positive(value)
+        elif name == "step_time_ms":
+            step_time_s = _positive(value * 1e-3)
+        elif name == "step_time_us":
+            step_time_s = _positive(value * 1e-6)
+        elif name == "steps_per_sec":
+            steps_per_sec = _positive(value)
+        elif name not in _KNOWN_GROUPS:
+            extra[name] = value
+    if step is None and loss is None and step_time_s is None and steps_per_sec is None and not extra:
+        return None
+    if steps_per_sec is None:
+        steps_per_sec = _inverse(step_time_s)
+    elif step_time_s is None:
+        step_time_s = _inverse(steps_per_sec)
+    return MetricSample(t, step, loss, step_time_s, steps_per_sec, extra, pattern.source)
+
+
+class WorkerStats:
+    """The latest figures for one worker, from its samples; constant memory.
+
+    ``step_time_s`` is the printed one when a sample has it (or ``1 / steps_per_sec``); otherwise it
+    is derived from two consecutive samples with a step: ``(t2 - t1) / (step2 - step1)``. A step that
+    goes backwards (a restarted worker) starts the derivation afresh. Steps are whatever the trainer
+    prints: a global step under between-graph replication makes this the time per global step.
+    """
+
+    def __init__(self) -> None:
+        self.step: int | None = None
+        self.loss: float | None = None
+        self.step_time_s: float | None = None
+        self.steps_per_sec: float | None = None
+        self.extra: dict[str, float] = {}
+        self.samples = 0
+        self.last_t: float | None = None
+        self._prev_step_t: tuple[int, float] | None = None
+
+    def add(self, sample: MetricSample) -> None:
+        """Take one sample into account."""
+        self.samples += 1
+        self.last_t = sample.t
+        if sample.loss is not None:
+            self.loss = sample.loss
+        if sample.extra:
+            self.extra.update(sample.extra)
+        printed = sample.step_time_s if sample.step_time_s is not None else _inverse(sample.steps_per_sec)
+        if sample.step is not None:
+            prev = self._prev_step_t
+            if printed is None and prev is not None and sample.step > prev[0] and sample.t > prev[1]:
+                printed = _positive((sample.t - prev[1]) / (sample.step - prev[0]))
+            if prev is None or sample.step != prev[0]:
+                self._prev_step_t = (sample.step, sample.t)
+            self.step = sample.step
+        if printed is not None:
+            self.step_time_s = printed
+            self.steps_per_sec = 1.0 / printed
+
+
+def ema(values: Sequence[float], weight: float) -> list[float]:
+    """TensorBoard's scalar smoothing: a debiased exponential moving average.
+
+    As TensorBoard's line chart does it: ``last = last * w + (1 - w) * v`` starting from 0, divided
+    by ``1 - w ** n`` where ``n`` counts the finite values so far; a non-finite value is passed
+    through unsmoothed (and does not enter the average); a constant series is returned as is.
+    """
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"smoothing weight must be within [0, 1], got {weight}")
+    last = 0.0
+    num_accum = 0
+    is_constant = all(v == values[0] for v in values) if values else True
+    out: list[float] = []
+    for v in values:
+        if is_constant or not math.isfinite(v):
+            out.append(float(v))
+            continue
+        last = last * weight + (1.0 - weight) * v
+        num_accum += 1
+        debias = 1.0 - weight**num_accum if weight != 1.0 else 1.0
+        out.append(last / debias)
+    return out
+
+
+def stragglers(step_times_s: Mapping[str, float], factor: float = 1.5) -> set[str]:
+    """Workers whose step time exceeds ``factor`` times the median of the other workers'.
+
+    Non-finite or non-positive times are left out; fewer than two usable workers gives none.
+    """
+    usable = {name: v for name, v in step_times_s.items() if math.isfinite(v) and v > 0}
+    if len(usable) < 2:
+        return set()
+    slow: set[str] = set()
+    for name, value in usable.items():
+        others = [v for other, v in usable.items() if other != name]
+        if value > factor * statistics.median(others):
+            slow.add(name)
+    return slow
+
+
+def cluster_steps_per_sec(stats: Mapping[str, WorkerStats]) -> float | None:
+    """Worker steps per second across the cluster: the sum of the workers' rates.
+
+    Each worker's step counts one batch it processed, so this is batches per second for the whole
+    cluster (under a synchronous strategy, divide by the number of workers for global steps).
+    None when no worker has a rate yet.
+    """
+    rates = [s.steps_per_sec for s in stats.values() if s.steps_per_sec is not None and math.isfinite(s.steps_per_sec)]
+    return sum(rates) if rates else None
