@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -68,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="also print this role's output (repeatable; 'all' for every role)",
     )
     p.add_argument("--tail", type=int, default=20, help="lines of a failed role's output to print (default 20)")
+    p.add_argument(
+        "--progress-every",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="print a line per training role this often (0: never; default 5)",
+    )
 
     p = sub.add_parser("runs", help="list past and running runs")
     p.add_argument("--root", type=Path, help="the runs root (default: the user data dir)")
@@ -282,8 +289,13 @@ def cmd_demo_path(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 class LaunchPrinter:
     """Prints the controller's events as lines a person can follow."""
 
-    def __init__(self, out: TextIO, follow: list[str]) -> None:
+    def __init__(
+        self, out: TextIO, follow: list[str], status: Callable[[], ClusterStatus] | None = None, progress_s: float = 5.0
+    ) -> None:
         self.out = out
+        self.status = status
+        self.progress_s = progress_s
+        self._next_progress = time.time() + progress_s
         self.follow_all = "all" in follow
         self.follow = set(follow)
         self._partial: dict[str, str] = {}
@@ -300,6 +312,18 @@ class LaunchPrinter:
                 d = event.data
                 reason = f": {d['reason']}" if d.get("reason") and d["phase"] != "done" else ""
                 print(f"{stamp}  cluster      {d['phase']}{reason}", file=self.out, flush=True)
+            elif (
+                event.kind == "sample"
+                and self.status is not None
+                and self.progress_s > 0
+                and event.t >= self._next_progress
+            ):
+                self._next_progress = event.t + self.progress_s
+                for line in progress_lines(self.status()):
+                    print(f"{stamp}  {line}", file=self.out)
+                self.out.flush()
+            elif event.kind == "gpu_status":
+                print(f"{stamp}  {event.data.get('status')}", file=self.out, flush=True)
             elif event.kind == "warning":
                 print(f"{stamp}  warning: {event.data.get('message')}", file=self.out, flush=True)
             elif event.kind == "role_output" and event.role and (self.follow_all or event.role in self.follow):
@@ -309,6 +333,29 @@ class LaunchPrinter:
                 for line in lines:
                     print(f"{event.role:>12} | {line.rsplit(chr(13), 1)[-1]}", file=self.out)
                 self.out.flush()
+
+
+def progress_lines(status: ClusterStatus) -> list[str]:
+    """One compact line per running training role: step, loss, step time, CPU, RSS, GPU."""
+    lines = []
+    for r in status.roles:
+        if r.state != RoleState.RUNNING or r.job == "ps":
+            continue
+        parts = [f"{r.role:<12}"]
+        parts.append(f"step {r.step}" if r.step is not None else "step -")
+        parts.append(f"loss {r.loss:.4f}" if r.loss is not None else "loss -")
+        parts.append(f"{r.step_time_s * 1000:.1f} ms/step" if r.step_time_s is not None else "- ms/step")
+        if r.cpu_percent is not None:
+            parts.append(f"cpu {r.cpu_percent:.0f}%")
+        if r.rss_bytes is not None:
+            parts.append(f"rss {r.rss_bytes / 2**20:.0f} MiB")
+        gpus = ",".join(str(g) for g in r.gpus) or "-"
+        util = f" {r.gpu_utilization_percent:.0f}%" if r.gpu_utilization_percent is not None else ""
+        parts.append(f"gpu {gpus}{util}")
+        if r.straggler:
+            parts.append("STRAGGLER")
+        lines.append("  ".join(parts))
+    return lines
 
 
 def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -321,7 +368,7 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"--run-dir: cannot create the run directory: {exc}", file=err)
         return EXIT_USAGE
     controller = Controller(spec, run)
-    controller.subscribe(LaunchPrinter(out, args.follow))
+    controller.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
     server = control.ControlServer(controller, run.path)
     socket_path = server.start()
     run.update(control_socket=str(socket_path))

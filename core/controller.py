@@ -31,6 +31,8 @@ from typing import Any, Protocol
 from core.render import render
 from core.rundir import RunDir
 from core.spec import ClusterSpec, Task, parse_role_id, role_id
+from core.telemetry.live import RoleTelemetry, sample_dict
+from core.telemetry.metrics import stragglers
 from core.transport import EventSink, LocalTransport
 
 TICK_S = 0.1
@@ -116,6 +118,12 @@ class RoleStatus:
     rss_bytes: int | None = None
     threads: int | None = None
     gpus: tuple[int, ...] = ()  # GPUs on which NVML sees a process of this role
+    gpu_utilization_percent: float | None = None  # mean over those GPUs
+    step: int | None = None
+    loss: float | None = None
+    step_time_s: float | None = None
+    steps_per_sec: float | None = None
+    straggler: bool = False
 
     @property
     def exit_text(self) -> str:
@@ -199,26 +207,39 @@ class _Role:
         self.rss_bytes: int | None = None
         self.threads: int | None = None
         self.gpus: tuple[int, ...] = ()
+        self.gpu_utilization_percent: float | None = None
+        self.telemetry = RoleTelemetry()
 
-    def status(self) -> RoleStatus:
+    def status(self, straggler: bool = False) -> RoleStatus:
         t = self.task
+        stats = self.telemetry.stats
         return RoleStatus(
-            t.role_id,
-            t.job,
-            t.index,
-            t.host,
-            t.address,
-            self.state,
-            self.state_since,
-            self.pid,
-            self.attempt,
-            self.restarts,
-            self.returncode,
-            self.signal,
-            self.started_at,
-            self.ended_at,
-            self.detail,
-            self.log_path,
+            role=t.role_id,
+            job=t.job,
+            index=t.index,
+            host=t.host,
+            address=t.address,
+            state=self.state,
+            state_since=self.state_since,
+            pid=self.pid,
+            attempt=self.attempt,
+            restarts=self.restarts,
+            returncode=self.returncode,
+            signal=self.signal,
+            started_at=self.started_at,
+            ended_at=self.ended_at,
+            detail=self.detail,
+            log_path=self.log_path,
+            cpu_percent=self.cpu_percent,
+            rss_bytes=self.rss_bytes,
+            threads=self.threads,
+            gpus=self.gpus,
+            gpu_utilization_percent=self.gpu_utilization_percent,
+            step=stats.step,
+            loss=stats.loss,
+            step_time_s=stats.step_time_s,
+            steps_per_sec=stats.steps_per_sec,
+            straggler=straggler,
         )
 
     def add_output(self, text: str) -> None:
@@ -248,7 +269,7 @@ class Controller:
         self._transports: dict[str, Transport] = {}
         self._queue: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
         self._subscribers: list[Callable[[Event], None]] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._phase = ClusterPhase.IDLE
         self._result: str | None = None
         self._reason = ""
@@ -299,10 +320,22 @@ class Controller:
         return self._done.is_set()
 
     def status(self) -> ClusterStatus:
+        """An immutable snapshot; a running role whose step time is far above the others' is
+        marked as a straggler."""
         with self._lock:
-            return ClusterStatus(
-                self._phase, self._result, self._reason, tuple(r.status() for r in self._roles.values())
-            )
+            step_times = {
+                name: r.telemetry.stats.step_time_s
+                for name, r in self._roles.items()
+                if r.state == RoleState.RUNNING and r.telemetry.stats.step_time_s is not None
+            }
+            slow = stragglers(step_times)
+            roles = tuple(r.status(name in slow) for name, r in self._roles.items())
+            return ClusterStatus(self._phase, self._result, self._reason, roles)
+
+    def placement(self, role: str) -> dict[str, Any]:
+        """The device placement summary of ``role`` so far (see core.telemetry.placement)."""
+        with self._lock:
+            return self._roles[self._name(role)].telemetry.placement.summary()
 
     def last_lines(self, role: str, n: int = 20) -> list[str]:
         with self._lock:
@@ -423,6 +456,7 @@ class Controller:
 
     def _launch_role(self, role: _Role) -> None:
         with self._lock:
+            role.telemetry.new_attempt()
             role.attempt += 1
             role.pid = None
             role.returncode = None
@@ -550,11 +584,17 @@ class Controller:
             return  # late news of an earlier attempt
         if kind == "output" and role is not None:
             text = str(event.get("data", ""))
+            t = float(event.get("t") or time.time())
             with self._lock:
                 role.add_output(text)
+                samples = role.telemetry.feed(text, t)
             self._publish(
                 "role_output", role=role.task.role_id, attempt=role.attempt, offset=event.get("offset"), text=text
             )
+            if samples:
+                records = [sample_dict(s) for s in samples]
+                self.run.append_metrics(role.task, records)
+                self._publish("metrics", role=role.task.role_id, samples=records)
         elif kind == "started" and role is not None:
             with self._lock:
                 role.pid = int(event["pid"])
@@ -641,6 +681,13 @@ class Controller:
                 role.rss_bytes = figures.get("rss_bytes")
                 role.threads = figures.get("threads")
                 role.gpus = tuple(sorted(on_gpu.get(name, ())))
+                utils = [
+                    g.get("utilization_gpu_percent")
+                    for g in gpus
+                    if isinstance(g, dict) and g.get("index") in role.gpus
+                ]
+                values = [u for u in utils if isinstance(u, (int, float))]
+                role.gpu_utilization_percent = sum(values) / len(values) if values else None
         record: dict[str, Any] = {
             "t": event.get("t"),
             "host": host,

@@ -11,6 +11,7 @@ Layout (documented in the README)::
         telemetry/samples-<host>.jsonl  every sample of host, role and GPU figures
         roles/<job>-<index>/
             attempt-<n>.log complete stdout+stderr of attempt n, written by the role itself
+            metrics.jsonl   step, loss, step time parsed from its output
             tensorboard/    TOWERDECK_TB_DIR: where the example trainers write event files
 """
 
@@ -112,6 +113,18 @@ class RunDir:
                 f.write(line)
 
         self._guard("write telemetry samples", write)
+
+    def append_metrics(self, task: Task, samples: list[dict[str, Any]]) -> None:
+        """Append parsed training metrics to roles/<role>/metrics.jsonl."""
+        text = "".join(json.dumps(s, separators=(",", ":")) + "\n" for s in samples)
+
+        def write() -> None:
+            path = self.role_dir(task) / "metrics.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(text)
+
+        self._guard("write metrics", write)
 
     def update(self, **fields: Any) -> None:
         """Merge ``fields`` into run.json, replacing it atomically."""

@@ -160,7 +160,16 @@ class Launch:
     def __init__(self, cluster: Path, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "main.py"), "launch", str(cluster), "--run-dir", str(run_dir)],
+            [
+                sys.executable,
+                str(ROOT / "main.py"),
+                "launch",
+                str(cluster),
+                "--run-dir",
+                str(run_dir),
+                "--progress-every",
+                "1",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -230,6 +239,12 @@ def test_sigkilled_worker_is_restarted_with_on_failure_and_the_run_succeeds(tmp_
     history = states(launch.run_dir, "worker:1")
     assert "backoff" in history and history[-1] == "succeeded"
     assert "killed by SIGKILL; restart 1 of 2" in out
+    # The compact progress lines: step, loss, step time and figures per worker.
+    assert re.search(r"worker:1\s+step \d+  loss [0-9.]+  [0-9.]+ ms/step  cpu \d+%  rss \d+ MiB", out), out
+    metrics = [
+        json.loads(line) for line in (launch.run_dir / "roles" / "worker-1" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert len(metrics) >= 5 and metrics[-1]["loss"] < metrics[0]["loss"]
     assert (launch.run_dir / "roles" / "worker-1" / "attempt-2.log").is_file()
     assert_ports_free(ports)
 
@@ -254,6 +269,12 @@ def test_stop_restart_kill_one_role_while_the_others_run_then_stop_all(tmp_path:
     launches.append(launch)
     launch.wait_role("worker:1", "running")
     launch.wait_output("worker:1", r"Step: \d+")
+
+    deadline = time.time() + 30
+    while (figures := launch.role("worker:0"))["step"] is None or figures["rss_bytes"] is None:
+        assert time.time() < deadline, figures
+        time.sleep(0.5)
+    assert figures["rss_bytes"] > 50 << 20 and figures["cpu_percent"] is not None and figures["loss"] > 0
 
     result = launch.ctl("stop", "worker:1")
     assert result.returncode == 0 and "stopping worker:1" in result.stdout

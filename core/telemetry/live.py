@@ -1,0 +1,41 @@
+"""What the controller derives from one role's output while it runs: training metrics and placement."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from core.telemetry.metrics import MetricParser, MetricSample, WorkerStats
+from core.telemetry.placement import PlacementAggregator
+
+MAX_PARTIAL_CHARS = 1 << 16
+
+
+class RoleTelemetry:
+    """Feeds a role's output to a metric parser and a placement aggregator, both bounded."""
+
+    def __init__(self) -> None:
+        self.parser = MetricParser()
+        self.stats = WorkerStats()
+        self.placement = PlacementAggregator()
+        self._rest = ""
+
+    def new_attempt(self) -> None:
+        """A restart: a new output stream (the stats and the placement table carry on)."""
+        self.parser = MetricParser()
+        self._rest = ""
+
+    def feed(self, text: str, t: float) -> list[MetricSample]:
+        samples = self.parser.feed(text, t)
+        for sample in samples:
+            self.stats.add(sample)
+        text = self._rest + text
+        cut = max(text.rfind("\n"), text.rfind("\r")) + 1
+        if cut:
+            self.placement.feed_text(text[:cut], t)
+        self._rest = text[cut:][-MAX_PARTIAL_CHARS:]
+        return samples
+
+
+def sample_dict(sample: MetricSample) -> dict[str, Any]:
+    return dataclasses.asdict(sample)
