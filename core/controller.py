@@ -276,6 +276,7 @@ class Controller:
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self._write_error_reported = False
+        self._listener_errors: set[str] = set()
 
     # ------------------------------------------------------------------ public API (any thread)
 
@@ -381,7 +382,11 @@ class Controller:
             try:
                 callback(event)
             except Exception as exc:  # a broken listener must not stop the cluster
-                self.run.record({"t": time.time(), "kind": "warning", "message": f"listener failed: {exc!r}"})
+                message = f"a listener failed on a {kind} event: {exc!r}"
+                self.run.record({"t": time.time(), "kind": "warning", "message": message})
+                if kind != "warning" and exc.__class__.__name__ not in self._listener_errors:
+                    self._listener_errors.add(exc.__class__.__name__)  # say it once per kind of error
+                    self._publish("warning", message=message)
         if self.run.write_error and not self._write_error_reported:
             self._write_error_reported = True
             self._publish("warning", message=self.run.write_error + "; the cluster keeps running")
