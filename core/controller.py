@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import enum
 import queue
 import signal as signal_module
@@ -33,6 +34,7 @@ from core.rundir import RunDir
 from core.spec import ClusterSpec, Task, parse_role_id, role_id
 from core.telemetry.live import RoleTelemetry, sample_dict
 from core.telemetry.metrics import stragglers
+from core.telemetry.tbevents import ScalarTailer
 from core.transport import EventSink, LocalTransport
 
 TICK_S = 0.1
@@ -181,7 +183,7 @@ def local_transport(host: str, sink: EventSink, log_path: Path) -> Transport:
 class _Role:
     """Mutable role state, owned by the controller thread."""
 
-    def __init__(self, task: Task, host_key: str) -> None:
+    def __init__(self, task: Task, host_key: str, patterns: tuple[str, ...] = ()) -> None:
         self.task = task
         self.host_key = host_key
         self.state = RoleState.PENDING
@@ -208,7 +210,8 @@ class _Role:
         self.threads: int | None = None
         self.gpus: tuple[int, ...] = ()
         self.gpu_utilization_percent: float | None = None
-        self.telemetry = RoleTelemetry()
+        self.telemetry = RoleTelemetry(patterns)
+        self.tensorboard: ScalarTailer | None = None
 
     def status(self, straggler: bool = False) -> RoleStatus:
         t = self.task
@@ -264,7 +267,7 @@ class Controller:
         self.spec = spec
         self.run = run
         self._factory = transport_factory
-        self._roles: dict[str, _Role] = {t.role_id: _Role(t, t.host) for t in spec.tasks()}
+        self._roles: dict[str, _Role] = {t.role_id: _Role(t, t.host, spec.metric_patterns) for t in spec.tasks()}
         self._completion = set(spec.completion_jobs())
         self._transports: dict[str, Transport] = {}
         self._queue: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
@@ -627,6 +630,7 @@ class Controller:
             )
 
     def _on_exit(self, role: _Role, returncode: int | None, signal: int | None) -> None:
+        self._poll_tensorboard()  # what the role wrote last, before it is forgotten
         now = time.time()
         with self._lock:
             role.pid = None
@@ -693,6 +697,7 @@ class Controller:
                 ]
                 values = [u for u in utils if isinstance(u, (int, float))]
                 role.gpu_utilization_percent = sum(values) / len(values) if values else None
+        self._poll_tensorboard()
         record: dict[str, Any] = {
             "t": event.get("t"),
             "host": host,
@@ -702,6 +707,18 @@ class Controller:
         }
         self.run.append_sample(host, record)
         self._publish("sample", **record)
+
+    def _poll_tensorboard(self) -> None:
+        """New scalars from the roles' TensorBoard directories, once per sample period.
+
+        ``scalars`` events carry ``points``: [{tag, step, wall_time, value}] for one role.
+        """
+        for role in self._roles.values():
+            if role.tensorboard is None:
+                role.tensorboard = ScalarTailer(self.run.role_dir(role.task) / "tensorboard")
+            points = role.tensorboard.poll(max_points=10_000)
+            if points:
+                self._publish("scalars", role=role.task.role_id, points=[dataclasses.asdict(p) for p in points])
 
     def _on_agent_lost(self, host: str, returncode: int | None) -> None:
         self._transports.pop(host, None)

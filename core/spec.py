@@ -34,6 +34,7 @@ TOP_KEYS = {
     "complete_when": "the jobs whose success ends the training",
     "stop_grace_s": "seconds between SIGTERM and SIGKILL when stopping a role",
     "start_s": "seconds a role must stay up to count as running",
+    "metric_patterns": "regexes with named groups (step, loss, step_time_ms, ...) for other log formats",
     "jobs": "the jobs: ps, worker, chief, evaluator",
 }
 JOB_KEYS = ("tasks", "gpus", "command", "env", "restart")
@@ -119,6 +120,7 @@ class ClusterSpec:
     complete_when: tuple[str, ...] = ()
     stop_grace_s: float = 5.0
     start_s: float = 1.0
+    metric_patterns: tuple[str, ...] = ()
     source: Path | None = None
 
     def tasks(self) -> list[Task]:
@@ -448,6 +450,9 @@ def parse_data(
                     )
             complete_when = tuple(value)
 
+    metric_patterns: tuple[str, ...] = ()
+    if "metric_patterns" in data:
+        metric_patterns = _parse_patterns(r, data["metric_patterns"])
     _check_semantics(r, jobs, strategy, style, command)
     if command is None and "command" not in data and not all(t.command for j in jobs.values() for t in j.tasks):
         r.add(("command",), "no training command", 'add command = ["python", "-u", "train.py"] at the top')
@@ -464,9 +469,29 @@ def parse_data(
         complete_when=complete_when,
         stop_grace_s=grace if grace is not None else 5.0,
         start_s=start_s if start_s is not None else 1.0,
+        metric_patterns=metric_patterns,
         source=source,
     )
     return spec, r.problems
+
+
+def _parse_patterns(r: _Reader, value: Any) -> tuple[str, ...]:
+    from core.telemetry.metrics import MetricPattern
+
+    path: tuple[str | int, ...] = ("metric_patterns",)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        r.add(
+            path,
+            f"must be a list of regexes, not {_kind(value)}",
+            "e.g. metric_patterns = ['iter (?P<step>\\d+) loss (?P<loss>[0-9.]+)']",
+        )
+        return ()
+    for i, regex in enumerate(value):
+        try:
+            MetricPattern(regex)
+        except ValueError as exc:
+            r.add((*path, i), str(exc), "use TOML literal strings ('...') so backslashes stay as written")
+    return tuple(value)
 
 
 def _parse_job(r: _Reader, job_name: str, value: Any, has_command: bool) -> Job | None:
@@ -639,6 +664,8 @@ def to_data(spec: ClusterSpec, relative_to: Path | None = None) -> dict[str, Any
         data["complete_when"] = list(spec.complete_when)
     data["stop_grace_s"] = spec.stop_grace_s
     data["start_s"] = spec.start_s
+    if spec.metric_patterns:
+        data["metric_patterns"] = list(spec.metric_patterns)
     if spec.env:
         data["env"] = dict(spec.env)
     jobs: dict[str, Any] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from core.telemetry.metrics import MetricParser, MetricSample, WorkerStats
+from core.telemetry.metrics import MetricParser, MetricPattern, MetricSample, WorkerStats
 from core.telemetry.placement import PlacementAggregator
 
 MAX_PARTIAL_CHARS = 1 << 16
@@ -14,15 +14,16 @@ MAX_PARTIAL_CHARS = 1 << 16
 class RoleTelemetry:
     """Feeds a role's output to a metric parser and a placement aggregator, both bounded."""
 
-    def __init__(self) -> None:
-        self.parser = MetricParser()
+    def __init__(self, patterns: tuple[str, ...] = ()) -> None:
+        self.patterns = [MetricPattern(p) for p in patterns]
+        self.parser = MetricParser(self.patterns)
         self.stats = WorkerStats()
         self.placement = PlacementAggregator()
         self._rest = ""
 
     def new_attempt(self) -> None:
         """A restart: a new output stream (the stats and the placement table carry on)."""
-        self.parser = MetricParser()
+        self.parser = MetricParser(self.patterns)
         self._rest = ""
 
     def feed(self, text: str, t: float) -> list[MetricSample]:

@@ -402,3 +402,59 @@ def test_samples_of_every_role_are_kept_in_the_run_directory(tmp_path: Path):
     assert samples[0]["figures"]["memory_total_bytes"] > 0
     events = (tmp_path / "run" / "events.jsonl").read_text()
     assert '"kind":"gpu_status"' in events
+
+
+def test_user_metric_patterns_from_the_cluster_file_parse_a_custom_format(tmp_path: Path):
+    ports = free_ports(1)
+    trainer = tmp_path / "custom_trainer.py"
+    trainer.write_text(
+        "import time\nfor i in range(1, 16):\n    print(f'iter {i} loss={2.0 / i:.4f} lr=0.1', flush=True)\n    time.sleep(0.1)\n"
+    )
+    cluster = write_cluster(
+        tmp_path,
+        'strategy = "custom"\ncommand = ["python", "{trainer}"]\n'
+        "metric_patterns = ['iter (?P<step>\\d+) loss=(?P<loss>[0-9.]+) lr=(?P<lr>[0-9.]+)']\n"
+        '[jobs.worker]\ntasks = ["127.0.0.1:{p[0]}"]\n',
+        ports,
+        trainer=trainer,
+    )
+    result = run_cli("launch", str(cluster), "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    metrics = [
+        json.loads(line)
+        for line in (tmp_path / "run" / "roles" / "worker-0" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert [m["step"] for m in metrics] == list(range(1, 16))
+    assert metrics[-1]["loss"] == 0.1333 and metrics[0]["extra"] == {"lr": 0.1} and metrics[0]["source"] == "user"
+
+
+def test_controller_publishes_tensorboard_scalars_and_placement(tmp_path: Path):
+    """Through the core API, as the window uses it: scalars from the roles' event files as they
+    are written, and the placement table from the output."""
+    from core.controller import Controller
+    from core.rundir import RunDir
+    from core.spec import load
+
+    cluster, ports = between_graph(tmp_path, steps=200)
+    text = cluster.read_text().replace('"--log_every=10"', '"--log_every=10", "--log_device_placement"')
+    cluster.write_text(text + '\n[env]\nTF_CPP_MIN_LOG_LEVEL = "0"\n')
+    spec, problems = load(cluster)
+    assert spec is not None, problems
+    controller = Controller(spec, RunDir.create(spec, path=tmp_path / "run"))
+    scalars: list[dict[str, Any]] = []
+    controller.subscribe(
+        lambda e: scalars.extend(e.data["points"]) if e.kind == "scalars" and e.role == "worker:0" else None
+    )
+    controller.start()
+    assert controller.wait(120)
+    controller.close()
+    assert controller.status().result == "succeeded"
+    losses = [p for p in scalars if p["tag"] == "loss"]
+    assert len(losses) >= 5 and losses[-1]["value"] < losses[0]["value"]
+    assert [p["step"] for p in losses] == sorted(p["step"] for p in losses)
+    placement = controller.placement("worker:0")
+    devices = placement["counts_by_device"]
+    assert any(d.startswith("/job:ps/") for d in devices) and any(
+        d.startswith("/job:worker/replica:0/task:0/") for d in devices
+    )
+    assert_ports_free(ports)

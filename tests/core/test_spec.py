@@ -260,3 +260,24 @@ def test_locate_finds_nested_keys():
     assert locate(text, ("jobs", "worker", "restart")) == 19
     assert locate(text, ("env", "FOO")) == 8
     assert locate(text, ("name",)) == 1
+
+
+def test_metric_patterns_are_checked_and_kept():
+    text = GOOD.replace(
+        'workdir = "trainers"',
+        "workdir = \"trainers\"\nmetric_patterns = ['iter (?P<step>\\d+) loss=(?P<loss>[0-9.]+)']",
+    )
+    spec, problems = parse(text)
+    assert (
+        problems == [] and spec is not None and spec.metric_patterns == (r"iter (?P<step>\d+) loss=(?P<loss>[0-9.]+)",)
+    )
+    again, _ = parse_text(dumps(spec), spec.source)
+    assert again is not None and again.metric_patterns == spec.metric_patterns
+    errors = only_error(
+        GOOD.replace(
+            'workdir = "trainers"', "workdir = \"trainers\"\nmetric_patterns = ['loss (?P<loss>[0-9.]+', 'no groups']"
+        )
+    )
+    assert [e.field for e in errors] == ["metric_patterns[0]", "metric_patterns[1]"]
+    assert "not a valid regular expression" in errors[0].message and "no named groups" in errors[1].message
+    assert errors[0].line == 6
