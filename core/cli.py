@@ -355,6 +355,9 @@ def progress_lines(status: ClusterStatus) -> list[str]:
         if r.straggler:
             parts.append("STRAGGLER")
         lines.append("  ".join(parts))
+    rates = [r.steps_per_sec for r in status.roles if r.state == RoleState.RUNNING and r.steps_per_sec is not None]
+    if len(rates) > 1:
+        lines.append(f"{'cluster':<12}  {sum(rates):.1f} batches/s over {len(rates)} roles")
     return lines
 
 
