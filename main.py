@@ -20,20 +20,8 @@ def main(argv: list[str]) -> int:
         from core.cli import main as cli_main
 
         return cli_main(argv)
-    try:
-        from gui.app import main as gui_main
-    except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("gui"):
-            raise
-        # The window is not part of this checkout yet: run the demo headless instead.
-        from core.cli import DEMO_CLUSTER
-        from core.cli import main as cli_main
+    from gui.app import main as gui_main
 
-        print("TowerDeck's window is not built yet; running the demo cluster headless.", file=sys.stderr)
-        if "--demo" not in argv:
-            print("usage: python main.py --demo, or python main.py --help for the CLI", file=sys.stderr)
-            return 2
-        return cli_main(["launch", str(DEMO_CLUSTER)])
     return gui_main(argv)
 
 

@@ -1,0 +1,69 @@
+"""``python main.py [FILE] [--demo] [--launch] [--screenshot PNG --after SECONDS]``: the window."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from core.cli import DEMO_CLUSTER, load_checked
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python main.py", description="TowerDeck's window. `python main.py --help` lists the command line."
+    )
+    parser.add_argument("file", nargs="?", type=Path, help="a cluster file to open")
+    parser.add_argument("--demo", action="store_true", help="open the bundled demo cluster")
+    parser.add_argument("--launch", action="store_true", help="launch the cluster at once")
+    parser.add_argument(
+        "--screenshot",
+        type=Path,
+        metavar="PNG",
+        help="save the window to PNG after --after seconds, then stop and quit",
+    )
+    parser.add_argument(
+        "--after", type=float, default=10.0, metavar="SECONDS", help="delay before --screenshot (default 10)"
+    )
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or os.environ.get("QT_QPA_PLATFORM")
+    ):
+        print(
+            "no display to open the window on (DISPLAY is not set).\n"
+            "    run it on a desktop, under `xvfb-run`, or headless: make demo-cli (python main.py launch FILE)",
+            file=sys.stderr,
+        )
+        return 2
+    path = DEMO_CLUSTER if args.demo or args.file is None else args.file
+    spec = load_checked(path, sys.stderr)
+    if spec is None:
+        return 2
+    import pyqtgraph as pg
+    from PySide6 import QtCore, QtWidgets
+
+    from gui.main_window import MainWindow
+
+    existing = QtWidgets.QApplication.instance()
+    app = existing if isinstance(existing, QtWidgets.QApplication) else QtWidgets.QApplication(sys.argv[:1])
+    app.setApplicationName("TowerDeck")
+    pg.setConfigOptions(antialias=True)
+    window = MainWindow(spec)
+    window.show()
+    if args.launch:
+        window.launch()
+    if args.screenshot is not None:
+
+        def shoot() -> None:
+            window.grab().save(str(args.screenshot))
+            print(f"saved {args.screenshot}", file=sys.stderr)
+            window.close()
+
+        QtCore.QTimer.singleShot(int(args.after * 1000), shoot)
+    app.setQuitOnLastWindowClosed(True)
+    return int(app.exec())
