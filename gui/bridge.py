@@ -13,7 +13,7 @@ import threading
 from core.controller import Event
 
 MAX_EVENTS = 20_000
-MAX_OUTPUT_CHARS_PER_FRAME = 256 * 1024
+MAX_OUTPUT_CHARS_PER_FRAME = 64 * 1024  # ~650 lines of 100 chars a frame: more than a screen shows
 
 
 class EventInbox:
@@ -22,22 +22,26 @@ class EventInbox:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._events: collections.deque[Event] = collections.deque(maxlen=MAX_EVENTS)
-        self._output: dict[str, list[str]] = {}
+        self._output: dict[str, collections.deque[str]] = {}
         self._output_chars: dict[str, int] = {}
+        self._skipped_chars: dict[str, int] = {}
         self.dropped_output_chars = 0
 
     def put(self, event: Event) -> None:
         """Called on the controller thread; never blocks on the GUI."""
         with self._lock:
             if event.kind == "role_output" and event.role is not None:
-                text = str(event.data.get("text", ""))
-                size = self._output_chars.get(event.role, 0)
-                if size + len(text) > MAX_OUTPUT_CHARS_PER_FRAME:
-                    # The screen shows the newest output; the run directory has all of it.
-                    self.dropped_output_chars += len(text)
-                    return
-                self._output.setdefault(event.role, []).append(text)
-                self._output_chars[event.role] = size + len(text)
+                role = event.role
+                parts = self._output.setdefault(role, collections.deque())
+                parts.append(str(event.data.get("text", "")))
+                size = self._output_chars.get(role, 0) + len(parts[-1])
+                # Keep the newest output for the screen; the run directory has all of it.
+                while size > MAX_OUTPUT_CHARS_PER_FRAME and len(parts) > 1:
+                    dropped = len(parts.popleft())
+                    size -= dropped
+                    self._skipped_chars[role] = self._skipped_chars.get(role, 0) + dropped
+                    self.dropped_output_chars += dropped
+                self._output_chars[role] = size
             else:
                 self._events.append(event)
 
@@ -46,7 +50,16 @@ class EventInbox:
         with self._lock:
             events = list(self._events)
             self._events.clear()
-            output = {role: "".join(parts) for role, parts in self._output.items()}
+            output = {}
+            for role, parts in self._output.items():
+                skipped = self._skipped_chars.get(role, 0)
+                note = (
+                    f"[towerdeck: {skipped} characters of fast output not shown here; the run directory has them all]\n"
+                    if skipped
+                    else ""
+                )
+                output[role] = note + "".join(parts)
             self._output.clear()
             self._output_chars.clear()
+            self._skipped_chars.clear()
         return events, output

@@ -1,0 +1,64 @@
+"""A role that floods its output must not make the window lag: the event loop keeps turning."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from core.spec import parse_text
+from tests.conftest import free_ports
+
+pytestmark = pytest.mark.slow
+FLOOD_BYTES = 20 * 1024 * 1024
+
+
+def test_20_mb_of_output_never_stalls_the_event_loop_over_100_ms(qtbot, tmp_path: Path):
+    from PySide6 import QtCore
+
+    from gui.main_window import MainWindow
+
+    (port,) = free_ports(1)
+    code = (
+        "import sys\n"
+        "line = ('x' * 99 + '\\n') * 1000\n"
+        f"for i in range({FLOOD_BYTES} // len(line)):\n"
+        "    sys.stdout.write(line)\n"
+        "sys.stdout.write('last line\\n')\n"
+    )
+    (tmp_path / "flood.py").write_text(code)
+    spec, problems = parse_text(
+        f'strategy = "custom"\ncommand = ["python", "flood.py"]\n[jobs.worker]\ntasks = ["127.0.0.1:{port}"]\n',
+        tmp_path / "c.toml",
+    )
+    assert spec is not None, problems
+    window = MainWindow(spec, runs_root=tmp_path / "runs")
+    qtbot.addWidget(window)
+    window.show()
+
+    gaps: list[float] = []
+    last = [time.perf_counter()]
+
+    def beat() -> None:
+        now = time.perf_counter()
+        gaps.append(now - last[0])
+        last[0] = now
+
+    heartbeat = QtCore.QTimer()
+    heartbeat.setInterval(10)
+    heartbeat.timeout.connect(beat)
+    heartbeat.start()
+    window.launch()
+    qtbot.waitUntil(lambda: window.controller is not None and window.controller.done, timeout=120_000)
+    qtbot.wait(300)  # the last frames
+    heartbeat.stop()
+
+    log = next((tmp_path / "runs").glob("*/roles/worker-0/attempt-1.log"))
+    chunk = 100 * 1000
+    assert log.stat().st_size == (FLOOD_BYTES // chunk) * chunk + len("last line\n")  # all of it, on disk
+    assert window.log_view.toPlainText().rstrip().endswith("last line")  # the screen shows the newest
+    assert window.log_view.blockCount() <= 5000  # bounded
+    worst_ms = max(gaps[1:]) * 1000
+    print(f"worst event-loop gap during the flood: {worst_ms:.1f} ms over {len(gaps)} beats")
+    assert worst_ms < 100, f"the event loop stalled for {worst_ms:.0f} ms"
