@@ -27,7 +27,6 @@ from core.render import render_all
 from core.spec import ClusterSpec, dumps, load
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-MAX_PARTIAL_CHARS = 1 << 16  # a "line" longer than this without a newline is cut
 DEMO_CLUSTER = Path(__file__).resolve().parent.parent / "resources" / "demo_cluster.toml"
 
 
@@ -226,13 +225,9 @@ def cmd_placement(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if chunks is None:
         return EXIT_USAGE
     aggregator = PlacementAggregator()
-    rest = ""
     for chunk in chunks:
-        text = rest + chunk
-        cut = max(text.rfind("\n"), text.rfind("\r")) + 1
-        aggregator.feed_text(text[:cut])
-        rest = text[cut:][-MAX_PARTIAL_CHARS:]
-    aggregator.feed_text(rest)
+        aggregator.feed_stream(chunk)
+    aggregator.flush()
     summary = aggregator.summary()
     if args.json:
         print(json.dumps(summary, indent=2), file=out)

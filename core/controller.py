@@ -19,6 +19,7 @@ import collections
 import contextlib
 import dataclasses
 import enum
+import os
 import queue
 import signal as signal_module
 import threading
@@ -786,7 +787,5 @@ class Controller:
 def _kill_group(pid: int | None) -> None:
     if pid is None:
         return
-    import os
-
     with contextlib.suppress(OSError):
         os.killpg(pid, signal_module.SIGKILL)

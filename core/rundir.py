@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.render import role_dir
 from core.spec import ClusterSpec, Task, dumps
 
 
@@ -80,7 +81,7 @@ class RunDir:
         return run
 
     def role_dir(self, task: Task) -> Path:
-        return self.path / "roles" / task.dir_name
+        return role_dir(self.path, task)
 
     def log_path(self, task: Task, attempt: int) -> Path:
         return self.role_dir(task) / f"attempt-{attempt}.log"

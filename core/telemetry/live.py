@@ -8,8 +8,6 @@ from typing import Any
 from core.telemetry.metrics import MetricParser, MetricPattern, MetricSample, WorkerStats
 from core.telemetry.placement import PlacementAggregator
 
-MAX_PARTIAL_CHARS = 1 << 16
-
 
 class RoleTelemetry:
     """Feeds a role's output to a metric parser and a placement aggregator, both bounded."""
@@ -19,22 +17,17 @@ class RoleTelemetry:
         self.parser = MetricParser(self.patterns)
         self.stats = WorkerStats()
         self.placement = PlacementAggregator()
-        self._rest = ""
 
     def new_attempt(self) -> None:
         """A restart: a new output stream (the stats and the placement table carry on)."""
         self.parser = MetricParser(self.patterns)
-        self._rest = ""
+        self.placement.flush()
 
     def feed(self, text: str, t: float) -> list[MetricSample]:
         samples = self.parser.feed(text, t)
         for sample in samples:
             self.stats.add(sample)
-        text = self._rest + text
-        cut = max(text.rfind("\n"), text.rfind("\r")) + 1
-        if cut:
-            self.placement.feed_text(text[:cut], t)
-        self._rest = text[cut:][-MAX_PARTIAL_CHARS:]
+        self.placement.feed_stream(text, t)
         return samples
 
 

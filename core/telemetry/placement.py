@@ -59,6 +59,9 @@ _DEVICE_PARTS = re.compile(
 _MAX_DEVICES = 4096
 
 
+MAX_PARTIAL_CHARS = 1 << 16  # an unfinished line kept between chunks, at most
+
+
 @dataclass(frozen=True, slots=True)
 class OpPlacement:
     """One op on one device.
@@ -139,6 +142,7 @@ class PlacementAggregator:
         # Eager hot path: the text after "Executing op " -> its entry, one dict lookup a line.
         self._eager_cache: dict[str, _Entry] = {}
         self._devices: dict[str, LogicalDevice] = {}
+        self._partial = ""
 
     # -- feeding -------------------------------------------------------------------------------
 
@@ -150,6 +154,19 @@ class PlacementAggregator:
         if _MARK not in line:
             return False
         return self._feed(line, time.time() if t is None else t)
+
+    def feed_stream(self, chunk: str, t: float | None = None) -> int:
+        """Take output cut anywhere (mid-line too): whole lines now, the unfinished rest with the
+        next chunk or :meth:`flush`. The rest is bounded: a longer "line" is cut."""
+        text = self._partial + chunk
+        cut = max(text.rfind("\n"), text.rfind("\r")) + 1
+        self._partial = text[cut:][-MAX_PARTIAL_CHARS:]
+        return self.feed_text(text[:cut], t) if cut else 0
+
+    def flush(self, t: float | None = None) -> int:
+        """Take the unfinished last line of a stream (at its end)."""
+        rest, self._partial = self._partial, ""
+        return self.feed_text(rest, t) if rest else 0
 
     def feed_text(self, text: str, t: float | None = None) -> int:
         """Take a chunk of whole lines (``\\n``, ``\\r\\n`` or ``\\r`` endings); returns how many matched.

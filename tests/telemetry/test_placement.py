@@ -374,3 +374,22 @@ def test_tf2_eager_log_finds_matmul_executed_on_cpu() -> None:
     graph = [p for p in agg.ops() if p.kind == "graph" and p.op_type == "MatMul"]
     assert len(graph) == 1 and "/device:CPU:" in graph[0].device
     assert agg.graph_repeats > 0
+
+
+def test_feed_stream_does_not_depend_on_where_chunks_split() -> None:
+    text = (
+        "I0000 00:00:1795305212.417898    3241 placer.cc:162] MatMul: (MatMul): /job:worker/replica:0/task:0/device:CPU:0\n"
+        "MatMul: (MatMul): /job:worker/replica:0/task:0/device:CPU:0\r\n"
+        "noise\n"
+        "Executing op Add in device /job:localhost/replica:0/task:0/device:CPU:0\n"
+        "w: (VarHandleOp): /job:ps/replica:0/task:0/device:CPU:0"  # unfinished last line
+    )
+    whole = PlacementAggregator()
+    whole.feed_text(text, t=1.0)
+    for cut in range(len(text) + 1):
+        streamed = PlacementAggregator()
+        streamed.feed_stream(text[:cut], t=1.0)
+        streamed.feed_stream(text[cut:], t=1.0)
+        streamed.flush(t=1.0)
+        assert streamed.counts_by_device() == whole.counts_by_device(), cut
+    assert whole.counts_by_device()["/job:ps/replica:0/task:0/device:CPU:0"] == 1
