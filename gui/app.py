@@ -18,6 +18,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--demo", action="store_true", help="open the bundled demo cluster")
     parser.add_argument("--launch", action="store_true", help="launch the cluster at once")
     parser.add_argument(
+        "--run", metavar="RUN", help="open a run directory (a path, a run id from `runs`, or 'latest'), past or live"
+    )
+    parser.add_argument("--tab", choices=("training", "gpus", "placement", "logs"), help="the tab to show first")
+    parser.add_argument(
         "--screenshot",
         type=Path,
         metavar="PNG",
@@ -40,10 +44,23 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    path = DEMO_CLUSTER if args.demo or args.file is None else args.file
-    spec = load_checked(path, sys.stderr)
-    if spec is None:
-        return 2
+    from core import rundir
+
+    run_path = None
+    if args.run is not None:
+        try:
+            run_path = rundir.resolve(args.run)
+        except FileNotFoundError as exc:
+            print(f"--run: {exc}", file=sys.stderr)
+            return 2
+    spec = None
+    path = DEMO_CLUSTER if args.demo else args.file
+    if path is None and run_path is None:
+        path = _last_cluster()
+    if path is not None and run_path is None:
+        spec = load_checked(path, sys.stderr)
+        if spec is None:
+            return 2
     import pyqtgraph as pg
     from PySide6 import QtCore, QtWidgets
 
@@ -53,9 +70,17 @@ def main(argv: list[str]) -> int:
     app = existing if isinstance(existing, QtWidgets.QApplication) else QtWidgets.QApplication(sys.argv[:1])
     app.setApplicationName("TowerDeck")
     pg.setConfigOptions(antialias=True)
+    from gui import settings
+
     window = MainWindow(spec)
+    if args.tab:
+        window.tabs.setCurrentIndex(["training", "gpus", "placement", "logs"].index(args.tab))
     window.show()
-    if args.launch:
+    if run_path is not None:
+        window.open_run(run_path)
+    elif path is not None and not args.demo:
+        settings.remember_cluster(path.resolve())
+    if args.launch and run_path is None:
         window.launch()
     if args.screenshot is not None:
 
@@ -67,3 +92,11 @@ def main(argv: list[str]) -> int:
         QtCore.QTimer.singleShot(int(args.after * 1000), shoot)
     app.setQuitOnLastWindowClosed(True)
     return int(app.exec())
+
+
+def _last_cluster() -> Path | None:
+    """The cluster file of the last session, if it still exists (else the window opens empty)."""
+    from gui import settings
+
+    last = settings.last_cluster()
+    return last if last is not None and last.is_file() else None

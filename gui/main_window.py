@@ -1,38 +1,49 @@
-"""The main window: roles with their state and figures, loss curves, logs.
+"""The main window: the roles table above tabs for training, GPUs, placement and logs.
 
-A view over one :class:`core.controller.Controller`. The GUI thread never waits on a process,
-pipe or file: the controller runs on its own thread, its events land in an :class:`EventInbox`,
-and a QTimer drains them and redraws at most ``FRAME_HZ`` times a second.
+A view over one *source*: a live :class:`core.controller.Controller` launched from this window, or
+a :class:`core.replay.RunReader` following a run directory (a past run, or one another TowerDeck
+process runs). The GUI thread never waits on a process, pipe, socket or file: the source runs on
+its own thread, its events land in an :class:`EventInbox`, and a QTimer drains them and redraws at
+most ``FRAME_HZ`` times a second, only the tab that is on screen.
 """
 
 from __future__ import annotations
 
-import collections
+import functools
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
-import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core.controller import ClusterPhase, Controller, RoleState, RoleStatus
+from core import control
+from core.controller import ClusterStatus, Controller, Event, RoleState, RoleStatus
+from core.replay import RunDirError, RunReader
 from core.rundir import RunDir
 from core.spec import ClusterSpec
-from core.telemetry.series import Series
+from gui import settings
 from gui.bridge import EventInbox
+from gui.panels.gpus import GpuPanel, normalize_bus_id
+from gui.panels.logs import LogPanel
+from gui.panels.placement import PlacementPanel
+from gui.panels.training import TrainingPanel
 
 FRAME_HZ = 10
-LOG_BLOCKS = 5000  # lines the log view keeps; the run directory keeps everything
-ROLE_TEXT_CHARS = 512 * 1024  # per role, for switching the log view between roles
+SLOW_REFRESH_S = 1.0  # placement tables and TF devices: they change slowly and cost more
 
 STATE_COLOURS = {
     RoleState.PENDING: "#8a8a8a",
-    RoleState.STARTING: "#c9a227",
-    RoleState.RUNNING: "#2e9d4f",
+    RoleState.STARTING: "#b8860b",
+    RoleState.RUNNING: "#2e7d32",
     RoleState.BACKOFF: "#d9822b",
-    RoleState.STOPPING: "#c9a227",
+    RoleState.STOPPING: "#b8860b",
     RoleState.SUCCEEDED: "#2b6cb0",
-    RoleState.FAILED: "#d03b3b",
+    RoleState.FAILED: "#c62828",
     RoleState.STOPPED: "#6b6b6b",
 }
+FAILED_ROW = QtGui.QColor("#fde2e2")
 COLUMNS = (
     "Role",
     "Host",
@@ -48,115 +59,231 @@ COLUMNS = (
     "RSS",
     "GPUs",
 )
+TABS = ("Training", "GPUs", "Placement", "Logs")
+
+Source = Controller | RunReader
 
 
 def _fmt_bytes(n: int | None) -> str:
     return "" if n is None else f"{n / 2**20:.0f} MiB"
 
 
-class MainWindow(QtWidgets.QMainWindow):
-    """TowerDeck's window for one cluster."""
+def _fmt_uptime(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 3600:
+        return f"{seconds // 60}:{seconds % 60:02d}"
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
-    def __init__(self, spec: ClusterSpec, runs_root: Path | None = None) -> None:
+
+class MainWindow(QtWidgets.QMainWindow):
+    """TowerDeck's window for one cluster, or one run directory."""
+
+    def __init__(self, spec: ClusterSpec | None, runs_root: Path | None = None) -> None:
         super().__init__()
         self.spec = spec
         self.runs_root = runs_root
-        self.controller: Controller | None = None
+        self.source: Source | None = None
+        self.control_server: control.ControlServer | None = None
         self.inbox = EventInbox()
-        self.loss_series: dict[str, Series] = {}
-        self.role_text: dict[str, collections.deque[str]] = {}
         self._closing = False
-        self.setWindowTitle(f"TowerDeck - {spec.name}")
+        self._last_slow_refresh = 0.0
+        self._last_status: ClusterStatus | None = None
+        self.warnings: list[str] = []
         self.resize(1280, 800)
         self._build()
+        self._set_title()
         self.timer = QtCore.QTimer(self)
         self.timer.setInterval(1000 // FRAME_HZ)
         self.timer.timeout.connect(self._on_frame)
         self.timer.start()
+        self._restore_layout()
         self._refresh_table()
+
+    @property
+    def controller(self) -> Controller | None:
+        """The live controller when this window launched the cluster (None otherwise)."""
+        return self.source if isinstance(self.source, Controller) else None
 
     # ------------------------------------------------------------------ layout
 
     def _build(self) -> None:
-        bar = self.addToolBar("Cluster")
-        bar.setObjectName("cluster-toolbar")
-        self.action_launch = bar.addAction("Launch", self.launch)
-        self.action_launch.setShortcut(QtGui.QKeySequence("Ctrl+L"))
-        self.action_stop_all = bar.addAction("Stop all", self.stop_all)
-        self.action_stop_all.setShortcut(QtGui.QKeySequence("Ctrl+Shift+S"))
-        self.action_restart_all = bar.addAction("Restart all", lambda: self._act(lambda c: c.restart_all()))
-        bar.addSeparator()
-        self.action_stop = bar.addAction("Stop role", lambda: self._on_role_action("stop"))
-        self.action_restart = bar.addAction("Restart role", lambda: self._on_role_action("restart"))
-        self.action_kill = bar.addAction("Kill role", lambda: self._on_role_action("kill"))
-        self.phase_label = QtWidgets.QLabel("not launched")
-        self.phase_label.setContentsMargins(12, 0, 12, 0)
-        bar.addSeparator()
-        bar.addWidget(self.phase_label)
+        self._build_actions()
+        self.banner = QtWidgets.QLabel()
+        self.banner.setWordWrap(True)
+        self.banner.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.banner.setStyleSheet("QLabel { background: #fde2e2; color: #7f1d1d; padding: 6px; }")
+        self.banner.hide()
 
         self.table = QtWidgets.QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(list(COLUMNS))
         self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
+        self.table.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.ActionsContextMenu)
+        for action in (self.action_stop, self.action_restart, self.action_kill, self.action_show_log):
+            self.table.addAction(action)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
         self.table.itemSelectionChanged.connect(self._on_selection_changed)
+        self.table.doubleClicked.connect(lambda _index: self.show_log())
 
-        self.plot = pg.PlotWidget(title="Loss by step")
-        self.plot.setBackground("w")
-        self.plot.showGrid(x=True, y=True, alpha=0.3)
-        self.plot.setLabel("bottom", "global step")
-        self.plot.setLabel("left", "loss")
-        self.plot.getAxis("left").enableAutoSIPrefix(False)
-        self.plot.addLegend()
-        self.curves: dict[str, pg.PlotDataItem] = {}
+        self.training = TrainingPanel()
+        self.gpus = GpuPanel()
+        self.placement = PlacementPanel()
+        self.logs = LogPanel()
+        self.placement.sig_role_changed.connect(lambda _role: self._refresh_placement(force=True))
+        self.tabs = QtWidgets.QTabWidget()
+        for panel, name in zip((self.training, self.gpus, self.placement, self.logs), TABS, strict=True):
+            self.tabs.addTab(panel, name)
+        self.tabs.currentChanged.connect(lambda _i: self._refresh_visible(force=True))
 
-        self.log_view = QtWidgets.QPlainTextEdit()
-        self.log_view.setReadOnly(True)
-        self.log_view.setMaximumBlockCount(LOG_BLOCKS)
-        self.log_view.setFont(QtGui.QFontDatabase.systemFont(QtGui.QFontDatabase.SystemFont.FixedFont))
-        self.log_title = QtWidgets.QLabel("Select a role to see its output")
+        top = QtWidgets.QWidget()
+        top_layout = QtWidgets.QVBoxLayout(top)
+        top_layout.setContentsMargins(0, 0, 0, 0)
+        top_layout.addWidget(self.banner)
+        top_layout.addWidget(self.table)
+        self.split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
+        self.split.setObjectName("main-split")
+        self.split.addWidget(top)
+        self.split.addWidget(self.tabs)
+        self.split.setSizes([230, 570])
+        self.setCentralWidget(self.split)
 
-        log_box = QtWidgets.QWidget()
-        log_layout = QtWidgets.QVBoxLayout(log_box)
-        log_layout.setContentsMargins(0, 0, 0, 0)
-        log_layout.addWidget(self.log_title)
-        log_layout.addWidget(self.log_view)
+    def _build_actions(self) -> None:
+        def action(text: str, slot: Callable[[], Any], shortcut: str = "", tip: str = "") -> QtGui.QAction:
+            a = QtGui.QAction(text, self)
+            a.triggered.connect(lambda _checked=False: slot())
+            if shortcut:
+                a.setShortcut(QtGui.QKeySequence(shortcut))
+                a.setToolTip(f"{tip or text} ({shortcut})")
+            elif tip:
+                a.setToolTip(tip)
+            return a
 
-        bottom = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
-        bottom.addWidget(self.plot)
-        bottom.addWidget(log_box)
-        bottom.setSizes([640, 640])
-        split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
-        split.addWidget(self.table)
-        split.addWidget(bottom)
-        split.setSizes([260, 540])
-        self.setCentralWidget(split)
-        self.statusBar().showMessage(
-            f"{len(self.spec.tasks())} roles; strategy {self.spec.strategy}; launch style {self.spec.launch_style}"
+        self.action_launch = action("Launch", self.launch, "Ctrl+L", "Launch every role of the cluster")
+        self.action_stop_all = action("Stop all", self.stop_all, "Ctrl+Shift+S", "Stop every role")
+        self.action_restart_all = action("Restart all", lambda: self._act(lambda s: s.restart_all()), "Ctrl+Shift+R")
+        self.action_kill_all = action("Kill all", lambda: self._act(lambda s: s.kill_all()), "Ctrl+Shift+K")
+        self.action_stop = action(
+            "Stop role", lambda: self._on_role_action("stop"), "Ctrl+T", "Stop the selected roles"
         )
+        self.action_restart = action("Restart role", lambda: self._on_role_action("restart"), "Ctrl+R")
+        self.action_kill = action(
+            "Kill role", lambda: self._on_role_action("kill"), "Ctrl+K", "SIGKILL the selected roles"
+        )
+        self.action_show_log = action("Show log", self.show_log, "Ctrl+G", "Show the selected role's output")
+        self.action_open_run = action("Open run directory...", self.choose_run, "Ctrl+Shift+O")
+        self.action_quit = action("Quit", self.close, "Ctrl+Q")
+        self.tab_actions: list[QtGui.QAction] = []
+        for i, name in enumerate(TABS):
+            self.tab_actions.append(action(name, functools.partial(self._show_tab, i), f"Ctrl+{i + 1}"))
 
-    # ------------------------------------------------------------------ actions
+        menu = self.menuBar()
+        self.file_menu = menu.addMenu("&File")
+        self.file_menu.addAction(self.action_open_run)
+        self.file_menu.addSeparator()
+        self.file_menu.addAction(self.action_quit)
+        cluster = menu.addMenu("&Cluster")
+        for a in (self.action_launch, self.action_stop_all, self.action_restart_all, self.action_kill_all):
+            cluster.addAction(a)
+        role = menu.addMenu("&Role")
+        for a in (self.action_stop, self.action_restart, self.action_kill, self.action_show_log):
+            role.addAction(a)
+        view = menu.addMenu("&View")
+        for a in self.tab_actions:
+            view.addAction(a)
+        self.view_menu = view
+
+        bar = self.addToolBar("Cluster")
+        bar.setObjectName("cluster-toolbar")
+        bar.setToolButtonStyle(QtCore.Qt.ToolButtonStyle.ToolButtonTextOnly)
+        for a in (self.action_launch, self.action_stop_all, self.action_restart_all):
+            bar.addAction(a)
+        bar.addSeparator()
+        for a in (self.action_stop, self.action_restart, self.action_kill, self.action_show_log):
+            bar.addAction(a)
+        bar.addSeparator()
+        self.phase_label = QtWidgets.QLabel("not launched")
+        self.phase_label.setContentsMargins(12, 0, 12, 0)
+        bar.addWidget(self.phase_label)
+
+    def _set_title(self) -> None:
+        if isinstance(self.source, RunReader):
+            self.setWindowTitle(f"TowerDeck - run {self.source.path.name}")
+        else:
+            self.setWindowTitle(f"TowerDeck - {self.spec.name if self.spec else 'new cluster'}")
+
+    # ------------------------------------------------------------------ sources
 
     def launch(self) -> None:
-        if self.controller is not None and not self.controller.done:
+        """Launch the cluster in the editor: a new run directory and a live controller."""
+        if self.spec is None or (self.source is not None and not self.source.done):
             return
+        self._close_source()
         run = RunDir.create(self.spec, root=self.runs_root)
-        self.loss_series.clear()
-        self.role_text.clear()
-        for curve in self.curves.values():
-            self.plot.removeItem(curve)
-        self.curves.clear()
-        self.controller = Controller(self.spec, run)
-        self.controller.subscribe(self.inbox.put)
-        self.controller.start()
+        self._reset_panels()
+        controller = Controller(self.spec, run)
+        controller.subscribe(self.inbox.put)
+        # `python main.py ctl` and another window can act on this run, through an owner-only socket.
+        self.control_server = control.ControlServer(controller, run.path)
+        run.update(control_socket=str(self.control_server.start()))
+        self.source = controller
+        controller.start()
+        self._set_title()
         self.statusBar().showMessage(f"run directory: {run.path}")
-        workers = [t.role_id for t in self.spec.tasks() if t.job in ("chief", "worker")]
         self._refresh_table()
+        workers = [t.role_id for t in self.spec.tasks() if t.job in ("chief", "worker")]
         if workers and not self.selected_roles():
             self.select_role(workers[0])
+
+    def open_run(self, path: Path) -> bool:
+        """Show a run directory: a past run, or one that another TowerDeck process runs."""
+        if self.source is not None and not self.source.done and isinstance(self.source, Controller):
+            QtWidgets.QMessageBox.information(
+                self, "TowerDeck", "Stop the running cluster before opening another run in this window."
+            )
+            return False
+        try:
+            reader = RunReader(path)
+        except RunDirError as exc:
+            QtWidgets.QMessageBox.warning(self, "TowerDeck", str(exc))
+            return False
+        self._close_source()
+        self._reset_panels()
+        self.spec = reader.spec
+        reader.subscribe(self.inbox.put)
+        self.source = reader
+        reader.start()
+        self._set_title()
+        self.statusBar().showMessage(f"run directory: {path}")
+        settings.remember_run(path)
+        self._refresh_table()
+        return True
+
+    def choose_run(self) -> None:
+        start = str(self.runs_root) if self.runs_root else ""
+        chosen = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a run directory", start)
+        if chosen:
+            self.open_run(Path(chosen))
+
+    def _close_source(self) -> None:
+        if self.control_server is not None:
+            self.control_server.close()
+            self.control_server = None
+        if isinstance(self.source, RunReader):
+            self.source.close()
+        self.source = None
+
+    def _reset_panels(self) -> None:
+        self.inbox.drain()
+        self.training.clear()
+        self.gpus.clear()
+        self.logs.clear()
+        self.warnings.clear()
+        self._last_status = None
+
+    # ------------------------------------------------------------------ actions
 
     def select_role(self, role: str) -> None:
         for row in range(self.table.rowCount()):
@@ -165,91 +292,131 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.table.selectRow(row)
                 return
 
-    def stop_all(self) -> None:
-        self._act(lambda c: c.stop_all())
-
-    def _act(self, fn: object) -> None:
-        if self.controller is not None and not self.controller.done:
-            future = fn(self.controller)  # type: ignore[operator]
-            future.add_done_callback(lambda f: None)
-
     def selected_roles(self) -> list[str]:
         rows = sorted({index.row() for index in self.table.selectedIndexes()})
         items = [self.table.item(row, 0) for row in rows]
         return [item.text() for item in items if item is not None]
 
+    def stop_all(self) -> None:
+        self._act(lambda s: s.stop_all())
+
+    def _show_tab(self, index: int) -> None:
+        self.tabs.setCurrentIndex(index)
+
+    def show_log(self) -> None:
+        roles = self.selected_roles()
+        if roles:
+            self.logs.show_role(roles[0])
+        self.tabs.setCurrentWidget(self.logs)
+
+    def _act(self, fn: Callable[[Source], Future[str]]) -> None:
+        if self.source is not None and not self.source.done:
+            fn(self.source).add_done_callback(self._on_action_done)
+
     def _on_role_action(self, action: str) -> None:
-        if self.controller is None or self.controller.done:
+        if self.source is None or self.source.done:
             return
         for role in self.selected_roles():
-            getattr(self.controller, f"{action}_role")(role)
+            future: Future[str] = getattr(self.source, f"{action}_role")(role)
+            future.add_done_callback(self._on_action_done)
+
+    def _on_action_done(self, future: Future[str]) -> None:
+        # Runs on the source's thread: hand a refusal to the GUI thread through the inbox.
+        exc = future.exception()
+        if exc is not None:
+            self.inbox.put(Event("warning", time.time(), None, {"message": str(exc)}))
 
     # ------------------------------------------------------------------ frame
 
     def _on_frame(self) -> None:
         events, output = self.inbox.drain()
         for event in events:
-            if event.kind == "metrics" and event.role:
-                series = self.loss_series.setdefault(event.role, Series(capacity=4096))
-                for sample in event.data["samples"]:
-                    if sample.get("step") is not None and sample.get("loss") is not None:
-                        series.append(float(sample["step"]), float(sample["loss"]))
-            elif event.kind == "warning":
-                self.statusBar().showMessage(f"warning: {event.data.get('message')}", 10000)
-        selected = self.selected_roles()
+            self._dispatch(event)
         for role, text in output.items():
-            buffer = self.role_text.setdefault(role, collections.deque())
-            buffer.append(text)
-            while sum(len(t) for t in buffer) > ROLE_TEXT_CHARS and len(buffer) > 1:
-                buffer.popleft()
-            if selected[:1] == [role]:
-                self._append_log(text)
-        if any(e.kind == "metrics" for e in events):
-            self._redraw_plot()
+            self.logs.add_output(role, text)
         self._refresh_table()
-        if self._closing and (self.controller is None or self.controller.done):
+        self._refresh_visible()
+        if self._closing and (self.source is None or self.source.done):
             self._closing = False
             self.close()
 
-    def _append_log(self, text: str) -> None:
-        if not text:
-            return
-        lines = [line.rsplit("\r", 1)[-1] for line in text.rstrip("\n").split("\n")]
-        self.log_view.appendPlainText("\n".join(lines))
-        bar = self.log_view.verticalScrollBar()
-        bar.setValue(bar.maximum())  # follow the newest output
+    def _dispatch(self, event: Event) -> None:
+        kind, data = event.kind, event.data
+        if kind == "metrics" and event.role:
+            self.training.add_samples(event.role, data.get("samples") or [])
+        elif kind == "sample":
+            self.gpus.add_sample(data)
+        elif kind == "gpu_status":
+            self.gpus.set_gpu_status(str(data.get("host")), str(data.get("status")))
+        elif kind == "warning":
+            message = str(data.get("message"))
+            self.warnings.append(message)
+            del self.warnings[:-100]
+            self.statusBar().showMessage(f"warning: {message}", 15000)
 
-    def _redraw_plot(self) -> None:
-        palette = [pg.intColor(i, hues=8) for i in range(8)]
-        for i, (role, series) in enumerate(sorted(self.loss_series.items())):
-            x, mean, _, _ = series.points(max_points=2000)
-            curve = self.curves.get(role)
-            if curve is None:
-                curve = self.plot.plot(pen=pg.mkPen(palette[i % 8], width=2), name=role)
-                curve.setDownsampling(auto=True, method="peak")
-                curve.setClipToView(True)
-                self.curves[role] = curve
-            curve.setData(x, mean)
+    def _refresh_visible(self, force: bool = False) -> None:
+        current = self.tabs.currentWidget()
+        if current is self.training:
+            self.training.refresh()
+        now = time.monotonic()
+        slow_due = force or now - self._last_slow_refresh >= SLOW_REFRESH_S
+        if current is self.gpus:
+            if slow_due:
+                self.gpus.set_tf_devices(self._tf_devices())
+            self.gpus.refresh()
+        if current is self.placement and slow_due:
+            self._refresh_placement()
+        if slow_due:
+            self._last_slow_refresh = now
+
+    def _refresh_placement(self, force: bool = False) -> None:
+        role = self.placement.role()
+        if self.source is None or not role:
+            return
+        status = self._last_status
+        role_status = next((r for r in status.roles if r.role == role), None) if status else None
+        task = self.spec.task(role) if self.spec and role in self.spec.role_ids() else None
+        has_gpu = bool((role_status and role_status.gpus) or (task and task.gpus))
+        self.placement.show_summary(role, self.source.placement(role), has_gpu)
+
+    def _tf_devices(self) -> dict[str, list[str]]:
+        """TensorFlow devices per GPU (by PCI bus id) of the roles that NVML sees on a GPU."""
+        out: dict[str, list[str]] = {}
+        if self.source is None or self._last_status is None:
+            return out
+        for role in self._last_status.roles:
+            if not role.gpus:
+                continue
+            for device in self.source.placement(role.role).get("devices") or []:
+                bus = normalize_bus_id(device.get("pci_bus_id"))
+                if bus:
+                    out.setdefault(bus, []).append(f"{role.role} {device.get('device', '')}")
+        return out
 
     def _refresh_table(self) -> None:
-        if self.controller is None:
-            tasks = self.spec.tasks()
+        if self.source is None:
+            self.phase_label.setText("not launched")
+            tasks = self.spec.tasks() if self.spec else []
             self.table.setRowCount(len(tasks))
             for r, task in enumerate(tasks):
-                self._set_row(
-                    r, [task.role_id, task.host, "", "not launched", "", "", "", "", "", "", "", "", ""], None
-                )
+                self._set_row(r, [task.role_id, task.host, "", "not launched", *[""] * 8, "-"], None)
+            self._update_actions(None)
+            self._sync_role_lists([t.role_id for t in tasks])
             return
-        status = self.controller.status()
+        status = self.source.status()
+        self._last_status = status
         phase = f"cluster {status.phase}"
         if status.result:
             phase += f": {status.result} ({status.reason})"
+        if isinstance(self.source, RunReader):
+            phase = ("live run: " if not self.source.done else "past run: ") + phase
         self.phase_label.setText(phase)
-        self.action_launch.setEnabled(status.phase in (ClusterPhase.IDLE, ClusterPhase.DONE))
+        self._update_actions(status)
         self.table.setRowCount(len(status.roles))
-        now = QtCore.QDateTime.currentSecsSinceEpoch()
+        now = time.time()
         for r, role in enumerate(status.roles):
-            uptime = f"{now - role.started_at:.0f} s" if role.started_at and role.state == RoleState.RUNNING else ""
+            alive = role.state in (RoleState.RUNNING, RoleState.STARTING, RoleState.STOPPING)
+            uptime = _fmt_uptime(now - role.started_at) if role.started_at and alive else ""
             cells = [
                 role.role,
                 role.host,
@@ -266,8 +433,45 @@ class MainWindow(QtWidgets.QMainWindow):
                 ",".join(str(g) for g in role.gpus) or "-",
             ]
             self._set_row(r, cells, role)
+        self.training.set_status(status.roles)
+        self._sync_role_lists([r.role for r in status.roles])
+        self._update_banner(status)
+
+    def _sync_role_lists(self, roles: list[str]) -> None:
+        self.logs.set_roles(roles)
+        self.placement.set_roles(roles)
+
+    def _update_actions(self, status: ClusterStatus | None) -> None:
+        live = self.source is not None and not self.source.done
+        can_launch = self.spec is not None and not live and not isinstance(self.source, RunReader)
+        self.action_launch.setEnabled(can_launch or (self.source is None and self.spec is not None))
+        for a in (
+            self.action_stop_all,
+            self.action_restart_all,
+            self.action_kill_all,
+            self.action_stop,
+            self.action_restart,
+            self.action_kill,
+        ):
+            a.setEnabled(live)
+
+    def _update_banner(self, status: ClusterStatus) -> None:
+        failed = [r for r in status.roles if r.state == RoleState.FAILED]
+        if not failed:
+            self.banner.hide()
+            return
+        parts = []
+        for role in failed:
+            lines = self.logs.last_lines(role.role, 3)
+            text = f"<b>{role.role} failed</b>: {_html(role.detail or role.exit_text)}"
+            if lines:
+                text += "<br><tt>" + "<br>".join(_html(line) for line in lines) + "</tt>"
+            parts.append(text)
+        self.banner.setText("<br>".join(parts))
+        self.banner.show()
 
     def _set_row(self, row: int, cells: list[str], role: RoleStatus | None) -> None:
+        failed = role is not None and role.state == RoleState.FAILED
         for column, text in enumerate(cells):
             item = self.table.item(row, column)
             if item is None:
@@ -275,21 +479,47 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.table.setItem(row, column, item)
             if item.text() != text:
                 item.setText(text)
+            background = FAILED_ROW if failed else QtGui.QColor(0, 0, 0, 0)
+            if item.background().color() != background:
+                item.setBackground(background)
             if column == 3 and role is not None:
                 item.setForeground(QtGui.QColor(STATE_COLOURS[role.state]))
-                if role.state == RoleState.FAILED:
-                    item.setToolTip(role.detail)
+                font = item.font()
+                if font.bold() != failed:
+                    font.setBold(failed)
+                    item.setFont(font)
+                item.setToolTip(role.detail)
 
     def _on_selection_changed(self) -> None:
         roles = self.selected_roles()
-        self.log_view.clear()
-        if not roles:
-            self.log_title.setText("Select a role to see its output")
-            return
-        self.log_title.setText(f"Output of {roles[0]}")
-        self._append_log("".join(self.role_text.get(roles[0], ())))
+        if roles:
+            self.logs.show_role(roles[0])
+            self.placement.set_role(roles[0])
 
-    # ------------------------------------------------------------------ closing
+    # ------------------------------------------------------------------ settings and closing
+
+    def _restore_layout(self) -> None:
+        store = settings.store()
+        geometry = store.value("window/geometry")
+        if isinstance(geometry, QtCore.QByteArray):
+            self.restoreGeometry(geometry)
+        state = store.value("window/state")
+        if isinstance(state, QtCore.QByteArray):
+            self.restoreState(state)
+        split = store.value("window/split")
+        if isinstance(split, QtCore.QByteArray):
+            self.split.restoreState(split)
+        tab = store.value("window/tab")
+        if tab is not None:
+            self.tabs.setCurrentIndex(int(tab))
+
+    def _save_layout(self) -> None:
+        store = settings.store()
+        store.setValue("window/geometry", self.saveGeometry())
+        store.setValue("window/state", self.saveState())
+        store.setValue("window/split", self.split.saveState())
+        store.setValue("window/tab", self.tabs.currentIndex())
+        store.sync()
 
     def closeEvent(self, event: QtGui.QCloseEvent) -> None:
         if self.controller is not None and not self.controller.done:
@@ -299,5 +529,11 @@ class MainWindow(QtWidgets.QMainWindow):
             self.statusBar().showMessage("stopping every role before closing...")
             event.ignore()
             return
+        self._save_layout()
         self.timer.stop()
+        self._close_source()
         event.accept()
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -24,6 +24,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own runs root; the user's data dir is never written."""
     path = tmp_path / "towerdeck-data"
     monkeypatch.setenv("TOWERDECK_DATA_DIR", str(path))
+    monkeypatch.setenv("TOWERDECK_SETTINGS_DIR", str(tmp_path / "towerdeck-settings"))  # never the user's
     return path
 
 

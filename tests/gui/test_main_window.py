@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from core.spec import load
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_ports
 from tests.core.test_launch import between_graph
 from tests.helpers.procs import assert_nothing_left
 
@@ -25,33 +26,105 @@ def cell(window, role: str, column: str) -> str:
     raise AssertionError(f"no row for {role}")
 
 
-def test_launch_watch_stop_a_worker_and_stop_all(qtbot, tmp_path: Path):
+def placement_cluster(tmp_path: Path, steps: int, sleep: float) -> tuple[Path, list[int]]:
+    """The between-graph example with TensorFlow's placement log on."""
+    cluster, ports = between_graph(tmp_path, steps=steps, sleep=sleep)
+    text = cluster.read_text().replace('"--log_every=10"]', '"--log_every=10", "--log_device_placement"]')
+    assert "--log_device_placement" in text
+    cluster.write_text(text.replace("[jobs.ps]", '[env]\nTF_CPP_MIN_LOG_LEVEL = "0"\n[jobs.ps]'))
+    return cluster, ports
+
+
+def table_rows(view) -> list[list[str]]:
+    model = view.model()
+    return [[str(model.index(r, c).data()) for c in range(model.columnCount())] for r in range(model.rowCount())]
+
+
+def test_launch_watch_every_tab_stop_a_worker_and_stop_all(qtbot, tmp_path: Path):
     from gui.main_window import MainWindow
 
-    cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01)
+    cluster, ports = placement_cluster(tmp_path, steps=100000, sleep=0.01)
     spec, _ = load(cluster)
     assert spec is not None
     window = MainWindow(spec, runs_root=tmp_path / "runs")
     qtbot.addWidget(window)
     window.show()
     assert cell(window, "worker:1", "State") == "not launched"
+    assert not window.action_stop_all.isEnabled()
 
     window.action_launch.trigger()
     qtbot.waitUntil(
         lambda: all(cell(window, r, "State") == "running" for r in ("ps:0", "worker:0", "worker:1")), timeout=60_000
     )
-    # Loss points arrive and are drawn; the table shows step and loss; the log follows worker:0.
-    qtbot.waitUntil(
-        lambda: (
-            len(window.curves) == 2
-            and all(c.getData()[0] is not None and len(c.getData()[0]) >= 3 for c in window.curves.values())
-        ),
-        timeout=60_000,
-    )
+    assert window.action_stop_all.isEnabled() and not window.action_launch.isEnabled()
+
+    # Training: loss and step-time curves of both workers, a cluster rate.
+    window.tabs.setCurrentWidget(window.training)
+    training = window.training
+
+    def curves_have_points() -> bool:
+        return len(training.loss_curves) == 2 and all(
+            smooth.getData()[0] is not None and len(smooth.getData()[0]) >= 3
+            for _raw, smooth in training.loss_curves.values()
+        )
+
+    qtbot.waitUntil(curves_have_points, timeout=60_000)
+    qtbot.waitUntil(lambda: "steps/s over 2 workers" in training.rate_label.text(), timeout=20_000)
+    assert sorted(training.visible_roles()) == ["worker:0", "worker:1"]
+    assert all(len(c.getData()[0]) >= 2 for c in training.time_curves.values())
+    # Per-worker toggle, smoothing and log scale act on the curves.
+    training.workers.item(1).setCheckState(__import__("PySide6.QtCore").QtCore.Qt.CheckState.Unchecked)
+    qtbot.waitUntil(lambda: training.visible_roles() == ["worker:0"], timeout=2_000)
+    qtbot.waitUntil(lambda: not training.loss_curves["worker:1"][1].isVisible(), timeout=2_000)
+    raw, smooth = training.loss_curves["worker:0"]
+    training.smoothing.setValue(0)
+    qtbot.waitUntil(lambda: not raw.isVisible(), timeout=2_000)
+    training.smoothing.setValue(90)
+    qtbot.waitUntil(lambda: raw.isVisible(), timeout=2_000)
+    qtbot.waitUntil(lambda: list(smooth.getData()[1][:3]) != list(raw.getData()[1][:3]), timeout=2_000)
+    training.log_scale.setChecked(True)
+    assert training.loss_plot.getPlotItem().ctrl.logYCheck.isChecked()
+
     assert cell(window, "worker:0", "Step").isdigit() and float(cell(window, "worker:0", "Loss")) > 0
     assert cell(window, "worker:0", "RSS").endswith("MiB")
-    assert window.log_title.text() == "Output of worker:0"
-    qtbot.waitUntil(lambda: "Step:" in window.log_view.toPlainText(), timeout=10_000)
+
+    # GPUs: this machine has none; the host card says so and shows CPU and memory.
+    window.tabs.setCurrentWidget(window.gpus)
+    qtbot.waitUntil(lambda: "127.0.0.1" in window.gpus.hosts, timeout=10_000)
+    qtbot.waitUntil(lambda: "no NVIDIA GPU" in window.gpus.host_status["127.0.0.1"].text(), timeout=10_000)
+    card = window.gpus.cards[("127.0.0.1", -1)]
+    qtbot.waitUntil(lambda: "memory" in card.values.text() and "worker:0" in card.users.text(), timeout=10_000)
+    qtbot.waitUntil(
+        lambda: card.curves[0].getData()[0] is not None and len(card.curves[0].getData()[0]) >= 2, timeout=10_000
+    )
+
+    # Placement: worker:0's variables on the ps, its compute on its own CPU; filterable and sortable.
+    window.tabs.setCurrentWidget(window.placement)
+    window.placement.set_role("worker:0")
+    qtbot.waitUntil(lambda: window.placement.proxy.rowCount() > 20, timeout=30_000)
+    rows = table_rows(window.placement.table)
+    assert any("/job:ps/" in r[2] and r[1] in ("VarHandleOp", "VariableV2") for r in rows), rows[:5]
+    assert any("/job:worker/replica:0/task:0" in r[2] and "MatMul" in r[1] for r in rows)
+    window.placement.filter.setText("MatMul")
+    qtbot.waitUntil(lambda: 0 < window.placement.proxy.rowCount() < len(rows), timeout=2_000)
+    assert all("matmul" in " ".join(r).lower() for r in table_rows(window.placement.table))
+    assert window.placement.bar_item is not None
+    assert "no placement lines" not in window.placement.summary_label.text()
+
+    # Logs: worker:0's output, followed; search finds a step line.
+    window.select_role("worker:0")
+    window.action_show_log.trigger()
+    assert window.tabs.currentWidget() is window.logs
+    assert window.logs.title.text() == "Output of worker:0"
+    qtbot.waitUntil(lambda: "Step:" in window.logs.view.toPlainText(), timeout=10_000)
+    window.logs.search.setText("Step:")
+    assert window.logs.find_text()
+    assert window.logs.view.textCursor().selectedText().lower() == "step:"  # case-insensitive, as in a browser
+    assert not window.logs.follow.isChecked()  # a found match stays in view
+    window.logs.level.setCurrentIndex(2)  # errors only: the training lines go
+    assert "Step:" not in window.logs.view.toPlainText()
+    window.logs.level.setCurrentIndex(0)
+    assert "Step:" in window.logs.view.toPlainText()
 
     window.select_role("worker:1")
     assert window.selected_roles() == ["worker:1"]
@@ -73,6 +146,77 @@ def test_launch_watch_stop_a_worker_and_stop_all(qtbot, tmp_path: Path):
     assert_nothing_left(ports, marker="\0none\0")
 
 
+def test_a_failed_role_stands_out_with_its_reason_and_last_lines(qtbot, tmp_path: Path):
+    from gui.main_window import MainWindow
+
+    (tmp_path / "crash.py").write_text(
+        "import sys\nprint('loading data')\nprint('bad shard 7', flush=True)\nsys.exit(3)\n"
+    )
+    (port,) = free_ports(1)
+    cluster = tmp_path / "c.toml"
+    cluster.write_text(
+        f'strategy = "custom"\ncommand = ["python", "crash.py"]\n[jobs.worker]\ntasks = ["127.0.0.1:{port}"]\n'
+    )
+    spec, problems = load(cluster)
+    assert spec is not None, problems
+    window = MainWindow(spec, runs_root=tmp_path / "runs")
+    qtbot.addWidget(window)
+    window.show()
+    window.launch()
+    qtbot.waitUntil(lambda: cell(window, "worker:0", "State") == "failed", timeout=30_000)
+    assert cell(window, "worker:0", "Exit") == "exit code 3"
+    qtbot.waitUntil(lambda: "bad shard 7" in window.banner.text(), timeout=5_000)
+    assert window.banner.isVisible() and "worker:0 failed" in window.banner.text()
+    row = next(r for r in range(window.table.rowCount()) if window.table.item(r, 0).text() == "worker:0")
+    assert window.table.item(row, 3).font().bold()
+
+
+def test_a_past_run_reopens_with_its_table_curves_and_logs(qtbot, tmp_path: Path):
+    from gui.main_window import MainWindow
+
+    cluster, ports = between_graph(tmp_path, steps=200, sleep=0.0)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "main.py"), "launch", str(cluster)], capture_output=True, text=True, timeout=180
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    run = next((Path(os.environ["TOWERDECK_DATA_DIR"]) / "runs").iterdir())
+
+    window = MainWindow(None, runs_root=tmp_path / "runs")
+    qtbot.addWidget(window)
+    window.show()
+    assert window.open_run(run)
+    qtbot.waitUntil(lambda: cell(window, "worker:0", "State") == "succeeded", timeout=20_000)
+    assert cell(window, "ps:0", "State") == "stopped"
+    assert cell(window, "worker:0", "Step") != ""
+    qtbot.waitUntil(lambda: "past run: cluster done: succeeded" in window.phase_label.text(), timeout=5_000)
+    assert not window.action_stop_all.isEnabled() and not window.action_launch.isEnabled()
+    window.tabs.setCurrentWidget(window.training)
+    qtbot.waitUntil(lambda: len(window.training.loss_curves) == 2, timeout=10_000)
+    window.select_role("worker:1")
+    window.tabs.setCurrentWidget(window.logs)
+    qtbot.waitUntil(lambda: "Step:" in window.logs.view.toPlainText(), timeout=10_000)
+    last_on_disk = (run / "roles" / "worker-1" / "attempt-1.log").read_text().rstrip("\n").splitlines()[-1]
+    assert window.logs.view.toPlainText().rstrip("\n").splitlines()[-1] == last_on_disk
+    assert_nothing_left(ports, marker="\0none\0")
+
+
+def test_window_layout_persists_in_settings_not_the_users(qtbot, tmp_path: Path):
+    from gui import settings
+    from gui.main_window import MainWindow
+
+    spec, _ = load(ROOT / "resources" / "demo_cluster.toml")
+    window = MainWindow(spec)
+    qtbot.addWidget(window)
+    window.tabs.setCurrentIndex(2)
+    window.close()
+    assert Path(os.environ["TOWERDECK_SETTINGS_DIR"], "towerdeck.ini").is_file()
+    again = MainWindow(spec)
+    qtbot.addWidget(again)
+    assert again.tabs.currentIndex() == 2
+    settings.remember_cluster(ROOT / "resources" / "demo_cluster.toml")
+    assert settings.last_cluster() == ROOT / "resources" / "demo_cluster.toml"
+
+
 def test_screenshot_command_renders_a_live_run(tmp_path: Path):
     shot = tmp_path / "shot.png"
     cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01)
@@ -81,7 +225,7 @@ def test_screenshot_command_renders_a_live_run(tmp_path: Path):
         capture_output=True,
         text=True,
         timeout=120,
-        env={**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen"},
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
     )
     assert result.returncode == 0, result.stderr[-2000:]
     from PySide6.QtGui import QImage

@@ -1,0 +1,245 @@
+"""GPU panel: per host and GPU, live utilization and memory with current values, temperature,
+power, and which roles (and TensorFlow devices) use it. A host without GPUs says so and shows its
+CPU and memory instead.
+
+Fed with the agents' ``sample`` and ``gpu_status`` events; every plot reads a bounded
+:class:`~core.telemetry.series.Series`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyqtgraph as pg
+from PySide6 import QtCore, QtWidgets
+
+from core.telemetry.series import Series
+
+MAX_POINTS = 1200
+UTIL_COLOUR = "#2b6cb0"
+MEMORY_COLOUR = "#d9822b"
+
+
+def normalize_bus_id(bus_id: str | None) -> str | None:
+    """``00000000:1A:00.0`` (NVML) and ``0000:1a:00.0`` (TensorFlow) -> ``0000:1a:00.0``."""
+    if not bus_id:
+        return None
+    parts = bus_id.strip().lower().split(":")
+    if len(parts) != 3:
+        return bus_id.strip().lower()
+    try:
+        domain = int(parts[0], 16)
+    except ValueError:
+        return bus_id.strip().lower()
+    return f"{domain:04x}:{parts[1]}:{parts[2]}"
+
+
+def _mib(n: Any) -> str:
+    return f"{n / 2**20:,.0f} MiB" if isinstance(n, (int, float)) else "?"
+
+
+def _num(value: Any, fmt: str, unit: str) -> str:
+    return f"{value:{fmt}}{unit}" if isinstance(value, (int, float)) else "n/a"
+
+
+@dataclass
+class _Card:
+    """One GPU (or a host's CPU/memory) with its two series and widgets."""
+
+    box: QtWidgets.QGroupBox
+    values: QtWidgets.QLabel
+    users: QtWidgets.QLabel
+    plot: pg.PlotWidget
+    first: Series = field(default_factory=lambda: Series(capacity=2048))
+    second: Series = field(default_factory=lambda: Series(capacity=2048))
+    curves: tuple[pg.PlotDataItem, pg.PlotDataItem] | None = None
+
+
+class GpuPanel(QtWidgets.QWidget):
+    """Cards per host: the host's CPU and memory, then one card per GPU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hosts: dict[str, QtWidgets.QGroupBox] = {}
+        self.host_status: dict[str, QtWidgets.QLabel] = {}
+        self.cards: dict[tuple[str, int], _Card] = {}
+        self.latest: dict[str, dict[str, Any]] = {}  # host -> latest sample
+        self.tf_devices: dict[str, list[str]] = {}  # normalized pci bus id -> TF devices by role
+        self._dirty = False
+        inner = QtWidgets.QWidget()
+        self.host_layout = QtWidgets.QVBoxLayout(inner)
+        self.host_layout.addStretch(1)
+        self.empty = QtWidgets.QLabel("No samples yet: launch the cluster, or open a run.")
+        self.host_layout.insertWidget(0, self.empty)
+        scroll = QtWidgets.QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(inner)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(scroll)
+
+    def clear(self) -> None:
+        for box in self.hosts.values():
+            box.deleteLater()
+        self.hosts.clear()
+        self.host_status.clear()
+        self.cards.clear()
+        self.latest.clear()
+        self.empty.show()
+
+    # ------------------------------------------------------------------ input
+
+    def add_sample(self, data: dict[str, Any]) -> None:
+        """Take one ``sample`` event's data."""
+        host = str(data.get("host", "?"))
+        t = data.get("t")
+        t = float(t) if isinstance(t, (int, float)) else time.time()
+        self.latest[host] = data
+        figures: dict[str, Any] = data["figures"] if isinstance(data.get("figures"), dict) else {}
+        card = self._card(host, -1)
+        cpu = figures.get("cpu_percent")
+        used, total = figures.get("memory_used_bytes"), figures.get("memory_total_bytes")
+        if isinstance(cpu, (int, float)):
+            card.first.append(t, float(cpu))
+        if isinstance(used, (int, float)) and isinstance(total, (int, float)) and total > 0:
+            card.second.append(t, 100.0 * used / total)
+        for gpu in data.get("gpus") or []:
+            if not isinstance(gpu, dict) or not isinstance(gpu.get("index"), int):
+                continue
+            card = self._card(host, gpu["index"])
+            util = gpu.get("utilization_gpu_percent")
+            used, total = gpu.get("memory_used_bytes"), gpu.get("memory_total_bytes")
+            if isinstance(util, (int, float)):
+                card.first.append(t, float(util))
+            if isinstance(used, (int, float)) and isinstance(total, (int, float)) and total > 0:
+                card.second.append(t, 100.0 * used / total)
+        self._dirty = True
+
+    def set_gpu_status(self, host: str, status: str) -> None:
+        """Take a ``gpu_status`` event: the agent's one line about NVML on ``host``."""
+        self._host(host)
+        self.host_status[host].setText(status)
+
+    def set_tf_devices(self, devices: dict[str, list[str]]) -> None:
+        """TensorFlow devices per normalized PCI bus id, e.g. ``worker:0 /device:GPU:0``."""
+        if devices != self.tf_devices:
+            self.tf_devices = devices
+            self._dirty = True
+
+    # ------------------------------------------------------------------ widgets
+
+    def _host(self, host: str) -> QtWidgets.QGroupBox:
+        box = self.hosts.get(host)
+        if box is None:
+            self.empty.hide()
+            box = QtWidgets.QGroupBox(f"Host {host}")
+            layout = QtWidgets.QGridLayout(box)
+            status = QtWidgets.QLabel("waiting for the agent's GPU report")
+            status.setWordWrap(True)
+            layout.addWidget(status, 0, 0, 1, 2)
+            self.host_status[host] = status
+            self.hosts[host] = box
+            self.host_layout.insertWidget(self.host_layout.count() - 1, box)
+        return box
+
+    def _card(self, host: str, index: int) -> _Card:
+        card = self.cards.get((host, index))
+        if card is not None:
+            return card
+        box = self._host(host)
+        title = "CPU and memory" if index < 0 else f"GPU {index}"
+        inner = QtWidgets.QGroupBox(title)
+        values = QtWidgets.QLabel()
+        values.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        users = QtWidgets.QLabel()
+        users.setWordWrap(True)
+        plot = pg.PlotWidget(axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
+        plot.setBackground("w")
+        plot.setMinimumHeight(150)
+        plot.setYRange(0, 100, padding=0.02)
+        plot.setMouseEnabled(x=True, y=False)
+        plot.showGrid(x=True, y=True, alpha=0.3)
+        plot.setLabel("left", "%")
+        plot.addLegend(offset=(5, 5))
+        layout = QtWidgets.QVBoxLayout(inner)
+        layout.addWidget(values)
+        layout.addWidget(users)
+        layout.addWidget(plot)
+        card = _Card(inner, values, users, plot)
+        first_name, second_name = ("CPU %", "memory %") if index < 0 else ("utilization %", "memory %")
+        first = plot.plot(pen=pg.mkPen(UTIL_COLOUR, width=2), name=first_name)
+        second = plot.plot(pen=pg.mkPen(MEMORY_COLOUR, width=2), name=second_name)
+        for curve in (first, second):
+            curve.setDownsampling(auto=True, method="peak")
+            curve.setClipToView(True)
+        card.curves = (first, second)
+        self.cards[(host, index)] = card
+        grid = box.layout()
+        assert isinstance(grid, QtWidgets.QGridLayout)
+        position = 1 + len([k for k in self.cards if k[0] == host]) - 1
+        grid.addWidget(inner, 1 + position // 2, position % 2)
+        return card
+
+    # ------------------------------------------------------------------ drawing
+
+    def refresh(self) -> None:
+        if not self._dirty:
+            return
+        self._dirty = False
+        for (host, index), card in self.cards.items():
+            sample = self.latest.get(host, {})
+            if index < 0:
+                card.values.setText(self._host_text(sample))
+                card.users.setText(self._host_users(sample))
+            else:
+                gpu = next((g for g in sample.get("gpus") or [] if isinstance(g, dict) and g.get("index") == index), {})
+                card.box.setTitle(f"GPU {index}: {gpu.get('name') or 'unknown'}")
+                card.values.setText(self._gpu_text(gpu))
+                card.users.setText(self._gpu_users(gpu))
+            assert card.curves is not None
+            for series, curve in zip((card.first, card.second), card.curves, strict=True):
+                x, mean, _, _ = series.points(max_points=MAX_POINTS)
+                curve.setData(x, mean)
+
+    @staticmethod
+    def _host_text(sample: dict[str, Any]) -> str:
+        f: dict[str, Any] = sample["figures"] if isinstance(sample.get("figures"), dict) else {}
+        return (
+            f"CPU {_num(f.get('cpu_percent'), '.0f', ' %')} of {f.get('cpu_count', '?')} cores   "
+            f"load {_num(f.get('load1'), '.2f', '')}   "
+            f"memory {_mib(f.get('memory_used_bytes'))} of {_mib(f.get('memory_total_bytes'))}"
+        )
+
+    @staticmethod
+    def _host_users(sample: dict[str, Any]) -> str:
+        roles: dict[str, Any] = sample["roles"] if isinstance(sample.get("roles"), dict) else {}
+        parts = []
+        for name, fig in sorted(roles.items()):
+            if isinstance(fig, dict) and fig.get("alive", True):
+                parts.append(f"{name} {_num(fig.get('cpu_percent'), '.0f', '%')} CPU, {_mib(fig.get('rss_bytes'))}")
+        return "roles: " + ("; ".join(parts) if parts else "none running")
+
+    @staticmethod
+    def _gpu_text(gpu: dict[str, Any]) -> str:
+        return (
+            f"utilization {_num(gpu.get('utilization_gpu_percent'), '.0f', ' %')}   "
+            f"memory {_mib(gpu.get('memory_used_bytes'))} of {_mib(gpu.get('memory_total_bytes'))}   "
+            f"{_num(gpu.get('temperature_c'), '.0f', ' °C')}   "
+            f"power {_num(gpu.get('power_w'), '.0f', ' W')} of {_num(gpu.get('power_limit_w'), '.0f', ' W')}   "
+            f"SM clock {_num(gpu.get('sm_clock_mhz'), '.0f', ' MHz')}"
+        )
+
+    def _gpu_users(self, gpu: dict[str, Any]) -> str:
+        users = []
+        for proc in gpu.get("processes") or []:
+            if not isinstance(proc, dict):
+                continue
+            who = proc.get("role") or f"pid {proc.get('pid')} (not a role of this run)"
+            users.append(f"{who} {_mib(proc.get('used_memory_bytes'))}")
+        text = "used by: " + (", ".join(users) if users else "no process")
+        devices = self.tf_devices.get(normalize_bus_id(gpu.get("pci_bus_id")) or "", [])
+        if devices:
+            text += "\nTensorFlow devices: " + ", ".join(devices)
+        return text

@@ -1,0 +1,202 @@
+"""Placement panel: per role, ops per device at a glance, and a filterable, sortable op table.
+
+A compute op (MatMul, Conv2D, ...) that TensorFlow placed on a CPU of the role's own task while the
+role has a GPU is highlighted: that is the classic performance mistake the placement log reveals.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from core.telemetry.placement import short_device
+
+COLUMNS = ("Op", "Type", "Device", "Kind", "Count")
+MAX_ROWS = 20_000  # the table is for reading; `python main.py placement LOG --json` has them all
+COMPUTE_OP = re.compile(
+    r"MatMul|Conv|Pool|BiasAdd|Relu|Elu|Selu|Tanh|Sigmoid|Softmax|BatchNorm|Einsum|CrossEntropy|LRN"
+)
+_TASK = re.compile(r"/job:(?P<job>[^/]+)(?:/replica:\d+)?(?:/task:(?P<task>\d+))?")
+HIGHLIGHT = QtGui.QColor("#f8d0d0")
+
+
+def is_cpu_device(device: str) -> bool:
+    return re.search(r"device:(XLA_)?CPU:\d+$", device) is not None
+
+
+def on_own_task(device: str, role: str) -> bool:
+    """Whether ``device`` belongs to the role's own process (``/job:worker/task:1`` for worker:1)."""
+    m = _TASK.search(device)
+    if m is None:
+        return True  # an eager/local device name: the role's own process
+    job, _, index = role.partition(":")
+    return (m["job"] in (job, "localhost")) and (m["task"] is None or m["task"] == index or m["job"] == "localhost")
+
+
+def misplaced(op: dict[str, Any], role: str, role_has_gpu: bool) -> bool:
+    """A compute op on the role's own CPU while the role has a GPU."""
+    device = str(op.get("device", ""))
+    return (
+        role_has_gpu
+        and is_cpu_device(device)
+        and on_own_task(device, role)
+        and COMPUTE_OP.search(str(op.get("op_type", ""))) is not None
+    )
+
+
+class PlacementPanel(QtWidgets.QWidget):
+    """A role picker, a bar per device, a filter box and the op table."""
+
+    sig_role_changed = QtCore.Signal(str)
+    """The user picked another role; payload: the role id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._shown_key: tuple[str, int, int, bool] | None = None
+        self.role_box = QtWidgets.QComboBox()
+        self.role_box.setMinimumContentsLength(12)
+        self.role_box.currentTextChanged.connect(self._on_role_picked)
+        self.filter = QtWidgets.QLineEdit()
+        self.filter.setPlaceholderText("Filter ops by name, type or device (e.g. MatMul, GPU:0, ps)")
+        self.filter.setClearButtonEnabled(True)
+        self.summary_label = QtWidgets.QLabel("No placement lines yet.")
+        self.summary_label.setWordWrap(True)
+
+        self.bars = pg.PlotWidget(title="Ops per device")
+        self.bars.setBackground("w")
+        self.bars.setMouseEnabled(x=False, y=False)
+        self.bars.getAxis("left").enableAutoSIPrefix(False)
+        self.bars.setMinimumWidth(320)
+        self.bar_item: pg.BarGraphItem | None = None
+
+        self.model = QtGui.QStandardItemModel(0, len(COLUMNS))
+        self.model.setHorizontalHeaderLabels(list(COLUMNS))
+        self.proxy = QtCore.QSortFilterProxyModel()
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setFilterKeyColumn(-1)
+        self.proxy.setFilterCaseSensitivity(QtCore.Qt.CaseSensitivity.CaseInsensitive)
+        self.filter.textChanged.connect(self.proxy.setFilterFixedString)
+        self.table = QtWidgets.QTableView()
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(2, QtCore.Qt.SortOrder.AscendingOrder)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setStretchLastSection(True)
+
+        top = QtWidgets.QHBoxLayout()
+        top.addWidget(QtWidgets.QLabel("Role:"))
+        top.addWidget(self.role_box)
+        top.addWidget(self.filter, 1)
+        right = QtWidgets.QVBoxLayout()
+        right.addLayout(top)
+        right.addWidget(self.summary_label)
+        right.addWidget(self.table, 1)
+        right_box = QtWidgets.QWidget()
+        right_box.setLayout(right)
+        split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
+        split.addWidget(self.bars)
+        split.addWidget(right_box)
+        split.setSizes([420, 820])
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(split)
+
+    def set_roles(self, roles: list[str]) -> None:
+        current = self.role_box.currentText()
+        if [self.role_box.itemText(i) for i in range(self.role_box.count())] == roles:
+            return
+        self.role_box.blockSignals(True)
+        self.role_box.clear()
+        self.role_box.addItems(roles)
+        if current in roles:
+            self.role_box.setCurrentText(current)
+        self.role_box.blockSignals(False)
+
+    def role(self) -> str:
+        return self.role_box.currentText()
+
+    def set_role(self, role: str) -> None:
+        if role != self.role_box.currentText() and self.role_box.findText(role) >= 0:
+            self.role_box.setCurrentText(role)
+
+    def _on_role_picked(self, role: str) -> None:
+        self._shown_key = None
+        self.sig_role_changed.emit(role)
+
+    def show_summary(self, role: str, summary: dict[str, Any], role_has_gpu: bool) -> None:
+        """Show the placement ``summary`` (:meth:`PlacementAggregator.summary`) of ``role``."""
+        ops: list[dict[str, Any]] = summary.get("ops") or []
+        key = (role, len(ops), int(summary.get("lines_matched") or 0), role_has_gpu)
+        if key == self._shown_key:
+            return
+        self._shown_key = key
+        counts: dict[str, int] = summary.get("counts_by_device") or {}
+        bad = [op for op in ops if misplaced(op, role, role_has_gpu)]
+        text = f"{role}: {len(ops)} ops on {len(counts)} devices from {summary.get('lines_matched', 0)} lines"
+        if summary.get("overflow"):
+            text += f"; {summary['overflow']} lines about further ops not kept"
+        if len(ops) > MAX_ROWS:
+            text += f"; the table shows the first {MAX_ROWS}"
+        if bad:
+            text += f". {len(bad)} compute ops run on the CPU although {role} has a GPU (highlighted)."
+        elif not ops:
+            text = (
+                f"{role}: no placement lines yet. Turn them on in the trainer: "
+                "tf.debugging.set_log_device_placement(True) or ConfigProto(log_device_placement=True)."
+            )
+        self.summary_label.setText(text)
+        self._fill_table(ops[:MAX_ROWS], role, role_has_gpu)
+        self._draw_bars(counts)
+
+    def _fill_table(self, ops: list[dict[str, Any]], role: str, role_has_gpu: bool) -> None:
+        self.table.setSortingEnabled(False)
+        self.model.removeRows(0, self.model.rowCount())
+        for op in ops:
+            row = [
+                QtGui.QStandardItem(str(op.get("name", ""))),
+                QtGui.QStandardItem(str(op.get("op_type", ""))),
+                QtGui.QStandardItem(str(op.get("device", ""))),
+                QtGui.QStandardItem(str(op.get("kind", ""))),
+                QtGui.QStandardItem(),
+            ]
+            row[4].setData(int(op.get("count", 1)), QtCore.Qt.ItemDataRole.DisplayRole)
+            if misplaced(op, role, role_has_gpu):
+                for item in row:
+                    item.setBackground(HIGHLIGHT)
+                    item.setToolTip(f"compute op on the CPU while {role} has a GPU")
+            self.model.appendRow(row)
+        self.table.setSortingEnabled(True)
+        self.table.resizeColumnsToContents()
+
+    def _draw_bars(self, counts: dict[str, int]) -> None:
+        if self.bar_item is not None:
+            self.bars.removeItem(self.bar_item)
+            self.bar_item = None
+        if not counts:
+            return
+        devices = list(counts)
+        brushes = [
+            pg.mkBrush("#2e9d4f")
+            if "GPU" in d
+            else pg.mkBrush("#8a8a8a")
+            if is_cpu_device(d)
+            else pg.mkBrush("#2b6cb0")
+            for d in devices
+        ]
+        self.bar_item = pg.BarGraphItem(
+            x0=[0] * len(devices),
+            y=list(range(len(devices))),
+            height=0.6,
+            width=[counts[d] for d in devices],
+            brushes=brushes,
+        )
+        self.bars.addItem(self.bar_item)
+        axis = self.bars.getAxis("left")
+        axis.setTicks([[(i, short_device(d)) for i, d in enumerate(devices)]])
+        self.bars.setLabel("bottom", "ops")
+        self.bars.setYRange(-0.6, len(devices) - 0.4, padding=0)
+        self.bars.setXRange(0, max(counts.values()) * 1.05, padding=0)

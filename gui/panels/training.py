@@ -1,0 +1,252 @@
+"""Training panel: loss against step for every worker, step time per worker, cluster steps/s.
+
+Fed with ``metrics`` events (parsed from each role's output) and the roles' status; redrawn at
+most once a frame and only when something changed. Every series is a bounded
+:class:`~core.telemetry.series.Series`, read back downsampled to the plot's width, so a whole
+run's history pans and zooms smoothly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from core.controller import RoleStatus
+from core.telemetry.metrics import MetricSample, WorkerStats, cluster_steps_per_sec, ema
+from core.telemetry.series import Series
+
+MAX_POINTS = 2000  # per curve drawn: more than a plot is wide in pixels
+SERIES_CAPACITY = 4096
+
+
+def role_colour(index: int) -> QtGui.QColor:
+    return pg.intColor(index, hues=8, values=1, maxValue=200)
+
+
+class TrainingPanel(QtWidgets.QWidget):
+    """Loss and step-time plots with a per-worker toggle, EMA smoothing and a log scale."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loss: dict[str, Series] = {}
+        self.step_time: dict[str, Series] = {}
+        self.stats: dict[str, WorkerStats] = {}
+        self.stragglers: set[str] = set()
+        self.loss_curves: dict[str, tuple[pg.PlotDataItem, pg.PlotDataItem]] = {}
+        self.time_curves: dict[str, pg.PlotDataItem] = {}
+        self._dirty = False
+        self._build()
+
+    def _build(self) -> None:
+        self.workers = QtWidgets.QListWidget()
+        self.workers.setToolTip("Tick a worker to show its curves")
+        self.workers.itemChanged.connect(lambda _item: self._mark_dirty())
+        self.workers.setMaximumWidth(220)
+        self.smoothing = QtWidgets.QSlider(QtCore.Qt.Orientation.Horizontal)
+        self.smoothing.setRange(0, 99)
+        self.smoothing.setValue(60)
+        self.smoothing.setToolTip("TensorBoard's EMA smoothing of the loss (0 = raw)")
+        self.smoothing_label = QtWidgets.QLabel()
+        self.smoothing.valueChanged.connect(self._on_smoothing_changed)
+        self.log_scale = QtWidgets.QCheckBox("Log scale (loss)")
+        self.log_scale.toggled.connect(self._on_log_scale_toggled)
+        self.rate_label = QtWidgets.QLabel("cluster: no steps yet")
+        self.rate_label.setWordWrap(True)
+        font = self.rate_label.font()
+        font.setBold(True)
+        self.rate_label.setFont(font)
+
+        side = QtWidgets.QVBoxLayout()
+        side.addWidget(QtWidgets.QLabel("Workers"))
+        side.addWidget(self.workers, 1)
+        side.addWidget(self.smoothing_label)
+        side.addWidget(self.smoothing)
+        side.addWidget(self.log_scale)
+        side.addWidget(self.rate_label)
+        self._on_smoothing_changed(self.smoothing.value())
+
+        self.loss_plot = self._plot("Loss by step", "loss")
+        self.time_plot = self._plot("Step time by step", "step time (ms)")
+        self.time_plot.setXLink(self.loss_plot)
+        plots = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
+        plots.addWidget(self.loss_plot)
+        plots.addWidget(self.time_plot)
+        plots.setSizes([600, 300])
+
+        layout = QtWidgets.QHBoxLayout(self)
+        side_box = QtWidgets.QWidget()
+        side_box.setLayout(side)
+        side_box.setMaximumWidth(240)
+        layout.addWidget(side_box)
+        layout.addWidget(plots, 1)
+
+    @staticmethod
+    def _plot(title: str, y_label: str) -> pg.PlotWidget:
+        plot = pg.PlotWidget(title=title)
+        plot.setBackground("w")
+        plot.showGrid(x=True, y=True, alpha=0.3)
+        plot.setLabel("bottom", "step")
+        plot.setLabel("left", y_label)
+        plot.getAxis("left").enableAutoSIPrefix(False)
+        plot.getAxis("bottom").enableAutoSIPrefix(False)
+        plot.addLegend(offset=(-10, 10))
+        return plot
+
+    # ------------------------------------------------------------------ input
+
+    def clear(self) -> None:
+        for plot in (self.loss_plot, self.time_plot):
+            plot.clear()
+        self.loss.clear()
+        self.step_time.clear()
+        self.stats.clear()
+        self.loss_curves.clear()
+        self.time_curves.clear()
+        self.workers.clear()
+        self.rate_label.setText("cluster: no steps yet")
+
+    def add_samples(self, role: str, samples: list[dict[str, object]]) -> None:
+        """Take a ``metrics`` event's samples for ``role``."""
+        stats = self.stats.setdefault(role, WorkerStats())
+        for raw in samples:
+            try:
+                sample = MetricSample(**raw)  # type: ignore[arg-type]
+            except TypeError:
+                continue
+            stats.add(sample)
+            if sample.step is None:
+                continue
+            if sample.loss is not None and math.isfinite(sample.loss):
+                self._series(self.loss, role).append(float(sample.step), sample.loss)
+            if stats.step_time_s is not None:
+                self._series(self.step_time, role).append(float(sample.step), stats.step_time_s * 1000.0)
+            self._dirty = True
+
+    def set_status(self, roles: tuple[RoleStatus, ...]) -> None:
+        stragglers = {r.role for r in roles if r.straggler}
+        if stragglers != self.stragglers:
+            self.stragglers = stragglers
+            self._dirty = True
+
+    def _series(self, table: dict[str, Series], role: str) -> Series:
+        series = table.get(role)
+        if series is None:
+            series = table[role] = Series(capacity=SERIES_CAPACITY)
+            self._ensure_worker(role)
+        return series
+
+    def _ensure_worker(self, role: str) -> None:
+        if self.workers.findItems(role, QtCore.Qt.MatchFlag.MatchStartsWith):
+            return
+        item = QtWidgets.QListWidgetItem(role)
+        item.setData(QtCore.Qt.ItemDataRole.UserRole, role)
+        item.setFlags(item.flags() | QtCore.Qt.ItemFlag.ItemIsUserCheckable)
+        item.setCheckState(QtCore.Qt.CheckState.Checked)
+        self.workers.addItem(item)
+        self.workers.sortItems()
+
+    def _mark_dirty(self) -> None:
+        self._dirty = True
+
+    def _on_smoothing_changed(self, value: int) -> None:
+        self.smoothing_label.setText(f"Smoothing: {value / 100:.2f}")
+        self._dirty = True
+
+    def _on_log_scale_toggled(self, on: bool) -> None:
+        self.loss_plot.setLogMode(x=False, y=on)
+        self._dirty = True
+
+    # ------------------------------------------------------------------ drawing
+
+    def visible_roles(self) -> list[str]:
+        out = []
+        for i in range(self.workers.count()):
+            item = self.workers.item(i)
+            if item.checkState() == QtCore.Qt.CheckState.Checked:
+                out.append(str(item.data(QtCore.Qt.ItemDataRole.UserRole)))
+        return out
+
+    def smoothing_weight(self) -> float:
+        return self.smoothing.value() / 100.0
+
+    def refresh(self) -> None:
+        """Redraw if anything changed since the last frame."""
+        if not self._dirty:
+            return
+        self._dirty = False
+        visible = set(self.visible_roles())
+        weight = self.smoothing_weight()
+        log = self.log_scale.isChecked()
+        roles = sorted(set(self.loss) | set(self.step_time))
+        for i, role in enumerate(roles):
+            colour = role_colour(i)
+            straggler = role in self.stragglers
+            self._label_worker(role, colour, straggler)
+            raw_curve, smooth_curve = self._loss_curves(role, colour)
+            time_curve = self._time_curve(role, colour)
+            shown = role in visible
+            for curve in (raw_curve, smooth_curve, time_curve):
+                curve.setVisible(shown)
+            if not shown:
+                continue
+            if role in self.loss:
+                x, mean, _, _ = self.loss[role].points(max_points=MAX_POINTS)
+                y = [v if v > 0 or not log else math.nan for v in mean]
+                smooth_curve.setData(x, ema(y, weight) if weight > 0 else y)
+                raw_curve.setData(x, y)
+                raw_curve.setVisible(weight > 0)
+            if role in self.step_time:
+                x, mean, _, _ = self.step_time[role].points(max_points=MAX_POINTS)
+                time_curve.setData(x, mean)
+                time_curve.setPen(pg.mkPen(colour, width=3 if straggler else 1.5, style=_dash(straggler)))
+        rate = cluster_steps_per_sec(self.stats)
+        if rate is None:
+            self.rate_label.setText("cluster: no steps yet")
+        else:
+            text = f"cluster: {rate:.1f} steps/s over {sum(1 for s in self.stats.values() if s.steps_per_sec)} workers"
+            if self.stragglers:
+                text += "\nstraggler: " + ", ".join(sorted(self.stragglers))
+            self.rate_label.setText(text)
+
+    def _label_worker(self, role: str, colour: QtGui.QColor, straggler: bool) -> None:
+        for i in range(self.workers.count()):
+            item = self.workers.item(i)
+            if item.data(QtCore.Qt.ItemDataRole.UserRole) == role:
+                text = f"{role}  (straggler)" if straggler else role
+                if item.text() != text:
+                    self.workers.blockSignals(True)
+                    item.setText(text)
+                    item.setForeground(colour)
+                    item.setToolTip("slower than 1.5x the median of the other workers" if straggler else "")
+                    self.workers.blockSignals(False)
+                elif item.foreground().color() != colour:
+                    item.setForeground(colour)
+
+    def _loss_curves(self, role: str, colour: QtGui.QColor) -> tuple[pg.PlotDataItem, pg.PlotDataItem]:
+        curves = self.loss_curves.get(role)
+        if curves is None:
+            faint = QtGui.QColor(colour)
+            faint.setAlpha(60)
+            raw = self.loss_plot.plot(pen=pg.mkPen(faint, width=1))
+            smooth = self.loss_plot.plot(pen=pg.mkPen(colour, width=2), name=role)
+            for curve in (raw, smooth):
+                # Set after the curve exists: pyqtgraph ignores these at creation.
+                curve.setDownsampling(auto=True, method="peak")
+                curve.setClipToView(True)
+            curves = self.loss_curves[role] = (raw, smooth)
+        return curves
+
+    def _time_curve(self, role: str, colour: QtGui.QColor) -> pg.PlotDataItem:
+        curve = self.time_curves.get(role)
+        if curve is None:
+            curve = self.time_plot.plot(pen=pg.mkPen(colour, width=1.5), name=role)
+            curve.setDownsampling(auto=True, method="peak")
+            curve.setClipToView(True)
+            self.time_curves[role] = curve
+        return curve
+
+
+def _dash(on: bool) -> QtCore.Qt.PenStyle:
+    return QtCore.Qt.PenStyle.DashLine if on else QtCore.Qt.PenStyle.SolidLine
