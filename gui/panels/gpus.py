@@ -155,9 +155,10 @@ class GpuPanel(QtWidgets.QWidget):
         values.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         users = QtWidgets.QLabel()
         users.setWordWrap(True)
-        plot = pg.PlotWidget(axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
+        plot = pg.PlotWidget()
+        plot.setLabel("bottom", "seconds (0 = the latest sample)")
         plot.setBackground("w")
-        plot.setMinimumHeight(150)
+        plot.setFixedHeight(190)
         plot.setYRange(0, 100, padding=0.02)
         plot.setMouseEnabled(x=True, y=False)
         plot.showGrid(x=True, y=True, alpha=0.3)
@@ -199,9 +200,10 @@ class GpuPanel(QtWidgets.QWidget):
                 card.values.setText(self._gpu_text(gpu))
                 card.users.setText(self._gpu_users(gpu))
             assert card.curves is not None
+            now = max((s.last() or (0.0, 0.0))[0] for s in (card.first, card.second))
             for series, curve in zip((card.first, card.second), card.curves, strict=True):
                 x, mean, _, _ = series.points(max_points=MAX_POINTS)
-                curve.setData(x, mean)
+                curve.setData([t - now for t in x], mean)
 
     @staticmethod
     def _host_text(sample: dict[str, Any]) -> str:

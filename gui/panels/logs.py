@@ -17,7 +17,7 @@ ROLE_TEXT_CHARS = 512 * 1024  # per role, for switching the view between roles
 PARTIAL_LINE_CHARS = 4096  # an unterminated line longer than this is shown as it is
 
 LEVELS = ("All lines", "Warnings and errors", "Errors only")
-_ERROR = re.compile(r"^[EF]\d{4} |\b(ERROR|FATAL|CRITICAL|Traceback|Error:|Exception)\b|\[towerdeck\]")
+_ERROR = re.compile(r"^[EF]\d{4} |\b(ERROR|FATAL|CRITICAL|Traceback)\b|^[\w.]*(Error|Exception)(:|$)|\[towerdeck\]")
 _WARNING = re.compile(r"^W\d{4} |\bWARNING\b|\bWarning\b")
 
 

@@ -15,6 +15,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from core.telemetry.placement import short_device
 
 COLUMNS = ("Op", "Type", "Device", "Kind", "Count")
+COLUMN_WIDTHS = (300, 170, 300, 60, 60)
 MAX_ROWS = 20_000  # the table is for reading; `python main.py placement LOG --json` has them all
 COMPUTE_OP = re.compile(
     r"MatMul|Conv|Pool|BiasAdd|Relu|Elu|Selu|Tanh|Sigmoid|Softmax|BatchNorm|Einsum|CrossEntropy|LRN"
@@ -86,6 +87,7 @@ class PlacementPanel(QtWidgets.QWidget):
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setWordWrap(False)
 
         top = QtWidgets.QHBoxLayout()
         top.addWidget(QtWidgets.QLabel("Role:"))
@@ -170,7 +172,9 @@ class PlacementPanel(QtWidgets.QWidget):
                     item.setToolTip(f"compute op on the CPU while {role} has a GPU")
             self.model.appendRow(row)
         self.table.setSortingEnabled(True)
-        self.table.resizeColumnsToContents()
+        # Op names can be very long: cap the first column so type and device stay in view.
+        for column, width in enumerate(COLUMN_WIDTHS):
+            self.table.setColumnWidth(column, width)
 
     def _draw_bars(self, counts: dict[str, int]) -> None:
         if self.bar_item is not None:
@@ -179,14 +183,7 @@ class PlacementPanel(QtWidgets.QWidget):
         if not counts:
             return
         devices = list(counts)
-        brushes = [
-            pg.mkBrush("#2e9d4f")
-            if "GPU" in d
-            else pg.mkBrush("#8a8a8a")
-            if is_cpu_device(d)
-            else pg.mkBrush("#2b6cb0")
-            for d in devices
-        ]
+        brushes = [pg.mkBrush(_bar_colour(d, self.role())) for d in devices]
         self.bar_item = pg.BarGraphItem(
             x0=[0] * len(devices),
             y=list(range(len(devices))),
@@ -197,6 +194,12 @@ class PlacementPanel(QtWidgets.QWidget):
         self.bars.addItem(self.bar_item)
         axis = self.bars.getAxis("left")
         axis.setTicks([[(i, short_device(d)) for i, d in enumerate(devices)]])
-        self.bars.setLabel("bottom", "ops")
+        self.bars.setLabel("bottom", "ops (green: a GPU, grey: this role's CPU, blue: another task)")
         self.bars.setYRange(-0.6, len(devices) - 0.4, padding=0)
         self.bars.setXRange(0, max(counts.values()) * 1.05, padding=0)
+
+
+def _bar_colour(device: str, role: str) -> str:
+    if "GPU" in device:
+        return "#2e9d4f"
+    return "#8a8a8a" if on_own_task(device, role) else "#2b6cb0"

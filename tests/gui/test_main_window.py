@@ -233,3 +233,46 @@ def test_screenshot_command_renders_a_live_run(tmp_path: Path):
     image = QImage(str(shot))
     assert image.width() >= 1280 and image.height() >= 800
     assert_nothing_left(ports, marker="\0none\0")
+
+
+def test_a_live_run_of_another_process_is_watched_and_controlled(qtbot, tmp_path: Path):
+    """`python main.py launch` runs the cluster; the window opens its run directory and acts on it."""
+    import json
+
+    from gui.main_window import MainWindow
+
+    cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01)
+    launcher = subprocess.Popen(
+        [sys.executable, str(ROOT / "main.py"), "launch", str(cluster)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        runs = Path(os.environ["TOWERDECK_DATA_DIR"]) / "runs"
+
+        def socket_ready() -> bool:
+            infos = [json.loads(p.read_text()) for p in runs.glob("*/run.json")] if runs.is_dir() else []
+            return bool(infos) and bool(infos[0].get("control_socket"))
+
+        qtbot.waitUntil(socket_ready, timeout=30_000)
+        window = MainWindow(None, runs_root=runs)
+        qtbot.addWidget(window)
+        window.show()
+        assert window.open_run(next(runs.iterdir()))
+        qtbot.waitUntil(lambda: cell(window, "worker:1", "State") == "running", timeout=60_000)
+        qtbot.waitUntil(lambda: "live run: cluster running" in window.phase_label.text(), timeout=10_000)
+        qtbot.waitUntil(lambda: cell(window, "worker:0", "Step") != "", timeout=60_000)
+        assert window.action_stop.isEnabled() and not window.action_launch.isEnabled()
+        window.select_role("worker:1")
+        window.action_stop.trigger()
+        qtbot.waitUntil(lambda: cell(window, "worker:1", "State") == "stopped", timeout=30_000)
+        assert cell(window, "worker:0", "State") == "running"
+        window.action_stop_all.trigger()
+        assert launcher.wait(60) in (0, 1)  # the launch ends once every role is stopped
+        qtbot.waitUntil(lambda: "past run: cluster done" in window.phase_label.text(), timeout=10_000)
+        assert not window.action_stop_all.isEnabled()
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+    assert_nothing_left(ports, marker="\0none\0")

@@ -1,0 +1,139 @@
+"""The panels on their own: log line handling, placement highlighting, and the GPU panel fed by a
+real cluster whose agent reads GPUs through the NVML double (this machine has no GPU)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from core.spec import parse_text
+from tests.conftest import ROOT, free_ports
+from tests.helpers.procs import assert_nothing_left
+
+FAKE_NVML = str(ROOT / "tests" / "helpers" / "fake_nvml.py")
+
+
+def test_carriage_return_progress_keeps_the_last_state_across_chunks():
+    from gui.panels.logs import LineAssembler
+
+    lines = LineAssembler()
+    assert lines.feed("epoch 1\n 10%\r 20%") == ["epoch 1"]
+    assert lines.partial == " 20%"
+    assert lines.feed("\r 30%\r100%\nnext") == ["100%"]
+    assert lines.feed(" line\r\n") == ["next line"]  # a CRLF ending is a plain line end
+    blob = "x" * 10_000
+    assert lines.feed(blob) == [blob]  # a line without an end is shown, not held forever
+
+
+def test_levels_from_absl_prefixes_logging_and_tracebacks():
+    from gui.panels.logs import line_level
+
+    assert line_level("Step: 10,  Cost: 0.5") == 0
+    assert line_level("W0000 00:00:1.2 123 local_rendezvous.cc:412] aborting") == 1
+    assert line_level("WARNING:tensorflow:From x.py") == 1
+    assert line_level("E0000 00:00:1.2 123 x.cc:1] failed") == 2
+    assert line_level("Traceback (most recent call last):") == 2
+    assert line_level("ModuleNotFoundError: No module named 'tensorflow'") == 2
+
+
+def test_log_panel_filters_follows_and_shows_the_progress_line(qtbot):
+    from gui.panels.logs import LogPanel
+
+    panel = LogPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.set_roles(["worker:0", "worker:1"])
+    panel.show_role("worker:0")
+    panel.add_output("worker:0", "".join(f"Step: {i}\n" for i in range(300)))
+    panel.add_output("worker:0", "W0000 00:00:1.0 1 x.cc:1] slow\nE0000 00:00:1.0 1 x.cc:2] broken\n 40%\r 70%")
+    panel.add_output("worker:1", "other role\n")
+    text = panel.view.toPlainText()
+    assert "Step: 299" in text and "other role" not in text
+    assert panel.progress.text() == " 70%"
+    bar = panel.view.verticalScrollBar()
+    assert bar.value() == bar.maximum()  # following
+    panel.follow.setChecked(False)
+    bar.setValue(0)
+    panel.add_output("worker:0", "\rdone\nStep: 300\n")
+    assert bar.value() == 0  # not following: the view stays where the user put it
+    assert panel.view.toPlainText().splitlines()[-2:] == ["done", "Step: 300"]
+    panel.level.setCurrentIndex(1)
+    assert panel.view.toPlainText().splitlines() == [
+        "W0000 00:00:1.0 1 x.cc:1] slow",
+        "E0000 00:00:1.0 1 x.cc:2] broken",
+    ]
+    panel.level.setCurrentIndex(2)
+    assert panel.view.toPlainText().splitlines() == ["E0000 00:00:1.0 1 x.cc:2] broken"]
+    assert panel.last_lines("worker:0", 2) == ["done", "Step: 300"]
+
+
+def test_compute_ops_on_the_cpu_of_a_role_with_a_gpu_are_highlighted(qtbot):
+    from gui.panels.placement import HIGHLIGHT, PlacementPanel, misplaced
+
+    worker_cpu = "/job:worker/replica:0/task:1/device:CPU:0"
+    matmul = {"name": "dense/MatMul", "op_type": "MatMul", "device": worker_cpu, "kind": "graph", "count": 1}
+    assert misplaced(matmul, "worker:1", role_has_gpu=True)
+    assert not misplaced(matmul, "worker:1", role_has_gpu=False)
+    assert not misplaced({**matmul, "device": "/job:ps/replica:0/task:0/device:CPU:0"}, "worker:1", True)
+    assert not misplaced({**matmul, "op_type": "VarHandleOp"}, "worker:1", True)
+    assert misplaced({**matmul, "device": "/job:localhost/replica:0/task:0/device:CPU:0"}, "worker:1", True)
+
+    panel = PlacementPanel()
+    qtbot.addWidget(panel)
+    panel.set_roles(["worker:1"])
+    ops = [
+        matmul,
+        {**matmul, "name": "dense/MatMul_1", "device": worker_cpu.replace("CPU", "GPU")},
+        {**matmul, "name": "w", "op_type": "VarHandleOp", "device": "/job:ps/replica:0/task:0/device:CPU:0"},
+    ]
+    summary = {"ops": ops, "counts_by_device": {worker_cpu: 1, worker_cpu.replace("CPU", "GPU"): 1}, "lines_matched": 3}
+    panel.show_summary("worker:1", summary, role_has_gpu=True)
+    assert "1 compute ops run on the CPU" in panel.summary_label.text()
+    highlighted = [
+        panel.model.item(r, 0).text()
+        for r in range(panel.model.rowCount())
+        if panel.model.item(r, 0).background().color() == HIGHLIGHT
+    ]
+    assert highlighted == ["dense/MatMul"]
+    panel.filter.setText("GPU")
+    assert panel.proxy.rowCount() == 1
+
+
+@pytest.mark.slow
+def test_gpu_panel_shows_each_gpu_with_the_role_on_it(qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Two GPUs through the NVML double; worker:0 gets GPU 0 and worker:1 GPU 1 by CUDA_VISIBLE_DEVICES."""
+    from gui.main_window import MainWindow
+
+    monkeypatch.setenv("TOWERDECK_NVML_MODULE", FAKE_NVML)
+    monkeypatch.setenv("FAKE_NVML_GPUS", "2")
+    ports = free_ports(2)
+    (tmp_path / "idle.py").write_text("import time\nwhile True:\n    time.sleep(0.1)\n")
+    spec, problems = parse_text(
+        'strategy = "custom"\ncommand = ["python", "idle.py"]\nstop_grace_s = 2\n[jobs.worker]\n'
+        f'tasks = [{{ address = "127.0.0.1:{ports[0]}", gpus = [0] }}, {{ address = "127.0.0.1:{ports[1]}", gpus = [1] }}]\n',
+        tmp_path / "c.toml",
+    )
+    assert spec is not None, problems
+    window = MainWindow(spec, runs_root=tmp_path / "runs")
+    qtbot.addWidget(window)
+    window.show()
+    window.tabs.setCurrentWidget(window.gpus)
+    window.launch()
+    gpus = window.gpus
+    qtbot.waitUntil(lambda: ("127.0.0.1", 1) in gpus.cards, timeout=30_000)
+    qtbot.waitUntil(lambda: "used by: worker:1" in gpus.cards[("127.0.0.1", 1)].users.text(), timeout=30_000)
+    assert "used by: worker:0" in gpus.cards[("127.0.0.1", 0)].users.text()
+    assert "2 NVIDIA GPUs" in gpus.host_status["127.0.0.1"].text()
+    card = gpus.cards[("127.0.0.1", 0)]
+    assert card.box.title() == "GPU 0: NVIDIA H100 80GB HBM3"
+    assert "utilization" in card.values.text() and "°C" in card.values.text() and " W of " in card.values.text()
+    qtbot.waitUntil(lambda: card.curves[0].getData()[0] is not None and len(card.curves[0].getData()[0]) >= 2)
+    qtbot.waitUntil(lambda: "0" in {c for c in window.table.item(0, 12).text()}, timeout=10_000)
+    window.action_stop_all.trigger()
+    qtbot.waitUntil(lambda: window.controller.done, timeout=30_000)
+    deadline = time.time() + 5
+    while time.time() < deadline and window.control_server is not None and window.control_server.path.exists():
+        qtbot.wait(100)
+    assert_nothing_left(ports, marker=str(tmp_path))
