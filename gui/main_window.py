@@ -357,7 +357,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def _refresh_visible(self, force: bool = False) -> None:
         current = self.tabs.currentWidget()
         if current is self.training:
-            self.training.refresh()
+            self.training.refresh(force=force)
         now = time.monotonic()
         slow_due = force or now - self._last_slow_refresh >= SLOW_REFRESH_S
         if current is self.gpus:

@@ -9,6 +9,7 @@ run's history pans and zooms smoothly.
 from __future__ import annotations
 
 import math
+import time
 
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
@@ -17,8 +18,9 @@ from core.controller import RoleStatus
 from core.telemetry.metrics import MetricSample, WorkerStats, cluster_steps_per_sec, ema
 from core.telemetry.series import Series
 
-MAX_POINTS = 2000  # per curve drawn: more than a plot is wide in pixels
+MAX_POINTS = 8192  # per curve handed to pyqtgraph, whose NumPy peak downsampling then fits them to the pixels
 SERIES_CAPACITY = 4096
+REFRESH_HZ = 5.0  # curves are recomputed at most this often; the table keeps the frame rate
 
 
 def role_colour(index: int) -> QtGui.QColor:
@@ -37,6 +39,8 @@ class TrainingPanel(QtWidgets.QWidget):
         self.loss_curves: dict[str, tuple[pg.PlotDataItem, pg.PlotDataItem]] = {}
         self.time_curves: dict[str, pg.PlotDataItem] = {}
         self._dirty = False
+        self._last_refresh = 0.0
+        self._drawn: dict[tuple[str, str], tuple[int, float, bool]] = {}
         self._build()
 
     def _build(self) -> None:
@@ -104,6 +108,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self.stats.clear()
         self.loss_curves.clear()
         self.time_curves.clear()
+        self._drawn.clear()
         self.workers.clear()
         self.rate_label.setText("cluster: no steps yet")
 
@@ -171,11 +176,13 @@ class TrainingPanel(QtWidgets.QWidget):
     def smoothing_weight(self) -> float:
         return self.smoothing.value() / 100.0
 
-    def refresh(self) -> None:
-        """Redraw if anything changed since the last frame."""
-        if not self._dirty:
+    def refresh(self, force: bool = False) -> None:
+        """Redraw what changed, at most ``REFRESH_HZ`` times a second unless ``force``."""
+        now = time.monotonic()
+        if not self._dirty or (not force and now - self._last_refresh < 1.0 / REFRESH_HZ):
             return
         self._dirty = False
+        self._last_refresh = now
         visible = set(self.visible_roles())
         weight = self.smoothing_weight()
         log = self.log_scale.isChecked()
@@ -192,15 +199,24 @@ class TrainingPanel(QtWidgets.QWidget):
             if not shown:
                 continue
             if role in self.loss:
-                x, mean, _, _ = self.loss[role].points(max_points=MAX_POINTS)
-                y = [v if v > 0 or not log else math.nan for v in mean]
-                smooth_curve.setData(x, ema(y, weight) if weight > 0 else y)
-                raw_curve.setData(x, y)
+                series = self.loss[role]
+                key = (series.appended, weight, log)
+                if self._drawn.get(("loss", role)) != key:  # recompute only what changed
+                    self._drawn[("loss", role)] = key
+                    x, y = _xy(series)
+                    if log:
+                        y = [v if v > 0 else math.nan for v in y]
+                    smooth_curve.setData(x, _ema_segments(y, weight) if weight > 0 else y, connect="finite")
+                    raw_curve.setData(x, y, connect="finite")
                 raw_curve.setVisible(weight > 0)
             if role in self.step_time:
-                x, mean, _, _ = self.step_time[role].points(max_points=MAX_POINTS)
-                time_curve.setData(x, mean)
-                time_curve.setPen(pg.mkPen(colour, width=3 if straggler else 1.5, style=_dash(straggler)))
+                series = self.step_time[role]
+                key = (series.appended, straggler, False)
+                if self._drawn.get(("time", role)) != key:
+                    self._drawn[("time", role)] = key
+                    x, y = _xy(series)
+                    time_curve.setData(x, y, connect="finite")
+                    time_curve.setPen(pg.mkPen(colour, width=3 if straggler else 1.5, style=_dash(straggler)))
         rate = cluster_steps_per_sec(self.stats)
         if rate is None:
             self.rate_label.setText("cluster: no steps yet")
@@ -250,3 +266,30 @@ class TrainingPanel(QtWidgets.QWidget):
 
 def _dash(on: bool) -> QtCore.Qt.PenStyle:
     return QtCore.Qt.PenStyle.DashLine if on else QtCore.Qt.PenStyle.SolidLine
+
+
+def _xy(series: Series) -> tuple[list[float], list[float]]:
+    """Every segment of ``series`` (a restarted worker starts a new one), NaN between them."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for segment in [*range(series.segment_count()), None]:
+        x, mean, _, _ = series.points(max_points=MAX_POINTS, segment=segment)
+        if xs and x:
+            xs.append(x[0])
+            ys.append(math.nan)
+        xs.extend(x)
+        ys.extend(mean)
+    return xs, ys
+
+
+def _ema_segments(values: list[float], weight: float) -> list[float]:
+    """TensorBoard's EMA, restarted after each NaN break so segments do not bleed into each other."""
+    out: list[float] = []
+    start = 0
+    for i, v in enumerate([*values, math.nan]):
+        if math.isnan(v):
+            out.extend(ema(values[start:i], weight))
+            if i < len(values):
+                out.append(v)
+            start = i + 1
+    return out

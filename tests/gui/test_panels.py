@@ -137,3 +137,41 @@ def test_gpu_panel_shows_each_gpu_with_the_role_on_it(qtbot, tmp_path: Path, mon
     while time.time() < deadline and window.control_server is not None and window.control_server.path.exists():
         qtbot.wait(100)
     assert_nothing_left(ports, marker=str(tmp_path))
+
+
+def test_a_restarted_worker_draws_a_new_segment_not_a_zigzag(qtbot):
+    import math
+
+    from gui.panels.training import TrainingPanel
+
+    panel = TrainingPanel()
+    qtbot.addWidget(panel)
+
+    def samples(steps: range, t0: float) -> list[dict[str, object]]:
+        return [
+            {
+                "t": t0 + s,
+                "step": s,
+                "loss": 1.0 / (1 + s),
+                "step_time_s": 0.01,
+                "steps_per_sec": None,
+                "extra": {},
+                "source": "x",
+            }
+            for s in steps
+        ]
+
+    panel.add_samples("worker:0", samples(range(0, 100, 10), 0.0))
+    panel.add_samples("worker:0", samples(range(0, 50, 10), 1000.0))  # restarted: the step goes back
+    panel.smoothing.setValue(0)
+    panel.refresh(force=True)
+    x, y = panel.loss_curves["worker:0"][1].getData()
+    breaks = [i for i, v in enumerate(y) if math.isnan(v)]
+    assert len(breaks) == 1  # one gap between the two attempts
+    before, after = list(x[: breaks[0]]), list(x[breaks[0] + 1 :])
+    assert before == [float(s) for s in range(0, 100, 10)] and after == [float(s) for s in range(0, 50, 10)]
+    panel.smoothing.setValue(90)
+    panel.refresh(force=True)
+    _x, smooth = panel.loss_curves["worker:0"][1].getData()
+    assert smooth[breaks[0] + 1] == y[breaks[0] + 1]  # the EMA starts afresh after the gap
+    assert "1 workers" in panel.rate_label.text()
