@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self._last_slow_refresh = 0.0
         self._last_status: ClusterStatus | None = None
         self.warnings: list[str] = []
+        # Slow reads of the source (placement summaries) run here, never on the GUI thread.
+        self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="window-reads")
+        self._placement_job: tuple[Future[dict[str, Any]], str, bool] | None = None
+        self._devices_job: Future[dict[str, list[str]]] | None = None
         self.resize(1280, 800)
         self._build()
         self._set_title()
@@ -132,7 +136,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.gpus = GpuPanel()
         self.placement = PlacementPanel()
         self.logs = LogPanel()
-        self.placement.sig_role_changed.connect(lambda _role: self._refresh_placement(force=True))
+        self.placement.sig_role_changed.connect(lambda _role: self._refresh_placement())
         self.tabs = QtWidgets.QTabWidget()
         for panel, name in zip((self.training, self.gpus, self.placement, self.logs), TABS, strict=True):
             self.tabs.addTab(panel, name)
@@ -362,36 +366,45 @@ class MainWindow(QtWidgets.QMainWindow):
         slow_due = force or now - self._last_slow_refresh >= SLOW_REFRESH_S
         if current is self.gpus:
             if slow_due:
-                self.gpus.set_tf_devices(self._tf_devices())
+                self._refresh_tf_devices()
             self.gpus.refresh()
-        if current is self.placement and slow_due:
+        if current is self.placement and (slow_due or self._placement_job is not None):
             self._refresh_placement()
         if slow_due:
             self._last_slow_refresh = now
 
-    def _refresh_placement(self, force: bool = False) -> None:
+    def _refresh_placement(self) -> None:
+        """Ask for the shown role's placement summary off the GUI thread; show the last answer.
+
+        A summary of a large graph sorts up to 100k ops under the controller's lock: that work
+        runs on a background thread and the panel takes the result on a later frame.
+        """
+        job = self._placement_job
+        if job is not None and job[0].done():
+            self._placement_job = None
+            future, role, has_gpu = job
+            if future.exception() is None and role == self.placement.role():
+                self.placement.show_summary(role, future.result(), has_gpu)
+            job = None
         role = self.placement.role()
-        if self.source is None or not role:
+        if job is not None or self.source is None or not role:
             return
         status = self._last_status
         role_status = next((r for r in status.roles if r.role == role), None) if status else None
         task = self.spec.task(role) if self.spec and role in self.spec.role_ids() else None
         has_gpu = bool((role_status and role_status.gpus) or (task and task.gpus))
-        self.placement.show_summary(role, self.source.placement(role), has_gpu)
+        self._placement_job = (self._background.submit(self.source.placement, role), role, has_gpu)
 
-    def _tf_devices(self) -> dict[str, list[str]]:
-        """TensorFlow devices per GPU (by PCI bus id) of the roles that NVML sees on a GPU."""
-        out: dict[str, list[str]] = {}
-        if self.source is None or self._last_status is None:
-            return out
-        for role in self._last_status.roles:
-            if not role.gpus:
-                continue
-            for device in self.source.placement(role.role).get("devices") or []:
-                bus = normalize_bus_id(device.get("pci_bus_id"))
-                if bus:
-                    out.setdefault(bus, []).append(f"{role.role} {device.get('device', '')}")
-        return out
+    def _refresh_tf_devices(self) -> None:
+        job = self._devices_job
+        if job is not None and job.done():
+            self._devices_job = None
+            if job.exception() is None:
+                self.gpus.set_tf_devices(job.result())
+        elif job is None and self.source is not None and self._last_status is not None:
+            source, roles = self.source, [r.role for r in self._last_status.roles if r.gpus]
+            if roles:
+                self._devices_job = self._background.submit(_tf_devices, source, roles)
 
     def _refresh_table(self) -> None:
         if self.source is None:
@@ -532,8 +545,20 @@ class MainWindow(QtWidgets.QMainWindow):
         self._save_layout()
         self.timer.stop()
         self._close_source()
+        self._background.shutdown(wait=False, cancel_futures=True)
         event.accept()
 
 
 def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _tf_devices(source: Source, roles: list[str]) -> dict[str, list[str]]:
+    """TensorFlow devices per GPU (by PCI bus id) of ``roles``; runs on a background thread."""
+    out: dict[str, list[str]] = {}
+    for role in roles:
+        for device in source.placement(role).get("devices") or []:
+            bus = normalize_bus_id(device.get("pci_bus_id"))
+            if bus:
+                out.setdefault(bus, []).append(f"{role} {device.get('device', '')}")
+    return out

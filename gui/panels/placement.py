@@ -48,6 +48,47 @@ def misplaced(op: dict[str, Any], role: str, role_has_gpu: bool) -> bool:
     )
 
 
+Row = tuple[str, str, str, str, int, bool]  # name, type, device, kind, count, highlighted
+
+
+class OpTableModel(QtCore.QAbstractTableModel):
+    """The op table as plain tuples: tens of thousands of rows without an object per cell."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[Row] = []
+        self.highlight_tip = ""
+
+    def set_rows(self, rows: list[Row], highlight_tip: str) -> None:
+        self.beginResetModel()
+        self.rows = rows
+        self.highlight_tip = highlight_tip
+        self.endResetModel()
+
+    def rowCount(self, parent: QtCore.QModelIndex | QtCore.QPersistentModelIndex = QtCore.QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent: QtCore.QModelIndex | QtCore.QPersistentModelIndex = QtCore.QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def data(self, index: QtCore.QModelIndex | QtCore.QPersistentModelIndex, role: int = 0) -> Any:
+        if not index.isValid():
+            return None
+        row = self.rows[index.row()]
+        if role == QtCore.Qt.ItemDataRole.DisplayRole:
+            return row[index.column()]
+        if role == QtCore.Qt.ItemDataRole.BackgroundRole and row[5]:
+            return HIGHLIGHT
+        if role == QtCore.Qt.ItemDataRole.ToolTipRole and row[5]:
+            return self.highlight_tip
+        return None
+
+    def headerData(self, section: int, orientation: QtCore.Qt.Orientation, role: int = 0) -> Any:
+        if role == QtCore.Qt.ItemDataRole.DisplayRole and orientation == QtCore.Qt.Orientation.Horizontal:
+            return COLUMNS[section]
+        return None
+
+
 class PlacementPanel(QtWidgets.QWidget):
     """A role picker, a bar per device, a filter box and the op table."""
 
@@ -73,8 +114,7 @@ class PlacementPanel(QtWidgets.QWidget):
         self.bars.setMinimumWidth(320)
         self.bar_item: pg.BarGraphItem | None = None
 
-        self.model = QtGui.QStandardItemModel(0, len(COLUMNS))
-        self.model.setHorizontalHeaderLabels(list(COLUMNS))
+        self.model = OpTableModel()
         self.proxy = QtCore.QSortFilterProxyModel()
         self.proxy.setSourceModel(self.model)
         self.proxy.setFilterKeyColumn(-1)
@@ -155,23 +195,18 @@ class PlacementPanel(QtWidgets.QWidget):
         self._draw_bars(counts)
 
     def _fill_table(self, ops: list[dict[str, Any]], role: str, role_has_gpu: bool) -> None:
-        self.table.setSortingEnabled(False)
-        self.model.removeRows(0, self.model.rowCount())
-        for op in ops:
-            row = [
-                QtGui.QStandardItem(str(op.get("name", ""))),
-                QtGui.QStandardItem(str(op.get("op_type", ""))),
-                QtGui.QStandardItem(str(op.get("device", ""))),
-                QtGui.QStandardItem(str(op.get("kind", ""))),
-                QtGui.QStandardItem(),
-            ]
-            row[4].setData(int(op.get("count", 1)), QtCore.Qt.ItemDataRole.DisplayRole)
-            if misplaced(op, role, role_has_gpu):
-                for item in row:
-                    item.setBackground(HIGHLIGHT)
-                    item.setToolTip(f"compute op on the CPU while {role} has a GPU")
-            self.model.appendRow(row)
-        self.table.setSortingEnabled(True)
+        rows = [
+            (
+                str(op.get("name", "")),
+                str(op.get("op_type", "")),
+                str(op.get("device", "")),
+                str(op.get("kind", "")),
+                int(op.get("count", 1)),
+                misplaced(op, role, role_has_gpu),
+            )
+            for op in ops
+        ]
+        self.model.set_rows(rows, f"compute op on the CPU while {role} has a GPU")
         # Op names can be very long: cap the first column so type and device stay in view.
         for column, width in enumerate(COLUMN_WIDTHS):
             self.table.setColumnWidth(column, width)

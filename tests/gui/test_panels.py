@@ -70,6 +70,8 @@ def test_log_panel_filters_follows_and_shows_the_progress_line(qtbot):
 
 
 def test_compute_ops_on_the_cpu_of_a_role_with_a_gpu_are_highlighted(qtbot):
+    from PySide6 import QtCore
+
     from gui.panels.placement import HIGHLIGHT, PlacementPanel, misplaced
 
     worker_cpu = "/job:worker/replica:0/task:1/device:CPU:0"
@@ -91,10 +93,11 @@ def test_compute_ops_on_the_cpu_of_a_role_with_a_gpu_are_highlighted(qtbot):
     summary = {"ops": ops, "counts_by_device": {worker_cpu: 1, worker_cpu.replace("CPU", "GPU"): 1}, "lines_matched": 3}
     panel.show_summary("worker:1", summary, role_has_gpu=True)
     assert "1 compute ops run on the CPU" in panel.summary_label.text()
+    model = panel.model
     highlighted = [
-        panel.model.item(r, 0).text()
-        for r in range(panel.model.rowCount())
-        if panel.model.item(r, 0).background().color() == HIGHLIGHT
+        model.index(r, 0).data()
+        for r in range(model.rowCount())
+        if model.index(r, 0).data(QtCore.Qt.ItemDataRole.BackgroundRole) == HIGHLIGHT
     ]
     assert highlighted == ["dense/MatMul"]
     panel.filter.setText("GPU")
