@@ -186,6 +186,8 @@ class MainWindow(QtWidgets.QMainWindow):
         menu = self.menuBar()
         self.file_menu = menu.addMenu("&File")
         self.file_menu.addAction(self.action_open_run)
+        self.recent_runs_menu = self.file_menu.addMenu("Recent runs")
+        self.recent_runs_menu.aboutToShow.connect(self._fill_recent_runs)
         self.file_menu.addSeparator()
         self.file_menu.addAction(self.action_quit)
         cluster = menu.addMenu("&Cluster")
@@ -236,6 +238,7 @@ class MainWindow(QtWidgets.QMainWindow):
         controller.start()
         self._set_title()
         self.statusBar().showMessage(f"run directory: {run.path}")
+        settings.remember_run(run.path)
         self._refresh_table()
         workers = [t.role_id for t in self.spec.tasks() if t.job in ("chief", "worker")]
         if workers and not self.selected_roles():
@@ -270,6 +273,14 @@ class MainWindow(QtWidgets.QMainWindow):
         chosen = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a run directory", start)
         if chosen:
             self.open_run(Path(chosen))
+
+    def _fill_recent_runs(self) -> None:
+        self.recent_runs_menu.clear()
+        runs = settings.recent_runs()
+        for path in runs:
+            self.recent_runs_menu.addAction(path.name, functools.partial(self.open_run, path))
+        if not runs:
+            self.recent_runs_menu.addAction("(none yet)").setEnabled(False)
 
     def _close_source(self) -> None:
         if self.control_server is not None:
