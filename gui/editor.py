@@ -143,6 +143,7 @@ class ClusterEditor(QtWidgets.QWidget):
         splitter.setStretchFactor(0, 4)
         splitter.setStretchFactor(1, 1)
         splitter.setChildrenCollapsible(False)
+        splitter.setSizes([700, 130])
 
         self.file_label = QtWidgets.QLabel()
         self.file_label.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -456,8 +457,11 @@ class ClusterEditor(QtWidgets.QWidget):
         self._data = data
         self._parse_problems = _with_lines(form_problems, text) + problems
         self._spec = spec if not any(p.severity == ERROR for p in form_problems) else None
+        if changed or force:
+            self._check_generation += 1  # a check still running for the old form is now stale
         if self._spec is None:
             self._local_problems = []
+            self._checking = False
             self._check_timer.stop()
         elif changed or force:
             self._check_timer.start()
@@ -474,7 +478,6 @@ class ClusterEditor(QtWidgets.QWidget):
         spec = self._spec
         if spec is None:
             return
-        self._check_generation += 1
         generation = self._check_generation
         text = self._file_text if not self._dirty else ""
         self._checking = True
@@ -529,7 +532,6 @@ class ClusterEditor(QtWidgets.QWidget):
         name = str(self._path) if self._path else "new cluster (not saved yet)"
         mark = f"  <b style='color:{WARNING_INK}'>● modified</b>" if self._dirty else ""
         self.file_label.setText(f"{_escape(name)}{mark}")
-        self.setWindowModified(self._dirty)
 
     def _update_banner(self) -> None:
         if not self._running:

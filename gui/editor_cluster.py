@@ -14,14 +14,14 @@ from gui.editor_fields import ERROR_INK, EnvTable, Marker, command_value, format
 from gui.editor_job import COMMAND, ENV, GPUS, HOST, JobEditor
 
 STRATEGY_TEXT = {
-    "between_graph": "between_graph - classic ps + workers (replica_device_setter)",
-    "parameter_server": "parameter_server - TF2 ParameterServerStrategy (chief + ps + workers)",
+    "between_graph": "between_graph - classic ps + workers",
+    "parameter_server": "parameter_server - TF2 ParameterServerStrategy",
     "multi_worker_mirrored": "multi_worker_mirrored - TF2 all-reduce, no ps",
     "custom": "custom - anything else",
 }
 STYLE_TEXT = {
-    "flags": "flags - --ps_hosts ... --job_name=JOB --task_index=N",
-    "tf_config": "tf_config - the TF_CONFIG environment variable",
+    "flags": "flags - --ps_hosts=... --task_index=N",
+    "tf_config": "tf_config - the TF_CONFIG variable",
     "both": "both - flags and TF_CONFIG",
 }
 FIELD_KEYS = ("name", "strategy", "launch_style", "command", "workdir", "complete_when", "stop_grace_s", "start_s")
@@ -94,8 +94,8 @@ class ClusterForm(QtWidgets.QWidget):
         form.addRow("Training command:", self.command_edit)
         form.addRow("Working directory:", workdir_row)
         form.addRow("Training is over when:", self.complete_box)
-        form.addRow("Stop grace (SIGTERM to SIGKILL):", self.grace_spin)
-        form.addRow("Running after:", self.start_spin)
+        form.addRow("Stop grace:", _with_note(self.grace_spin, "from SIGTERM to SIGKILL when a role is stopped"))
+        form.addRow("Running after:", _with_note(self.start_spin, "a role up this long counts as running"))
         form.addRow("Metric patterns:", self.patterns_edit)
         form.addRow("Environment:", self.env_table)
 
@@ -104,6 +104,7 @@ class ClusterForm(QtWidgets.QWidget):
         self.tabs.setToolTip("One tab per job; the tasks of a job are its rows.")
         self.add_job_button = QtWidgets.QToolButton()
         self.add_job_button.setText("Add job")
+        self.add_job_button.setMinimumWidth(90)
         self.add_job_button.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.InstantPopup)
         self.add_job_menu = QtWidgets.QMenu(self.add_job_button)
         self.add_job_button.setMenu(self.add_job_menu)
@@ -111,9 +112,15 @@ class ClusterForm(QtWidgets.QWidget):
         jobs_box = QtWidgets.QGroupBox("Jobs and tasks")
         QtWidgets.QVBoxLayout(jobs_box).addWidget(self.tabs)
 
+        left = QtWidgets.QWidget()
+        left_layout = QtWidgets.QVBoxLayout(left)
+        left_layout.setContentsMargins(0, 0, 0, 0)
+        left_layout.addWidget(cluster_box)
+        left_layout.addStretch(1)  # spare height below the form, not between its rows
         scroll = QtWidgets.QScrollArea()
         scroll.setWidgetResizable(True)
-        scroll.setWidget(cluster_box)
+        scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(left)
         scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
         scroll.setMinimumWidth(420)
         splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
@@ -121,6 +128,7 @@ class ClusterForm(QtWidgets.QWidget):
         splitter.addWidget(jobs_box)
         splitter.setStretchFactor(0, 2)
         splitter.setStretchFactor(1, 3)
+        splitter.setSizes([560, 800])
         splitter.setChildrenCollapsible(False)
         outer = QtWidgets.QHBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -221,6 +229,7 @@ class ClusterForm(QtWidgets.QWidget):
         _set_combo(self.strategy_combo, data.get("strategy", "between_graph"))
         _set_combo(self.style_combo, data.get("launch_style", "flags"))
         self.command_edit.setText(format_command(data.get("command")))
+        self.command_edit.setCursorPosition(0)  # the program's name first, not the tail of its flags
         self.workdir_edit.setText(str(data.get("workdir", ".")))
         complete = data.get("complete_when")
         for job, check in self.complete_checks.items():
@@ -355,6 +364,9 @@ def _combo(items: dict[str, str], tip: str) -> QtWidgets.QComboBox:
     for value, text in items.items():
         combo.addItem(text, value)
     combo.setToolTip(tip)
+    # The long descriptions must not set the form's minimum width; the popup still shows them whole.
+    combo.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    combo.setMinimumContentsLength(24)
     return combo
 
 
@@ -379,6 +391,15 @@ def _seconds(tip: str) -> QtWidgets.QDoubleSpinBox:
     spin.setSuffix(" s")
     spin.setToolTip(tip)
     return spin
+
+
+def _with_note(widget: QtWidgets.QWidget, text: str) -> QtWidgets.QHBoxLayout:
+    row = QtWidgets.QHBoxLayout()
+    widget.setMaximumWidth(110)
+    row.addWidget(widget)
+    row.addWidget(_note(text))
+    row.addStretch(1)
+    return row
 
 
 def _note(text: str) -> QtWidgets.QLabel:

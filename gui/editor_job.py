@@ -23,7 +23,7 @@ from gui.editor_fields import (
 )
 
 HOST, PORT, GPUS, COMMAND, ENV = range(5)
-TASK_COLUMNS = ("Host", "Port", "GPUs", "Command (this task only)", "Environment (NAME=value ...)")
+TASK_COLUMNS = ("Host", "Port", "GPUs", "Command override", "Env (NAME=value ...)")
 COLUMN_HELP = (
     "The machine this task runs on: a name or an address (IPv6 without brackets).",
     "The TCP port of this task's TensorFlow server, 1-65535; each host:port only once in the cluster.",
@@ -82,12 +82,14 @@ class JobEditor(QtWidgets.QWidget):
                 header_item.setToolTip(tip)
         self.table.verticalHeader().setDefaultSectionSize(26)
         header = self.table.horizontalHeader()
-        for col, width in ((HOST, 130), (PORT, 70), (GPUS, 70), (COMMAND, 190)):
+        for col, width in ((HOST, 150), (PORT, 70), (GPUS, 70), (COMMAND, 200)):
             header.resizeSection(col, width)
         header.setStretchLastSection(True)
         self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setToolTip(f"The {job} tasks; the row number is the task index (/job:{job}/task:N).")
+        self.table.model().rowsInserted.connect(self._renumber)
+        self.table.model().rowsRemoved.connect(self._renumber)
         self.table.itemChanged.connect(lambda _item: self.sig_changed.emit())
         self.table.setMinimumHeight(110)
         self.table_marker = Marker(self.table)
@@ -230,6 +232,10 @@ class JobEditor(QtWidgets.QWidget):
                 item.setData(QtCore.Qt.ItemDataRole.UserRole, extra)
             self.table.setItem(row, col, item)
         self.table.blockSignals(False)
+
+    def _renumber(self, *_args: object) -> None:
+        # TensorFlow counts tasks from 0; the row labels say the task index, not a 1-based row.
+        self.table.setVerticalHeaderLabels([str(i) for i in range(self.table.rowCount())])
 
     def addresses(self) -> list[tuple[str, str]]:
         return [
