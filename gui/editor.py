@@ -11,14 +11,12 @@ While a cluster runs the form stays editable and says, in a banner, that changes
 next launch: the running roles keep the cluster they were started with, and refusing edits would
 only stop the user from preparing the next run.
 
-``python -m gui.editor [FILE] [--screenshot PNG]`` shows the editor alone.
+``python -m gui.editor [FILE] [--screenshot PNG]`` shows the editor alone (gui/editor_demo.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import threading
 import tomllib
 from collections.abc import Callable
 from dataclasses import replace
@@ -29,44 +27,15 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.checks import check_local
 from core.problems import ERROR, Problem
-from core.spec import JOB_ORDER, ClusterSpec, locate, parse_data, parse_text, to_data
+from core.spec import ClusterSpec, locate, parse_data, parse_text, to_data
 from gui.editor_cluster import ClusterForm
 from gui.editor_fields import ERROR_INK, WARNING_INK, path_parts
+from gui.editor_files import RecentFiles, reason, toml_text
 from gui.editor_paste import PasteDialog, import_pasted
+from gui.offthread import Relay, run_off_thread
 
-MAX_RECENT = 10
-RECENT_KEY = "editor/recent_files"
 VALIDATE_DELAY_MS = 120  # coalesces the signals of one edit (and fast typing) into one parse
 LOCAL_CHECK_DELAY_MS = 400  # ports and paths: once the user pauses
-
-
-class _Relay(QtCore.QObject):
-    """Carries a callable from a worker thread to the GUI thread (a queued signal)."""
-
-    sig_call = QtCore.Signal(object)
-
-    def __init__(self, parent: QtCore.QObject) -> None:
-        super().__init__(parent)
-        self.sig_call.connect(self._on_call, QtCore.Qt.ConnectionType.QueuedConnection)
-
-    def _on_call(self, fn: Callable[[], None]) -> None:
-        fn()
-
-
-def run_off_thread(relay: _Relay, work: Callable[[], Any], done: Callable[[Any, BaseException | None], None]) -> None:
-    """Run ``work`` on a daemon thread, then ``done(result, error)`` on the GUI thread."""
-
-    def body() -> None:
-        result: Any = None
-        error: BaseException | None = None
-        try:
-            result = work()
-        except Exception as exc:
-            error = exc
-        with contextlib.suppress(RuntimeError):  # the editor was deleted meanwhile: nobody to tell
-            relay.sig_call.emit(lambda: done(result, error))
-
-    threading.Thread(target=body, name="towerdeck-editor-io", daemon=True).start()
 
 
 class ClusterEditor(QtWidgets.QWidget):
@@ -90,7 +59,7 @@ class ClusterEditor(QtWidgets.QWidget):
         super().__init__(parent)
         # Tests pass their own QSettings (an ini file in a temp dir): the user's are never touched.
         self._settings = settings if settings is not None else QtCore.QSettings()
-        self._relay = _Relay(self)
+        self._relay = Relay(self)
         self._path: Path | None = None
         self._file_text = ""  # the file as on disk, for line numbers while the form matches it
         self._clean_data: dict[str, Any] | None = None
@@ -185,9 +154,8 @@ class ClusterEditor(QtWidgets.QWidget):
             "Ctrl+Shift+V",
             "Fill the form from a classic command line (--ps_hosts ...) or a TF_CONFIG",
         )
-        self.recent_menu = QtWidgets.QMenu("Open Recent", self)
-        self.recent_menu.setToolTipsVisible(True)
-        self._rebuild_recent_menu()
+        self.recent = RecentFiles(self._settings, self._on_recent, self)
+        self.recent_menu = self.recent.menu
 
     # ------------------------------------------------------------------ public API
 
@@ -258,7 +226,7 @@ class ClusterEditor(QtWidgets.QWidget):
             return self.save_as()
         target = Path(path or self._path or ".").expanduser().resolve()
         data = self._data_for_directory(target.parent)
-        text = _toml_text(data)
+        text = toml_text(data)
         errors = sum(p.severity == ERROR for p in self.problems())
 
         def write() -> None:
@@ -268,16 +236,18 @@ class ClusterEditor(QtWidgets.QWidget):
 
         def done(_result: Any, err: BaseException | None) -> None:
             if err is not None:
-                self._fail(f"cannot save {target}: {_reason(err)}")
+                self._fail(f"cannot save {target}: {reason(err)}")
                 return
             self.form.set_workdir_text(str(data.get("workdir", ".")))
-            self._set_path(target)
+            path_changed = self._set_path(target)
             self._file_text = text
             self._clean_data = data
-            self._remember(target)
+            self.recent.remember(target)
             self._flush(force=True)
             note = f" (with {errors} error{'s' if errors != 1 else ''})" if errors else ""
             self.status_label.setText(f"saved {target.name}{note}")
+            if path_changed:
+                self.sig_path_changed.emit(target)
             self.sig_saved.emit(target)
 
         self.status_label.setText(f"saving {target.name}...")
@@ -319,10 +289,8 @@ class ClusterEditor(QtWidgets.QWidget):
         dialog.open()
 
     def recent_files(self) -> list[Path]:
-        value = self._settings.value(RECENT_KEY, [])
-        # An ini file hands a one-element list back as a plain string.
-        items = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else []
-        return [Path(p) for p in items if p][:MAX_RECENT]
+        """The last opened or saved files, newest first (at most 10)."""
+        return self.recent.files()
 
     # ------------------------------------------------------------------ actions
 
@@ -358,40 +326,13 @@ class ClusterEditor(QtWidgets.QWidget):
         if self._confirm_discard():
             self.open_file(path)
 
-    def _remember(self, path: Path) -> None:
-        items = [str(path)] + [str(p) for p in self.recent_files() if p != path]
-        self._settings.setValue(RECENT_KEY, items[:MAX_RECENT])
-        self._rebuild_recent_menu()
-
-    def _forget(self, path: Path) -> None:
-        self._settings.setValue(RECENT_KEY, [str(p) for p in self.recent_files() if p != path])
-        self._rebuild_recent_menu()
-
-    def _rebuild_recent_menu(self) -> None:
-        self.recent_menu.clear()
-        files = self.recent_files()
-        for i, path in enumerate(files, 1):
-            act = self.recent_menu.addAction(f"&{i}  {path.name}   ({path.parent})")
-            act.setData(str(path))
-            act.setToolTip(str(path))
-            act.triggered.connect(lambda _checked=False, p=path: self._on_recent(p))
-        if files:
-            self.recent_menu.addSeparator()
-            self.recent_menu.addAction("Clear the list", self._clear_recent)
-        else:
-            self.recent_menu.addAction("(no recent files)").setEnabled(False)
-
-    def _clear_recent(self) -> None:
-        self._settings.setValue(RECENT_KEY, [])
-        self._rebuild_recent_menu()
-
     # ------------------------------------------------------------------ loading
 
     def _on_read(self, path: Path, text: Any, err: BaseException | None) -> None:
         if err is not None:
             if isinstance(err, FileNotFoundError):
-                self._forget(path)
-            self._fail(f"cannot open {path}: {_reason(err)}")
+                self.recent.forget(path)
+            self._fail(f"cannot open {path}: {reason(err)}")
             return
         try:
             data = tomllib.loads(text)
@@ -401,23 +342,27 @@ class ClusterEditor(QtWidgets.QWidget):
             self._fail("cannot open " + path.name + ": " + "; ".join(p.format() for p in problems))
             return
         self._load_data(data, path, text)
-        self._remember(path)
+        self.recent.remember(path)
         self.status_label.setText(f"opened {path.name}")
 
     def _load_data(self, data: dict[str, Any], path: Path | None, text: str) -> None:
         self.form.set_data(data)
-        self._set_path(path)
+        path_changed = self._set_path(path)
         self._file_text = text
         self._clean_data = self.form.data()[0]
         self._local_problems = []
         self._flush(force=True)
+        # Signals last: a slot that reads (or edits) the editor finds it whole.
+        if path_changed:
+            self.sig_path_changed.emit(path)
 
-    def _set_path(self, path: Path | None) -> None:
+    def _set_path(self, path: Path | None) -> bool:
+        """Set the path without telling anyone yet; True when it changed (emit sig_path_changed)."""
         changed = path != self._path
         self._path = path
+        self.form.base_dir = path.parent if path is not None else None
         self._update_file_label()
-        if changed:
-            self.sig_path_changed.emit(path)
+        return changed
 
     def _fail(self, message: str) -> None:
         self.status_label.setText(f"<span style='color:{ERROR_INK}'>{_escape(message)}</span>")
@@ -428,8 +373,9 @@ class ClusterEditor(QtWidgets.QWidget):
         (it is relative to the cluster file)."""
         data = dict(self._data)
         workdir = Path(str(data.get("workdir", "."))).expanduser()
-        if not workdir.is_absolute():
-            workdir = self._base() / workdir
+        if workdir.is_absolute():
+            return data  # the user chose an absolute path: it means the same from anywhere
+        workdir = self._base() / workdir
         relative = os.path.relpath(workdir, directory)
         data["workdir"] = str(workdir) if relative.startswith("..") else relative
         return data
@@ -465,9 +411,10 @@ class ClusterEditor(QtWidgets.QWidget):
             self._check_timer.stop()
         elif changed or force:
             self._check_timer.start()
+        dirty_changed = dirty != self._dirty
+        self._dirty = dirty
         self._show_problems()
-        if dirty != self._dirty:
-            self._dirty = dirty
+        if dirty_changed:
             self._update_file_label()
             self.sig_dirty_changed.emit(dirty)
         self._update_banner()
@@ -490,7 +437,7 @@ class ClusterEditor(QtWidgets.QWidget):
             self._local_problems = (
                 list(result or [])
                 if err is None
-                else [Problem("", f"could not check this machine: {_reason(err)}", "try again; see the log", ERROR)]
+                else [Problem("", f"could not check this machine: {reason(err)}", "try again; see the log", ERROR)]
             )
             self._show_problems()
 
@@ -513,8 +460,9 @@ class ClusterEditor(QtWidgets.QWidget):
             counts = ", ".join(
                 f"{n} {word}{'s' if n != 1 else ''}" for n, word in ((errors, "error"), (warnings, "warning")) if n
             )
+            lines = " Line numbers come back when the file is saved." if self._dirty and self._path else ""
             self.problem_title.setText(
-                f"<b>Problems: {counts}</b> (the same as <tt>python main.py validate</tt>).{checking}"
+                f"<b>Problems: {counts}</b> (the same as <tt>python main.py validate</tt>).{lines}{checking}"
             )
         else:
             self.problem_title.setText(f"<b style='color:#1e7b34'>No problems: this cluster can launch.</b>{checking}")
@@ -566,76 +514,11 @@ def _with_lines(problems: list[Problem], text: str) -> list[Problem]:
     return [replace(p, line=locate(text, tuple(path_parts(p.field)))) for p in problems]
 
 
-def _toml_text(data: dict[str, Any]) -> str:
-    import tomli_w
-
-    ordered = {k: data[k] for k in data if k not in ("env", "jobs")}
-    if "env" in data:
-        ordered["env"] = data["env"]
-    ordered["jobs"] = {j: data.get("jobs", {})[j] for j in JOB_ORDER if j in data.get("jobs", {})}
-    return tomli_w.dumps(ordered, multiline_strings=False)
-
-
-def _reason(err: BaseException) -> str:
-    if isinstance(err, OSError) and err.strerror:
-        return err.strerror.lower()
-    return str(err) or type(err).__name__
-
-
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m gui.editor [FILE] [--screenshot PNG]``: the editor alone in a small window."""
-    import argparse
-    import sys
-    import tempfile
-
-    from core.cli import DEMO_CLUSTER
-
-    parser = argparse.ArgumentParser(prog="python -m gui.editor", description="TowerDeck's cluster editor, alone.")
-    parser.add_argument("file", nargs="?", type=Path, default=DEMO_CLUSTER, help="a cluster file (default: the demo)")
-    parser.add_argument("--screenshot", type=Path, metavar="PNG", help="save the window to PNG and quit")
-    args = parser.parse_args(argv)
-    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
-    app.setOrganizationName("TowerDeck")
-    app.setApplicationName("TowerDeck")
-    settings: QtCore.QSettings | None = None
-    if args.screenshot is not None:  # a screenshot run never writes the user's recent files
-        scratch = tempfile.mkdtemp(prefix="towerdeck-editor-")
-        settings = QtCore.QSettings(os.path.join(scratch, "settings.ini"), QtCore.QSettings.Format.IniFormat)
-    window = QtWidgets.QMainWindow()
-    editor = ClusterEditor(settings=settings)
-    menu = window.menuBar().addMenu("&File")
-    for act in (editor.action_new, editor.action_open):
-        menu.addAction(act)
-    menu.addMenu(editor.recent_menu)
-    for act in (editor.action_save, editor.action_save_as, editor.action_paste):
-        menu.addAction(act)
-    bar = window.addToolBar("File")
-    for act in (editor.action_open, editor.action_save, editor.action_paste):
-        bar.addAction(act)
-    window.setCentralWidget(editor)
-    window.resize(1360, 860)
-    editor.sig_path_changed.connect(
-        lambda p: window.setWindowTitle(f"TowerDeck cluster editor - {p.name if p else 'new'}[*]")
-    )
-    editor.sig_dirty_changed.connect(window.setWindowModified)
-    window.show()
-    editor.open_file(args.file)
-    if args.screenshot is not None:
-
-        def shoot() -> None:
-            window.grab().save(str(args.screenshot))
-            print(f"saved {args.screenshot}", file=sys.stderr)
-            window.close()
-
-        # After the file is read and this machine's checks (ports, script) have reported.
-        editor.sig_path_changed.connect(lambda _p: QtCore.QTimer.singleShot(1500, shoot))
-        editor.sig_file_failed.connect(lambda _m: QtCore.QTimer.singleShot(500, shoot))
-    return int(app.exec())
-
-
 if __name__ == "__main__":
+    from gui.editor_demo import main
+
     raise SystemExit(main())

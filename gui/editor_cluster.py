@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ class ClusterForm(QtWidgets.QWidget):
         self.jobs: dict[str, JobEditor] = {}
         self.extra: dict[str, Any] = {}  # unknown top-level keys: kept so validate names them
         self.extra_jobs: dict[str, Any] = {}  # unknown jobs, likewise
+        self.base_dir: Path | None = None  # the cluster file's directory: workdir is relative to it
 
         self.name_edit = QtWidgets.QLineEdit()
         self.name_edit.setToolTip(TOP_KEYS["name"])
@@ -102,15 +104,17 @@ class ClusterForm(QtWidgets.QWidget):
         self.tabs = QtWidgets.QTabWidget()
         self.tabs.setObjectName("jobs")
         self.tabs.setToolTip("One tab per job; the tasks of a job are its rows.")
-        self.add_job_button = QtWidgets.QToolButton()
-        self.add_job_button.setText("Add job")
-        self.add_job_button.setMinimumWidth(90)
-        self.add_job_button.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.add_job_button = QtWidgets.QPushButton("Add job")
         self.add_job_menu = QtWidgets.QMenu(self.add_job_button)
         self.add_job_button.setMenu(self.add_job_menu)
-        self.tabs.setCornerWidget(self.add_job_button)
+        jobs_top = QtWidgets.QHBoxLayout()
+        jobs_top.addWidget(_note("One tab per job, one row per task: ps, chief, worker, evaluator."))
+        jobs_top.addStretch(1)
+        jobs_top.addWidget(self.add_job_button)
         jobs_box = QtWidgets.QGroupBox("Jobs and tasks")
-        QtWidgets.QVBoxLayout(jobs_box).addWidget(self.tabs)
+        jobs_layout = QtWidgets.QVBoxLayout(jobs_box)
+        jobs_layout.addLayout(jobs_top)
+        jobs_layout.addWidget(self.tabs)
 
         left = QtWidgets.QWidget()
         left_layout = QtWidgets.QVBoxLayout(left)
@@ -353,10 +357,14 @@ class ClusterForm(QtWidgets.QWidget):
             self.env_table.table.setFocus()
 
     def _on_browse(self) -> None:
-        start = self.workdir_edit.text() or str(Path.cwd())
+        base = self.base_dir or Path.cwd()
+        start = str(base / (self.workdir_edit.text() or "."))
         chosen = QtWidgets.QFileDialog.getExistingDirectory(self, "Working directory of the roles", start)
-        if chosen:
-            self.workdir_edit.setText(chosen)
+        if not chosen:
+            return
+        # Relative to the cluster file when it is below it, so the folder can move as a whole.
+        relative = os.path.relpath(chosen, base) if self.base_dir is not None else ".."
+        self.workdir_edit.setText(relative if not relative.startswith("..") else chosen)
 
 
 def _combo(items: dict[str, str], tip: str) -> QtWidgets.QComboBox:
