@@ -15,15 +15,15 @@ from gui.editor_fields import ERROR_INK, EnvTable, Marker, command_value, format
 from gui.editor_job import COMMAND, ENV, GPUS, HOST, JobEditor
 
 STRATEGY_TEXT = {
-    "between_graph": "between_graph - classic ps + workers",
-    "parameter_server": "parameter_server - TF2 ParameterServerStrategy",
-    "multi_worker_mirrored": "multi_worker_mirrored - TF2 all-reduce, no ps",
-    "custom": "custom - anything else",
+    "between_graph": "between_graph: classic ps + workers",
+    "parameter_server": "parameter_server: TF2 ParameterServerStrategy",
+    "multi_worker_mirrored": "multi_worker_mirrored: TF2 all-reduce, no ps",
+    "custom": "custom: anything else",
 }
 STYLE_TEXT = {
-    "flags": "flags - --ps_hosts=... --task_index=N",
-    "tf_config": "tf_config - the TF_CONFIG variable",
-    "both": "both - flags and TF_CONFIG",
+    "flags": "flags: --ps_hosts=... --task_index=N",
+    "tf_config": "tf_config: the TF_CONFIG variable",
+    "both": "both: flags and TF_CONFIG",
 }
 FIELD_KEYS = ("name", "strategy", "launch_style", "command", "workdir", "complete_when", "stop_grace_s", "start_s")
 

@@ -50,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.screenshot is not None:
 
         def shoot() -> None:
+            if "worker" in editor.form.jobs:  # the picture shows the job with the most to see
+                editor.form.tabs.setCurrentWidget(editor.form.jobs["worker"])
             window.grab().save(str(args.screenshot))
             print(f"saved {args.screenshot}", file=sys.stderr)
             window.close()

@@ -457,3 +457,52 @@ def test_signals_tell_an_embedding_window_what_changed(qtbot, editor):
     assert validity.args == [True]
     assert editor.action_open.shortcut().toString() == "Ctrl+O"
     assert editor.action_save.shortcut().toString() == "Ctrl+S"
+
+
+def test_set_spec_shows_a_loaded_cluster_and_a_problem_click_goes_to_its_field(qtbot, editor, tmp_path: Path):
+    from gui.editor_job import PORT
+
+    spec, _ = load(ROOT / "resources" / "parameter_server_cluster.toml")
+    assert spec is not None and spec.source is not None
+    with qtbot.waitSignal(editor.sig_path_changed, timeout=1000):
+        editor.set_spec(spec, spec.source)
+    assert editor.current_spec() == spec and not editor.is_dirty
+    form = editor.form
+    assert form.strategy_combo.currentData() == "parameter_server"
+    assert [form.tabs.tabText(i).split(" ")[0] for i in range(form.tabs.count())] == list(spec.jobs)
+
+    # A duplicate in the chief's tab; the ps tab is in front. Clicking the problem brings it forward.
+    form.tabs.setCurrentIndex(0)
+    chief = form.jobs["chief"]
+    chief.table.item(0, PORT).setText(str(spec.jobs["worker"].tasks[0].port))
+    qtbot.waitUntil(lambda: editor.problem_list.count() > 0, timeout=2000)
+    errors = [i for i in range(editor.problem_list.count()) if "is used twice" in editor.problem_list.item(i).text()]
+    assert len(errors) == 1
+    item = editor.problem_list.item(errors[0])
+    rect = editor.problem_list.visualItemRect(item)
+    qtbot.mouseClick(editor.problem_list.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
+    # The later of the two is the one reported: worker task 0 ("also jobs.chief.tasks[0]").
+    assert "jobs.worker.tasks[0]: " in item.text() and "(also jobs.chief.tasks[0])" in item.text()
+    assert form.tabs.currentWidget() is form.jobs["worker"]
+    assert form.jobs["worker"].table.currentRow() == 0
+
+
+def test_the_editor_alone_renders_the_demo_into_a_png(tmp_path: Path):
+    import os
+    import subprocess
+    import sys
+
+    shot = tmp_path / "editor.png"
+    result = subprocess.run(
+        [sys.executable, "-m", "gui.editor", "--screenshot", str(shot)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    from PySide6.QtGui import QImage
+
+    image = QImage(str(shot))
+    assert image.width() >= 1200 and image.height() >= 800
