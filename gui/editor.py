@@ -100,6 +100,8 @@ class ClusterEditor(QtWidgets.QWidget):
         self.problem_list.setAlternatingRowColors(True)
         self.problem_list.setToolTip("Every problem, as `python main.py validate` reports it. Click one to go there.")
         self.problem_list.itemClicked.connect(self._on_problem_clicked)
+        self.problem_list.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.CustomContextMenu)
+        self.problem_list.customContextMenuRequested.connect(self._on_problem_menu)
         problems_box = QtWidgets.QWidget()
         box = QtWidgets.QVBoxLayout(problems_box)
         box.setContentsMargins(0, 4, 0, 0)
@@ -236,7 +238,7 @@ class ClusterEditor(QtWidgets.QWidget):
 
         def done(_result: Any, err: BaseException | None) -> None:
             if err is not None:
-                self._fail(f"cannot save {target}: {reason(err)}")
+                self._fail(f"cannot save {target}: {reason(err)}; fix: choose a folder you can write to (Save As)")
                 return
             self.form.set_workdir_text(str(data.get("workdir", ".")))
             path_changed = self._set_path(target)
@@ -332,13 +334,14 @@ class ClusterEditor(QtWidgets.QWidget):
         if err is not None:
             if isinstance(err, FileNotFoundError):
                 self.recent.forget(path)
-            self._fail(f"cannot open {path}: {reason(err)}")
+            self._fail(f"cannot open {path}: {reason(err)}; fix: check the path, or pick the file with Open")
             return
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError:
             # The form cannot show a file that is no TOML; say exactly what validate says.
             _spec, problems = parse_text(text, path)
+            # p.format() carries validate's own fix line.
             self._fail("cannot open " + path.name + ": " + "; ".join(p.format() for p in problems))
             return
         self._load_data(data, path, text)
@@ -473,6 +476,25 @@ class ClusterEditor(QtWidgets.QWidget):
 
     def _on_problem_clicked(self, item: QtWidgets.QListWidgetItem) -> None:
         self.form.focus_field(path_parts(str(item.data(QtCore.Qt.ItemDataRole.UserRole) or "")))
+
+    def _on_problem_menu(self, pos: QtCore.QPoint) -> None:
+        # An unknown key has no widget to fix it in; this is where it can go.
+        item = self.problem_list.itemAt(pos)
+        field = str(item.data(QtCore.Qt.ItemDataRole.UserRole) or "") if item else ""
+        if not self.form.has_unknown_key(path_parts(field)):
+            return
+        menu = QtWidgets.QMenu(self)
+        menu.addAction(f"Remove {field} from the cluster").triggered.connect(
+            lambda _checked=False: self.remove_unknown_key(field)
+        )
+        menu.popup(self.problem_list.viewport().mapToGlobal(pos))
+
+    def remove_unknown_key(self, field: str) -> bool:
+        """Drop a key the form has no widget for (``validate`` calls it unknown); True if it was there."""
+        removed = self.form.remove_unknown_key(path_parts(field))
+        if removed:
+            self._flush(force=True)
+        return removed
 
     # ------------------------------------------------------------------ labels
 

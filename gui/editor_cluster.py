@@ -333,6 +333,32 @@ class ClusterForm(QtWidgets.QWidget):
             colour = QtGui.QColor(ERROR_INK if worst(located) == ERROR else "#8a5a00") if located else QtGui.QColor()
             bar.setTabTextColor(self.tabs.indexOf(editor), colour)
 
+    def _unknown_home(self, parts: list[str | int]) -> dict[str, Any] | None:
+        """The dict of kept unknown keys that holds the key at ``parts``, if any."""
+        if len(parts) == 1 and str(parts[0]) in self.extra:
+            return self.extra
+        if len(parts) == 2 and parts[0] == "jobs" and str(parts[1]) in self.extra_jobs:
+            return self.extra_jobs
+        if (
+            len(parts) == 3
+            and parts[0] == "jobs"
+            and parts[1] in self.jobs
+            and str(parts[2]) in self.jobs[str(parts[1])].extra
+        ):
+            return self.jobs[str(parts[1])].extra
+        return None
+
+    def has_unknown_key(self, parts: list[str | int]) -> bool:
+        return self._unknown_home(parts) is not None
+
+    def remove_unknown_key(self, parts: list[str | int]) -> bool:
+        home = self._unknown_home(parts)
+        if home is None:
+            return False
+        del home[str(parts[-1])]
+        self.sig_changed.emit()
+        return True
+
     def focus_field(self, parts: list[str | int]) -> None:
         """Bring the widget of a field path into view and give it the focus."""
         if parts[:1] == ["jobs"] and len(parts) > 1 and parts[1] in self.jobs:

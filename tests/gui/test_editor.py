@@ -506,3 +506,34 @@ def test_the_editor_alone_renders_the_demo_into_a_png(tmp_path: Path):
 
     image = QImage(str(shot))
     assert image.width() >= 1200 and image.height() >= 800
+
+
+def test_unknown_keys_are_kept_reported_and_removable(qtbot, editor, tmp_path: Path):
+    cluster = tmp_path / "typo.toml"
+    cluster.write_text(
+        'name = "typo"\nnmae = "x"\ncommand = "python -u train.py"\n'
+        '[jobs.ps]\ntasks = ["127.0.0.1:2222"]\n[jobs.worker]\ntasks = ["127.0.0.1:2223"]\ngpu = [0]\n'
+    )
+    expected = validate_errors(cluster)
+    open_and_wait(qtbot, editor, cluster)
+    shown = [editor.problem_list.item(i).text().split("\n")[0] for i in range(editor.problem_list.count())]
+    assert [line.replace(str(cluster), "typo.toml") for line in expected] == shown
+    assert any("unknown key 'gpu'" in line and "jobs.worker.gpu" in line for line in shown)
+    # Not silently dropped: saved as it was, so nothing the user wrote is lost behind their back.
+    save_and_wait(qtbot, editor)
+    assert "nmae" in cluster.read_text() and "gpu = [" in cluster.read_text()
+
+    assert editor.remove_unknown_key("nmae") and editor.remove_unknown_key("jobs.worker.gpu")
+    assert not editor.remove_unknown_key("name")  # a known key has its own widget
+    assert [p for p in editor.problems() if "unknown key" in p.message] == []
+    assert editor.current_spec() is not None and editor.is_dirty
+
+
+def test_the_paste_action_opens_the_dialog(qtbot, editor):
+    from gui.editor_paste import PasteDialog
+
+    editor.action_paste.trigger()
+    qtbot.waitUntil(lambda: any(d.isVisible() for d in editor.findChildren(PasteDialog)), timeout=2000)
+    [dialog] = [d for d in editor.findChildren(PasteDialog) if d.isVisible()]
+    assert dialog.windowTitle() == "Fill the cluster from a command line or TF_CONFIG"
+    dialog.reject()
