@@ -26,8 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName("TowerDeck")
     settings: QtCore.QSettings | None = None
     if args.screenshot is not None:  # a screenshot run never writes the user's recent files
-        scratch = tempfile.mkdtemp(prefix="towerdeck-editor-")
-        settings = QtCore.QSettings(os.path.join(scratch, "settings.ini"), QtCore.QSettings.Format.IniFormat)
+        scratch = tempfile.TemporaryDirectory(prefix="towerdeck-editor-")  # removed when main returns
+        settings = QtCore.QSettings(os.path.join(scratch.name, "settings.ini"), QtCore.QSettings.Format.IniFormat)
     window = QtWidgets.QMainWindow()
     editor = ClusterEditor(settings=settings)
     menu = window.menuBar().addMenu("&File")
