@@ -172,6 +172,18 @@ class ClusterEditor(QtWidgets.QWidget):
         return self._dirty
 
     @property
+    def is_valid(self) -> bool:
+        """No errors: the form's, validate's, and this machine's checks as last reported."""
+        self._flush()
+        return bool(self._valid)
+
+    @property
+    def is_checking(self) -> bool:
+        """This machine's checks (ports, paths) are pending or running for the current form."""
+        self._flush()
+        return self._checking or self._check_timer.isActive()
+
+    @property
     def is_running(self) -> bool:
         return self._running
 
