@@ -8,6 +8,7 @@ from typing import Any
 
 from PySide6 import QtCore, QtWidgets
 
+from core import tomlfmt
 from core.spec import JOB_ORDER
 
 MAX_RECENT = 10
@@ -59,14 +60,20 @@ class RecentFiles:
 
 
 def toml_text(data: dict[str, Any]) -> str:
-    """The form's table as TOML, top-level keys in ``core.spec.to_data``'s order, jobs in launch order."""
-    import tomli_w
-
-    ordered = {k: data[k] for k in data if k not in ("env", "jobs")}
+    """The form's table as TOML laid out like the bundled cluster files (core.tomlfmt): settings
+    first, then [env], then one section per job in launch order; unknown jobs stay, last."""
+    ordered = {k: v for k, v in data.items() if k not in ("env", "jobs")}
     if "env" in data:
         ordered["env"] = data["env"]
-    ordered["jobs"] = {j: data.get("jobs", {})[j] for j in JOB_ORDER if j in data.get("jobs", {})}
-    return tomli_w.dumps(ordered, multiline_strings=False)
+    if "jobs" in data:
+        jobs = data["jobs"]
+        if isinstance(jobs, dict):
+            jobs = {
+                **{j: jobs[j] for j in JOB_ORDER if j in jobs},
+                **{j: v for j, v in jobs.items() if j not in JOB_ORDER},
+            }
+        ordered["jobs"] = jobs
+    return tomlfmt.dumps(ordered)
 
 
 def reason(err: BaseException) -> str:

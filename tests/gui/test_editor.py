@@ -363,7 +363,8 @@ def test_open_edit_save_reopen_and_save_elsewhere(qtbot, editor, settings, tmp_p
     save_and_wait(qtbot, editor)
     assert not editor.is_dirty and "modified" not in editor.file_label.text()
     text = cluster.read_text()
-    assert "gpus = [\n    0,\n    1,\n]" in text or "gpus = [0, 1]" in text.replace("\n", "")
+    # Readable, like the bundled files: the job-level GPUs on one line in the worker's section.
+    assert "[jobs.worker]\ntasks = [" in text and "\ngpus = [0, 1]\n" in text
     reread, problems = load(cluster)
     assert [p for p in problems if p.severity == "error"] == []
     assert reread == edited
