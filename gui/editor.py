@@ -30,7 +30,7 @@ from core.problems import ERROR, Problem
 from core.spec import ClusterSpec, locate, parse_data, parse_text, to_data
 from gui.editor_cluster import ClusterForm
 from gui.editor_fields import ERROR_INK, WARNING_INK, path_parts
-from gui.editor_files import RecentFiles, reason, toml_text
+from gui.editor_files import RecentFiles, reason, toml_text, write_atomically
 from gui.editor_paste import PasteDialog, import_pasted
 from gui.offthread import Relay, run_off_thread
 
@@ -243,11 +243,6 @@ class ClusterEditor(QtWidgets.QWidget):
         text = toml_text(data)
         errors = sum(p.severity == ERROR for p in self.problems())
 
-        def write() -> None:
-            tmp = target.with_name(f".{target.name}.towerdeck-tmp")
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, target)  # a crash never leaves half a cluster file behind
-
         def done(_result: Any, err: BaseException | None) -> None:
             if err is not None:
                 self._fail(f"cannot save {target}: {reason(err)}; fix: choose a folder you can write to (Save As)")
@@ -265,7 +260,7 @@ class ClusterEditor(QtWidgets.QWidget):
             self.sig_saved.emit(target)
 
         self.status_label.setText(f"saving {target.name}...")
-        run_off_thread(self._relay, write, done)
+        run_off_thread(self._relay, lambda: write_atomically(target, text), done)
         return True
 
     def save_as(self) -> bool:

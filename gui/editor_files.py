@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -74,6 +78,22 @@ def toml_text(data: dict[str, Any]) -> str:
             }
         ordered["jobs"] = jobs
     return tomlfmt.dumps(ordered)
+
+
+def write_atomically(target: Path, text: str) -> None:
+    """Replace ``target`` with ``text`` in one step: a crash or a full disk never leaves half a
+    cluster file; the file keeps its permissions. Runs on a worker thread (it touches the disk)."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".towerdeck-tmp", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def reason(err: BaseException) -> str:

@@ -360,7 +360,10 @@ def test_open_edit_save_reopen_and_save_elsewhere(qtbot, editor, settings, tmp_p
     edited = editor.current_spec()
     assert edited is not None and edited.jobs["worker"].tasks[1].port == 42230
 
+    cluster.chmod(0o600)  # a private file stays private after a save
     save_and_wait(qtbot, editor)
+    assert cluster.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in tmp_path.iterdir() if "towerdeck-tmp" in p.name] == []
     assert not editor.is_dirty and "modified" not in editor.file_label.text()
     text = cluster.read_text()
     # Readable, like the bundled files: the job-level GPUs on one line in the worker's section.
@@ -384,6 +387,12 @@ def test_open_edit_save_reopen_and_save_elsewhere(qtbot, editor, settings, tmp_p
     )
     copied, _ = load(tmp_path / "sub" / "copy.toml")
     assert copied is not None and copied.workdir.resolve() == (tmp_path / "trainers").resolve()
+
+    # A folder that is not there: the save fails, says why and what to do; the form stays as it was.
+    with qtbot.waitSignal(other.sig_file_failed, timeout=5000) as failed:
+        other.save(tmp_path / "missing" / "x.toml")
+    assert "cannot save" in failed.args[0] and "no such file or directory" in failed.args[0]
+    assert "fix: " in failed.args[0] and other.path == (tmp_path / "sub" / "copy.toml").resolve()
 
 
 def test_unreadable_and_non_toml_files_say_why_and_keep_the_form(qtbot, editor, tmp_path: Path):
