@@ -1,0 +1,553 @@
+"""The cluster editor: every field of a cluster file in a form, checked as the user types.
+
+Validation is ``core.spec.parse_data`` on the TOML table the form describes, so every message is
+the one ``python main.py validate`` prints; each problem's field path leads to its widget (tinted,
+with the message and the fix in its tooltip) and the list under the form shows them all, with
+line numbers while the form matches the file on disk. The checks against this machine
+(``core.checks.check_local``: command and script exist, ports free) and all file reads and writes
+run on short-lived threads; the GUI thread only ever parses in memory.
+
+While a cluster runs the form stays editable and says, in a banner, that changes apply to the
+next launch: the running roles keep the cluster they were started with, and refusing edits would
+only stop the user from preparing the next run.
+
+``python -m gui.editor [FILE] [--screenshot PNG]`` shows the editor alone (gui/editor_demo.py).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from core.checks import check_local
+from core.problems import ERROR, Problem
+from core.spec import ClusterSpec, locate, parse_data, parse_text, to_data
+from gui.editor_cluster import ClusterForm
+from gui.editor_fields import ERROR_INK, WARNING_INK, path_parts
+from gui.editor_files import RecentFiles, reason, toml_text, write_atomically
+from gui.editor_paste import PasteDialog, import_pasted
+from gui.offthread import Relay, run_off_thread
+
+VALIDATE_DELAY_MS = 120  # coalesces the signals of one edit (and fast typing) into one parse
+LOCAL_CHECK_DELAY_MS = 400  # ports and paths: once the user pauses
+
+
+class ClusterEditor(QtWidgets.QWidget):
+    """Edits a cluster file. Embed it, and put its actions in a menu or toolbar.
+
+    Signals: ``sig_spec_changed(object)`` after the form changed (the new ``ClusterSpec``, or None
+    while it has errors); ``sig_validity_changed(bool)``: whether it can launch (no errors,
+    including this machine's checks); ``sig_path_changed(object)``: the file (Path or None);
+    ``sig_dirty_changed(bool)``; ``sig_saved(object)``: a save finished (its Path);
+    ``sig_file_failed(str)``: opening or saving failed (the message is also shown).
+    """
+
+    sig_spec_changed = QtCore.Signal(object)
+    sig_validity_changed = QtCore.Signal(bool)
+    sig_path_changed = QtCore.Signal(object)
+    sig_dirty_changed = QtCore.Signal(bool)
+    sig_saved = QtCore.Signal(object)
+    sig_file_failed = QtCore.Signal(str)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None, settings: QtCore.QSettings | None = None) -> None:
+        super().__init__(parent)
+        # Tests pass their own QSettings (an ini file in a temp dir): the user's are never touched.
+        self._settings = settings if settings is not None else QtCore.QSettings()
+        self._relay = Relay(self)
+        self._path: Path | None = None
+        self._file_text = ""  # the file as on disk, for line numbers while the form matches it
+        self._clean_data: dict[str, Any] | None = None
+        self._launched_data: dict[str, Any] | None = None
+        self._running = False
+        self._dirty = False
+        self._valid: bool | None = None
+        self._spec: ClusterSpec | None = None
+        self._data: dict[str, Any] = {}
+        self._parse_problems: list[Problem] = []
+        self._local_problems: list[Problem] = []
+        self._check_generation = 0
+        self._checking = False
+        self._pending = False
+        self._build()
+        self._build_actions()
+        self._validate_timer = QtCore.QTimer(self, singleShot=True, interval=VALIDATE_DELAY_MS)
+        self._validate_timer.timeout.connect(self._flush)
+        self._check_timer = QtCore.QTimer(self, singleShot=True, interval=LOCAL_CHECK_DELAY_MS)
+        self._check_timer.timeout.connect(self._start_local_check)
+        self.new_cluster()
+
+    # ------------------------------------------------------------------ layout
+
+    def _build(self) -> None:
+        self.banner = QtWidgets.QLabel()
+        self.banner.setWordWrap(True)
+        self.banner.setStyleSheet(
+            "background: #fff3cd; color: #5c4400; border: 1px solid #e0c060; border-radius: 4px; padding: 6px;"
+        )
+        self.banner.hide()
+        self.form = ClusterForm(self._suggest_address)
+        self.form.sig_changed.connect(self._on_form_changed)
+
+        self.problem_title = QtWidgets.QLabel()
+        self.problem_list = QtWidgets.QListWidget()
+        self.problem_list.setWordWrap(True)
+        self.problem_list.setAlternatingRowColors(True)
+        self.problem_list.setToolTip("Every problem, as `python main.py validate` reports it. Click one to go there.")
+        self.problem_list.itemClicked.connect(self._on_problem_clicked)
+        self.problem_list.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.CustomContextMenu)
+        self.problem_list.customContextMenuRequested.connect(self._on_problem_menu)
+        problems_box = QtWidgets.QWidget()
+        box = QtWidgets.QVBoxLayout(problems_box)
+        box.setContentsMargins(0, 4, 0, 0)
+        box.addWidget(self.problem_title)
+        box.addWidget(self.problem_list, 1)
+
+        splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
+        splitter.addWidget(self.form)
+        splitter.addWidget(problems_box)
+        splitter.setStretchFactor(0, 4)
+        splitter.setStretchFactor(1, 1)
+        splitter.setChildrenCollapsible(False)
+        splitter.setSizes([700, 130])
+
+        self.file_label = QtWidgets.QLabel()
+        self.file_label.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.status_label = QtWidgets.QLabel()
+        status = QtWidgets.QHBoxLayout()
+        status.addWidget(self.file_label, 1)
+        status.addWidget(self.status_label)
+
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.addWidget(self.banner)
+        layout.addWidget(splitter, 1)
+        layout.addLayout(status)
+
+    def _build_actions(self) -> None:
+        def action(text: str, slot: Callable[[], object], shortcut: Any = None, tip: str = "") -> QtGui.QAction:
+            act = QtGui.QAction(text, self)
+            act.triggered.connect(lambda _checked=False: slot())
+            if shortcut is not None:
+                act.setShortcut(QtGui.QKeySequence(shortcut))
+            act.setToolTip(tip or text)
+            act.setStatusTip(tip or text)
+            self.addAction(act)  # shortcuts work with the editor alone, too
+            return act
+
+        self.action_new = action(
+            "New cluster", self._on_new_triggered, None, "Start from a small 1 ps + 2 workers cluster"
+        )
+        self.action_open = action(
+            "Open...", self._on_open_triggered, QtGui.QKeySequence.StandardKey.Open, "Open a cluster file (TOML)"
+        )
+        self.action_save = action(
+            "Save", self._on_save_triggered, QtGui.QKeySequence.StandardKey.Save, "Save the cluster file"
+        )
+        # No shortcut for Save As: Ctrl+Shift+S is the window's "Stop all".
+        self.action_save_as = action("Save As...", self.save_as, None, "Save the cluster under another name")
+        self.action_paste = action(
+            "Paste command line / TF_CONFIG...",
+            self.show_paste_dialog,
+            "Ctrl+Shift+V",
+            "Fill the form from a classic command line (--ps_hosts ...) or a TF_CONFIG",
+        )
+        self.recent = RecentFiles(self._settings, self._on_recent, self)
+        self.recent_menu = self.recent.menu
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def path(self) -> Path | None:
+        """The cluster file the form was opened from or saved to; None for a new cluster."""
+        return self._path
+
+    @property
+    def is_dirty(self) -> bool:
+        self._flush()
+        return self._dirty
+
+    @property
+    def is_valid(self) -> bool:
+        """No errors: the form's, validate's, and this machine's checks as last reported."""
+        self._flush()
+        return bool(self._valid)
+
+    @property
+    def is_checking(self) -> bool:
+        """This machine's checks (ports, paths) are pending or running for the current form."""
+        self._flush()
+        return self._checking or self._check_timer.isActive()
+
+    @property
+    def is_running(self) -> bool:
+        return self._running
+
+    def new_cluster(self) -> None:
+        """A small starting point: 1 ps + 2 workers on this machine."""
+        self._load_data(
+            {
+                "name": "cluster",
+                "strategy": "between_graph",
+                "launch_style": "flags",
+                "command": ["python", "-u", "train.py"],
+                "workdir": ".",
+                "jobs": {
+                    "ps": {"tasks": ["127.0.0.1:2222"]},
+                    "worker": {"tasks": ["127.0.0.1:2223", "127.0.0.1:2224"]},
+                },
+            },
+            None,
+            "",
+        )
+
+    def set_spec(self, spec: ClusterSpec, path: Path | None = None) -> None:
+        """Show ``spec``, read from ``path`` (which the form then counts as saved)."""
+        base = path.resolve().parent if path is not None else None
+        self._load_data(to_data(spec, base), path.resolve() if path is not None else None, "")
+
+    def current_spec(self) -> ClusterSpec | None:
+        """The cluster the form describes, or None while it has errors (see :meth:`problems`)."""
+        self._flush()
+        return self._spec
+
+    def problems(self) -> list[Problem]:
+        """Every problem shown: the form's and ``validate``'s, then this machine's checks."""
+        self._flush()
+        return self._parse_problems + self._local_problems
+
+    def open_file(self, path: Path) -> None:
+        """Read ``path`` on a worker thread, then fill the form (``sig_path_changed``) or say why not
+        (``sig_file_failed``). Does not ask about unsaved changes: the actions do."""
+        path = Path(path).expanduser().resolve()
+        self.status_label.setText(f"opening {path.name}...")
+        run_off_thread(
+            self._relay, lambda: path.read_text(encoding="utf-8"), lambda text, err: self._on_read(path, text, err)
+        )
+
+    def save(self, path: Path | None = None) -> bool:
+        """Write the form to ``path`` (default: the current file; none: ask) on a worker thread.
+
+        Returns False when there was nowhere to save. The form's own tables are written, so
+        job-level GPUs, commands and env stay where the user put them; a cluster with errors can
+        be saved too (work in progress), and the status line says how many it has."""
+        self._flush()
+        if path is None and self._path is None:
+            return self.save_as()
+        target = Path(path or self._path or ".").expanduser().resolve()
+        data = self._data_for_directory(target.parent)
+        text = toml_text(data)
+        errors = sum(p.severity == ERROR for p in self.problems())
+
+        def done(_result: Any, err: BaseException | None) -> None:
+            if err is not None:
+                self._fail(f"cannot save {target}: {reason(err)}; fix: choose a folder you can write to (Save As)")
+                return
+            self.form.set_workdir_text(str(data.get("workdir", ".")))
+            path_changed = self._set_path(target)
+            self._file_text = text
+            self._clean_data = data
+            self.recent.remember(target)
+            self._flush(force=True)
+            note = f" (with {errors} error{'s' if errors != 1 else ''})" if errors else ""
+            self.status_label.setText(f"saved {target.name}{note}")
+            if path_changed:
+                self.sig_path_changed.emit(target)
+            self.sig_saved.emit(target)
+
+        self.status_label.setText(f"saving {target.name}...")
+        run_off_thread(self._relay, lambda: write_atomically(target, text), done)
+        return True
+
+    def save_as(self) -> bool:
+        start = str(self._path or Path.cwd() / f"{self.form.name_edit.text() or 'cluster'}.toml")
+        name, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Save cluster file", start, "Cluster files (*.toml)")
+        if not name:
+            return False
+        return self.save(Path(name) if name.endswith(".toml") else Path(name + ".toml"))
+
+    def set_running(self, running: bool) -> None:
+        """Mark the cluster as running: edits stay possible and are labelled as for the next launch."""
+        self._flush()
+        self._running = running
+        self._launched_data = dict(self._data) if running else None
+        self._update_banner()
+
+    def import_text(self, text: str, command: str | None = None) -> list[Problem]:
+        """Fill the jobs, command, strategy and launch style from a pasted command line or
+        TF_CONFIG; returns the importer's problems (and changes nothing) when it cannot."""
+        base = self._path.parent if self._path else None
+        spec, problems = import_pasted(text, command or self.form.command_edit.text() or None, base)
+        if spec is None:
+            return problems
+        self.form.replace_cluster(to_data(spec, base or Path.cwd()))
+        self._flush(force=True)
+        self.status_label.setText("filled from the pasted " + ("TF_CONFIG" if "{" in text else "command line"))
+        return []
+
+    def paste_dialog(self) -> PasteDialog:
+        return PasteDialog(self, self.form.command_edit.text(), self.import_text)
+
+    def show_paste_dialog(self) -> None:
+        dialog = self.paste_dialog()
+        dialog.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
+
+    def recent_files(self) -> list[Path]:
+        """The last opened or saved files, newest first (at most 10)."""
+        return self.recent.files()
+
+    # ------------------------------------------------------------------ actions
+
+    def _confirm_discard(self) -> bool:
+        if not self.is_dirty:
+            return True
+        answer = QtWidgets.QMessageBox.question(
+            self,
+            "Unsaved changes",
+            "The cluster has changes that are not saved. Discard them?",
+            QtWidgets.QMessageBox.StandardButton.Discard | QtWidgets.QMessageBox.StandardButton.Cancel,
+        )
+        return answer == QtWidgets.QMessageBox.StandardButton.Discard
+
+    def _on_new_triggered(self) -> None:
+        if self._confirm_discard():
+            self.new_cluster()
+
+    def _on_open_triggered(self) -> None:
+        if not self._confirm_discard():
+            return
+        start = str(self._path.parent if self._path else Path.cwd())
+        name, _ = QtWidgets.QFileDialog.getOpenFileName(
+            self, "Open cluster file", start, "Cluster files (*.toml);;All files (*)"
+        )
+        if name:
+            self.open_file(Path(name))
+
+    def _on_save_triggered(self) -> None:
+        self.save()
+
+    def _on_recent(self, path: Path) -> None:
+        if self._confirm_discard():
+            self.open_file(path)
+
+    # ------------------------------------------------------------------ loading
+
+    def _on_read(self, path: Path, text: Any, err: BaseException | None) -> None:
+        if err is not None:
+            if isinstance(err, FileNotFoundError):
+                self.recent.forget(path)
+            self._fail(f"cannot open {path}: {reason(err)}; fix: check the path, or pick the file with Open")
+            return
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
+            # The form cannot show a file that is no TOML; say exactly what validate says.
+            _spec, problems = parse_text(text, path)
+            # p.format() carries validate's own fix line.
+            self._fail("cannot open " + path.name + ": " + "; ".join(p.format() for p in problems))
+            return
+        self._load_data(data, path, text)
+        self.recent.remember(path)
+        self.status_label.setText(f"opened {path.name}")
+
+    def _load_data(self, data: dict[str, Any], path: Path | None, text: str) -> None:
+        self.form.set_data(data)
+        path_changed = self._set_path(path)
+        self._file_text = text
+        self._clean_data = self.form.data()[0]
+        self._local_problems = []
+        self._flush(force=True)
+        # Signals last: a slot that reads (or edits) the editor finds it whole.
+        if path_changed:
+            self.sig_path_changed.emit(path)
+
+    def _set_path(self, path: Path | None) -> bool:
+        """Set the path without telling anyone yet; True when it changed (emit sig_path_changed)."""
+        changed = path != self._path
+        self._path = path
+        self.form.base_dir = path.parent if path is not None else None
+        self._update_file_label()
+        return changed
+
+    def _fail(self, message: str) -> None:
+        self.status_label.setText(f"<span style='color:{ERROR_INK}'>{_escape(message)}</span>")
+        self.sig_file_failed.emit(message)
+
+    def _data_for_directory(self, directory: Path) -> dict[str, Any]:
+        """The form's data with ``workdir`` rewritten so it points to the same place from ``directory``
+        (it is relative to the cluster file)."""
+        data = dict(self._data)
+        workdir = Path(str(data.get("workdir", "."))).expanduser()
+        if workdir.is_absolute():
+            return data  # the user chose an absolute path: it means the same from anywhere
+        workdir = self._base() / workdir
+        relative = os.path.relpath(workdir, directory)
+        data["workdir"] = str(workdir) if relative.startswith("..") else relative
+        return data
+
+    def _base(self) -> Path:
+        return self._path.parent if self._path is not None else Path.cwd()
+
+    # ------------------------------------------------------------------ validation
+
+    def _on_form_changed(self) -> None:
+        self._pending = True
+        self._validate_timer.start()
+
+    def _flush(self, force: bool = False) -> None:
+        if not (self._pending or force):
+            return
+        self._pending = False
+        self._validate_timer.stop()
+        data, form_problems = self.form.data()
+        dirty = self._clean_data is not None and data != self._clean_data
+        # Line numbers only while the form says what the file says; after an edit they would lie.
+        text = self._file_text if not dirty else ""
+        spec, problems = parse_data(data, text, self._base(), self._path)
+        changed = data != self._data
+        self._data = data
+        self._parse_problems = _with_lines(form_problems, text) + problems
+        self._spec = spec if not any(p.severity == ERROR for p in form_problems) else None
+        if changed or force:
+            self._check_generation += 1  # a check still running for the old form is now stale
+        if self._spec is None:
+            self._local_problems = []
+            self._checking = False
+            self._check_timer.stop()
+        elif changed or force:
+            self._check_timer.start()
+        dirty_changed = dirty != self._dirty
+        self._dirty = dirty
+        self._show_problems()
+        if dirty_changed:
+            self._update_file_label()
+            self.sig_dirty_changed.emit(dirty)
+        self._update_banner()
+        if changed:
+            self.sig_spec_changed.emit(self._spec)
+
+    def _start_local_check(self) -> None:
+        spec = self._spec
+        if spec is None:
+            return
+        generation = self._check_generation
+        text = self._file_text if not self._dirty else ""
+        self._checking = True
+        self._show_problems()
+
+        def done(result: Any, err: BaseException | None) -> None:
+            if generation != self._check_generation:
+                return  # the form changed meanwhile; a newer check is on its way
+            self._checking = False
+            self._local_problems = (
+                list(result or [])
+                if err is None
+                else [Problem("", f"could not check this machine: {reason(err)}", "try again; see the log", ERROR)]
+            )
+            self._show_problems()
+
+        run_off_thread(self._relay, lambda: check_local(spec, text, check_ports=True), done)
+
+    def _show_problems(self) -> None:
+        problems = self._parse_problems + self._local_problems
+        self.form.mark(problems)
+        self.problem_list.clear()
+        source = self._path.name if self._path else ""
+        for problem in problems:
+            item = QtWidgets.QListWidgetItem(problem.format(source))
+            item.setForeground(QtGui.QColor(ERROR_INK if problem.severity == ERROR else WARNING_INK))
+            item.setData(QtCore.Qt.ItemDataRole.UserRole, problem.field)
+            self.problem_list.addItem(item)
+        errors = sum(p.severity == ERROR for p in problems)
+        warnings = len(problems) - errors
+        checking = " Checking ports and paths on this machine..." if self._checking else ""
+        if problems:
+            counts = ", ".join(
+                f"{n} {word}{'s' if n != 1 else ''}" for n, word in ((errors, "error"), (warnings, "warning")) if n
+            )
+            lines = " Line numbers come back when the file is saved." if self._dirty and self._path else ""
+            self.problem_title.setText(
+                f"<b>Problems: {counts}</b> (the same as <tt>python main.py validate</tt>).{lines}{checking}"
+            )
+        else:
+            self.problem_title.setText(f"<b style='color:#1e7b34'>No problems: this cluster can launch.</b>{checking}")
+        valid = errors == 0 and self._spec is not None
+        if valid != self._valid:
+            self._valid = valid
+            self.sig_validity_changed.emit(valid)
+
+    def _on_problem_clicked(self, item: QtWidgets.QListWidgetItem) -> None:
+        self.form.focus_field(path_parts(str(item.data(QtCore.Qt.ItemDataRole.UserRole) or "")))
+
+    def _on_problem_menu(self, pos: QtCore.QPoint) -> None:
+        # An unknown key has no widget to fix it in; this is where it can go.
+        item = self.problem_list.itemAt(pos)
+        field = str(item.data(QtCore.Qt.ItemDataRole.UserRole) or "") if item else ""
+        if not self.form.has_unknown_key(path_parts(field)):
+            return
+        menu = QtWidgets.QMenu(self)
+        menu.addAction(f"Remove {field} from the cluster").triggered.connect(
+            lambda _checked=False: self.remove_unknown_key(field)
+        )
+        menu.popup(self.problem_list.viewport().mapToGlobal(pos))
+
+    def remove_unknown_key(self, field: str) -> bool:
+        """Drop a key the form has no widget for (``validate`` calls it unknown); True if it was there."""
+        removed = self.form.remove_unknown_key(path_parts(field))
+        if removed:
+            self._flush(force=True)
+        return removed
+
+    # ------------------------------------------------------------------ labels
+
+    def _update_file_label(self) -> None:
+        name = str(self._path) if self._path else "new cluster (not saved yet)"
+        mark = f"  <b style='color:{WARNING_INK}'>● modified</b>" if self._dirty else ""
+        self.file_label.setText(f"{_escape(name)}{mark}")
+
+    def _update_banner(self) -> None:
+        if not self._running:
+            self.banner.hide()
+            return
+        if self._launched_data is not None and self._data != self._launched_data:
+            self.banner.setText(
+                "<b>The cluster is running; your changes apply to the next launch.</b> The running roles keep "
+                "the cluster they were launched with. Stop and launch again to use the changes."
+            )
+        else:
+            self.banner.setText(
+                "<b>The cluster is running.</b> Changes you make here apply to the next launch, not to the "
+                "running roles."
+            )
+        self.banner.show()
+
+    def _suggest_address(self, job: str) -> tuple[str, int]:
+        """Where a new task goes: the job's last host (else any, else this machine), next free port."""
+        addresses = self.form.addresses()
+        hosts = [h for j, h, _p in addresses if j == job and h] or [h for _j, h, _p in addresses if h]
+        ports = {int(p) for _j, _h, p in addresses if p.isdigit()}
+        port = max(ports) + 1 if ports else 2222
+        while port in ports:
+            port += 1
+        return (hosts[-1] if hosts else "127.0.0.1"), min(port, 65535)
+
+
+def _with_lines(problems: list[Problem], text: str) -> list[Problem]:
+    if not text:
+        return problems
+    return [replace(p, line=locate(text, tuple(path_parts(p.field)))) for p in problems]
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+if __name__ == "__main__":
+    from gui.editor_demo import main
+
+    raise SystemExit(main())

@@ -1,0 +1,215 @@
+"""Small pieces of the cluster editor: text <-> value conversions, problem markers, the env table.
+
+The editor never invents its own validation messages for what ``core.spec`` checks: a form value
+is handed to :func:`core.spec.parse_data` as the user typed it, so the user reads the very words
+``python main.py validate`` prints. Only text that has no TOML form at all (``0, x`` as GPUs, an
+env entry without ``=``) gets a message here, in the same shape (field path, message, fix).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from core.problems import ERROR, Problem
+
+ERROR_FILL = QtGui.QColor("#fde2e2")
+WARNING_FILL = QtGui.QColor("#fff3cd")
+ERROR_INK = "#b3261e"
+WARNING_INK = "#8a5a00"
+
+GPUS_HINT = "write GPU numbers separated by commas, e.g. 0, 1; 'none' hides every GPU; leave empty for the default"
+
+
+def path_parts(field: str) -> list[str | int]:
+    """``jobs.worker.tasks[1].gpus`` -> ``["jobs", "worker", "tasks", 1, "gpus"]``."""
+    parts: list[str | int] = []
+    for index, key in re.findall(r"\[(\d+)\]|\.?([^.\[]+)", field):
+        parts.append(int(index) if index else key)
+    return parts
+
+
+def parse_gpus(text: str, field: str) -> tuple[list[int] | None, list[Problem]]:
+    """GPU text as typed -> the TOML value (None: key left out) and any problem with the text."""
+    text = text.strip()
+    if not text:
+        return None, []
+    if text.lower() in ("none", "-", "[]"):
+        return [], []
+    out: list[int] = []
+    for token in re.split(r"[,\s]+", text.strip("[]")):
+        if not token:
+            continue
+        try:
+            out.append(int(token))
+        except ValueError:
+            return None, [Problem(field, f"{token!r} is not a GPU index", GPUS_HINT)]
+    return out, []
+
+
+def format_gpus(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return "none" if not value else ", ".join(str(g) for g in value)
+    return str(value)
+
+
+def command_value(text: str) -> str | list[str] | None:
+    """A command as typed -> a list of arguments; a string ``core.spec`` will refuse to split stays
+    a string, so the user gets ``validate``'s own message about the quotes."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text
+
+
+def format_command(value: Any) -> str:
+    if isinstance(value, list):
+        return shlex.join(str(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def parse_env_text(text: str, field: str) -> tuple[dict[str, str], list[Problem]]:
+    """``A=1 B="two words"`` (a task's env in one table cell) -> a dict."""
+    hint = 'write NAME=value pairs separated by spaces, e.g. OMP_NUM_THREADS=2 NAME="two words"'
+    try:
+        tokens = shlex.split(text)
+    except ValueError as exc:
+        return {}, [Problem(field, f"cannot split the environment: {exc}", hint)]
+    out: dict[str, str] = {}
+    for token in tokens:
+        name, sep, value = token.partition("=")
+        if not sep:
+            return {}, [Problem(field, f"{token!r} has no '='", hint)]
+        out[name] = value
+    return out, []
+
+
+def format_env_text(env: Any) -> str:
+    if not isinstance(env, dict):
+        return ""
+    return " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
+
+
+def problem_tip(problems: list[Problem]) -> str:
+    return "\n".join(f"{p.severity}: {p.message}" + (f"\nfix: {p.hint}" if p.hint else "") for p in problems)
+
+
+def worst(problems: list[Problem]) -> str:
+    return ERROR if any(p.severity == ERROR for p in problems) else "warning"
+
+
+class Marker:
+    """Marks one widget red (error) or amber (warning) with the problem in its tooltip.
+
+    Remembers the widget's own tooltip so clearing the mark gives the help text back.
+    """
+
+    def __init__(self, widget: QtWidgets.QWidget) -> None:
+        self.widget = widget
+        self.help = widget.toolTip()
+        if not widget.objectName():
+            widget.setObjectName(f"field{id(widget)}")
+
+    def set(self, problems: list[Problem]) -> None:
+        w = self.widget
+        if not problems:
+            w.setStyleSheet("")
+            w.setToolTip(self.help)
+            w.setProperty("problem", "")
+            return
+        error = worst(problems) == ERROR
+        fill = ERROR_FILL.name() if error else WARNING_FILL.name()
+        ink = ERROR_INK if error else WARNING_INK
+        # Selector by object name: the tint must not spill into child widgets (popups, cells).
+        w.setStyleSheet(f"#{w.objectName()} {{ background-color: {fill}; border: 2px solid {ink}; }}")
+        w.setToolTip(problem_tip(problems) + (f"\n\n{self.help}" if self.help else ""))
+        w.setProperty("problem", problems[0].message)
+
+
+def mark_item(item: QtWidgets.QTableWidgetItem | None, problems: list[Problem], help_text: str) -> None:
+    if item is None:
+        return
+    if not problems:
+        item.setData(QtCore.Qt.ItemDataRole.BackgroundRole, None)
+        item.setToolTip(help_text)
+        return
+    item.setBackground(ERROR_FILL if worst(problems) == ERROR else WARNING_FILL)
+    item.setToolTip(problem_tip(problems) + (f"\n\n{help_text}" if help_text else ""))
+
+
+class EnvTable(QtWidgets.QWidget):
+    """Environment variables as a two-column table with add/remove buttons."""
+
+    sig_changed = QtCore.Signal()
+
+    def __init__(self, what: str, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.table = QtWidgets.QTableWidget(0, 2)
+        self.table.setHorizontalHeaderLabels(["Variable", "Value"])
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.horizontalHeader().resizeSection(0, 180)
+        self.table.setToolTip(f"Environment variables for {what}. Values may use {{job_name}}, {{task_index}}, ...")
+        self.table.setFixedHeight(96)
+        self.table.itemChanged.connect(lambda _item: self.sig_changed.emit())
+        self.add_button = QtWidgets.QPushButton("Add variable")
+        self.remove_button = QtWidgets.QPushButton("Remove variable")
+        self.add_button.clicked.connect(lambda: self.add_row())
+        self.remove_button.clicked.connect(self._on_remove)
+        buttons = QtWidgets.QHBoxLayout()
+        buttons.addWidget(self.add_button)
+        buttons.addWidget(self.remove_button)
+        buttons.addStretch(1)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
+        layout.addWidget(self.table)
+        layout.addLayout(buttons)
+        self.marker = Marker(self.table)
+
+    def add_row(self, name: str = "", value: str = "") -> None:
+        row = self.table.rowCount()
+        self.table.blockSignals(True)
+        self.table.insertRow(row)
+        self.table.setItem(row, 0, QtWidgets.QTableWidgetItem(name))
+        self.table.setItem(row, 1, QtWidgets.QTableWidgetItem(value))
+        self.table.blockSignals(False)
+        if not name:
+            self.table.setCurrentCell(row, 0)
+        self.sig_changed.emit()
+
+    def _on_remove(self) -> None:
+        rows = sorted({i.row() for i in self.table.selectedIndexes()} or {self.table.currentRow()}, reverse=True)
+        for row in rows:
+            if row >= 0:
+                self.table.removeRow(row)
+        self.sig_changed.emit()
+
+    def set_env(self, env: Any) -> None:
+        self.table.blockSignals(True)
+        self.table.setRowCount(0)
+        self.table.blockSignals(False)
+        if isinstance(env, dict):
+            for key, value in env.items():
+                self.add_row(str(key), str(value))
+
+    def env(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for row in range(self.table.rowCount()):
+            name_item, value_item = self.table.item(row, 0), self.table.item(row, 1)
+            name = name_item.text().strip() if name_item else ""
+            value = value_item.text() if value_item else ""
+            if name or value:
+                out[name] = value
+        return out
+
+    def mark(self, problems: list[Problem]) -> None:
+        self.marker.set(problems)

@@ -1,0 +1,102 @@
+"""Fill the cluster editor from a pasted classic command line or a TF_CONFIG."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6 import QtCore, QtWidgets
+
+from core.importers import from_flags, from_tf_config
+from core.problems import Problem, SpecError
+from core.spec import ClusterSpec
+
+_TF_CONFIG_PREFIX = re.compile(r"^\s*(?:export\s+)?TF_CONFIG\s*=\s*", re.IGNORECASE)
+
+
+def import_pasted(text: str, command: str | None, base: Path | None) -> tuple[ClusterSpec | None, list[Problem]]:
+    """A cluster from what a user pasted: a TF_CONFIG (JSON, optionally as ``TF_CONFIG='...'``) or a
+    command line with ``--ps_hosts/--worker_hosts``. Problems are the importers' own, as
+    ``python main.py import`` prints them."""
+    stripped = _TF_CONFIG_PREFIX.sub("", text.strip())
+    if stripped[:1] in ("'", '"') and stripped[-1:] == stripped[:1]:
+        stripped = stripped[1:-1]
+    try:
+        if stripped.startswith("{"):
+            return from_tf_config(stripped, command or None, base), []
+        if not text.strip():
+            return None, [Problem("", "nothing was pasted", "paste a command line with --worker_hosts, or a TF_CONFIG")]
+        return from_flags(text.strip(), base), []
+    except SpecError as exc:
+        return None, list(exc.problems)
+
+
+def looks_like_tf_config(text: str) -> bool:
+    stripped = _TF_CONFIG_PREFIX.sub("", text.strip()).strip("'\"")
+    try:
+        return isinstance(json.loads(stripped), dict)
+    except ValueError:
+        return False
+
+
+class PasteDialog(QtWidgets.QDialog):
+    """Where the user pastes; calls ``fill(text, command)`` and closes only when it worked."""
+
+    def __init__(
+        self, parent: QtWidgets.QWidget, default_command: str, fill: Callable[[str, str | None], list[Problem]]
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Fill the cluster from a command line or TF_CONFIG")
+        self._fill = fill
+        intro = QtWidgets.QLabel(
+            "Paste the command you start one of the roles with, e.g.<br>"
+            "<tt>python trainer.py --ps_hosts=h1:2222 --worker_hosts=h2:2222,h3:2222 --job_name=worker "
+            "--task_index=0</tt><br>or a TF_CONFIG value, e.g.<br>"
+            '<tt>{"cluster": {"chief": ["h1:2221"], "worker": ["h2:2222"], "ps": ["h3:2222"]}, '
+            '"task": {"type": "worker", "index": 0}}</tt><br><br>'
+            "The jobs, tasks, training command, strategy and launch style are replaced; the name, working "
+            "directory, environment and timings stay. <tt>--job_name</tt>, <tt>--task_index</tt> and the "
+            "TF_CONFIG <tt>task</tt> are dropped: TowerDeck sets them for each role."
+        )
+        intro.setWordWrap(True)
+        intro.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.text_edit = QtWidgets.QPlainTextEdit()
+        self.text_edit.setPlaceholderText("paste here")
+        self.text_edit.textChanged.connect(self._on_text_changed)
+        self.command_edit = QtWidgets.QLineEdit(default_command)
+        self.command_edit.setToolTip("A TF_CONFIG says nothing about the program: this command runs every role.")
+        self.command_row = QtWidgets.QWidget()
+        row = QtWidgets.QHBoxLayout(self.command_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(QtWidgets.QLabel("Training command for the TF_CONFIG:"))
+        row.addWidget(self.command_edit, 1)
+        self.command_row.hide()
+        self.error_label = QtWidgets.QLabel()
+        self.error_label.setWordWrap(True)
+        self.error_label.setStyleSheet("color: #b3261e;")
+        self.error_label.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        buttons = QtWidgets.QDialogButtonBox(QtWidgets.QDialogButtonBox.StandardButton.Cancel)
+        self.fill_button = buttons.addButton("Fill the form", QtWidgets.QDialogButtonBox.ButtonRole.AcceptRole)
+        buttons.accepted.connect(self._on_fill)
+        buttons.rejected.connect(self.reject)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.addWidget(intro)
+        layout.addWidget(self.text_edit, 1)
+        layout.addWidget(self.command_row)
+        layout.addWidget(self.error_label)
+        layout.addWidget(buttons)
+        self.resize(760, 420)
+
+    def _on_text_changed(self) -> None:
+        self.command_row.setVisible(looks_like_tf_config(self.text_edit.toPlainText()))
+        self.error_label.clear()
+
+    def _on_fill(self) -> None:
+        command = self.command_edit.text() if self.command_row.isVisible() or self.command_edit.text() else None
+        problems = self._fill(self.text_edit.toPlainText(), command)
+        if problems:
+            self.error_label.setText("\n".join(p.format() for p in problems))
+            return
+        self.accept()
