@@ -130,7 +130,12 @@ class RunReader:
         with self._lock:
             if self._live_status is not None:
                 return self._live_status
-            times = {n: r.stats.step_time_s for n, r in self._roles.items() if r.stats.step_time_s}
+            # Only running roles can lag behind: a finished one's last step time says nothing now.
+            times = {
+                n: r.stats.step_time_s
+                for n, r in self._roles.items()
+                if r.stats.step_time_s and r.state == RoleState.RUNNING
+            }
             slow = stragglers({n: t for n, t in times.items() if t is not None})
             roles = tuple(self._role_status(r, r.task.role_id in slow) for r in self._roles.values())
             return ClusterStatus(self._phase, self._result, self._reason, roles)

@@ -20,7 +20,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--run", metavar="RUN", help="open a run directory (a path, a run id from `runs`, or 'latest'), past or live"
     )
-    parser.add_argument("--tab", choices=("training", "gpus", "placement", "logs"), help="the tab to show first")
+    parser.add_argument(
+        "--tab", choices=("cluster", "training", "gpus", "placement", "logs"), help="the page or tab to show first"
+    )
     parser.add_argument(
         "--screenshot",
         type=Path,
@@ -72,9 +74,8 @@ def main(argv: list[str]) -> int:
     pg.setConfigOptions(antialias=True)
     from gui import settings
 
-    window = MainWindow(spec)
-    if args.tab:
-        window.tabs.setCurrentIndex(["training", "gpus", "placement", "logs"].index(args.tab))
+    # The demo opens as an unsaved copy: Save asks where, so the bundled file is never changed.
+    window = MainWindow(spec, cluster_path=None if args.demo or path is None else path)
     window.show()
     if run_path is not None:
         window.open_run(run_path)
@@ -82,6 +83,11 @@ def main(argv: list[str]) -> int:
         settings.remember_cluster(path.resolve())
     if args.launch and run_path is None:
         window.launch()
+    if args.tab == "cluster":
+        window.pages.setCurrentWidget(window.editor)
+    elif args.tab:
+        window.pages.setCurrentWidget(window.monitor)
+        window.tabs.setCurrentIndex(["training", "gpus", "placement", "logs"].index(args.tab))
     if args.screenshot is not None:
 
         def shoot() -> None:

@@ -273,9 +273,12 @@ class ClusterEditor(QtWidgets.QWidget):
     def set_running(self, running: bool) -> None:
         """Mark the cluster as running: edits stay possible and are labelled as for the next launch."""
         self._flush()
-        self._running = running
+        was_running, self._running = self._running, running
         self._launched_data = dict(self._data) if running else None
         self._update_banner()
+        if was_running != running and self._spec is not None:
+            self._check_generation += 1
+            self._check_timer.start()  # ports are checked again once the cluster is down
 
     def import_text(self, text: str, command: str | None = None) -> list[Problem]:
         """Fill the jobs, command, strategy and launch style from a pasted command line or
@@ -451,7 +454,9 @@ class ClusterEditor(QtWidgets.QWidget):
             )
             self._show_problems()
 
-        run_off_thread(self._relay, lambda: check_local(spec, text, check_ports=True), done)
+        # While the cluster runs its own roles hold the ports: checking them would only cry wolf.
+        check_ports = not self._running
+        run_off_thread(self._relay, lambda: check_local(spec, text, check_ports=check_ports), done)
 
     def _show_problems(self) -> None:
         problems = self._parse_problems + self._local_problems

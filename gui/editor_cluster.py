@@ -130,9 +130,9 @@ class ClusterForm(QtWidgets.QWidget):
         splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         splitter.addWidget(scroll)
         splitter.addWidget(jobs_box)
-        splitter.setStretchFactor(0, 2)
-        splitter.setStretchFactor(1, 3)
-        splitter.setSizes([560, 800])
+        splitter.setStretchFactor(0, 1)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([620, 660])
         splitter.setChildrenCollapsible(False)
         outer = QtWidgets.QHBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -431,12 +431,12 @@ def _with_note(widget: QtWidgets.QWidget, text: str) -> QtWidgets.QHBoxLayout:
     row = QtWidgets.QHBoxLayout()
     widget.setMaximumWidth(110)
     row.addWidget(widget)
-    row.addWidget(_note(text))
-    row.addStretch(1)
+    row.addWidget(_note(text), 1)
     return row
 
 
 def _note(text: str) -> QtWidgets.QLabel:
     label = QtWidgets.QLabel(text)
     label.setStyleSheet("color: #666;")
+    label.setWordWrap(True)  # the form column must fit a 1280-pixel window without clipping
     return label

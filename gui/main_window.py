@@ -20,11 +20,13 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from core import control
 from core.controller import ClusterStatus, Controller, Event, RoleState, RoleStatus
+from core.problems import ERROR
 from core.replay import RunDirError, RunReader
 from core.rundir import RunDir
 from core.spec import ClusterSpec
 from gui import settings
 from gui.bridge import EventInbox
+from gui.editor import ClusterEditor
 from gui.panels.gpus import GpuPanel, normalize_bus_id
 from gui.panels.logs import LogPanel
 from gui.panels.placement import PlacementPanel
@@ -78,7 +80,9 @@ def _fmt_uptime(seconds: float) -> str:
 class MainWindow(QtWidgets.QMainWindow):
     """TowerDeck's window for one cluster, or one run directory."""
 
-    def __init__(self, spec: ClusterSpec | None, runs_root: Path | None = None) -> None:
+    def __init__(
+        self, spec: ClusterSpec | None, runs_root: Path | None = None, cluster_path: Path | None = None
+    ) -> None:
         super().__init__()
         self.spec = spec
         self.runs_root = runs_root
@@ -93,6 +97,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="window-reads")
         self._placement_job: tuple[Future[dict[str, Any]], str, bool] | None = None
         self._devices_job: Future[dict[str, list[str]]] | None = None
+        self._next_spec: ClusterSpec | None = None
         self.resize(1280, 800)
         self._build()
         self._set_title()
@@ -101,6 +106,14 @@ class MainWindow(QtWidgets.QMainWindow):
         self.timer.timeout.connect(self._on_frame)
         self.timer.start()
         self._restore_layout()
+        if cluster_path is not None:
+            self.editor.open_file(cluster_path)  # keeps job-level settings as the file writes them
+        elif spec is not None:
+            self.editor.set_spec(spec)
+        else:
+            self.editor.new_cluster()
+        self.spec = spec if spec is not None else self.editor.current_spec()
+        self.pages.setCurrentWidget(self.monitor if spec is not None else self.editor)
         self._refresh_table()
 
     @property
@@ -142,6 +155,10 @@ class MainWindow(QtWidgets.QMainWindow):
             self.tabs.addTab(panel, name)
         self.tabs.currentChanged.connect(lambda _i: self._refresh_visible(force=True))
 
+        self.editor = ClusterEditor(settings=settings.store())
+        self.editor.sig_spec_changed.connect(self._on_editor_spec_changed)
+        self.editor.sig_path_changed.connect(self._on_editor_path_changed)
+
         top = QtWidgets.QWidget()
         top_layout = QtWidgets.QVBoxLayout(top)
         top_layout.setContentsMargins(0, 0, 0, 0)
@@ -152,7 +169,14 @@ class MainWindow(QtWidgets.QMainWindow):
         self.split.addWidget(top)
         self.split.addWidget(self.tabs)
         self.split.setSizes([230, 570])
-        self.setCentralWidget(self.split)
+        self.monitor = self.split
+        # Two pages: the cluster as a form, and the run (roles above, telemetry tabs below).
+        self.pages = QtWidgets.QTabWidget()
+        self.pages.setDocumentMode(True)
+        self.pages.addTab(self.editor, "Cluster")
+        self.pages.addTab(self.monitor, "Run")
+        self.setCentralWidget(self.pages)
+        self._add_editor_actions()
 
     def _build_actions(self) -> None:
         def action(text: str, slot: Callable[[], Any], shortcut: str = "", tip: str = "") -> QtGui.QAction:
@@ -214,6 +238,38 @@ class MainWindow(QtWidgets.QMainWindow):
         self.phase_label.setContentsMargins(12, 0, 12, 0)
         bar.addWidget(self.phase_label)
 
+    def _add_editor_actions(self) -> None:
+        editor = self.editor
+        first = self.file_menu.actions()[0]
+        for a in (editor.action_new, editor.action_open, editor.action_save, editor.action_save_as):
+            self.file_menu.insertAction(first, a)
+        self.file_menu.insertMenu(first, editor.recent_menu).setText("Recent cluster files")
+        self.file_menu.insertAction(first, editor.action_paste)
+        self.file_menu.insertSeparator(first)
+        self.action_show_editor = QtGui.QAction("Cluster (edit)", self)
+        self.action_show_editor.setShortcut(QtGui.QKeySequence("Ctrl+E"))
+        self.action_show_editor.triggered.connect(lambda _c=False: self.pages.setCurrentWidget(self.editor))
+        self.action_show_run = QtGui.QAction("Run (roles and telemetry)", self)
+        self.action_show_run.setShortcut(QtGui.QKeySequence("Ctrl+M"))
+        self.action_show_run.triggered.connect(lambda _c=False: self.pages.setCurrentWidget(self.monitor))
+        first_view = self.view_menu.actions()[0]
+        self.view_menu.insertAction(first_view, self.action_show_editor)
+        self.view_menu.insertAction(first_view, self.action_show_run)
+        self.view_menu.insertSeparator(first_view)
+
+    def _on_editor_spec_changed(self, spec: ClusterSpec | None) -> None:
+        """The form changed: it is what the next launch uses (a running cluster keeps its own)."""
+        if self.source is None:
+            self.spec = spec
+            self._set_title()
+            self._refresh_table()
+        else:
+            self._next_spec = spec
+
+    def _on_editor_path_changed(self, path: Path | None) -> None:
+        if path is not None:
+            settings.remember_cluster(path)
+
     def _set_title(self) -> None:
         if isinstance(self.source, RunReader):
             self.setWindowTitle(f"TowerDeck - run {self.source.path.name}")
@@ -224,7 +280,15 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def launch(self) -> None:
         """Launch the cluster in the editor: a new run directory and a live controller."""
-        if self.spec is None or (self.source is not None and not self.source.done):
+        if self.source is not None and not self.source.done:
+            return
+        if self.source is not None or self.spec is None:
+            self.spec = self.editor.current_spec()  # the form as it is now, edits included
+        blocking = [p for p in self.editor.problems() if p.severity == ERROR]
+        if self.spec is None or blocking:
+            self.pages.setCurrentWidget(self.editor)
+            first = blocking[0].format() if blocking else "the form has errors"
+            self.statusBar().showMessage(f"not launched: {first} (all problems are listed under the form)")
             return
         self._close_source()
         run = RunDir.create(self.spec, root=self.runs_root)
@@ -236,6 +300,8 @@ class MainWindow(QtWidgets.QMainWindow):
         run.update(control_socket=str(self.control_server.start()))
         self.source = controller
         controller.start()
+        self.editor.set_running(True)
+        self.pages.setCurrentWidget(self.monitor)
         self._set_title()
         self.statusBar().showMessage(f"run directory: {run.path}")
         settings.remember_run(run.path)
@@ -262,6 +328,9 @@ class MainWindow(QtWidgets.QMainWindow):
         reader.subscribe(self.inbox.put)
         self.source = reader
         reader.start()
+        self.editor.set_spec(reader.spec)  # the cluster as launched; Save As keeps a copy
+        self.editor.set_running(not reader.done)
+        self.pages.setCurrentWidget(self.monitor)
         self._set_title()
         self.statusBar().showMessage(f"run directory: {path}")
         settings.remember_run(path)
@@ -351,6 +420,8 @@ class MainWindow(QtWidgets.QMainWindow):
             self.logs.add_output(role, text)
         self._refresh_table()
         self._refresh_visible()
+        if self.editor.is_running and (self.source is None or self.source.done):
+            self.editor.set_running(False)
         if self._closing and (self.source is None or self.source.done):
             self._closing = False
             self.close()
@@ -467,8 +538,8 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _update_actions(self, status: ClusterStatus | None) -> None:
         live = self.source is not None and not self.source.done
-        can_launch = self.spec is not None and not live and not isinstance(self.source, RunReader)
-        self.action_launch.setEnabled(can_launch or (self.source is None and self.spec is not None))
+        # A finished run (launched here or opened) can be launched again from the form.
+        self.action_launch.setEnabled(not live and self.editor.current_spec() is not None)
         for a in (
             self.action_stop_all,
             self.action_restart_all,

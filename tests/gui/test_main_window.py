@@ -190,7 +190,10 @@ def test_a_past_run_reopens_with_its_table_curves_and_logs(qtbot, tmp_path: Path
     assert "succeeded" in recorded.values() and recorded["ps:0"] == "stopped"
     qtbot.waitUntil(lambda: all(cell(window, r, "State") == s for r, s in recorded.items()), timeout=20_000)
     qtbot.waitUntil(lambda: "past run: cluster done: succeeded" in window.phase_label.text(), timeout=5_000)
-    assert not window.action_stop_all.isEnabled() and not window.action_launch.isEnabled()
+    assert not window.action_stop_all.isEnabled()  # nothing runs: nothing to stop
+    assert window.action_launch.isEnabled()  # the run's cluster, now in the form, can be launched again
+    in_form = window.editor.current_spec()
+    assert in_form is not None and in_form.tasks() == window.spec.tasks() and not window.editor.is_running
     window.tabs.setCurrentWidget(window.training)
     # Under between-graph replication a fast worker may do every step alone: expect a curve for
     # each worker that printed a loss, as recorded in the run directory.
@@ -283,4 +286,49 @@ def test_a_live_run_of_another_process_is_watched_and_controlled(qtbot, tmp_path
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait()
+    assert_nothing_left(ports, marker="\0none\0")
+
+
+def test_fill_the_form_by_pasting_a_command_line_then_launch_and_edit_while_running(qtbot, tmp_path: Path):
+    """A new user's path: empty window, paste the command they used to type per terminal, launch."""
+    from PySide6 import QtCore, QtWidgets
+
+    from gui.main_window import MainWindow
+    from tests.core.test_launch import TRAINERS
+    from tests.gui.test_editor import type_into
+
+    ports = free_ports(3)
+    window = MainWindow(None, runs_root=tmp_path / "runs")
+    qtbot.addWidget(window)
+    window.show()
+    assert window.pages.currentWidget() is window.editor  # nothing to watch yet: the form first
+    dialog = window.editor.paste_dialog()
+    dialog.show()
+    qtbot.keyClicks(
+        dialog.text_edit,
+        f"python -u between_graph.py --ps_hosts=127.0.0.1:{ports[0]} "
+        f"--worker_hosts=127.0.0.1:{ports[1]},127.0.0.1:{ports[2]} --job_name=worker --task_index=0 "
+        "--train_steps=100000 --step_sleep=0.01 --log_every=10",
+    )
+    qtbot.mouseClick(dialog.fill_button, QtCore.Qt.MouseButton.LeftButton)
+    assert dialog.result() == QtWidgets.QDialog.DialogCode.Accepted
+    type_into(qtbot, window.editor.form.workdir_edit, str(TRAINERS))
+    qtbot.waitUntil(lambda: window.editor.current_spec() is not None and window.editor.is_valid, timeout=10_000)
+    assert window.action_launch.isEnabled()
+    assert [cell(window, r, "State") for r in ("ps:0", "worker:0", "worker:1")] == ["not launched"] * 3
+
+    window.action_launch.trigger()
+    assert window.pages.currentWidget() is window.monitor
+    qtbot.waitUntil(
+        lambda: all(cell(window, r, "State") == "running" for r in ("ps:0", "worker:0", "worker:1")), timeout=60_000
+    )
+    qtbot.waitUntil(lambda: cell(window, "worker:0", "Step") != "", timeout=60_000)
+    assert window.editor.is_running and not window.action_launch.isEnabled()
+    # Editing while it runs is allowed and marked as for the next launch; the running roles keep theirs.
+    type_into(qtbot, window.editor.form.name_edit, "renamed")
+    qtbot.waitUntil(lambda: "apply to the next launch" in window.editor.banner.text(), timeout=5_000)
+    assert window.spec is not None and window.spec.name != "renamed"
+    window.action_stop_all.trigger()
+    qtbot.waitUntil(lambda: window.controller is not None and window.controller.done, timeout=60_000)
+    qtbot.waitUntil(lambda: not window.editor.is_running and window.action_launch.isEnabled(), timeout=5_000)
     assert_nothing_left(ports, marker="\0none\0")
