@@ -352,13 +352,14 @@ class Agent:
         self.ended: dict[str, dict[str, Any]] = {}  # roles that exited since the last sample
         # Exits nobody heard (the controller was away), kept for ``resume``: fields, log, end.
         self.missed_exits: dict[str, dict[str, Any]] = {}
+        self.awaiting_resume = False  # serve mode: a controller attached and has not said what it saw
         self.sample_table: ProcTable | None = None
 
     # ---------------------------------------------------------------- output
 
     def emit(self, event: str, **fields: Any) -> None:
-        if not self.connected:
-            return
+        if not self.connected or (self.awaiting_resume and event == "output"):
+            return  # output waits for ``resume``, which reads it again from the files
         fields = {"ev": event, "t": round(_now(), 3), **fields}
         try:
             self.out.write(json.dumps(fields, separators=(",", ":")) + "\n")
@@ -497,6 +498,7 @@ class Agent:
         seen = command.get("seen") or {}
         if not isinstance(seen, dict):
             raise TypeError("seen must map roles to {attempt, end}")
+        self.awaiting_resume = False
         for name, info in seen.items():
             attempt, start = int(info["attempt"]), int(info["end"])
             role = self.roles.get(name)
@@ -531,7 +533,7 @@ class Agent:
             self.error(f"cannot read {log_path} again: {exc}", role=name)
 
     def report_exit(self, role: Role, fields: dict[str, Any]) -> None:
-        if self.connected:
+        if self.connected and not self.awaiting_resume:
             self.emit("exited", **fields)
         else:
             self.missed_exits[role.name] = {"fields": fields, "log": role.log_path, "end": role.offset}
@@ -818,6 +820,7 @@ def serve(agent: Agent, listener: socket.socket, linger_s: float = LINGER_S) -> 
             client = new
             agent.out = client.makefile("w", encoding="utf-8", newline="\n")
             agent.connected = True
+            agent.awaiting_resume = True
             agent.emit(
                 "hello",
                 protocol=PROTOCOL,
@@ -826,6 +829,7 @@ def serve(agent: Agent, listener: socket.socket, linger_s: float = LINGER_S) -> 
                 python=sys.version.split()[0],
                 subreaper=agent.subreaper,
                 serving=True,
+                run_dir=os.getcwd(),
                 **agent.inventory(),
             )
         elif client is not None and client in ready:
@@ -885,15 +889,17 @@ def relay(sock_path: str) -> int:
 def start_detached(args: argparse.Namespace) -> int:
     """Start the serving agent as a daemon (its own session, parent init), then relay to it."""
     listener = _bind_owner_only(args.serve)  # bound before forking: a relay can connect at once
+    log_path = os.path.abspath(args.log) if args.log else None
     if os.fork() == 0:
         os.setsid()
+        os.chdir(os.path.dirname(os.path.abspath(args.serve)))  # the run dir: hello reports it
         if os.fork() != 0:
             os._exit(0)
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
         os.dup2(null, 1)
-        if args.log:
-            log = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        if log_path:
+            log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             os.dup2(log, 2)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         agent = Agent(sys.stdout, args.on_disconnect, args.sample_period)
@@ -904,7 +910,7 @@ def start_detached(args: argparse.Namespace) -> int:
             serve(agent, listener, args.linger)
         finally:
             with contextlib.suppress(OSError):
-                os.unlink(os.path.abspath(args.serve))
+                os.unlink(os.path.basename(args.serve))
         os._exit(0)
     listener.close()
     os.wait()  # the first child exits at once; the daemon is init's
