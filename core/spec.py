@@ -259,7 +259,9 @@ def _header_of(line: str) -> tuple[str, ...] | None:
     m = re.match(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$", line)
     if not m:
         return None
-    return tuple(part.strip().strip("\"'") for part in m.group(1).split("."))
+    # Quoted keys may hold dots ([hosts."10.0.0.2"]): split on the dots between keys only.
+    parts = re.findall(r"\"[^\"]*\"|'[^']*'|[^.\s]+", m.group(1))
+    return tuple(part.strip().strip("\"'") for part in parts)
 
 
 def locate(text: str, path: tuple[str | int, ...]) -> int | None:
