@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="if TowerDeck goes away (killed, crashed, connection lost): keep the roles running (default; "
         "reattach with `attach`) or have each host's agent stop them",
     )
+    p.add_argument(
+        "--no-preflight", action="store_true", help="skip the pre-flight check of remote hosts over SSH before launching"
+    )
 
     p = sub.add_parser("attach", help="reattach to a run that is still going (left, or its launcher was killed)")
     p.add_argument("run", help="a run directory, a run id from `runs`, or 'latest'")
@@ -392,6 +395,14 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     spec = load_checked(args.file, err)
     if spec is None:
         return EXIT_USAGE
+    if not args.no_preflight and any(spec.host_config(t.host).remote for t in spec.tasks()):
+        from core.preflight import format_table, preflight
+
+        results = preflight(spec)
+        if not all(r.ok for r in results):
+            print(format_table(results), file=err)
+            print(f"{args.file}: a host cannot launch (see above); fix it, or --no-preflight to try anyway", file=err)
+            return EXIT_USAGE
     try:
         run = rundir.RunDir.create(spec, path=args.run_dir.resolve() if args.run_dir else None)
     except OSError as exc:

@@ -112,7 +112,13 @@ def test_launch_with_unknown_host_key_fails_clearly_and_leaves_nothing(tmp_path:
     empty_known.write_text("")
     config = sshd.client_config("unknown_host_config2", known_hosts=empty_known)
     cluster = write(tmp_path, cluster_text(config))
+    # The pre-flight refuses before anything starts...
     result = run_cli("launch", str(cluster), "--run-dir", str(tmp_path / "run"), timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "host key of 127.0.0.2" in result.stderr and "fix:" in result.stderr
+    assert not (tmp_path / "run").exists()
+    # ...and without it the connection itself fails the roles with the same explanation.
+    result = run_cli("launch", str(cluster), "--no-preflight", "--run-dir", str(tmp_path / "run"), timeout=120)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "host key of 127.0.0.2" in result.stdout and "Traceback" not in result.stdout + result.stderr
     assert empty_known.read_text() == ""
