@@ -8,6 +8,7 @@ a missing sshd fails them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -127,3 +128,16 @@ def assert_nothing_left_under(path: Path, ports: list[int], timeout_s: float = 1
         if time.time() > deadline:
             raise AssertionError(f"left behind: {[(p.pid, p.cmdline()) for p in procs]}, ports {held}")
         time.sleep(0.1)
+
+
+def kill_strays(path: Path) -> None:
+    """After a test, whatever it failed to end: keep-mode agents and roles outlive a failed test."""
+    for p in processes_under(path):
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+
+
+@pytest.fixture(autouse=True)
+def no_strays(tmp_path: Path) -> Iterator[None]:
+    yield
+    kill_strays(tmp_path)
