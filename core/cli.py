@@ -90,7 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
         "reattach with `attach`) or have each host's agent stop them",
     )
     p.add_argument(
-        "--no-preflight", action="store_true", help="skip the pre-flight check of remote hosts over SSH before launching"
+        "--no-preflight",
+        action="store_true",
+        help="skip the pre-flight check of remote hosts over SSH before launching",
     )
 
     p = sub.add_parser("attach", help="reattach to a run that is still going (left, or its launcher was killed)")
