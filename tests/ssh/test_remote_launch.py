@@ -217,3 +217,55 @@ tasks = ["{task_host}:2222"]
     assert expected in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert re.search(r":\d+", result.stderr), "the problem names its line"
     assert not marker.exists()
+
+
+def test_kill_and_stop_act_on_a_remote_roles_whole_tree(tmp_path: Path, sshd: SshServer):
+    ports = [free_ports(1, "127.0.0.2")[0], free_ports(1, "127.0.0.3")[0]]
+    marker = f"{tmp_path}/stubborn-role"
+    text = f"""
+name = "stubborn"
+strategy = "custom"
+command = ["{sys.executable}", "{ROOT / "tests" / "helpers" / "stubborn.py"}", "{{port}}", "{marker}"]
+stop_grace_s = 1
+ssh_config = "{sshd.config}"
+[hosts."127.0.0.2"]
+python = "{sys.executable}"
+run_root = "{tmp_path / "host2"}"
+[hosts."127.0.0.3"]
+ssh = "node3"
+python = "{sys.executable}"
+run_root = "{tmp_path / "host3"}"
+[jobs.worker]
+tasks = ["127.0.0.2:{ports[0]}", "127.0.0.3:{ports[1]}"]
+"""
+    spec, problems = parse_text(text, tmp_path / "cluster.toml")
+    assert spec is not None, problems
+    controller = Controller(spec, RunDir.create(spec, path=tmp_path / "run"))
+    controller.start()
+
+    def tree(port: str) -> list[psutil.Process]:
+        """The processes of the role whose task port is ``port`` (stubborn.py PORT MARKER ...)."""
+        found = []
+        for p in psutil.process_iter(["cmdline", "status"]):
+            cmd = p.info["cmdline"] or []
+            if p.info["status"] != psutil.STATUS_ZOMBIE and cmd[2:4] == [port, marker]:
+                found.append(p)
+        return found
+
+    try:
+        deadline = time.time() + 60
+        while sum("detached=True" in "\n".join(controller.last_lines(r, 50)) for r in ("worker:0", "worker:1")) < 2:
+            assert time.time() < deadline, [controller.last_lines(r) for r in ("worker:0", "worker:1")]
+            time.sleep(0.1)
+        assert len(tree(str(ports[1]))) == 3  # the role, a child, a setsid()'d grandchild
+        controller.kill_role("worker:1").result(10)
+        deadline = time.time() + 20
+        while tree(str(ports[1])) or controller.status().role("worker:1").state != "stopped":
+            assert time.time() < deadline, tree(str(ports[1]))
+            time.sleep(0.1)
+        assert len(tree(str(ports[0]))) == 3  # the other host's role runs on
+        controller.stop_all().result(10)
+        assert controller.wait(60)
+    finally:
+        controller.close()
+    assert_nothing_left_under(tmp_path, ports)
