@@ -545,6 +545,8 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for r in reply["roles"]:
             pid = r["pid"] if r["pid"] is not None else "-"
             print(f"  {r['role']:<12} {r['state']:<10} pid {pid:<8} restarts {r['restarts']}  {r['detail']}", file=out)
+        for host, h in (reply.get("hosts") or {}).items():
+            print(f"  host {host:<16} {h.get('state')}: {h.get('reason', '')}", file=out)
     else:
         print(reply.get("message", "ok"), file=out)
     return EXIT_OK

@@ -95,6 +95,7 @@ class ControlServer:
                 "result": status.result,
                 "reason": status.reason,
                 "roles": roles,
+                "hosts": c.host_states(),
             }
         role = request.get("role")
         future: Future[str]

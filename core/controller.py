@@ -457,6 +457,18 @@ class Controller:
             self._transports[host] = transport
         return self._transports[host]
 
+    def _connect_all(self) -> None:
+        """Reach every host's agent at once: connecting (SSH) takes a while, one host after the
+        other would add them up."""
+        hosts = [h for h in dict.fromkeys(r.host_key for r in self._roles.values()) if h not in self._transports]
+        made = {h: self._factory(h, self._sink, self.run.path / f"agent-{h.replace(':', '_')}.log") for h in hosts}
+        threads = [threading.Thread(target=t.start, name=f"connect-{h}", daemon=True) for h, t in made.items()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self._transports.update(made)
+
     def _set_state(self, role: _Role, state: RoleState, detail: str = "") -> None:
         if state not in _ALLOWED[role.state] and state != role.state:
             self._publish("warning", role=role.task.role_id, message=f"ignored transition {role.state} -> {state}")
@@ -588,6 +600,7 @@ class Controller:
             return "left the cluster running; reattach with: python main.py attach " + str(self.run.path)
         if name == "launch":
             self._set_phase(ClusterPhase.RUNNING)
+            self._connect_all()
             for role in self._roles.values():
                 self._launch_role(role)
             return "launched"
@@ -885,8 +898,7 @@ class Controller:
                 role.detail = str(record.get("detail", ""))
                 role.log_path = self.run.log_path(role.task, role.attempt) if role.attempt else None
         self._set_phase(ClusterPhase.RUNNING)
-        for host in sorted({r.host_key for r in self._roles.values()}):
-            self._transport(host)
+        self._connect_all()
         return "reattached"
 
     def _adopt(self: Controller, host: str, hello: dict[str, Any]) -> None:
