@@ -781,6 +781,11 @@ def _bind_owner_only(sock_path: str) -> socket.socket:
     here = os.getcwd()
     try:
         os.chdir(directory)
+        if os.path.exists(name):
+            # Connecting to find out would take the place of the agent's controller: its pid says.
+            if _pid_alive(name + ".pid"):
+                raise FileExistsError(f"an agent already serves {os.path.join(directory, name)}")
+            os.unlink(name)  # left by an agent that was killed: nobody serves it
         listener.bind(name)
         os.chmod(name, 0o600)
     finally:
@@ -788,6 +793,17 @@ def _bind_owner_only(sock_path: str) -> socket.socket:
         os.umask(old_umask)
     listener.listen(2)
     return listener
+
+
+def _pid_alive(pid_file: str) -> bool:
+    try:
+        with open(pid_file) as f:
+            pid = int(f.read().strip())
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"agent.py" in f.read()
+    except (OSError, ValueError):
+        return False
 
 
 def _connect(sock_path: str) -> socket.socket:
@@ -816,7 +832,7 @@ def serve(agent: Agent, listener: socket.socket, linger_s: float = LINGER_S) -> 
         if listener in ready:
             new, _ = listener.accept()
             if client is not None:  # a newer controller wins; the old connection is stale
-                client.close()
+                _hang_up(client)
             client = new
             agent.out = client.makefile("w", encoding="utf-8", newline="\n")
             agent.connected = True
@@ -842,7 +858,7 @@ def serve(agent: Agent, listener: socket.socket, linger_s: float = LINGER_S) -> 
             else:
                 agent.disconnect()
         if client is not None and not agent.connected:
-            client.close()
+            _hang_up(client)
             client = None
         agent.tick()
         if agent.connected or agent.roles:
@@ -850,8 +866,16 @@ def serve(agent: Agent, listener: socket.socket, linger_s: float = LINGER_S) -> 
         elif agent.shutting_down or not agent.missed_exits or _now() - idle_since > linger_s:
             agent.finished = True
     if client is not None:
-        client.close()
+        _hang_up(client)
     listener.close()
+
+
+def _hang_up(conn: socket.socket) -> None:
+    """Close for real: the agent's output file still holds the socket, so close() alone would
+    leave the relay waiting for an end that never comes."""
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_RDWR)
+    conn.close()
 
 
 def relay(sock_path: str) -> int:
@@ -888,7 +912,13 @@ def relay(sock_path: str) -> int:
 
 def start_detached(args: argparse.Namespace) -> int:
     """Start the serving agent as a daemon (its own session, parent init), then relay to it."""
-    listener = _bind_owner_only(args.serve)  # bound before forking: a relay can connect at once
+    try:
+        listener = _bind_owner_only(args.serve)  # bound before forking: a relay can connect at once
+    except OSError as exc:
+        line = {"ev": "attach_failed", "t": round(_now(), 3), "message": f"cannot serve on {args.serve}: {exc}"}
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
+        return 3
     log_path = os.path.abspath(args.log) if args.log else None
     if os.fork() == 0:
         os.setsid()
@@ -906,11 +936,15 @@ def start_detached(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, lambda signum, frame: agent.shutdown(agent.shutdown_grace_s))
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        name = os.path.basename(args.serve)
+        with open(name + ".pid", "w") as pid_file:
+            pid_file.write(f"{os.getpid()}\n")
         try:
             serve(agent, listener, args.linger)
         finally:
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.basename(args.serve))
+            for path in (name, name + ".pid"):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
         os._exit(0)
     listener.close()
     os.wait()  # the first child exits at once; the daemon is init's
