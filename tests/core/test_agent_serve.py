@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -10,12 +11,26 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import psutil
+import pytest
 
 from tests.conftest import ROOT
 
 AGENT = ROOT / "core" / "agent.py"
+
+
+@pytest.fixture(autouse=True)
+def no_strays(tmp_path: Path) -> Iterator[None]:
+    """A serving agent outlives its relay by design; a failed test must not leave one behind."""
+    yield
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if p.cwd().startswith(str(tmp_path)):
+                p.kill()
 
 
 class Relay:
