@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-CLI_COMMANDS = {"validate", "render", "import", "launch", "runs", "ctl", "placement", "metrics", "demo-path"}
+CLI_COMMANDS = {"validate", "render", "import", "launch", "runs", "ctl", "placement", "metrics", "demo-path", "attach"}
 
 
 def main(argv: list[str]) -> int:

@@ -44,6 +44,13 @@ def _now() -> float:
     return time.time()
 
 
+def _text_end(role: Any) -> int:
+    """Byte offset just after the last character sent for ``role`` (a split UTF-8 sequence waits
+    in the decoder and is sent with the next chunk)."""
+    pending: bytes = role.decoder.getstate()[0]
+    return int(role.offset) - len(pending)
+
+
 class Role:
     """One started attempt of a role, as the agent sees it."""
 
@@ -343,13 +350,16 @@ class Agent:
         self.host_sampler = HostSampler()
         self.gpu_sampler: GpuSampler | None = None
         self.ended: dict[str, dict[str, Any]] = {}  # roles that exited since the last sample
+        # Exits nobody heard (the controller was away), kept for ``resume``: fields, log, end.
+        self.missed_exits: dict[str, dict[str, Any]] = {}
+        self.awaiting_resume = False  # serve mode: a controller attached and has not said what it saw
         self.sample_table: ProcTable | None = None
 
     # ---------------------------------------------------------------- output
 
     def emit(self, event: str, **fields: Any) -> None:
-        if not self.connected:
-            return
+        if not self.connected or (self.awaiting_resume and event == "output"):
+            return  # output waits for ``resume``, which reads it again from the files
         fields = {"ev": event, "t": round(_now(), 3), **fields}
         try:
             self.out.write(json.dumps(fields, separators=(",", ":")) + "\n")
@@ -478,6 +488,65 @@ class Agent:
         except OSError as exc:
             self.error(f"cannot signal {role.name}: {exc}", op="signal", role=role.name)
 
+    def op_resume(self, command: dict[str, Any]) -> None:
+        """A controller (re)attached: send what it missed, from the byte offsets it has seen.
+
+        ``seen`` maps role -> {attempt, end}; output of that attempt from ``end`` on is read again
+        from the log file (the file, not memory, so nothing is lost however long the gap was),
+        then the exits it missed. Answers ``resumed``.
+        """
+        seen = command.get("seen") or {}
+        if not isinstance(seen, dict):
+            raise TypeError("seen must map roles to {attempt, end}")
+        self.awaiting_resume = False
+        for name, info in seen.items():
+            attempt, start = int(info["attempt"]), int(info["end"])
+            role = self.roles.get(name)
+            missed = self.missed_exits.get(name)
+            if role is not None and role.attempt == attempt:
+                self.replay(name, attempt, role.log_path, start, _text_end(role))
+            elif missed is not None and missed["fields"]["attempt"] == attempt:
+                self.replay(name, attempt, missed["log"], start, missed["end"])
+        for missed in self.missed_exits.values():
+            self.emit("exited", **missed["fields"])
+        self.missed_exits = {}
+        self.emit("resumed", roles=sorted(self.roles))
+
+    def replay(self, name: str, attempt: int, log_path: str, start: int, stop: int) -> None:
+        """Emit ``output`` for bytes [start, stop) of a log file, as the live tail would have."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        try:
+            with open(log_path, "rb") as f:
+                f.seek(start)
+                position = start
+                while position < stop:
+                    data = f.read(min(CHUNK_BYTES, stop - position))
+                    if not data:
+                        break
+                    chunk_start = position
+                    position += len(data)
+                    text = decoder.decode(data, final=position >= stop)
+                    if text:
+                        end = position - len(decoder.getstate()[0])
+                        self.emit("output", role=name, attempt=attempt, offset=chunk_start, end=end, data=text)
+        except OSError as exc:
+            self.error(f"cannot read {log_path} again: {exc}", role=name)
+
+    def report_exit(self, role: Role, fields: dict[str, Any]) -> None:
+        if self.connected and not self.awaiting_resume:
+            self.emit("exited", **fields)
+        else:
+            self.missed_exits[role.name] = {"fields": fields, "log": role.log_path, "end": role.offset}
+
+    def inventory(self) -> dict[str, Any]:
+        """What a controller attaching now needs to know: live roles and exits it has not heard."""
+        live = {
+            r.name: {"attempt": r.attempt, "pid": r.pid, "log": r.log_path, "end": _text_end(r)}
+            for r in self.roles.values()
+        }
+        ended = {name: {**m["fields"], "log": m["log"], "end": m["end"]} for name, m in self.missed_exits.items()}
+        return {"roles": live, "ended": ended}
+
     def op_configure(self, command: dict[str, Any]) -> None:
         if "sample_period_s" in command:
             period = float(command["sample_period_s"])
@@ -561,7 +630,7 @@ class Agent:
             budget -= len(data)
             text = role.decoder.decode(data)
             if text:
-                self.emit("output", role=role.name, attempt=role.attempt, offset=start, data=text)
+                self.emit("output", role=role.name, attempt=role.attempt, offset=start, end=_text_end(role), data=text)
         return False
 
     def tick(self) -> None:
@@ -579,7 +648,9 @@ class Agent:
                     continue  # report the exit after the last output
                 tail = role.decoder.decode(b"", final=True)
                 if tail:
-                    self.emit("output", role=role.name, attempt=role.attempt, offset=role.offset, data=tail)
+                    self.emit(
+                        "output", role=role.name, attempt=role.attempt, offset=role.offset, end=role.offset, data=tail
+                    )
                 role.close()
                 del self.roles[role.name]
                 self.ended[role.name] = {
@@ -591,15 +662,17 @@ class Agent:
                     "rss_bytes": 0,
                     "threads": 0,
                 }
-                self.emit(
-                    "exited",
-                    role=role.name,
-                    attempt=role.attempt,
-                    pid=role.pid,
-                    returncode=role.returncode,
-                    signal=role.signal,
-                    leftovers_killed=role.leftovers_killed,
-                    stopped=role.stopping,
+                self.report_exit(
+                    role,
+                    dict(
+                        role=role.name,
+                        attempt=role.attempt,
+                        pid=role.pid,
+                        returncode=role.returncode,
+                        signal=role.signal,
+                        leftovers_killed=role.leftovers_killed,
+                        stopped=role.stopping,
+                    ),
                 )
                 continue
             if role.leader_done and not role.leftovers_signalled and not role.stopping:
@@ -688,6 +761,196 @@ def _become_subreaper() -> bool:
         return False
 
 
+# ---------------------------------------------------------------- serving on a socket (keep mode)
+#
+# With --serve the agent outlives its controller: it runs detached from the process that started
+# it and listens on an owner-only Unix socket in its run directory. Whoever started it, and
+# anyone who reattaches later (``agent.py --attach SOCK``, locally or over SSH), speaks the same
+# JSON lines through that socket, relayed to stdin/stdout. The socket is bound by its base name
+# from inside its directory, as sun_path holds only 108 bytes and run directories can be deep.
+
+LINGER_S = 600.0  # an agent with no roles and no controller waits this long for a reattach
+
+
+def _bind_owner_only(sock_path: str) -> socket.socket:
+    directory, name = os.path.split(os.path.abspath(sock_path))
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.chmod(directory, 0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    here = os.getcwd()
+    try:
+        os.chdir(directory)
+        if os.path.exists(name):
+            # Connecting to find out would take the place of the agent's controller: its pid says.
+            if _pid_alive(name + ".pid"):
+                raise FileExistsError(f"an agent already serves {os.path.join(directory, name)}")
+            os.unlink(name)  # left by an agent that was killed: nobody serves it
+        listener.bind(name)
+        os.chmod(name, 0o600)
+    finally:
+        os.chdir(here)
+        os.umask(old_umask)
+    listener.listen(2)
+    return listener
+
+
+def _pid_alive(pid_file: str) -> bool:
+    try:
+        with open(pid_file) as f:
+            pid = int(f.read().strip())
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"agent.py" in f.read()
+    except (OSError, ValueError):
+        return False
+
+
+def _connect(sock_path: str) -> socket.socket:
+    directory, name = os.path.split(os.path.abspath(sock_path))
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    here = os.getcwd()
+    try:
+        os.chdir(directory)
+        conn.connect(name)
+    except OSError:
+        conn.close()
+        raise
+    finally:
+        os.chdir(here)
+    return conn
+
+
+def serve(agent: Agent, listener: socket.socket, linger_s: float = LINGER_S) -> None:
+    """Run ``agent`` for one controller at a time on ``listener`` until it has nothing left to do."""
+    client: socket.socket | None = None
+    agent.connected = False
+    idle_since = _now()
+    while not agent.finished:
+        fds: list[Any] = [listener] + ([client] if client is not None else [])
+        ready, _, _ = select.select(fds, [], [], TICK_S)
+        if listener in ready:
+            new, _ = listener.accept()
+            if client is not None:  # a newer controller wins; the old connection is stale
+                _hang_up(client)
+            client = new
+            agent.out = client.makefile("w", encoding="utf-8", newline="\n")
+            agent.connected = True
+            agent.awaiting_resume = True
+            agent.emit(
+                "hello",
+                protocol=PROTOCOL,
+                agent_pid=os.getpid(),
+                host=socket.gethostname(),
+                python=sys.version.split()[0],
+                subreaper=agent.subreaper,
+                serving=True,
+                run_dir=os.getcwd(),
+                **agent.inventory(),
+            )
+        elif client is not None and client in ready:
+            try:
+                data = client.recv(1 << 16)
+            except OSError:
+                data = b""
+            if data:
+                agent.feed(data)
+            else:
+                agent.disconnect()
+        if client is not None and not agent.connected:
+            _hang_up(client)
+            client = None
+        agent.tick()
+        if agent.connected or agent.roles:
+            idle_since = _now()
+        elif agent.shutting_down or not agent.missed_exits or _now() - idle_since > linger_s:
+            agent.finished = True
+    if client is not None:
+        _hang_up(client)
+    listener.close()
+
+
+def _hang_up(conn: socket.socket) -> None:
+    """Close for real: the agent's output file still holds the socket, so close() alone would
+    leave the relay waiting for an end that never comes."""
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_RDWR)
+    conn.close()
+
+
+def relay(sock_path: str) -> int:
+    """Copy stdin to the agent's socket and the socket to stdout, until either side ends."""
+    try:
+        conn = _connect(sock_path)
+    except OSError as exc:
+        line = {"ev": "attach_failed", "t": round(_now(), 3), "message": f"no agent at {sock_path}: {exc}"}
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
+        return 3
+    stdin_fd, stdout_fd = sys.stdin.fileno(), sys.stdout.fileno()
+    stdin_open = True
+    while True:
+        fds = [conn] + ([stdin_fd] if stdin_open else [])
+        ready, _, _ = select.select(fds, [], [])
+        if conn in ready:
+            data = conn.recv(1 << 16)
+            if not data:
+                return 0
+            try:
+                while data:
+                    data = data[os.write(stdout_fd, data) :]
+            except OSError:
+                return 0
+        if stdin_open and stdin_fd in ready:
+            data = os.read(stdin_fd, 1 << 16)
+            if data:
+                conn.sendall(data)
+            else:
+                stdin_open = False
+                conn.shutdown(socket.SHUT_WR)
+
+
+def start_detached(args: argparse.Namespace) -> int:
+    """Start the serving agent as a daemon (its own session, parent init), then relay to it."""
+    try:
+        listener = _bind_owner_only(args.serve)  # bound before forking: a relay can connect at once
+    except OSError as exc:
+        line = {"ev": "attach_failed", "t": round(_now(), 3), "message": f"cannot serve on {args.serve}: {exc}"}
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
+        return 3
+    log_path = os.path.abspath(args.log) if args.log else None
+    if os.fork() == 0:
+        os.setsid()
+        os.chdir(os.path.dirname(os.path.abspath(args.serve)))  # the run dir: hello reports it
+        if os.fork() != 0:
+            os._exit(0)
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        if log_path:
+            log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.dup2(log, 2)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        agent = Agent(sys.stdout, args.on_disconnect, args.sample_period)
+        signal.signal(signal.SIGTERM, lambda signum, frame: agent.shutdown(agent.shutdown_grace_s))
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        name = os.path.basename(args.serve)
+        with open(name + ".pid", "w") as pid_file:
+            pid_file.write(f"{os.getpid()}\n")
+        try:
+            serve(agent, listener, args.linger)
+        finally:
+            for path in (name, name + ".pid"):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+        os._exit(0)
+    listener.close()
+    os.wait()  # the first child exits at once; the daemon is init's
+    return relay(args.serve)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="TowerDeck host agent (JSON lines on stdin/stdout)")
     parser.add_argument(
@@ -699,7 +962,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sample-period", type=float, default=1.0, help=f"seconds between samples ({MIN_PERIOD_S} to {MAX_PERIOD_S})"
     )
+    parser.add_argument("--serve", metavar="SOCK", help="run detached, serving on this Unix socket, and relay to it")
+    parser.add_argument("--attach", metavar="SOCK", help="relay stdin/stdout to the agent serving on this socket")
+    parser.add_argument("--log", metavar="FILE", help="with --serve: where the detached agent writes its stderr")
+    parser.add_argument("--linger", type=float, default=LINGER_S, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.attach:
+        return relay(args.attach)
+    if args.serve:
+        return start_detached(args)
     agent = Agent(sys.stdout, args.on_disconnect, args.sample_period)
 
     def on_term(signum: int, frame: object) -> None:

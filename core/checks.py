@@ -109,25 +109,15 @@ def check_local(spec: ClusterSpec, text: str = "", check_ports: bool = True) -> 
             )
         )
         return problems
-    local = local_addresses()
     checked: set[tuple[str, ...]] = set()
     for task in spec.tasks():
+        if spec.host_config(task.host).remote:
+            continue  # checked on its machine by the pre-flight (core.preflight), over SSH
         argv = spec.command_for(task)
         path: tuple[str | int, ...] = ("command",) if not task.command else ("jobs", task.job, "command")
         if argv not in checked:
             checked.add(argv)
             problems += _check_command(spec, task, argv, path, text)
-        if not is_local_host(task.host, local):
-            problems.append(
-                Problem(
-                    f"jobs.{task.job}.tasks[{task.index}]",
-                    f"{task.host} is not this machine, and launching on other machines is not supported yet",
-                    "use 127.0.0.1 (or this machine's address) for every task",
-                    ERROR,
-                    locate(text, ("jobs", task.job, "tasks", task.index)),
-                )
-            )
-            continue
         if check_ports:
             problems += _check_port(task, text)
     return problems

@@ -10,6 +10,7 @@ import argparse
 import codecs
 import dataclasses
 import json
+import os
 import signal
 import sys
 import threading
@@ -39,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="check a cluster file; exit 0 if it can launch, 2 with every problem if not")
     p.add_argument("file", type=Path)
     p.add_argument("--no-ports", action="store_true", help="do not check whether the task ports are free")
+    p.add_argument(
+        "--remote",
+        action="store_true",
+        help="also check every host over SSH (reachable, python, TensorFlow, workdir, script, ports, NVML)",
+    )
+    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="per host, for --remote")
 
     p = sub.add_parser("render", help="print each role's environment and command line, ready to paste")
     p.add_argument("file", type=Path)
@@ -75,13 +82,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="print a line per training role this often (0: never; default 5)",
     )
 
+    p.add_argument(
+        "--on-disconnect",
+        choices=("keep", "stop"),
+        default="keep",
+        help="if TowerDeck goes away (killed, crashed, connection lost): keep the roles running (default; "
+        "reattach with `attach`) or have each host's agent stop them",
+    )
+    p.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="skip the pre-flight check of remote hosts over SSH before launching",
+    )
+
+    p = sub.add_parser("attach", help="reattach to a run that is still going (left, or its launcher was killed)")
+    p.add_argument("run", help="a run directory, a run id from `runs`, or 'latest'")
+    p.add_argument("--follow", metavar="ROLE", action="append", default=[], help="print this role's output ('all')")
+    p.add_argument("--tail", type=int, default=20, help="lines of a failed role's output to print (default 20)")
+    p.add_argument("--progress-every", type=float, default=5.0, metavar="SECONDS", help="0: never; default 5")
+    p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
+
     p = sub.add_parser("runs", help="list past and running runs")
     p.add_argument("--root", type=Path, help="the runs root (default: the user data dir)")
 
     p = sub.add_parser("ctl", help="stop, kill or restart roles of a running launch")
     p.add_argument("run", help="a run directory, a run id from `runs`, or 'latest'")
     p.add_argument(
-        "action", choices=("status", "stop", "kill", "restart", "signal", "stop-all", "kill-all", "restart-all")
+        "action",
+        choices=("status", "stop", "kill", "restart", "signal", "stop-all", "kill-all", "restart-all", "detach"),
     )
     p.add_argument("role", nargs="?", help="the role, e.g. worker:1 (for stop, kill, restart, signal)")
     p.add_argument("signal", nargs="?", help="for signal: the signal name, e.g. STOP or CONT")
@@ -147,6 +175,15 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     spec = load_checked(args.file, err, check_ports=not args.no_ports)
     if spec is None:
         return EXIT_USAGE
+    if args.remote:
+        from core.preflight import format_table, preflight
+
+        results = preflight(spec, timeout_s=args.timeout, check_ports=not args.no_ports)
+        print(format_table(results), file=out)
+        failed = [r for r in results if not r.ok]
+        if failed:
+            print(f"{args.file}: {len(failed)} of {len(results)} hosts cannot launch", file=err)
+            return EXIT_USAGE
     jobs = ", ".join(f"{len(j.tasks)} {name}" for name, j in spec.jobs.items())
     print(
         f"{args.file}: OK - {spec.name}: {jobs}; strategy {spec.strategy}, launch style {spec.launch_style}", file=out
@@ -360,12 +397,20 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     spec = load_checked(args.file, err)
     if spec is None:
         return EXIT_USAGE
+    if not args.no_preflight and any(spec.host_config(t.host).remote for t in spec.tasks()):
+        from core.preflight import format_table, preflight
+
+        results = preflight(spec)
+        if not all(r.ok for r in results):
+            print(format_table(results), file=err)
+            print(f"{args.file}: a host cannot launch (see above); fix it, or --no-preflight to try anyway", file=err)
+            return EXIT_USAGE
     try:
         run = rundir.RunDir.create(spec, path=args.run_dir.resolve() if args.run_dir else None)
     except OSError as exc:
         print(f"--run-dir: cannot create the run directory: {exc}", file=err)
         return EXIT_USAGE
-    controller = Controller(spec, run)
+    controller = Controller(spec, run, on_disconnect=args.on_disconnect)
     controller.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
     server = control.ControlServer(controller, run.path)
     socket_path = server.start()
@@ -399,10 +444,36 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
     status = controller.status()
+    if status.phase == "detached":
+        print(f"\nleft running; reattach with: python main.py attach {run.path}", file=out, flush=True)
+        return EXIT_OK
     _print_summary(status, controller, time.time() - started, run.path, args.tail, out)
     if interrupts:
         return EXIT_INTERRUPTED
     return EXIT_OK if status.result == "succeeded" else EXIT_FAILED
+
+
+def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        path = rundir.resolve(args.run, args.root)
+        run = rundir.RunDir.open(path)
+    except (FileNotFoundError, ValueError, OSError) as exc:
+        print(f"run: {exc}", file=err)
+        return EXIT_USAGE
+    info = rundir.read_info(path)
+    if info is not None and info.state == "done":
+        print(f"run {info.id} is over ({info.result}); see its logs in {path}", file=err)
+        return EXIT_FAILED
+    spec, problems = load(path / "cluster.toml")
+    if spec is None:
+        _print_problems(problems, str(path / "cluster.toml"), err)
+        return EXIT_USAGE
+    controller = Controller(spec, run, attach=True)
+    controller.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
+    server = control.ControlServer(controller, run.path)
+    run.update(control_socket=str(server.start()), pid=os.getpid())
+    print(f"run directory: {run.path}", file=out, flush=True)
+    return _supervise(controller, run, server, args, out, err, time.time())
 
 
 def _print_summary(
@@ -474,6 +545,54 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for r in reply["roles"]:
             pid = r["pid"] if r["pid"] is not None else "-"
             print(f"  {r['role']:<12} {r['state']:<10} pid {pid:<8} restarts {r['restarts']}  {r['detail']}", file=out)
+        for host, h in (reply.get("hosts") or {}).items():
+            print(f"  host {host:<16} {h.get('state')}: {h.get('reason', '')}", file=out)
     else:
         print(reply.get("message", "ok"), file=out)
     return EXIT_OK
+
+
+def _supervise(
+    controller: Controller,
+    run: rundir.RunDir,
+    server: control.ControlServer,
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO,
+    started: float,
+) -> int:
+    """Wait for a reattached run like ``launch`` waits for its own: Ctrl-C stops, twice kills."""
+    interrupts = 0
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts == 1:
+            print(f"\n{signal.Signals(signum).name}: stopping every role (again to kill)", file=err, flush=True)
+            controller.stop_all()
+        else:
+            controller.kill_all()
+
+    is_main = threading.current_thread() is threading.main_thread()
+    previous: dict[int, Any] = {}
+    if is_main:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, on_signal)
+    try:
+        controller.start()
+        while not controller.wait(0.2):
+            pass
+        controller.close()
+    finally:
+        server.close()
+        if is_main:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+    status = controller.status()
+    if status.phase == "detached":
+        print(f"\nleft running; reattach with: python main.py attach {run.path}", file=out, flush=True)
+        return EXIT_OK
+    _print_summary(status, controller, time.time() - started, run.path, args.tail, out)
+    if interrupts:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if status.result == "succeeded" else EXIT_FAILED

@@ -95,11 +95,12 @@ class ControlServer:
                 "result": status.result,
                 "reason": status.reason,
                 "roles": roles,
+                "hosts": c.host_states(),
             }
         role = request.get("role")
         future: Future[str]
         try:
-            if action in ("stop_all", "kill_all", "restart_all"):
+            if action in ("stop_all", "kill_all", "restart_all", "detach"):
                 future = getattr(c, action)()
             elif action in ("stop", "kill", "restart"):
                 if not isinstance(role, str):

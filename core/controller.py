@@ -19,6 +19,7 @@ import collections
 import contextlib
 import dataclasses
 import enum
+import json
 import os
 import queue
 import signal as signal_module
@@ -30,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from core.render import render
+from core.render import render, role_dir
 from core.rundir import RunDir
-from core.spec import ClusterSpec, Task, parse_role_id, role_id
+from core.spec import ClusterSpec, HostConfig, Task, parse_role_id, role_id
 from core.telemetry.live import RoleTelemetry, sample_dict
 from core.telemetry.metrics import stragglers
 from core.telemetry.tbevents import ScalarTailer
@@ -92,6 +93,7 @@ class ClusterPhase(enum.StrEnum):
     FAILING = "failing"  # a role failed for good; stopping the rest
     STOPPING = "stopping"  # the user stopped the cluster
     DONE = "done"
+    DETACHED = "detached"  # the controller left; the roles run on (reattach from the run directory)
 
     def __str__(self) -> str:
         return self.value
@@ -262,12 +264,30 @@ class _Role:
 
 
 class Controller:
-    """Launches ``spec`` into ``run`` and manages it until every role has ended."""
+    """Launches ``spec`` into ``run`` and manages it until every role has ended.
 
-    def __init__(self, spec: ClusterSpec, run: RunDir, transport_factory: TransportFactory = local_transport) -> None:
+    ``transport_factory`` None (the default) reaches each host's agent with
+    :class:`core.link.AgentLink`: locally, or over SSH for hosts the spec reaches by ssh, with
+    the agent in keep mode so the roles outlive a lost connection or a killed TowerDeck.
+    ``on_disconnect`` ("keep" or "stop") is what the agents do when nobody is connected any
+    more. ``attach=True`` does not launch: it reattaches to the agents of a run that is still
+    going (see :meth:`detach` and ``python main.py attach``).
+    """
+
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        run: RunDir,
+        transport_factory: TransportFactory | None = None,
+        on_disconnect: str = "keep",
+        attach: bool = False,
+    ) -> None:
         self.spec = spec
         self.run = run
-        self._factory = transport_factory
+        self._on_disconnect = on_disconnect
+        self._attaching = attach
+        self._detached = False
+        self._factory: TransportFactory = transport_factory or self._link_factory
         self._roles: dict[str, _Role] = {t.role_id: _Role(t, t.host, spec.metric_patterns) for t in spec.tasks()}
         self._completion = set(spec.completion_jobs())
         self._transports: dict[str, Transport] = {}
@@ -281,6 +301,7 @@ class Controller:
         self._thread: threading.Thread | None = None
         self._write_error_reported = False
         self._listener_errors: set[str] = set()
+        self._host_states: dict[str, dict[str, Any]] = {}
 
     # ------------------------------------------------------------------ public API (any thread)
 
@@ -289,10 +310,21 @@ class Controller:
         self._subscribers.append(callback)
 
     def start(self) -> None:
-        """Start the agents and every role; returns at once."""
+        """Start the agents and every role (or reattach to them); returns at once."""
         self._thread = threading.Thread(target=self._loop, name="controller", daemon=True)
         self._thread.start()
-        self._queue.put(("cmd", ("launch", None), None))
+        self._queue.put(("cmd", ("attach" if self._attaching else "launch", None), None))
+
+    def detach(self) -> Future[str]:
+        """Leave the cluster running: disconnect from every agent, which keeps its roles going
+        and their output in the run directory. The controller is done afterwards; reattach with
+        ``Controller(spec, RunDir.open(path), attach=True)`` or ``python main.py attach``."""
+        return self._command("detach", None)
+
+    def host_states(self) -> dict[str, dict[str, Any]]:
+        """The latest ``host_state`` of each host: {state, reason, t, ...}."""
+        with self._lock:
+            return {host: dict(state) for host, state in self._host_states.items()}
 
     def stop_role(self, role: str) -> Future[str]:
         return self._command("stop", role)
@@ -412,7 +444,10 @@ class Controller:
             except Exception as exc:  # never let one bad event kill the controller
                 self._publish("warning", message=f"internal error: {exc!r}")
         for transport in self._transports.values():
-            transport.close()
+            if self._detached and hasattr(transport, "detach"):
+                transport.detach()
+            else:
+                transport.close()
 
     def _transport(self, host: str) -> Transport:
         if host not in self._transports:
@@ -421,6 +456,18 @@ class Controller:
             transport.start()
             self._transports[host] = transport
         return self._transports[host]
+
+    def _connect_all(self) -> None:
+        """Reach every host's agent at once: connecting (SSH) takes a while, one host after the
+        other would add them up."""
+        hosts = [h for h in dict.fromkeys(r.host_key for r in self._roles.values()) if h not in self._transports]
+        made = {h: self._factory(h, self._sink, self.run.path / f"agent-{h.replace(':', '_')}.log") for h in hosts}
+        threads = [threading.Thread(target=t.start, name=f"connect-{h}", daemon=True) for h, t in made.items()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self._transports.update(made)
 
     def _set_state(self, role: _Role, state: RoleState, detail: str = "") -> None:
         if state not in _ALLOWED[role.state] and state != role.state:
@@ -475,21 +522,29 @@ class Controller:
             role.ended_at = None
             role.running_at = time.time() + self.spec.start_s
             role.log_path = self.run.log_path(role.task, role.attempt)
-        launch = render(self.spec, role.task, self.run.path)
+        transport = self._transport(role.host_key)
+        host = self.spec.host_config(role.host_key)
+        host_run_dir = getattr(transport, "run_dir", None) if host.remote else None
+        launch = render(self.spec, role.task, Path(host_run_dir) if host_run_dir else self.run.path)
+        cwd = host.workdir if host.remote and host.workdir else str(launch.cwd)
+        log = str(role.log_path)
+        if host_run_dir:  # the role writes on its own machine; the transport mirrors it here
+            log = str(role_dir(Path(host_run_dir), role.task) / f"attempt-{role.attempt}.log")
         self._set_state(role, RoleState.STARTING, f"attempt {role.attempt}")
-        sent = self._transport(role.host_key).send(
+        sent = (host_run_dir is not None or not host.remote) and transport.send(
             {
                 "op": "start",
                 "role": role.task.role_id,
                 "attempt": role.attempt,
                 "argv": list(launch.argv),
                 "env": launch.env,
-                "cwd": str(launch.cwd),
-                "log": str(role.log_path),
+                "cwd": cwd,
+                "log": log,
             }
         )
         if not sent:
-            self._set_state(role, RoleState.FAILED, f"the agent on {role.host_key} is gone")
+            why = getattr(transport, "lost_reason", None) or "it is gone"
+            self._set_state(role, RoleState.FAILED, f"no agent on {role.host_key}: {why}")
 
     def _stop_role(self, role: _Role, kill: bool = False, restart: bool = False) -> None:
         if role.state in (RoleState.STARTING, RoleState.RUNNING, RoleState.STOPPING):
@@ -534,8 +589,18 @@ class Controller:
             future.set_result(message)
 
     def _run_command(self, name: str, arg: Any) -> str:
+        if name == "attach":
+            return self._reattach()
+        if name == "detach":
+            if self._phase == ClusterPhase.DONE:
+                raise RuntimeError("the run is over; there is nothing to leave running")
+            self._detached = True
+            self._set_phase(ClusterPhase.DETACHED)
+            self._done.set()
+            return "left the cluster running; reattach with: python main.py attach " + str(self.run.path)
         if name == "launch":
             self._set_phase(ClusterPhase.RUNNING)
+            self._connect_all()
             for role in self._roles.values():
                 self._launch_role(role)
             return "launched"
@@ -622,7 +687,14 @@ class Controller:
         elif kind == "gpu_status":
             self._publish("gpu_status", host=host, status=event.get("status"), count=event.get("count"))
         elif kind == "agent_lost":
-            self._on_agent_lost(host, event.get("returncode"))
+            self._on_agent_lost(host, event.get("returncode"), event.get("reason"))
+        elif kind == "host_state":
+            fields = {k: v for k, v in event.items() if k not in ("ev", "t")}
+            with self._lock:
+                self._host_states[host] = {"t": event.get("t"), **fields}
+            self._publish("host_state", host=host, **fields)
+        elif kind == "hello" and self._attaching:
+            self._adopt(host, event)
         elif kind == "error":
             self._publish(
                 "warning",
@@ -721,14 +793,17 @@ class Controller:
             if points:
                 self._publish("scalars", role=role.task.role_id, points=[dataclasses.asdict(p) for p in points])
 
-    def _on_agent_lost(self, host: str, returncode: int | None) -> None:
-        self._transports.pop(host, None)
+    def _on_agent_lost(self, host: str, returncode: int | None, reason: str | None = None) -> None:
+        transport = self._transports.pop(host, None)
+        local = getattr(transport, "is_local", True)
         lost = [r for r in self._roles.values() if r.host_key == host and r.state in ALIVE]
         if not lost and self._phase == ClusterPhase.DONE:
             return
-        self._publish("warning", message=f"the agent on {host} exited (code {returncode})")
+        why = reason or f"exited (code {returncode})"
+        self._publish("warning", message=f"the agent on {host} is lost: {why}")
         for role in lost:
-            _kill_group(role.pid)  # last resort for local roles: no orphans if the agent died
+            if local:  # a pid of another machine means nothing here
+                _kill_group(role.pid)  # last resort for local roles: no orphans if the agent died
             with self._lock:
                 role.ended_at = time.time()
                 role.pid = None
@@ -783,9 +858,92 @@ class Controller:
             self._set_phase(ClusterPhase.DONE)
             self._done.set()
 
+    # ------------------------------------------------------------------ reaching agents, reattaching
+
+    def _link_factory(self: Controller, host: str, sink: EventSink, log_path: Path) -> Transport:
+        """An :class:`AgentLink` to ``host``'s agent: local, or over SSH per the spec's [hosts]."""
+        from core.link import AgentLink, local_endpoint, remote_endpoint
+        from core.ssh import ssh_config_path
+
+        config = self.spec.host_config(host)
+        if config.remote:
+            endpoint = remote_endpoint(
+                config, ssh_config_path(self.spec), remote_run_dir(config, self.run), self._on_disconnect
+            )
+        else:
+            agents = self.run.path / "agents"
+            agents.mkdir(exist_ok=True)
+            endpoint = local_endpoint(host, agents / f"{_safe_host(host)}.sock", log_path, self._on_disconnect)
+        return AgentLink(endpoint, sink, self.run.path, log_path, attach=self._attaching)
+
+    def _reattach(self: Controller) -> str:
+        """Rebuild the roles' states from events.jsonl, then reach every host's agent again; each
+        agent's hello says which roles still run, and its resume sends the output not yet seen."""
+        last: dict[str, dict[str, Any]] = {}
+        with contextlib.suppress(OSError):
+            for line in (self.run.path / "events.jsonl").read_text(encoding="utf-8").splitlines():
+                with contextlib.suppress(ValueError):
+                    record = json.loads(line)
+                    if record.get("kind") == "role_state" and record.get("role") in self._roles:
+                        last[record["role"]] = record
+        with self._lock:
+            for name, record in last.items():
+                role = self._roles[name]
+                role.state = RoleState(record["state"])
+                role.attempt = int(record.get("attempt") or 0)
+                role.restarts = int(record.get("restarts") or 0)
+                role.pid = record.get("pid")
+                role.returncode = record.get("returncode")
+                role.signal = record.get("signal")
+                role.detail = str(record.get("detail", ""))
+                role.log_path = self.run.log_path(role.task, role.attempt) if role.attempt else None
+        self._set_phase(ClusterPhase.RUNNING)
+        self._connect_all()
+        return "reattached"
+
+    def _adopt(self: Controller, host: str, hello: dict[str, Any]) -> None:
+        """Take over the roles an agent reports after a reattach."""
+        live: dict[str, Any] = hello.get("roles") or {}
+        ended: dict[str, Any] = hello.get("ended") or {}
+        for role in self._roles.values():
+            if role.host_key != host:
+                continue
+            name = role.task.role_id
+            info = live.get(name) or ended.get(name)
+            if info is not None:
+                with self._lock:
+                    role.attempt = int(info.get("attempt", role.attempt))
+                    role.pid = info.get("pid")
+                    role.log_path = self.run.log_path(role.task, role.attempt)
+                    role.running_at = None
+                if role.state not in ALIVE:
+                    with self._lock:
+                        role.state = RoleState.RUNNING
+                self._set_state(role, role.state, "reattached")
+            elif role.state in ALIVE:
+                with self._lock:
+                    role.pid = None
+                    role.ended_at = time.time()
+                self._set_state(
+                    role, RoleState.STOPPED, f"ended while nobody watched (the agent on {host} no longer has it)"
+                )
+
 
 def _kill_group(pid: int | None) -> None:
     if pid is None:
         return
     with contextlib.suppress(OSError):
         os.killpg(pid, signal_module.SIGKILL)
+
+
+# ------------------------------------------------------------------------------------------
+# Where agents live
+
+
+def remote_run_dir(host: HostConfig, run: RunDir) -> str:
+    """The run directory on a remote host: ``run_root/<run id>`` (``~`` expands there)."""
+    return f"{host.run_root.rstrip('/')}/{run.path.name}"
+
+
+def _safe_host(host: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in host)

@@ -80,6 +80,15 @@ class RunDir:
         run.update()
         return run
 
+    @classmethod
+    def open(cls, path: Path) -> RunDir:
+        """An existing run directory, to reattach to it; raises FileNotFoundError/ValueError."""
+        run = cls(path)
+        run._info = json.loads((path / "run.json").read_text(encoding="utf-8"))
+        if not isinstance(run._info, dict):
+            raise ValueError(f"{path / 'run.json'} is not a run description")
+        return run
+
     def role_dir(self, task: Task) -> Path:
         return role_dir(self.path, task)
 

@@ -36,7 +36,60 @@ TOP_KEYS = {
     "start_s": "seconds a role must stay up to count as running",
     "metric_patterns": "regexes with named groups (step, loss, step_time_ms, ...) for other log formats",
     "jobs": "the jobs: ps, worker, chief, evaluator",
+    "hosts": 'how to reach other machines: [hosts."ADDRESS"] ssh, python, run_root, workdir',
+    "ssh_config": "an ssh client config file to use instead of ~/.ssh/config (relative to the cluster file)",
 }
+HOST_KEYS = {
+    "ssh": "the SSH destination: user@host, host:port or an alias from your ssh config",
+    "python": "the python on that machine that runs the agent (default python3)",
+    "run_root": "where run directories go on that machine (default ~/.local/share/towerdeck/runs)",
+    "workdir": "the directory roles start in on that machine (default: the cluster's workdir)",
+    "local": "true: this address is this machine, start its roles here without SSH",
+}
+DEFAULT_REMOTE_PYTHON = "python3"
+DEFAULT_REMOTE_RUN_ROOT = "~/.local/share/towerdeck/runs"
+# Names that reach ssh's command line or a remote shell: no leading '-' (it would be read as an
+# option, e.g. -oProxyCommand=...), no shell metacharacters, no whitespace.
+_HOST_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_SSH_DESTINATION = re.compile(
+    r"^(?:(?P<user>[A-Za-z0-9_][A-Za-z0-9_.-]*)@)?(?P<host>[A-Za-z0-9_][A-Za-z0-9_.-]*|\[[0-9A-Fa-f:.]+\])(?::(?P<port>\d{1,5}))?$"
+)
+_PROGRAM = re.compile(r"^[A-Za-z0-9_./~+][A-Za-z0-9_./~+-]*$")
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """How TowerDeck reaches the machine behind a task address.
+
+    ``ssh`` is None for this machine. ``user``/``host``/``port`` are the parts of ``ssh``; the
+    rest (keys, ProxyJump, aliases) comes from the user's ssh config.
+    """
+
+    address: str
+    ssh: str | None = None
+    python: str = DEFAULT_REMOTE_PYTHON
+    run_root: str = DEFAULT_REMOTE_RUN_ROOT
+    workdir: str | None = None
+
+    @property
+    def remote(self) -> bool:
+        return self.ssh is not None
+
+
+def parse_ssh_destination(text: str) -> tuple[str | None, str, int | None]:
+    """``user@host:port`` -> (user, host, port); raises ValueError naming what is wrong."""
+    m = _SSH_DESTINATION.match(text)
+    if not m:
+        raise ValueError(
+            f"{text!r} is not an SSH destination (user@host, host:port or an ssh config alias; "
+            "letters, digits, '.', '_' and '-', not starting with '-')"
+        )
+    port = int(m.group("port")) if m.group("port") else None
+    if port is not None and not 1 <= port <= 65535:
+        raise ValueError(f"port {port} in {text!r} is out of range 1-65535")
+    return m.group("user"), m.group("host").strip("[]"), port
+
+
 JOB_KEYS = ("tasks", "gpus", "command", "env", "restart")
 TASK_KEYS = ("address", "gpus", "command", "env")
 RESTART_KEYS = ("policy", "max_restarts", "backoff_s", "backoff_max_s")
@@ -122,6 +175,16 @@ class ClusterSpec:
     start_s: float = 1.0
     metric_patterns: tuple[str, ...] = ()
     source: Path | None = None
+    hosts: dict[str, HostConfig] = field(default_factory=dict)
+    ssh_config: Path | None = None
+
+    def host_config(self, host: str) -> HostConfig:
+        """How to reach ``host``: its [hosts] entry, else SSH to it when it is not this machine."""
+        if host in self.hosts:
+            return self.hosts[host]
+        from core.checks import is_local_host
+
+        return HostConfig(host) if is_local_host(host) else HostConfig(host, ssh=host)
 
     def tasks(self) -> list[Task]:
         """Every task, in launch order (ps, chief, worker, evaluator)."""
@@ -196,7 +259,9 @@ def _header_of(line: str) -> tuple[str, ...] | None:
     m = re.match(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$", line)
     if not m:
         return None
-    return tuple(part.strip().strip("\"'") for part in m.group(1).split("."))
+    # Quoted keys may hold dots ([hosts."10.0.0.2"]): split on the dots between keys only.
+    parts = re.findall(r"\"[^\"]*\"|'[^']*'|[^.\s]+", m.group(1))
+    return tuple(part.strip().strip("\"'") for part in parts)
 
 
 def locate(text: str, path: tuple[str | int, ...]) -> int | None:
@@ -453,6 +518,24 @@ def parse_data(
     metric_patterns: tuple[str, ...] = ()
     if "metric_patterns" in data:
         metric_patterns = _parse_patterns(r, data["metric_patterns"])
+    hosts: dict[str, HostConfig] = {}
+    if "hosts" in data:
+        hosts = _parse_hosts(r, data["hosts"])
+    ssh_config: Path | None = None
+    if "ssh_config" in data:
+        ssh_text = r.string(data["ssh_config"], ("ssh_config",))
+        if ssh_text:
+            ssh_config = Path(ssh_text).expanduser()
+            if not ssh_config.is_absolute():
+                ssh_config = (base or Path.cwd()) / ssh_config
+    for job in jobs.values():
+        for task in job.tasks:
+            if not _HOST_NAME.match(task.host) and not re.fullmatch(r"[0-9A-Fa-f:.]+", task.host):
+                r.add(
+                    ("jobs", job.name, "tasks", task.index),
+                    f"host {task.host!r} cannot start with '-'",
+                    "write the machine's name or address, e.g. 10.0.0.2 or gpu-node-1",
+                )
     _check_semantics(r, jobs, strategy, style, command)
     if command is None and "command" not in data and not all(t.command for j in jobs.values() for t in j.tasks):
         r.add(("command",), "no training command", 'add command = ["python", "-u", "train.py"] at the top')
@@ -471,8 +554,61 @@ def parse_data(
         start_s=start_s if start_s is not None else 1.0,
         metric_patterns=metric_patterns,
         source=source,
+        hosts=hosts,
+        ssh_config=ssh_config,
     )
     return spec, r.problems
+
+
+def _parse_hosts(r: _Reader, value: Any) -> dict[str, HostConfig]:
+    if not isinstance(value, dict):
+        r.add(("hosts",), f"must be a table, not {_kind(value)}", '[hosts."10.0.0.2"] then ssh = "me@gpu-node-1"')
+        return {}
+    out: dict[str, HostConfig] = {}
+    for address, item in value.items():
+        path: tuple[str | int, ...] = ("hosts", address)
+        if not _HOST_NAME.match(address) and not re.fullmatch(r"[0-9A-Fa-f:.]+", address):
+            r.add(
+                path,
+                f"{address!r} is not a host name or address",
+                "use the host part of the task addresses, e.g. [hosts.\"10.0.0.2\"]; no spaces, no ';', no leading '-'",
+            )
+            continue
+        if not isinstance(item, dict):
+            r.add(path, f"must be a table, not {_kind(item)}", f'[hosts."{address}"] then ssh = "me@{address}"')
+            continue
+        r.unknown_keys(item, HOST_KEYS, path)
+        ssh: str | None = None
+        local = item.get("local", False)
+        if not isinstance(local, bool):
+            r.add((*path, "local"), f"must be true or false, not {_kind(local)}", "local = true")
+            local = False
+        if "ssh" in item:
+            ssh = r.string(item["ssh"], (*path, "ssh"))
+            if ssh is not None:
+                try:
+                    parse_ssh_destination(ssh)
+                except ValueError as exc:
+                    r.add((*path, "ssh"), str(exc), 'e.g. ssh = "me@gpu-node-1", "gpu-node-1:2200" or an alias')
+                    ssh = None
+        elif not local:
+            ssh = address
+        if local and "ssh" in item:
+            r.add((*path, "local"), "a host is either local or reached by ssh, not both", "remove one of the two")
+        python = r.string(item.get("python", DEFAULT_REMOTE_PYTHON), (*path, "python")) or DEFAULT_REMOTE_PYTHON
+        if not _PROGRAM.match(python):
+            r.add(
+                (*path, "python"),
+                f"{python!r} is not a program name or path",
+                'e.g. python = "python3" or "/opt/conda/bin/python"',
+            )
+        run_root = r.string(item.get("run_root", DEFAULT_REMOTE_RUN_ROOT), (*path, "run_root"))
+        workdir = r.string(item["workdir"], (*path, "workdir")) if "workdir" in item else None
+        for key, text_value in (("run_root", run_root), ("workdir", workdir)):
+            if text_value is not None and any(c in text_value for c in "\0\n\r"):
+                r.add((*path, key), "contains a newline or NUL", "write the path on one line")
+        out[address] = HostConfig(address, None if local else ssh, python, run_root or DEFAULT_REMOTE_RUN_ROOT, workdir)
+    return out
 
 
 def _parse_patterns(r: _Reader, value: Any) -> tuple[str, ...]:
@@ -695,6 +831,18 @@ def to_data(spec: ClusterSpec, relative_to: Path | None = None) -> dict[str, Any
             }
         jobs[name] = job_data
     data["jobs"] = jobs
+    if spec.ssh_config is not None:
+        data["ssh_config"] = str(spec.ssh_config)
+    if spec.hosts:
+        hosts: dict[str, Any] = {}
+        for address, host in spec.hosts.items():
+            entry: dict[str, Any] = {"ssh": host.ssh} if host.ssh else {"local": True}
+            entry["python"] = host.python
+            entry["run_root"] = host.run_root
+            if host.workdir is not None:
+                entry["workdir"] = host.workdir
+            hosts[address] = entry
+        data["hosts"] = hosts
     return data
 
 

@@ -187,11 +187,33 @@ def test_port_in_use_is_an_error_naming_the_holder():
     assert not port_in_use("127.0.0.1", port)
 
 
-def test_remote_host_is_refused_until_ssh_support():
+def test_remote_host_is_reached_over_ssh_and_left_to_the_preflight():
     spec, _ = parse(GOOD.replace('"127.0.0.1:2222"', '"gpu-node-7.example:2222"'))
     assert spec is not None
+    assert spec.host_config("gpu-node-7.example").ssh == "gpu-node-7.example"
+    assert not spec.host_config("127.0.0.1").remote
     problems = check_local(spec, check_ports=False)
-    assert any("not this machine" in p.message for p in problems)
+    assert not any("gpu-node-7" in p.message for p in problems)
+
+
+def test_hosts_table_round_trips_and_bad_entries_name_their_line():
+    text = (
+        GOOD
+        + '\n[hosts."127.0.0.9"]\nssh = "me@lab-1:2200"\npython = "/opt/py/bin/python3"\nrun_root = "/scratch/td"\n'
+    )
+    spec, problems = parse(text)
+    assert spec is not None, problems
+    host = spec.hosts["127.0.0.9"]
+    assert (host.ssh, host.python, host.run_root) == ("me@lab-1:2200", "/opt/py/bin/python3", "/scratch/td")
+    again, _ = parse(dumps(spec))
+    assert again is not None and again.hosts == spec.hosts
+    bad = GOOD + '\n[hosts."127.0.0.9"]\nssh = "me@lab 1"\nport = 22\n'
+    spec, problems = parse(bad)
+    assert spec is None
+    lines = bad.splitlines()
+    ssh_problem = next(p for p in problems if p.field == "hosts.127.0.0.9.ssh")
+    assert ssh_problem.line is not None and lines[ssh_problem.line - 1].startswith("ssh =")
+    assert any(p.field == "hosts.127.0.0.9.port" and "did you mean" not in p.message for p in problems)
 
 
 def test_render_flags_tf_config_and_gpus():

@@ -1,0 +1,272 @@
+"""Pre-flight: can each host of a cluster launch its roles? Checked on the host, in parallel.
+
+For every host (this machine included) a small probe runs there, with the python that will run
+the agent (over SSH for remote hosts, with the same options as the launch): it reports the
+python version, whether each training command is found, whether TensorFlow imports with that
+command's python (and its version), whether the working directory and training scripts exist,
+whether each task's port is free, and whether NVML is there. Results are immutable and
+structured, for the window's table and ``validate --remote``.
+
+    results = preflight(spec, timeout_s=60)   # list[HostPreflight], one per host, in spec order
+    for host in results: host.ok, host.checks -> (HostCheck(name, ok, detail, fix), ...)
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.spec import ClusterSpec, HostConfig
+from core.ssh import explain_failure, remote_python, ssh_argv, ssh_config_path
+
+# Runs on the host; argv[1] is a JSON request. Prints one JSON object. Standard library only.
+PROBE = r"""
+import json, os, shutil, socket, subprocess, sys, errno
+req = json.loads(sys.argv[1])
+out = {"python": sys.version.split()[0], "workdir": None, "commands": [], "ports": [], "nvml": None}
+wd = os.path.expanduser(req["workdir"])
+out["workdir"] = {"path": wd, "ok": os.path.isdir(wd)}
+for cmd in req["commands"]:
+    argv = cmd["argv"]
+    exe = argv[0]
+    found = (os.path.join(wd, exe) if not os.path.isabs(exe) else exe) if "/" in exe else shutil.which(exe)
+    found = found if found and os.path.isfile(found) and os.access(found, os.X_OK) else None
+    item = {"argv0": exe, "found": found, "script": cmd.get("script"), "script_ok": None, "tf": None, "tf_error": None}
+    if cmd.get("script"):
+        s = os.path.expanduser(cmd["script"])
+        item["script_ok"] = os.path.isfile(s if os.path.isabs(s) else os.path.join(wd, s))
+    if found and os.path.basename(exe).startswith("python"):
+        try:
+            p = subprocess.run([found, "-c", "import tensorflow as tf; print(tf.__version__)"],
+                               capture_output=True, text=True, timeout=req["tf_timeout_s"], cwd=wd if out["workdir"]["ok"] else None)
+            if p.returncode == 0:
+                item["tf"] = p.stdout.strip().splitlines()[-1]
+            else:
+                item["tf_error"] = (p.stderr.strip().splitlines() or ["exit code %d" % p.returncode])[-1]
+        except subprocess.TimeoutExpired:
+            item["tf_error"] = "importing tensorflow took longer than %s s" % req["tf_timeout_s"]
+    out["commands"].append(item)
+for host, port in req["ports"]:
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind((host, port)); state = "free"
+    except OSError as e:
+        state = "busy" if e.errno == errno.EADDRINUSE else ("not here" if e.errno == errno.EADDRNOTAVAIL else str(e))
+    finally:
+        s.close()
+    out["ports"].append([host, port, state])
+try:
+    import pynvml
+    pynvml.nvmlInit()
+    out["nvml"] = "%d GPU(s)" % pynvml.nvmlDeviceGetCount()
+except Exception as e:
+    out["nvml"] = None
+    out["nvml_error"] = (str(e) or type(e).__name__)[:200]
+print(json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class HostCheck:
+    """One row of a host's pre-flight: ``ok`` is None for information (NVML absent is fine)."""
+
+    name: str
+    ok: bool | None
+    detail: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class HostPreflight:
+    """Everything checked on one host."""
+
+    host: str
+    destination: str  # "this machine" or the SSH destination
+    checks: tuple[HostCheck, ...]
+    elapsed_s: float
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok is not False for c in self.checks)
+
+    @property
+    def failures(self) -> tuple[HostCheck, ...]:
+        return tuple(c for c in self.checks if c.ok is False)
+
+
+def _script_of(argv: tuple[str, ...]) -> str | None:
+    from core.checks import script_of
+
+    script = script_of(argv)
+    return script if script is not None and "{" not in script else None
+
+
+def _request(spec: ClusterSpec, host: str, check_ports: bool, tf_timeout_s: float) -> dict[str, Any]:
+    config = spec.host_config(host)
+    tasks = [t for t in spec.tasks() if t.host == host]
+    commands = []
+    for argv in dict.fromkeys(spec.command_for(t) for t in tasks):
+        commands.append({"argv": list(argv), "script": _script_of(argv)})
+    workdir = config.workdir if config.remote and config.workdir else str(spec.workdir)
+    ports = [[t.host, t.port] for t in tasks] if check_ports else []
+    return {"workdir": workdir, "commands": commands, "ports": ports, "tf_timeout_s": tf_timeout_s}
+
+
+def check_host(spec: ClusterSpec, host: str, timeout_s: float = 60.0, check_ports: bool = True) -> HostPreflight:
+    """Run the probe on ``host`` and turn its answer into checks; never raises."""
+    started = time.monotonic()
+    config = spec.host_config(host)
+    request = json.dumps(_request(spec, host, check_ports, max(5.0, timeout_s - 10.0)))
+    if config.remote:
+        argv = [*ssh_argv(config, ssh_config_path(spec), connect_timeout_s=min(10, int(timeout_s))), ""]
+        argv[-1] = remote_python(config, PROBE, request)
+        destination = str(config.ssh)
+    else:
+        argv = [sys.executable, "-c", PROBE, request]
+        destination = "this machine"
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        check = HostCheck(
+            "reachable",
+            False,
+            f"no answer from {destination} within {timeout_s:g} s",
+            "check that the machine is up, or raise --timeout",
+        )
+        return HostPreflight(host, destination, (check,), time.monotonic() - started)
+    except OSError as exc:
+        check = HostCheck(
+            "reachable", False, f"cannot run {argv[0]}: {exc.strerror or exc}", "install OpenSSH's client"
+        )
+        return HostPreflight(host, destination, (check,), time.monotonic() - started)
+    elapsed = time.monotonic() - started
+    try:
+        answer = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else None
+    except (ValueError, IndexError):
+        answer = None
+    if answer is None:
+        return HostPreflight(host, destination, _failed(config, proc), elapsed)
+    return HostPreflight(host, destination, _checks(config, answer), elapsed)
+
+
+def _failed(config: HostConfig, proc: subprocess.CompletedProcess[str]) -> tuple[HostCheck, ...]:
+    if config.remote and proc.returncode == 255:
+        failure = explain_failure(config, proc.stderr, proc.returncode)
+        return (HostCheck("reachable", False, failure.cause, failure.fix),)
+    reachable = HostCheck("reachable", True, "ssh works" if config.remote else "this machine")
+    last = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+    if proc.returncode == 127 or "not found" in last:
+        return (
+            reachable,
+            HostCheck(
+                "python",
+                False,
+                f"{config.python!r} was not found: {last}",
+                f'install python 3, or set python = "/full/path" under [hosts."{config.address}"]',
+            ),
+        )
+    return (reachable, HostCheck("python", False, f"the probe failed: {last}", "run it by hand to see why"))
+
+
+def _checks(config: HostConfig, answer: dict[str, Any]) -> tuple[HostCheck, ...]:
+    where = f' under [hosts."{config.address}"]' if config.remote else ""
+    checks = [
+        HostCheck("reachable", True, "ssh works" if config.remote else "this machine"),
+        HostCheck("python", True, f"{config.python if config.remote else 'python'} {answer.get('python')}"),
+    ]
+    workdir = answer.get("workdir") or {}
+    checks.append(
+        HostCheck(
+            "workdir",
+            bool(workdir.get("ok")),
+            str(workdir.get("path")) + ("" if workdir.get("ok") else " is not a directory"),
+            "" if workdir.get("ok") else f"create it there, or set workdir{where or ' (relative to the cluster file)'}",
+        )
+    )
+    for item in answer.get("commands", []):
+        argv0 = item.get("argv0")
+        if not item.get("found"):
+            checks.append(
+                HostCheck(
+                    "command", False, f"{argv0!r} was not found", "install it there, or give its full path in command"
+                )
+            )
+            continue
+        checks.append(HostCheck("command", True, str(item["found"])))
+        if item.get("script") is not None:
+            ok = bool(item.get("script_ok"))
+            checks.append(
+                HostCheck(
+                    "script",
+                    ok,
+                    f"{item['script']}" + ("" if ok else f" does not exist in {workdir.get('path')}"),
+                    "" if ok else "copy the training script there, or fix the path (relative to workdir)",
+                )
+            )
+        if item.get("tf"):
+            checks.append(HostCheck("tensorflow", True, f"TensorFlow {item['tf']} ({argv0})"))
+        elif Path(str(argv0)).name.startswith("python"):
+            checks.append(
+                HostCheck(
+                    "tensorflow",
+                    False,
+                    f"{argv0} cannot import tensorflow: {item.get('tf_error')}",
+                    f"pip install tensorflow for {item['found']}, or point command at a python that has it",
+                )
+            )
+    for host, port, state in answer.get("ports", []):
+        if state == "free":
+            checks.append(HostCheck(f"port {port}", True, f"{host}:{port} is free"))
+        elif state == "busy":
+            checks.append(
+                HostCheck(
+                    f"port {port}",
+                    False,
+                    f"{host}:{port} is already in use",
+                    "stop what holds it there, or pick another port",
+                )
+            )
+        else:
+            checks.append(
+                HostCheck(
+                    f"port {port}",
+                    False,
+                    f"cannot listen on {host}:{port}: {state}",
+                    "the task address must be an address of that machine",
+                )
+            )
+    nvml = answer.get("nvml")
+    checks.append(HostCheck("nvml", None, nvml if nvml else f"no NVML ({answer.get('nvml_error')}); CPU only"))
+    return tuple(checks)
+
+
+def preflight(
+    spec: ClusterSpec, timeout_s: float = 60.0, check_ports: bool = True, max_parallel: int = 16
+) -> list[HostPreflight]:
+    """Check every host of ``spec`` in parallel; one result per host, in launch order."""
+    hosts = list(dict.fromkeys(t.host for t in spec.tasks()))
+    with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(hosts)))) as pool:
+        futures = [pool.submit(check_host, spec, host, timeout_s, check_ports) for host in hosts]
+        return [f.result() for f in futures]
+
+
+def format_table(results: list[HostPreflight]) -> str:
+    """A plain-text table: one line per check, failures with their fix."""
+    lines = [f"{'HOST':<16} {'VIA':<22} {'CHECK':<11} {'':<4} DETAIL"]
+    for result in results:
+        for check in result.checks:
+            mark = "ok" if check.ok else ("FAIL" if check.ok is False else "-")
+            lines.append(f"{result.host:<16} {result.destination[:22]:<22} {check.name:<11} {mark:<4} {check.detail}")
+            if check.fix:
+                lines.append(f"{'':<16} {'':<22} {'':<11} {'':<4} fix: {check.fix}")
+    good = sum(r.ok for r in results)
+    lines.append(f"{good} of {len(results)} hosts ready")
+    return "\n".join(lines)

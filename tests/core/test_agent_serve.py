@@ -1,0 +1,120 @@
+"""The agent's serve mode: it outlives its controller, and a reattach resumes by byte offset."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.conftest import ROOT
+
+AGENT = ROOT / "core" / "agent.py"
+
+
+@pytest.fixture(autouse=True)
+def no_strays(tmp_path: Path) -> Iterator[None]:
+    """A serving agent outlives its relay by design; a failed test must not leave one behind."""
+    yield
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if p.cwd().startswith(str(tmp_path)):
+                p.kill()
+
+
+class Relay:
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-u", str(AGENT), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        self.buf = b""
+
+    def send(self, command: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(command) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def until(self, pred: Any, timeout_s: float = 20) -> list[dict[str, Any]]:
+        """Events up to and including the first for which ``pred`` is true."""
+        assert self.proc.stdout is not None
+        events: list[dict[str, Any]] = []
+        deadline = time.time() + timeout_s
+        while True:
+            while b"\n" in self.buf:
+                line, self.buf = self.buf.split(b"\n", 1)
+                events.append(json.loads(line))
+                if pred(events[-1]):
+                    return events
+            assert time.time() < deadline, events
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+            if ready:
+                data = os.read(self.proc.stdout.fileno(), 65536)
+                assert data, events
+                self.buf += data
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(10)
+
+
+def test_serving_agent_keeps_a_role_after_disconnect_and_resume_sends_exactly_the_rest(tmp_path: Path):
+    sock = tmp_path / "agents" / "a.sock"
+    log = tmp_path / "roles" / "w.log"
+    script = "import time\nfor i in range(30):\n    print('line %02d é' % i, flush=True)\n    time.sleep(0.05)\n"
+    first = Relay("--serve", str(sock), "--on-disconnect", "keep", "--log", str(tmp_path / "agent.log"))
+    hello = first.until(lambda e: e["ev"] == "hello")[-1]
+    assert hello["serving"] and hello["run_dir"] == str(sock.parent)
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o600 and stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
+    first.send({"op": "resume", "seen": {}})
+    first.send({"op": "start", "role": "w", "argv": [sys.executable, "-c", script], "log": str(log)})
+    events = first.until(lambda e: e["ev"] == "output" and "line 03" in e["data"])
+    got = "".join(e["data"] for e in events if e["ev"] == "output")
+    end = [e for e in events if e["ev"] == "output"][-1]["end"]
+    first.close()  # the controller goes away; the role runs on
+    time.sleep(0.5)
+    second = Relay("--attach", str(sock))
+    hello = second.until(lambda e: e["ev"] == "hello")[-1]
+    assert "w" in hello["roles"] or "w" in hello["ended"]
+    second.send({"op": "resume", "seen": {"w": {"attempt": 1, "end": end}}})
+    events = second.until(lambda e: e["ev"] == "exited")
+    rest = "".join(e["data"] for e in events if e["ev"] == "output")
+    assert (got + rest).encode() == log.read_bytes()
+    assert [e["returncode"] for e in events if e["ev"] == "exited"] == [0]
+    second.send({"op": "shutdown"})
+    second.until(lambda e: e["ev"] == "bye")
+    second.close()
+    deadline = time.time() + 10
+    while sock.exists():  # the agent removes its socket when it ends
+        assert time.time() < deadline
+        time.sleep(0.1)
+
+
+def test_a_stale_socket_is_replaced_and_a_live_one_is_refused(tmp_path: Path):
+    sock = tmp_path / "a.sock"
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(sock))
+    stale.close()  # the file stays, nobody listens: as after a killed agent
+    first = Relay("--serve", str(sock))
+    first.until(lambda e: e["ev"] == "hello")
+    second = Relay("--serve", str(sock))
+    refused = second.until(lambda e: e["ev"] == "attach_failed")[-1]
+    assert "already serves" in refused["message"]
+    assert second.proc.wait(10) == 3
+    first.send({"op": "shutdown"})
+    first.until(lambda e: e["ev"] == "bye")
+    first.close()
+    missing = Relay("--attach", str(tmp_path / "nobody.sock"))
+    assert missing.until(lambda e: e["ev"] == "attach_failed")[-1]["message"].startswith("no agent at")
+    assert missing.proc.wait(10) == 3
