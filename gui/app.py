@@ -91,6 +91,7 @@ def main(argv: list[str]) -> int:
     if args.screenshot is not None:
 
         def shoot() -> None:
+            window.close_choice = "stop"  # a screenshot run cleans up after itself
             window.grab().save(str(args.screenshot))
             print(f"saved {args.screenshot}", file=sys.stderr)
             window.close()

@@ -10,6 +10,7 @@ most ``FRAME_HZ`` times a second, only the tab that is on screen.
 from __future__ import annotations
 
 import functools
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,6 +32,7 @@ from gui.panels.gpus import GpuPanel, normalize_bus_id
 from gui.panels.logs import LogPanel
 from gui.panels.placement import PlacementPanel
 from gui.panels.training import TrainingPanel
+from gui.preflight import PreflightDialog
 
 FRAME_HZ = 10
 SLOW_REFRESH_S = 1.0  # placement tables and TF devices: they change slowly and cost more
@@ -98,6 +100,13 @@ class MainWindow(QtWidgets.QMainWindow):
         self._placement_job: tuple[Future[dict[str, Any]], str, bool] | None = None
         self._devices_job: Future[dict[str, list[str]]] | None = None
         self._next_spec: ClusterSpec | None = None
+        self.host_states: dict[str, dict[str, Any]] = {}  # latest host_state per host (SSH links)
+        # "stop" or "leave" answers the closing question ahead (scripts, --screenshot, tests).
+        self.close_choice: str | None = os.environ.get("TOWERDECK_CLOSE_CHOICE") or None
+        self._preflight_job: Future[list[Any]] | None = None
+        self._preflight_passed = False
+        self._launch_after_preflight = False
+        self.preflight_results: list[Any] = []
         self.resize(1280, 800)
         self._build()
         self._set_title()
@@ -202,6 +211,18 @@ class MainWindow(QtWidgets.QMainWindow):
         )
         self.action_show_log = action("Show log", self.show_log, "Ctrl+G", "Show the selected role's output")
         self.action_open_run = action("Open run directory...", self.choose_run, "Ctrl+Shift+O")
+        self.action_attach = action(
+            "Attach to this run",
+            self.attach,
+            "Ctrl+Shift+A",
+            "Take over a run whose launcher is gone while its roles still run (they were left running)",
+        )
+        self.action_preflight = action(
+            "Check hosts",
+            self.check_hosts,
+            "Ctrl+Shift+P",
+            "Pre-flight every host: SSH, python, TensorFlow, paths, ports",
+        )
         self.action_quit = action("Quit", self.close, "Ctrl+Q")
         self.tab_actions: list[QtGui.QAction] = []
         for i, name in enumerate(TABS):
@@ -210,6 +231,7 @@ class MainWindow(QtWidgets.QMainWindow):
         menu = self.menuBar()
         self.file_menu = menu.addMenu("&File")
         self.file_menu.addAction(self.action_open_run)
+        self.file_menu.addAction(self.action_attach)
         self.recent_runs_menu = self.file_menu.addMenu("Recent runs")
         self.recent_runs_menu.aboutToShow.connect(self._fill_recent_runs)
         self.file_menu.addSeparator()
@@ -217,6 +239,8 @@ class MainWindow(QtWidgets.QMainWindow):
         cluster = menu.addMenu("&Cluster")
         for a in (self.action_launch, self.action_stop_all, self.action_restart_all, self.action_kill_all):
             cluster.addAction(a)
+        cluster.addSeparator()
+        cluster.addAction(self.action_preflight)
         role = menu.addMenu("&Role")
         for a in (self.action_stop, self.action_restart, self.action_kill, self.action_show_log):
             role.addAction(a)
@@ -290,6 +314,10 @@ class MainWindow(QtWidgets.QMainWindow):
             first = blocking[0].format() if blocking else "the form has errors"
             self.statusBar().showMessage(f"not launched: {first} (all problems are listed under the form)")
             return
+        if any(self.spec.host_config(t.host).remote for t in self.spec.tasks()) and not self._preflight_passed:
+            self.check_hosts(launch_after=True)  # remote hosts: the pre-flight first, off this thread
+            return
+        self._preflight_passed = False
         self._close_source()
         run = RunDir.create(self.spec, root=self.runs_root)
         self._reset_panels()
@@ -420,6 +448,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.logs.add_output(role, text)
         self._refresh_table()
         self._refresh_visible()
+        self._poll_preflight()
         if self.editor.is_running and (self.source is None or self.source.done):
             self.editor.set_running(False)
         if self._closing and (self.source is None or self.source.done):
@@ -434,6 +463,13 @@ class MainWindow(QtWidgets.QMainWindow):
             self.gpus.add_sample(data)
         elif kind == "gpu_status":
             self.gpus.set_gpu_status(str(data.get("host")), str(data.get("status")))
+        elif kind == "host_state":
+            host = str(data.get("host"))
+            self.host_states[host] = dict(data)
+            state = str(data.get("state"))
+            self.gpus.set_link_state(host, state, str(data.get("reason") or ""))
+            if state not in ("connected", "connecting"):
+                self.statusBar().showMessage(f"host {host}: {state} {data.get('reason') or ''}", 15000)
         elif kind == "warning":
             message = str(data.get("message"))
             self.warnings.append(message)
@@ -512,9 +548,10 @@ class MainWindow(QtWidgets.QMainWindow):
         for r, role in enumerate(status.roles):
             alive = role.state in (RoleState.RUNNING, RoleState.STARTING, RoleState.STOPPING)
             uptime = _fmt_uptime(now - role.started_at) if role.started_at and alive else ""
+            link = self.host_states.get(role.host, {}).get("state")
             cells = [
                 role.role,
-                role.host,
+                role.host if link in (None, "connected") else f"{role.host} ({link})",
                 str(role.pid or ""),
                 str(role.state) + (" (straggler)" if role.straggler else ""),
                 uptime,
@@ -539,7 +576,11 @@ class MainWindow(QtWidgets.QMainWindow):
     def _update_actions(self, status: ClusterStatus | None) -> None:
         live = self.source is not None and not self.source.done
         # A finished run (launched here or opened) can be launched again from the form.
-        self.action_launch.setEnabled(not live and self.editor.current_spec() is not None)
+        self.action_launch.setEnabled(
+            not live and self.editor.current_spec() is not None and self._preflight_job is None
+        )
+        self.action_attach.setEnabled(self._attachable())
+        self.action_preflight.setEnabled(self._preflight_job is None)
         for a in (
             self.action_stop_all,
             self.action_restart_all,
@@ -593,6 +634,84 @@ class MainWindow(QtWidgets.QMainWindow):
 
     # ------------------------------------------------------------------ settings and closing
 
+    def _ask_close_choice(self) -> str:
+        box = QtWidgets.QMessageBox(self)
+        box.setIcon(QtWidgets.QMessageBox.Icon.Question)
+        box.setWindowTitle("TowerDeck")
+        box.setText("The cluster is still running.")
+        box.setInformativeText(
+            "Stop every role, or leave the cluster running? A cluster left running keeps writing its "
+            "run directory; open it later (File > Open run directory, then Attach) to take it over."
+        )
+        stop = box.addButton("Stop the cluster", QtWidgets.QMessageBox.ButtonRole.DestructiveRole)
+        leave = box.addButton("Leave it running", QtWidgets.QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QtWidgets.QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(stop)
+        box.exec()
+        clicked = box.clickedButton()
+        return "stop" if clicked is stop else "leave" if clicked is leave else "cancel"
+
+    # ------------------------------------------------------------------ attach and pre-flight
+
+    def _attachable(self) -> bool:
+        """An opened run whose launcher is gone, but which did not end: its roles may run on."""
+        source = self.source
+        return isinstance(source, RunReader) and source.done and source.info.get("state") not in (None, "done")
+
+    def attach(self) -> bool:
+        """Take over the opened run: reconnect to its agents and control it from this window."""
+        if not self._attachable():
+            return False
+        assert isinstance(self.source, RunReader)
+        path, spec = self.source.path, self.source.spec
+        try:
+            run = RunDir.open(path)
+        except (OSError, ValueError) as exc:
+            QtWidgets.QMessageBox.warning(self, "TowerDeck", f"cannot attach to {path}: {exc}")
+            return False
+        self._close_source()
+        self._reset_panels()
+        self.spec = spec
+        controller = Controller(spec, run, attach=True)
+        controller.subscribe(self.inbox.put)
+        self.control_server = control.ControlServer(controller, run.path)
+        run.update(control_socket=str(self.control_server.start()), pid=os.getpid())
+        self.source = controller
+        controller.start()
+        self.editor.set_running(True)
+        self._set_title()
+        self.statusBar().showMessage(f"attached to {path}")
+        return True
+
+    def check_hosts(self, launch_after: bool = False) -> None:
+        """Pre-flight every host of the form's cluster on a background thread; show a table."""
+        spec = self.editor.current_spec() or self.spec
+        if spec is None or self._preflight_job is not None:
+            return
+        from core.preflight import preflight
+
+        self._launch_after_preflight = launch_after
+        self._preflight_job = self._background.submit(preflight, spec, 60.0, True)
+        self.statusBar().showMessage("checking hosts (SSH, python, TensorFlow, paths, ports)...")
+
+    def _poll_preflight(self) -> None:
+        job = self._preflight_job
+        if job is None or not job.done():
+            return
+        self._preflight_job = None
+        exc = job.exception()
+        if exc is not None:
+            self.statusBar().showMessage(f"the host check failed: {exc}")
+            return
+        self.preflight_results = job.result()
+        ready = all(r.ok for r in self.preflight_results)
+        if ready and self._launch_after_preflight:
+            self._preflight_passed = True
+            self.statusBar().showMessage("every host is ready; launching")
+            self.launch()
+            return
+        PreflightDialog(self, self.preflight_results).open()
+
     def _restore_layout(self) -> None:
         store = settings.store()
         geometry = store.value("window/geometry")
@@ -618,10 +737,18 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def closeEvent(self, event: QtGui.QCloseEvent) -> None:
         if self.controller is not None and not self.controller.done:
-            # Stop the roles first; the frame timer closes the window once they are all down.
+            choice = self.close_choice or self._ask_close_choice()
+            if choice == "cancel":
+                event.ignore()
+                return
+            # The frame timer closes the window once every role is down, or the agents are left.
             self._closing = True
-            self.controller.stop_all()
-            self.statusBar().showMessage("stopping every role before closing...")
+            if choice == "leave":
+                self.controller.detach()
+                self.statusBar().showMessage("leaving the cluster running; reattach with File > Open run...")
+            else:
+                self.controller.stop_all()
+                self.statusBar().showMessage("stopping every role before closing...")
             event.ignore()
             return
         self._save_layout()

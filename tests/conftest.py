@@ -25,6 +25,9 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "towerdeck-data"
     monkeypatch.setenv("TOWERDECK_DATA_DIR", str(path))
     monkeypatch.setenv("TOWERDECK_SETTINGS_DIR", str(tmp_path / "towerdeck-settings"))  # never the user's
+    # A window closed while its cluster runs stops it instead of asking (a modal question would
+    # hang a test); tests/gui/test_main_window.py answers the real question itself.
+    monkeypatch.setenv("TOWERDECK_CLOSE_CHOICE", "stop")
     return path
 
 

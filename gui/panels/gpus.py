@@ -122,6 +122,13 @@ class GpuPanel(QtWidgets.QWidget):
         self._host(host)
         self.host_status[host].setText(status)
 
+    def set_link_state(self, host: str, state: str, reason: str) -> None:
+        """Take a ``host_state`` event: how TowerDeck's link to that host's agent is doing."""
+        box = self._host(host)
+        box.setTitle(f"Host {host}" if state == "connected" else f"Host {host}: {state}")
+        box.setToolTip(reason)
+        box.setStyleSheet("" if state in ("connected", "connecting") else "QGroupBox { color: #c62828; }")
+
     def set_tf_devices(self, devices: dict[str, list[str]]) -> None:
         """TensorFlow devices per normalized PCI bus id, e.g. ``worker:0 /device:GPU:0``."""
         if devices != self.tf_devices:

@@ -332,3 +332,55 @@ def test_fill_the_form_by_pasting_a_command_line_then_launch_and_edit_while_runn
     qtbot.waitUntil(lambda: window.controller is not None and window.controller.done, timeout=60_000)
     qtbot.waitUntil(lambda: not window.editor.is_running and window.action_launch.isEnabled(), timeout=5_000)
     assert_nothing_left(ports, marker="\0none\0")
+
+
+def test_closing_asks_and_leave_keeps_the_cluster_which_the_window_reattaches(
+    qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Close -> "Leave it running": the roles run on without the window; reopening the run and
+    attaching takes them over (output continues), and stopping from there leaves nothing."""
+    from PySide6 import QtCore, QtWidgets
+
+    from gui.main_window import MainWindow
+
+    monkeypatch.delenv("TOWERDECK_CLOSE_CHOICE")
+    cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01)
+    spec, _ = load(cluster)
+    window = MainWindow(spec, runs_root=tmp_path / "runs")
+    qtbot.addWidget(window)
+    window.show()
+    window.launch()
+    qtbot.waitUntil(lambda: cell(window, "worker:1", "State") == "running", timeout=60_000)
+    run_path = window.controller.run.path
+    pids = {r.role: r.pid for r in window.controller.status().roles}
+
+    def answer(button_text: str) -> None:
+        box = QtWidgets.QApplication.activeModalWidget()
+        assert isinstance(box, QtWidgets.QMessageBox), box
+        assert "still running" in box.text()
+        next(b for b in box.buttons() if b.text() == button_text).click()
+
+    QtCore.QTimer.singleShot(200, lambda: answer("Cancel"))
+    window.close()
+    assert window.isVisible() and not window.controller.done  # cancelled: nothing happened
+    QtCore.QTimer.singleShot(200, lambda: answer("Leave it running"))
+    window.close()
+    qtbot.waitUntil(lambda: not window.isVisible(), timeout=30_000)
+    import psutil
+
+    assert all(psutil.pid_exists(pid) for pid in pids.values())  # left running, on their own
+
+    again = MainWindow(None, runs_root=tmp_path / "runs")
+    qtbot.addWidget(again)
+    again.show()
+    assert again.open_run(run_path)
+    qtbot.waitUntil(lambda: again.action_attach.isEnabled(), timeout=10_000)
+    assert again.attach()
+    qtbot.waitUntil(lambda: cell(again, "worker:0", "State") == "running", timeout=60_000)
+    assert int(cell(again, "worker:0", "PID")) == pids["worker:0"]  # the same process, taken over
+    step = int(cell(again, "worker:0", "Step") or 0)
+    qtbot.waitUntil(lambda: int(cell(again, "worker:0", "Step") or 0) > step, timeout=30_000)
+    again.close_choice = "stop"
+    again.close()
+    qtbot.waitUntil(lambda: not again.isVisible(), timeout=60_000)
+    assert_nothing_left(ports, marker=str(tmp_path))

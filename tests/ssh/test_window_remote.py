@@ -1,0 +1,69 @@
+"""The window with roles on other machines (127.0.0.2 and 127.0.0.3 through a real sshd):
+the pre-flight table before a launch, then the remote roles and their hosts on screen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.spec import load
+from tests.gui.test_main_window import cell
+from tests.ssh.conftest import SshServer, assert_nothing_left_under
+from tests.ssh.test_remote_launch import write_cluster
+
+pytestmark = pytest.mark.slow
+
+
+def test_window_checks_remote_hosts_then_launches_across_them(qtbot, tmp_path: Path, sshd: SshServer):
+    from PySide6 import QtWidgets
+
+    from gui.main_window import MainWindow
+    from gui.preflight import PreflightDialog
+
+    cluster, ports = write_cluster(tmp_path, sshd, steps=100000, sleep=0.01)
+    broken = tmp_path / "broken.toml"
+    broken.write_text(cluster.read_text().replace("between_graph.py", "no_such_trainer.py"))
+    spec, problems = load(broken)
+    assert spec is not None, problems
+    window = MainWindow(spec, runs_root=tmp_path / "runs")
+    qtbot.addWidget(window)
+    window.show()
+
+    # A missing script on the remote hosts: the launch stops at the pre-flight and says why.
+    window.action_launch.trigger()
+    assert window.controller is None
+    qtbot.waitUntil(lambda: bool(window.findChildren(PreflightDialog)), timeout=90_000)
+    dialog = window.findChildren(PreflightDialog)[-1]
+    rows = [
+        [dialog.table.item(r, c).text() for c in range(dialog.table.columnCount())]
+        for r in range(dialog.table.rowCount())
+    ]
+    failed = [r for r in rows if r[3] == "FAILED"]
+    assert {r[0] for r in failed} == {"127.0.0.2", "127.0.0.3"} and all(r[2] == "script" for r in failed), rows
+    assert "0 of 2 hosts ready" in dialog.summary.text()
+    assert any(r[2] == "tensorflow" and r[3] == "ok" for r in rows)
+    dialog.accept()
+    assert window.controller is None  # nothing was launched
+
+    # The good cluster: the pre-flight passes and the launch goes on by itself.
+    spec, _ = load(cluster)
+    window.editor.set_spec(spec)
+    qtbot.waitUntil(lambda: window.action_launch.isEnabled(), timeout=10_000)
+    window.action_launch.trigger()
+    qtbot.waitUntil(lambda: window.controller is not None, timeout=90_000)
+    qtbot.waitUntil(
+        lambda: all(cell(window, r, "State") == "running" for r in ("ps:0", "worker:0", "worker:1")), timeout=90_000
+    )
+    assert cell(window, "worker:1", "Host") == "127.0.0.3"  # connected: the address alone
+    assert {h: s["state"] for h, s in window.host_states.items()} == {
+        "127.0.0.2": "connected",
+        "127.0.0.3": "connected",
+    }
+    qtbot.waitUntil(lambda: cell(window, "worker:1", "Step") != "", timeout=60_000)
+    window.tabs.setCurrentWidget(window.gpus)
+    qtbot.waitUntil(lambda: {"127.0.0.2", "127.0.0.3"} <= set(window.gpus.hosts), timeout=20_000)
+    assert not [w for w in QtWidgets.QApplication.topLevelWidgets() if isinstance(w, QtWidgets.QMessageBox)]
+    window.action_stop_all.trigger()
+    qtbot.waitUntil(lambda: window.controller.done, timeout=60_000)
+    assert_nothing_left_under(tmp_path, ports)
