@@ -317,6 +317,17 @@ class LaunchPrinter:
                 for line in progress_lines(self.status()):
                     print(f"{stamp}  {line}", file=self.out)
                 self.out.flush()
+            elif event.kind == "role_stalled":
+                d = event.data
+                if d.get("stalled"):
+                    message = (
+                        f"STALLED    no new step for {d.get('stalled_for_s') or 0:.0f} s (stall_after_s = "
+                        f"{d.get('stall_after_s'):g}), last step {d.get('step')}; kill it with "
+                        f"`ctl RUN kill {event.role}`"
+                    )
+                else:
+                    message = f"unstalled  {d.get('detail')}"
+                print(f"{stamp}  {event.role:<12} {message}", file=self.out, flush=True)
             elif event.kind == "gpu_status":
                 print(f"{stamp}  {event.data.get('status')}", file=self.out, flush=True)
             elif event.kind == "warning":
@@ -349,6 +360,8 @@ def progress_lines(status: ClusterStatus) -> list[str]:
         parts.append(f"gpu {gpus}{util}")
         if r.straggler:
             parts.append("STRAGGLER")
+        if r.stalled:
+            parts.append(f"STALLED for {r.stalled_for_s or 0:.0f} s (`ctl RUN kill {r.role}` to kill it)")
         lines.append("  ".join(parts))
     rates = [r.steps_per_sec for r in status.roles if r.state == RoleState.RUNNING and r.steps_per_sec is not None]
     if len(rates) > 1:
@@ -473,7 +486,11 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
         for r in reply["roles"]:
             pid = r["pid"] if r["pid"] is not None else "-"
-            print(f"  {r['role']:<12} {r['state']:<10} pid {pid:<8} restarts {r['restarts']}  {r['detail']}", file=out)
+            stalled = f"  STALLED for {r.get('stalled_for_s') or 0:.0f} s" if r.get("stalled") else ""
+            print(
+                f"  {r['role']:<12} {r['state']:<10} pid {pid:<8} restarts {r['restarts']}  {r['detail']}{stalled}",
+                file=out,
+            )
     else:
         print(reply.get("message", "ok"), file=out)
     return EXIT_OK

@@ -34,7 +34,7 @@ from core.render import render
 from core.rundir import RunDir
 from core.spec import ClusterSpec, Task, parse_role_id, role_id
 from core.telemetry.live import RoleTelemetry, sample_dict
-from core.telemetry.metrics import stragglers
+from core.telemetry.metrics import MetricSample, stragglers
 from core.telemetry.tbevents import ScalarTailer
 from core.transport import EventSink, LocalTransport
 
@@ -127,6 +127,9 @@ class RoleStatus:
     step_time_s: float | None = None
     steps_per_sec: float | None = None
     straggler: bool = False
+    # No new training step for the cluster file's ``stall_after_s`` while running (hung, SIGSTOPped).
+    stalled: bool = False
+    stalled_for_s: float | None = None  # seconds since the last step, while stalled
 
     @property
     def exit_text(self) -> str:
@@ -213,6 +216,10 @@ class _Role:
         self.gpu_utilization_percent: float | None = None
         self.telemetry = RoleTelemetry(patterns)
         self.tensorboard: ScalarTailer | None = None
+        # Stall detection: the last step seen and when it changed; reset by every (re)start.
+        self.last_step: int | None = None
+        self.progress_at: float | None = None
+        self.stalled = False
 
     def status(self, straggler: bool = False) -> RoleStatus:
         t = self.task
@@ -244,6 +251,8 @@ class _Role:
             step_time_s=stats.step_time_s,
             steps_per_sec=stats.steps_per_sec,
             straggler=straggler,
+            stalled=self.stalled,
+            stalled_for_s=round(time.time() - self.progress_at, 1) if self.stalled and self.progress_at else None,
         )
 
     def add_output(self, text: str) -> None:
@@ -475,6 +484,10 @@ class Controller:
             role.ended_at = None
             role.running_at = time.time() + self.spec.start_s
             role.log_path = self.run.log_path(role.task, role.attempt)
+            role.last_step = None
+            role.progress_at = None
+        if role.stalled:
+            self._set_stalled(role, False, "restarted")
         launch = render(self.spec, role.task, self.run.path)
         self._set_state(role, RoleState.STARTING, f"attempt {role.attempt}")
         sent = self._transport(role.host_key).send(
@@ -600,6 +613,7 @@ class Controller:
             self._publish(
                 "role_output", role=role.task.role_id, attempt=role.attempt, offset=event.get("offset"), text=text
             )
+            self._note_progress(role, samples, t)
             if samples:
                 records = [sample_dict(s) for s in samples]
                 self.run.append_metrics(role.task, records)
@@ -735,8 +749,59 @@ class Controller:
             state = RoleState.STOPPED if role.stop_requested else RoleState.FAILED
             self._set_state(role, state, f"the agent on {host} was lost")
 
+    def _note_progress(self, role: _Role, samples: list[MetricSample], t: float) -> None:
+        """A new step is progress; it clears a stall."""
+        steps = [s.step for s in samples if s.step is not None]
+        if not steps or steps[-1] == role.last_step:
+            return
+        with self._lock:
+            role.last_step = steps[-1]
+            # The agent's read time, not the trainer's: progress is judged on one clock.
+            role.progress_at = max(t, role.progress_at or 0.0)
+        if role.stalled:
+            self._set_stalled(role, False, f"step {role.last_step}")
+
+    def _set_stalled(self, role: _Role, stalled: bool, detail: str) -> None:
+        """Mark or clear a stall and say so: ``role_stalled`` events carry ``stalled`` (bool),
+        ``stalled_for_s``, ``step`` (the last one seen), ``stall_after_s`` and ``detail``."""
+        since = role.progress_at
+        with self._lock:
+            role.stalled = stalled
+        self._publish(
+            "role_stalled",
+            role=role.task.role_id,
+            stalled=stalled,
+            stalled_for_s=round(time.time() - since, 1) if since is not None else None,
+            step=role.last_step,
+            stall_after_s=self.spec.stall_after_s,
+            attempt=role.attempt,
+            detail=detail,
+        )
+
+    def _check_stalls(self, now: float) -> None:
+        """A running role that has shown a step and none since ``stall_after_s`` is stalled.
+
+        Roles that never print a step (ps, custom servers) are never judged: silence is their
+        normal state. Leaving RUNNING clears the mark.
+        """
+        after_s = self.spec.stall_after_s
+        for role in self._roles.values():
+            if role.stalled and role.state != RoleState.RUNNING:
+                self._set_stalled(role, False, f"role is {role.state}")
+            elif (
+                after_s > 0
+                and not role.stalled
+                and role.state == RoleState.RUNNING
+                and role.progress_at is not None
+                and now - role.progress_at >= after_s
+            ):
+                self._set_stalled(
+                    role, True, f"no new step for {now - role.progress_at:.0f} s after step {role.last_step}"
+                )
+
     def _tick(self) -> None:
         now = time.time()
+        self._check_stalls(now)
         for role in self._roles.values():
             if (
                 role.state == RoleState.STARTING

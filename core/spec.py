@@ -34,11 +34,15 @@ TOP_KEYS = {
     "complete_when": "the jobs whose success ends the training",
     "stop_grace_s": "seconds between SIGTERM and SIGKILL when stopping a role",
     "start_s": "seconds a role must stay up to count as running",
+    "stall_after_s": "seconds without a new training step before a running role is marked stalled (0: never)",
     "metric_patterns": "regexes with named groups (step, loss, step_time_ms, ...) for other log formats",
     "jobs": "the jobs: ps, worker, chief, evaluator",
 }
 JOB_KEYS = ("tasks", "gpus", "command", "env", "restart")
 TASK_KEYS = ("address", "gpus", "command", "env")
+# Long enough for a slow checkpoint or evaluation pass between steps, short enough that a hung
+# week-long run is noticed within the hour.
+DEFAULT_STALL_AFTER_S = 300.0
 RESTART_KEYS = ("policy", "max_restarts", "backoff_s", "backoff_max_s")
 
 
@@ -122,6 +126,9 @@ class ClusterSpec:
     start_s: float = 1.0
     metric_patterns: tuple[str, ...] = ()
     source: Path | None = None
+    # A role that has printed a step and then prints no new one for this long is marked stalled
+    # (hung collective, SIGSTOP, deadlock). 0 turns the check off.
+    stall_after_s: float = DEFAULT_STALL_AFTER_S
 
     def tasks(self) -> list[Task]:
         """Every task, in launch order (ps, chief, worker, evaluator)."""
@@ -416,6 +423,7 @@ def parse_data(
         workdir = (base or Path.cwd()) / workdir
     grace = r.number(data.get("stop_grace_s", 5.0), ("stop_grace_s",), 0.0)
     start_s = r.number(data.get("start_s", 1.0), ("start_s",), 0.0)
+    stall_after_s = r.number(data.get("stall_after_s", DEFAULT_STALL_AFTER_S), ("stall_after_s",), 0.0)
 
     jobs_data = data.get("jobs")
     jobs: dict[str, Job] = {}
@@ -471,6 +479,7 @@ def parse_data(
         start_s=start_s if start_s is not None else 1.0,
         metric_patterns=metric_patterns,
         source=source,
+        stall_after_s=stall_after_s if stall_after_s is not None else DEFAULT_STALL_AFTER_S,
     )
     return spec, r.problems
 
@@ -664,6 +673,8 @@ def to_data(spec: ClusterSpec, relative_to: Path | None = None) -> dict[str, Any
         data["complete_when"] = list(spec.complete_when)
     data["stop_grace_s"] = spec.stop_grace_s
     data["start_s"] = spec.start_s
+    if spec.stall_after_s != DEFAULT_STALL_AFTER_S:
+        data["stall_after_s"] = spec.stall_after_s
     if spec.metric_patterns:
         data["metric_patterns"] = list(spec.metric_patterns)
     if spec.env:
