@@ -402,7 +402,11 @@ class Controller:
                     self._publish("warning", message=message)
         if self.run.write_error and not self._write_error_reported:
             self._write_error_reported = True
-            self._publish("warning", message=self.run.write_error + "; the cluster keeps running")
+            self._publish(
+                "warning",
+                message=self.run.write_error
+                + f"; the cluster keeps running. Fix: free space on that disk (`df -h {self.run.path}`)",
+            )
 
     def _loop(self) -> None:
         while not self._done.is_set():
@@ -635,6 +639,8 @@ class Controller:
             self._on_sample(host, event)
         elif kind == "gpu_status":
             self._publish("gpu_status", host=host, status=event.get("status"), count=event.get("count"))
+        elif kind in ("log_write_failed", "log_write_recovered"):
+            self._on_log_write(host, kind, event)
         elif kind == "agent_lost":
             self._on_agent_lost(host, event.get("returncode"))
         elif kind == "error":
@@ -734,6 +740,24 @@ class Controller:
             points = role.tensorboard.poll(max_points=10_000)
             if points:
                 self._publish("scalars", role=role.task.role_id, points=[dataclasses.asdict(p) for p in points])
+
+    def _on_log_write(self, host: str, kind: str, event: dict[str, Any]) -> None:
+        """A role's output cannot be written (disk full) or can again: a ``warning`` naming the
+        file and the fix, with ``path`` and, on recovery, ``lost_bytes``. The role is not touched."""
+        name = event.get("role") if isinstance(event.get("role"), str) else None
+        path = str(event.get("log"))
+        folder = os.path.dirname(path)
+        if kind == "log_write_failed":
+            message = (
+                f"{event.get('error')} (on {host}). {name} keeps training; its newest output waits in memory "
+                f"and is counted as lost beyond 8 MiB. Fix: free space on that disk (`df -h {folder}`), "
+                "or launch the next run with --run-dir on a disk with room"
+            )
+        else:
+            lost = int(event.get("lost_bytes") or 0)
+            how = "gave up on the last" if event.get("gave_up") else "writing again;"
+            message = f"{name}'s output log {path}: {how} {lost} bytes lost (the log says where)"
+        self._publish("warning", role=name, message=message, path=path, lost_bytes=event.get("lost_bytes"))
 
     def _on_agent_lost(self, host: str, returncode: int | None) -> None:
         self._transports.pop(host, None)
