@@ -491,6 +491,9 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"  {r['role']:<12} {r['state']:<10} pid {pid:<8} restarts {r['restarts']}  {r['detail']}{stalled}",
                 file=out,
             )
+            if r["state"] in ("failed", "backoff"):
+                for line in (r.get("last_lines") or [])[-3:]:
+                    print(f"  {'':<12} | {line}", file=out)
     else:
         print(reply.get("message", "ok"), file=out)
     return EXIT_OK
