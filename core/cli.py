@@ -169,7 +169,10 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for launch in launches:
         print(f"# {launch.role} on {launch.host}", file=out)
         for key, value in launch.env.items():
-            print(f"#   {key}={value}", file=out)
+            # A newline in a value would end the comment and make the rest a command when the
+            # output is pasted into a shell: such values are shown escaped.
+            shown = value if value.isprintable() else json.dumps(value)
+            print(f"#   {key}={shown}", file=out)
         print(launch.shell_line(), file=out)
         print(file=out)
     return EXIT_OK
