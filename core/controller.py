@@ -220,6 +220,7 @@ class _Role:
         self.last_step: int | None = None
         self.progress_at: float | None = None
         self.stalled = False
+        self.output_blocked = False  # its log cannot be written (disk full): no news is not a stall
 
     def status(self, straggler: bool = False) -> RoleStatus:
         t = self.task
@@ -490,6 +491,7 @@ class Controller:
             role.log_path = self.run.log_path(role.task, role.attempt)
             role.last_step = None
             role.progress_at = None
+            role.output_blocked = False
         if role.stalled:
             self._set_stalled(role, False, "restarted")
         launch = render(self.spec, role.task, self.run.path)
@@ -617,7 +619,7 @@ class Controller:
             self._publish(
                 "role_output", role=role.task.role_id, attempt=role.attempt, offset=event.get("offset"), text=text
             )
-            self._note_progress(role, samples, t)
+            self._note_progress(role, samples)
             if samples:
                 records = [sample_dict(s) for s in samples]
                 self.run.append_metrics(role.task, records)
@@ -746,6 +748,12 @@ class Controller:
         file and the fix, with ``path`` and, on recovery, ``lost_bytes``. The role is not touched."""
         name = event.get("role") if isinstance(event.get("role"), str) else None
         path = str(event.get("log"))
+        role = self._roles.get(name) if name is not None else None
+        if role is not None and event.get("attempt") in (None, role.attempt):
+            with self._lock:
+                role.output_blocked = kind == "log_write_failed"
+                if not role.output_blocked and role.progress_at is not None:
+                    role.progress_at = max(role.progress_at, time.time())  # a fresh window to show a step
         folder = os.path.dirname(path)
         if kind == "log_write_failed":
             message = (
@@ -773,15 +781,15 @@ class Controller:
             state = RoleState.STOPPED if role.stop_requested else RoleState.FAILED
             self._set_state(role, state, f"the agent on {host} was lost")
 
-    def _note_progress(self, role: _Role, samples: list[MetricSample], t: float) -> None:
+    def _note_progress(self, role: _Role, samples: list[MetricSample]) -> None:
         """A new step is progress; it clears a stall."""
         steps = [s.step for s in samples if s.step is not None]
         if not steps or steps[-1] == role.last_step:
             return
         with self._lock:
             role.last_step = steps[-1]
-            # The agent's read time, not the trainer's: progress is judged on one clock.
-            role.progress_at = max(t, role.progress_at or 0.0)
+            # This machine's clock, not the agent's: a remote host's clock may be off by minutes.
+            role.progress_at = time.time()
         if role.stalled:
             self._set_stalled(role, False, f"step {role.last_step}")
 
@@ -816,6 +824,7 @@ class Controller:
                 after_s > 0
                 and not role.stalled
                 and role.state == RoleState.RUNNING
+                and not role.output_blocked
                 and role.progress_at is not None
                 and now - role.progress_at >= after_s
             ):
