@@ -786,17 +786,19 @@ class Controller:
         steps = [s.step for s in samples if s.step is not None]
         if not steps or steps[-1] == role.last_step:
             return
+        previous = role.progress_at
         with self._lock:
             role.last_step = steps[-1]
             # This machine's clock, not the agent's: a remote host's clock may be off by minutes.
             role.progress_at = time.time()
         if role.stalled:
-            self._set_stalled(role, False, f"step {role.last_step}")
+            self._set_stalled(role, False, f"step {role.last_step}", since=previous)
 
-    def _set_stalled(self, role: _Role, stalled: bool, detail: str) -> None:
+    def _set_stalled(self, role: _Role, stalled: bool, detail: str, since: float | None = None) -> None:
         """Mark or clear a stall and say so: ``role_stalled`` events carry ``stalled`` (bool),
-        ``stalled_for_s``, ``step`` (the last one seen), ``stall_after_s`` and ``detail``."""
-        since = role.progress_at
+        ``stalled_for_s`` (how long without a step, so far or in all), ``step`` (the last one
+        seen), ``stall_after_s`` and ``detail``."""
+        since = since if since is not None else role.progress_at
         with self._lock:
             role.stalled = stalled
         self._publish(
