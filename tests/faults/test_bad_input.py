@@ -200,6 +200,13 @@ def live_agent() -> Any:
     assert agent.close() == 0
 
 
+VALID_LINES = [
+    '{"op":"stop","role":"worker:0","grace_s":1}',
+    '{"op":"kill","role":"ps:0"}',
+    '{"op":"signal","role":"worker:0","signal":"STOP"}',
+    '{"op":"configure","sample_period_s":0.5}',
+    '{"op":"ping","id":1}',
+]
 OPS = ["start", "stop", "kill", "signal", "configure", "ping", "nope", "", "START", "__init__", "run", "emit", "feed"]
 FIELDS = ["role", "attempt", "argv", "env", "cwd", "log", "grace_s", "signal", "sample_period_s", "id", "op"]
 
@@ -207,7 +214,9 @@ FIELDS = ["role", "attempt", "argv", "env", "cwd", "log", "grace_s", "signal", "
 @st.composite
 def commands(draw: st.DrawFn, log_dir: str) -> bytes:
     """A command line: valid-looking JSON with wrong types and values, or not JSON at all."""
-    kind = draw(st.sampled_from(["object", "json", "bytes"]))
+    kind = draw(st.sampled_from(["object", "json", "bytes", "mutated"]))
+    if kind == "mutated":  # a valid line, cut and spliced (no start: it could name any program or path)
+        return draw(mutated(VALID_LINES)).replace("\n", " ").encode("utf-8", "surrogatepass")
     if kind == "bytes":
         return draw(st.binary(max_size=200)).replace(b"\n", b" ")
     if kind == "json":
