@@ -64,7 +64,9 @@ class Role:
         self.sid = proc.pid  # start_new_session: the leader's pid is the session and group id
         self.log_path = log_path
         self.token = token
-        self.reader: IO[bytes] | None = open(log_path, "rb")  # noqa: SIM115 - closed in close()
+        # None while the log cannot be created (a full disk at start): tail() retries.
+        self.reader: IO[bytes] | None = _open_log(log_path)
+        self.log_missing = self.reader is None
         self.offset = 0
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.leader_done = False
@@ -83,6 +85,7 @@ class Role:
         self.tree_gone_at: float | None = None
 
     def close(self) -> None:
+        self.log_missing = False
         if self.reader is not None:
             self.reader.close()
             self.reader = None
@@ -90,6 +93,13 @@ class Role:
             with contextlib.suppress(OSError):
                 os.close(self.pump_status)
             self.pump_status = None
+
+
+def _open_log(log_path: str) -> IO[bytes] | None:
+    try:
+        return open(log_path, "rb")  # the role's reader, closed in Role.close()
+    except OSError:
+        return None
 
 
 def pump_output(in_fd: int, log_path: str, status_fd: int) -> None:
@@ -127,6 +137,7 @@ def pump_output(in_fd: int, log_path: str, status_fd: int) -> None:
             time.sleep(PUMP_RETRY_S)
         try:
             if log_fd is None:
+                os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
                 log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             while pending:
                 written = os.write(log_fd, pending[: 1 << 20])
@@ -541,6 +552,9 @@ class Agent:
         try:
             os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
             open(log_path, "ab").close()  # exists before the tail opens it
+        except OSError:
+            pass  # a full disk must not stop a restart: the pump retries, and reports it
+        try:
             pump = _start_pump(log_path)
             proc = subprocess.Popen(
                 argv,
@@ -668,6 +682,9 @@ class Agent:
 
     def tail(self, role: Role) -> bool:
         """Stream new output of ``role``; True when the file is read to its end."""
+        if role.reader is None and role.log_missing:
+            role.reader = _open_log(role.log_path)
+            role.log_missing = role.reader is None
         if role.reader is None:
             return True
         budget = READ_BUDGET_BYTES

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -21,10 +22,12 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 64 MiB tmpfs, unmounted afterwards (the tests run as root, as CI does)."""
+    """A 64 MiB tmpfs with 4096 inodes, unmounted afterwards (the tests run as root, as CI does)."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True)
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64m,nr_inodes=4096", "tmpfs", str(mount)], capture_output=True
+    )
     if result.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root): {result.stderr.decode().strip()}")
     try:
@@ -50,6 +53,16 @@ def fill(disk: Path) -> Path:
             while True:
                 f.write(b"\0" * 4096)
     return filler
+
+
+def fill_inodes(disk: Path) -> Path:
+    """Use up every inode of ``disk`` too: then not even a directory can be created."""
+    folder = disk / "inode-filler"
+    folder.mkdir()
+    with contextlib.suppress(OSError):
+        for i in range(1_000_000):
+            (folder / str(i)).touch()
+    return folder
 
 
 def test_role_printing_on_a_full_disk_keeps_running_and_the_loss_is_counted(tmp_path: Path, small_disk: Path):
@@ -132,3 +145,33 @@ def test_full_disk_under_a_real_cluster_is_named_with_a_fix_and_training_goes_on
     assert "keeps training" in warning.group(0) and f"df -h {run}/roles/worker-" in warning.group(0)
     assert "--run-dir on a disk with room" in warning.group(0)
     assert re.search(r"warning: worker:\d's output log \S+: writing again; 0 bytes lost", out), out
+
+
+def test_a_role_restarted_while_the_disk_is_full_starts_and_its_log_appears_later(tmp_path: Path, small_disk: Path):
+    """A restart during a full disk: the role's directory cannot even be created. It must start
+    anyway (not start_failed), and its output reaches the log once there is room."""
+    agent = AgentProcess()
+    try:
+        filler = fill(small_disk)
+        inodes = fill_inodes(small_disk)
+        log = small_disk / "roles" / "worker-0" / "attempt-2.log"
+        go = tmp_path / "go"
+        code = (
+            "import os, time\n"
+            "print('first words', flush=True)\n"
+            f"while not os.path.exists({str(go)!r}): time.sleep(0.05)\n"
+            "print('last words', flush=True)\n"
+        )
+        start(agent, "worker:0", [sys.executable, "-c", code], log)
+        failed = agent.wait_for("log_write_failed", role="worker:0", timeout_s=30)
+        assert "No space left on device" in failed["error"] and not log.parent.exists()
+        filler.unlink()
+        shutil.rmtree(inodes)
+        agent.wait_for("log_write_recovered", role="worker:0", timeout_s=30)
+        go.touch()
+        exited = agent.wait_for("exited", role="worker:0", timeout_s=30)
+        assert exited["returncode"] == 0
+        assert log.read_text() == "first words\nlast words\n"
+        assert agent.output("worker:0") == "first words\nlast words\n"  # streamed too
+    finally:
+        agent.close()
