@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell sha1sum requirements.lock 2>/dev/null | cut 
 export PATH := $(BIN):$(PATH)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all setup sysdeps run demo-cli test test-fast lint typecheck bench lock clean
+.PHONY: all setup sysdeps run demo-cli test test-fast lint typecheck bench soak lock clean
 
 all: test
 
@@ -45,6 +45,13 @@ test-fast: setup
 
 bench: setup
 	$(BIN)/python benchmarks/run_all.py
+
+# Not part of `make test`: the demo cluster for SOAK_MINUTES (default 3) with a worker SIGKILLed
+# every SOAK_KILL_EVERY_S (default 20); reports restarts, lines written vs kept, RSS over time, orphans.
+SOAK_MINUTES ?= 3
+SOAK_KILL_EVERY_S ?= 20
+soak: setup
+	SOAK_MINUTES=$(SOAK_MINUTES) SOAK_KILL_EVERY_S=$(SOAK_KILL_EVERY_S) $(BIN)/python scripts/soak.py
 
 # Re-resolve requirements.in into requirements.lock in a throwaway environment. --all keeps
 # wheel and setuptools, which plain freeze drops although packages (astunparse) require them.

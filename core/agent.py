@@ -5,9 +5,11 @@ This file runs on its own (``python3 agent.py``), with the standard library only
 to a remote host over SSH and run there without installing anything. It speaks JSON lines: commands
 on stdin, events on stdout (the protocol is described in docs/agent-protocol.md).
 
-Each role runs in its own session and process group with its stdout and stderr appended to a log
-file, so its output is on disk before anyone reads it, and it survives the agent. The agent tails
-the file and streams what it reads. The agent is a child subreaper (Linux), so processes a trainer
+Each role runs in its own session and process group. Its stdout and stderr go through a pipe to a
+small forked log pump (its own session, so it survives the agent) that appends them to a log
+file, so the output is on disk before anyone reads it, and a full disk costs log lines, never a
+trainer crashing in print() (see :func:`pump_output`). The agent tails the file and streams what
+it reads. The agent is a child subreaper (Linux), so processes a trainer
 forked and left behind are reparented to it and can still be found, and every process started for
 a role carries a token in its environment that identifies it even after ``setsid()``. A role is over
 when its main process has exited and no process of its tree is left: stop escalates SIGTERM to
@@ -38,6 +40,13 @@ CHUNK_BYTES = 64 * 1024
 LEFTOVER_GRACE_S = 2.0
 TOKEN_VAR = "TOWERDECK_ROLE_TOKEN"  # noqa: S105 - a variable name, not a secret
 PR_SET_CHILD_SUBREAPER = 36
+# The log pump (see pump_output): what it holds in memory while the disk refuses writes, how
+# often it retries then, and how long a finished role may wait for a disk that stays full.
+PUMP_BUFFER_BYTES = 8 << 20
+PUMP_RETRY_S = 1.0
+PUMP_EOF_RETRY_S = 5.0
+PUMP_STUCK_S = 10.0  # the tree is gone but the pump still reads: something unseen holds the pipe
+F_SETPIPE_SZ = 1031
 
 
 def _now() -> float:
@@ -62,7 +71,9 @@ class Role:
         self.sid = proc.pid  # start_new_session: the leader's pid is the session and group id
         self.log_path = log_path
         self.token = token
-        self.reader: IO[bytes] | None = open(log_path, "rb")  # noqa: SIM115 - closed in close()
+        # None while the log cannot be created (a full disk at start): tail() retries.
+        self.reader: IO[bytes] | None = _open_log(log_path)
+        self.log_missing = self.reader is None
         self.offset = 0
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.leader_done = False
@@ -73,11 +84,122 @@ class Role:
         self.leftovers_signalled = False
         self.leftovers_killed = 0
         self.started_at = _now()
+        # The log pump that writes this role's output (None: the role writes the file itself).
+        self.pump_pid: int | None = None
+        self.pump_done = True
+        self.pump_status: int | None = None  # read end of the pump's status lines
+        self.pump_status_buf = b""
+        self.tree_gone_at: float | None = None
 
     def close(self) -> None:
+        self.log_missing = False
         if self.reader is not None:
             self.reader.close()
             self.reader = None
+        if self.pump_status is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.pump_status)
+            self.pump_status = None
+
+
+def _open_log(log_path: str) -> IO[bytes] | None:
+    try:
+        return open(log_path, "rb")  # the role's reader, closed in Role.close()
+    except OSError:
+        return None
+
+
+def pump_output(in_fd: int, log_path: str, status_fd: int) -> None:
+    """Copy a role's output from ``in_fd`` (a pipe) to the end of ``log_path`` until EOF.
+
+    The role never writes the log itself, so a full disk cannot make its print() raise: writes
+    that fail (ENOSPC, EIO, ...) leave the bytes in a buffer of PUMP_BUFFER_BYTES, retried every
+    PUMP_RETRY_S; beyond it bytes are counted, and once writes succeed again a line in the log
+    says how many were lost. The pipe is always drained, so the role never blocks on a full disk.
+    Status lines (JSON) go to ``status_fd``: ``{"write_failed": MESSAGE}`` once per failure,
+    ``{"write_recovered": true, "lost_bytes": N}`` when it ends.
+    """
+    pending = bytearray()
+    lost_bytes = 0
+    failing: str | None = None
+    log_fd: int | None = None
+    eof_at: float | None = None
+
+    def status(**fields: Any) -> None:
+        with contextlib.suppress(OSError):  # nobody listening (agent gone): the log still gets it
+            os.write(status_fd, (json.dumps(fields) + "\n").encode())
+
+    while True:
+        timeout_s = PUMP_RETRY_S if pending or lost_bytes else None
+        if eof_at is None:
+            ready, _, _ = select.select([in_fd], [], [], timeout_s)
+            if ready:
+                data = os.read(in_fd, 1 << 20)
+                if not data:
+                    eof_at = time.monotonic()
+                room = PUMP_BUFFER_BYTES - len(pending)
+                pending += data[:room]
+                lost_bytes += max(0, len(data) - room)
+        elif pending or lost_bytes:
+            time.sleep(PUMP_RETRY_S)
+        try:
+            if log_fd is None:
+                os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+                log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            while pending:
+                written = os.write(log_fd, pending[: 1 << 20])
+                del pending[:written]
+            if lost_bytes:
+                note = f"\n[towerdeck] {lost_bytes} bytes of output lost here: {failing or 'write failed'}\n"
+                os.write(log_fd, note.encode())
+            if failing is not None:
+                status(write_recovered=True, lost_bytes=lost_bytes)
+                failing = None
+            lost_bytes = 0
+        except OSError as exc:
+            if failing is None:
+                failing = f"cannot write {log_path}: {exc.strerror or exc}"
+                status(write_failed=failing)
+        if eof_at is not None and (not (pending or lost_bytes) or time.monotonic() - eof_at > PUMP_EOF_RETRY_S):
+            if pending or lost_bytes:
+                status(gave_up=True, lost_bytes=lost_bytes + len(pending))
+            return
+
+
+def _start_pump(log_path: str) -> tuple[int, int, int]:
+    """Fork a log pump for one role: returns (pump pid, write end for the role, status read end).
+
+    The pump is forked (not exec'd) so it needs no file on disk, whatever way the agent was
+    started; it gets its own session so that signals to the agent or the role do not reach it,
+    and it keeps only its two pipes, so it holds neither the agent's stdio nor another role's.
+    """
+    out_r, out_w = os.pipe()
+    status_r, status_w = os.pipe()
+    with contextlib.suppress(OSError):  # a bigger pipe: fewer wake-ups under a flood
+        import fcntl
+
+        fcntl.fcntl(out_w, F_SETPIPE_SZ, 1 << 20)
+    pid = os.fork()
+    if pid == 0:  # the pump
+        try:
+            os.setsid()
+            os.dup2(out_r, 0)
+            os.dup2(status_w, 2)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.closerange(3, MAX_FD)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            pump_output(0, log_path, 2)
+        finally:
+            os._exit(0)
+    os.close(out_r)
+    os.close(status_w)
+    os.set_blocking(status_r, False)
+    return pid, out_w, status_r
+
+
+MAX_FD = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024
 
 
 def _read_stat(pid: int) -> tuple[int, int, int, str] | None:
@@ -354,6 +476,7 @@ class Agent:
         self.missed_exits: dict[str, dict[str, Any]] = {}
         self.awaiting_resume = False  # serve mode: a controller attached and has not said what it saw
         self.sample_table: ProcTable | None = None
+        self.pumps: dict[int, Role] = {}  # log pump pid -> its role
 
     # ---------------------------------------------------------------- output
 
@@ -435,20 +558,28 @@ class Agent:
         full_env = dict(os.environ)
         full_env.update(env)
         full_env[TOKEN_VAR] = token
+        pump: tuple[int, int, int] | None = None
         try:
             os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
-            with open(log_path, "ab") as log:
-                proc = subprocess.Popen(
-                    argv,
-                    cwd=cwd,
-                    env=full_env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    close_fds=True,
-                )
+            open(log_path, "ab").close()  # exists before the tail opens it
+        except OSError:
+            pass  # a full disk must not stop a restart: the pump retries, and reports it
+        try:
+            pump = _start_pump(log_path)
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=full_env,
+                stdin=subprocess.DEVNULL,
+                stdout=pump[1],
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
         except OSError as exc:
+            if pump is not None:
+                os.close(pump[1])  # the pump sees EOF and exits; reap() collects it
+                os.close(pump[2])
             message = f"cannot start {argv[0]!r}: {exc.strerror or exc}"
             try:
                 with open(log_path, "ab") as log:
@@ -457,7 +588,10 @@ class Agent:
                 pass
             self.emit("start_failed", role=name, attempt=attempt, error=message)
             return
+        os.close(pump[1])  # only the role holds the write end: EOF when its whole tree is gone
         role = Role(name, attempt, proc, log_path, token)
+        role.pump_pid, role.pump_done, role.pump_status = pump[0], False, pump[2]
+        self.pumps[pump[0]] = role
         self.roles[name] = role
         self.leaders[proc.pid] = role
         self.emit("started", role=name, attempt=attempt, pid=proc.pid, log=log_path)
@@ -600,6 +734,10 @@ class Agent:
                 return
             if pid == 0:
                 return
+            pumped = self.pumps.pop(pid, None)
+            if pumped is not None:
+                pumped.pump_done = True
+                continue
             role = self.leaders.pop(pid, None)
             if role is None:
                 continue  # a reparented orphan of some role: reaped, nothing to report
@@ -613,6 +751,9 @@ class Agent:
 
     def tail(self, role: Role) -> bool:
         """Stream new output of ``role``; True when the file is read to its end."""
+        if role.reader is None and role.log_missing:
+            role.reader = _open_log(role.log_path)
+            role.log_missing = role.reader is None
         if role.reader is None:
             return True
         budget = READ_BUDGET_BYTES
@@ -639,10 +780,18 @@ class Agent:
         table: ProcTable | None = None
         for role in list(self.roles.values()):
             at_end = self.tail(role)
+            self.read_pump_status(role)
             if not role.leader_done and not (role.stopping and role.kill_at is not None and now >= role.kill_at):
                 continue
             table = table or ProcTable()
             tree = role_tree(role, table, scan_environ=True)
+            if role.leader_done and not tree and not role.pump_done:
+                # The pump still writes the last output (or waits for a full disk).
+                role.tree_gone_at = role.tree_gone_at or now
+                if now - role.tree_gone_at > PUMP_STUCK_S and role.pump_pid is not None:
+                    with contextlib.suppress(OSError):
+                        os.kill(role.pump_pid, signal.SIGKILL)
+                continue
             if role.leader_done and not tree:
                 if not at_end:
                     continue  # report the exit after the last output
@@ -690,6 +839,39 @@ class Agent:
         if self.shutting_down and not self.roles:
             self.emit("bye")
             self.finished = True
+
+    def read_pump_status(self, role: Role) -> None:
+        """Turn the log pump's status lines into ``log_write_failed`` / ``log_write_recovered``."""
+        if role.pump_status is None:
+            return
+        try:
+            data = os.read(role.pump_status, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            os.close(role.pump_status)
+            role.pump_status = None
+        role.pump_status_buf += data
+        *lines, role.pump_status_buf = role.pump_status_buf.split(b"\n")
+        for line in lines:
+            try:
+                status = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(status, dict):
+                continue
+            fields = {"role": role.name, "attempt": role.attempt, "log": role.log_path}
+            if "write_failed" in status:
+                self.emit("log_write_failed", error=str(status["write_failed"]), **fields)
+            elif status.get("write_recovered") or status.get("gave_up"):
+                self.emit(
+                    "log_write_recovered",
+                    lost_bytes=int(status.get("lost_bytes") or 0),
+                    gave_up=bool(status.get("gave_up")),
+                    **fields,
+                )
 
     def sample(self, table: ProcTable | None = None) -> None:
         """Emit one ``sample`` event: host, every role's whole tree, every GPU."""

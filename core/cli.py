@@ -206,7 +206,10 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for launch in launches:
         print(f"# {launch.role} on {launch.host}", file=out)
         for key, value in launch.env.items():
-            print(f"#   {key}={value}", file=out)
+            # A newline in a value would end the comment and make the rest a command when the
+            # output is pasted into a shell: such values are shown escaped.
+            shown = value if value.isprintable() else json.dumps(value)
+            print(f"#   {key}={shown}", file=out)
         print(launch.shell_line(), file=out)
         print(file=out)
     return EXIT_OK
@@ -354,6 +357,17 @@ class LaunchPrinter:
                 for line in progress_lines(self.status()):
                     print(f"{stamp}  {line}", file=self.out)
                 self.out.flush()
+            elif event.kind == "role_stalled":
+                d = event.data
+                if d.get("stalled"):
+                    message = (
+                        f"STALLED    no new step for {d.get('stalled_for_s') or 0:.0f} s (stall_after_s = "
+                        f"{d.get('stall_after_s'):g}), last step {d.get('step')}; kill it with "
+                        f"`ctl RUN kill {event.role}`"
+                    )
+                else:
+                    message = f"unstalled  {d.get('detail')}"
+                print(f"{stamp}  {event.role:<12} {message}", file=self.out, flush=True)
             elif event.kind == "gpu_status":
                 print(f"{stamp}  {event.data.get('status')}", file=self.out, flush=True)
             elif event.kind == "warning":
@@ -386,6 +400,8 @@ def progress_lines(status: ClusterStatus) -> list[str]:
         parts.append(f"gpu {gpus}{util}")
         if r.straggler:
             parts.append("STRAGGLER")
+        if r.stalled:
+            parts.append(f"STALLED for {r.stalled_for_s or 0:.0f} s (`ctl RUN kill {r.role}` to kill it)")
         lines.append("  ".join(parts))
     rates = [r.steps_per_sec for r in status.roles if r.state == RoleState.RUNNING and r.steps_per_sec is not None]
     if len(rates) > 1:
@@ -544,7 +560,14 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
         for r in reply["roles"]:
             pid = r["pid"] if r["pid"] is not None else "-"
-            print(f"  {r['role']:<12} {r['state']:<10} pid {pid:<8} restarts {r['restarts']}  {r['detail']}", file=out)
+            stalled = f"  STALLED for {r.get('stalled_for_s') or 0:.0f} s" if r.get("stalled") else ""
+            print(
+                f"  {r['role']:<12} {r['state']:<10} pid {pid:<8} restarts {r['restarts']}  {r['detail']}{stalled}",
+                file=out,
+            )
+            if r["state"] in ("failed", "backoff"):
+                for line in (r.get("last_lines") or [])[-3:]:
+                    print(f"  {'':<12} | {line}", file=out)
         for host, h in (reply.get("hosts") or {}).items():
             print(f"  host {host:<16} {h.get('state')}: {h.get('reason', '')}", file=out)
     else:

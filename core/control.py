@@ -26,6 +26,8 @@ SOCKET_NAME = "control.sock"
 MAX_SUN_PATH = 100
 REQUEST_LIMIT_BYTES = 64 * 1024
 
+STATUS_TAIL_LINES = 10
+
 
 def socket_path_for(run_dir: Path) -> Path:
     path = run_dir / SOCKET_NAME
@@ -86,7 +88,13 @@ class ControlServer:
         if action == "status":
             status = c.status()
             roles = [
-                {**asdict(r), "state": str(r.state), "log_path": str(r.log_path) if r.log_path else None}
+                {
+                    **asdict(r),
+                    "state": str(r.state),
+                    "log_path": str(r.log_path) if r.log_path else None,
+                    # Why a role failed or restarts is usually in its last words.
+                    "last_lines": c.last_lines(r.role, STATUS_TAIL_LINES),
+                }
                 for r in status.roles
             ]
             return {

@@ -35,7 +35,7 @@ from core.render import render, role_dir
 from core.rundir import RunDir
 from core.spec import ClusterSpec, HostConfig, Task, parse_role_id, role_id
 from core.telemetry.live import RoleTelemetry, sample_dict
-from core.telemetry.metrics import stragglers
+from core.telemetry.metrics import MetricSample, stragglers
 from core.telemetry.tbevents import ScalarTailer
 from core.transport import EventSink, LocalTransport
 
@@ -129,6 +129,9 @@ class RoleStatus:
     step_time_s: float | None = None
     steps_per_sec: float | None = None
     straggler: bool = False
+    # No new training step for the cluster file's ``stall_after_s`` while running (hung, SIGSTOPped).
+    stalled: bool = False
+    stalled_for_s: float | None = None  # seconds since the last step, while stalled
 
     @property
     def exit_text(self) -> str:
@@ -215,6 +218,11 @@ class _Role:
         self.gpu_utilization_percent: float | None = None
         self.telemetry = RoleTelemetry(patterns)
         self.tensorboard: ScalarTailer | None = None
+        # Stall detection: the last step seen and when it changed; reset by every (re)start.
+        self.last_step: int | None = None
+        self.progress_at: float | None = None
+        self.stalled = False
+        self.output_blocked = False  # its log cannot be written (disk full): no news is not a stall
 
     def status(self, straggler: bool = False) -> RoleStatus:
         t = self.task
@@ -246,6 +254,8 @@ class _Role:
             step_time_s=stats.step_time_s,
             steps_per_sec=stats.steps_per_sec,
             straggler=straggler,
+            stalled=self.stalled,
+            stalled_for_s=round(time.time() - self.progress_at, 1) if self.stalled and self.progress_at else None,
         )
 
     def add_output(self, text: str) -> None:
@@ -425,7 +435,11 @@ class Controller:
                     self._publish("warning", message=message)
         if self.run.write_error and not self._write_error_reported:
             self._write_error_reported = True
-            self._publish("warning", message=self.run.write_error + "; the cluster keeps running")
+            self._publish(
+                "warning",
+                message=self.run.write_error
+                + f"; the cluster keeps running. Fix: free space on that disk (`df -h {self.run.path}`)",
+            )
 
     def _loop(self) -> None:
         while not self._done.is_set():
@@ -522,6 +536,11 @@ class Controller:
             role.ended_at = None
             role.running_at = time.time() + self.spec.start_s
             role.log_path = self.run.log_path(role.task, role.attempt)
+            role.last_step = None
+            role.progress_at = None
+            role.output_blocked = False
+        if role.stalled:
+            self._set_stalled(role, False, "restarted")
         transport = self._transport(role.host_key)
         host = self.spec.host_config(role.host_key)
         host_run_dir = getattr(transport, "run_dir", None) if host.remote else None
@@ -665,6 +684,7 @@ class Controller:
             self._publish(
                 "role_output", role=role.task.role_id, attempt=role.attempt, offset=event.get("offset"), text=text
             )
+            self._note_progress(role, samples)
             if samples:
                 records = [sample_dict(s) for s in samples]
                 self.run.append_metrics(role.task, records)
@@ -686,6 +706,8 @@ class Controller:
             self._on_sample(host, event)
         elif kind == "gpu_status":
             self._publish("gpu_status", host=host, status=event.get("status"), count=event.get("count"))
+        elif kind in ("log_write_failed", "log_write_recovered"):
+            self._on_log_write(host, kind, event)
         elif kind == "agent_lost":
             self._on_agent_lost(host, event.get("returncode"), event.get("reason"))
         elif kind == "host_state":
@@ -793,6 +815,30 @@ class Controller:
             if points:
                 self._publish("scalars", role=role.task.role_id, points=[dataclasses.asdict(p) for p in points])
 
+    def _on_log_write(self, host: str, kind: str, event: dict[str, Any]) -> None:
+        """A role's output cannot be written (disk full) or can again: a ``warning`` naming the
+        file and the fix, with ``path`` and, on recovery, ``lost_bytes``. The role is not touched."""
+        name = event.get("role") if isinstance(event.get("role"), str) else None
+        path = str(event.get("log"))
+        role = self._roles.get(name) if name is not None else None
+        if role is not None and event.get("attempt") in (None, role.attempt):
+            with self._lock:
+                role.output_blocked = kind == "log_write_failed"
+                if not role.output_blocked and role.progress_at is not None:
+                    role.progress_at = max(role.progress_at, time.time())  # a fresh window to show a step
+        folder = os.path.dirname(path)
+        if kind == "log_write_failed":
+            message = (
+                f"{event.get('error')} (on {host}). {name} keeps training; its newest output waits in memory "
+                f"and is counted as lost beyond 8 MiB. Fix: free space on that disk (`df -h {folder}`), "
+                "or launch the next run with --run-dir on a disk with room"
+            )
+        else:
+            lost = int(event.get("lost_bytes") or 0)
+            how = "gave up on the last" if event.get("gave_up") else "writing again;"
+            message = f"{name}'s output log {path}: {how} {lost} bytes lost (the log says where)"
+        self._publish("warning", role=name, message=message, path=path, lost_bytes=event.get("lost_bytes"))
+
     def _on_agent_lost(self, host: str, returncode: int | None, reason: str | None = None) -> None:
         transport = self._transports.pop(host, None)
         local = getattr(transport, "is_local", True)
@@ -810,8 +856,62 @@ class Controller:
             state = RoleState.STOPPED if role.stop_requested else RoleState.FAILED
             self._set_state(role, state, f"the agent on {host} was lost")
 
+    def _note_progress(self, role: _Role, samples: list[MetricSample]) -> None:
+        """A new step is progress; it clears a stall."""
+        steps = [s.step for s in samples if s.step is not None]
+        if not steps or steps[-1] == role.last_step:
+            return
+        previous = role.progress_at
+        with self._lock:
+            role.last_step = steps[-1]
+            # This machine's clock, not the agent's: a remote host's clock may be off by minutes.
+            role.progress_at = time.time()
+        if role.stalled:
+            self._set_stalled(role, False, f"step {role.last_step}", since=previous)
+
+    def _set_stalled(self, role: _Role, stalled: bool, detail: str, since: float | None = None) -> None:
+        """Mark or clear a stall and say so: ``role_stalled`` events carry ``stalled`` (bool),
+        ``stalled_for_s`` (how long without a step, so far or in all), ``step`` (the last one
+        seen), ``stall_after_s`` and ``detail``."""
+        since = since if since is not None else role.progress_at
+        with self._lock:
+            role.stalled = stalled
+        self._publish(
+            "role_stalled",
+            role=role.task.role_id,
+            stalled=stalled,
+            stalled_for_s=round(time.time() - since, 1) if since is not None else None,
+            step=role.last_step,
+            stall_after_s=self.spec.stall_after_s,
+            attempt=role.attempt,
+            detail=detail,
+        )
+
+    def _check_stalls(self, now: float) -> None:
+        """A running role that has shown a step and none since ``stall_after_s`` is stalled.
+
+        Roles that never print a step (ps, custom servers) are never judged: silence is their
+        normal state. Leaving RUNNING clears the mark.
+        """
+        after_s = self.spec.stall_after_s
+        for role in self._roles.values():
+            if role.stalled and role.state != RoleState.RUNNING:
+                self._set_stalled(role, False, f"role is {role.state}")
+            elif (
+                after_s > 0
+                and not role.stalled
+                and role.state == RoleState.RUNNING
+                and not role.output_blocked
+                and role.progress_at is not None
+                and now - role.progress_at >= after_s
+            ):
+                self._set_stalled(
+                    role, True, f"no new step for {now - role.progress_at:.0f} s after step {role.last_step}"
+                )
+
     def _tick(self) -> None:
         now = time.time()
+        self._check_stalls(now)
         for role in self._roles.values():
             if (
                 role.state == RoleState.STARTING

@@ -34,6 +34,7 @@ TOP_KEYS = {
     "complete_when": "the jobs whose success ends the training",
     "stop_grace_s": "seconds between SIGTERM and SIGKILL when stopping a role",
     "start_s": "seconds a role must stay up to count as running",
+    "stall_after_s": "seconds without a new training step before a running role is marked stalled (0: never)",
     "metric_patterns": "regexes with named groups (step, loss, step_time_ms, ...) for other log formats",
     "jobs": "the jobs: ps, worker, chief, evaluator",
     "hosts": 'how to reach other machines: [hosts."ADDRESS"] ssh, python, run_root, workdir',
@@ -92,6 +93,9 @@ def parse_ssh_destination(text: str) -> tuple[str | None, str, int | None]:
 
 JOB_KEYS = ("tasks", "gpus", "command", "env", "restart")
 TASK_KEYS = ("address", "gpus", "command", "env")
+# Long enough for a slow checkpoint or evaluation pass between steps, short enough that a hung
+# week-long run is noticed within the hour.
+DEFAULT_STALL_AFTER_S = 300.0
 RESTART_KEYS = ("policy", "max_restarts", "backoff_s", "backoff_max_s")
 
 
@@ -185,6 +189,10 @@ class ClusterSpec:
         from core.checks import is_local_host
 
         return HostConfig(host) if is_local_host(host) else HostConfig(host, ssh=host)
+
+    # A role that has printed a step and then prints no new one for this long is marked stalled
+    # (hung collective, SIGSTOP, deadlock). 0 turns the check off.
+    stall_after_s: float = DEFAULT_STALL_AFTER_S
 
     def tasks(self) -> list[Task]:
         """Every task, in launch order (ps, chief, worker, evaluator)."""
@@ -481,6 +489,7 @@ def parse_data(
         workdir = (base or Path.cwd()) / workdir
     grace = r.number(data.get("stop_grace_s", 5.0), ("stop_grace_s",), 0.0)
     start_s = r.number(data.get("start_s", 1.0), ("start_s",), 0.0)
+    stall_after_s = r.number(data.get("stall_after_s", DEFAULT_STALL_AFTER_S), ("stall_after_s",), 0.0)
 
     jobs_data = data.get("jobs")
     jobs: dict[str, Job] = {}
@@ -556,6 +565,7 @@ def parse_data(
         source=source,
         hosts=hosts,
         ssh_config=ssh_config,
+        stall_after_s=stall_after_s if stall_after_s is not None else DEFAULT_STALL_AFTER_S,
     )
     return spec, r.problems
 
@@ -800,6 +810,8 @@ def to_data(spec: ClusterSpec, relative_to: Path | None = None) -> dict[str, Any
         data["complete_when"] = list(spec.complete_when)
     data["stop_grace_s"] = spec.stop_grace_s
     data["start_s"] = spec.start_s
+    if spec.stall_after_s != DEFAULT_STALL_AFTER_S:
+        data["stall_after_s"] = spec.stall_after_s
     if spec.metric_patterns:
         data["metric_patterns"] = list(spec.metric_patterns)
     if spec.env:

@@ -1,0 +1,177 @@
+"""Fault 5: the run directory's disk becomes full (a real tmpfs filled up): a clear error naming
+the path and the fix, the roles keep training, and the output comes back when space does."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.core.test_agent import AgentProcess, start
+from tests.core.test_launch import Launch, between_graph
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 MiB tmpfs with 4096 inodes, unmounted afterwards (the tests run as root, as CI does)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64m,nr_inodes=4096", "tmpfs", str(mount)], capture_output=True
+    )
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {result.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        for _ in range(20):  # a process of the test may still hold a file for a moment
+            if subprocess.run(["umount", str(mount)], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.5)
+        else:
+            subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Fill ``disk`` to the last byte; returns the filler file (delete it to free the space)."""
+    filler = disk / "filler"
+    chunk = b"\0" * (1 << 20)
+    with open(filler, "wb", buffering=0) as f:
+        with contextlib.suppress(OSError):
+            while True:
+                f.write(chunk)
+        with contextlib.suppress(OSError):
+            while True:
+                f.write(b"\0" * 4096)
+    return filler
+
+
+def fill_inodes(disk: Path) -> Path:
+    """Use up every inode of ``disk`` too: then not even a directory can be created."""
+    folder = disk / "inode-filler"
+    folder.mkdir()
+    with contextlib.suppress(OSError):
+        for i in range(1_000_000):
+            (folder / str(i)).touch()
+    return folder
+
+
+def test_role_printing_on_a_full_disk_keeps_running_and_the_loss_is_counted(tmp_path: Path, small_disk: Path):
+    """The agent alone: a role writes 20 MB while the disk is full. Its print() never raises,
+    8 MiB wait in memory, the rest is counted and noted in the log once space is back."""
+    agent = AgentProcess()
+    try:
+        log = small_disk / "roles" / "worker-0" / "attempt-1.log"
+        go = tmp_path / "go"
+        code = (
+            "import os, sys, time\n"
+            f"while not os.path.exists({str(go)!r}): time.sleep(0.05)\n"
+            "for i in range(200000): print(f'line {i:06d} ' + 'x' * 90)\n"
+            "sys.stdout.flush()\n"
+            f"while not os.path.exists({str(go)!r} + '2'): time.sleep(0.05)\n"
+            "print('done', flush=True)\n"
+        )
+        start(agent, "worker:0", [sys.executable, "-c", code], log)
+        filler = fill(small_disk)
+        go.touch()
+        failed = agent.wait_for("log_write_failed", role="worker:0", timeout_s=30)
+        assert (
+            failed["log"] == str(log) and "No space left on device" in failed["error"] and str(log) in failed["error"]
+        )
+        time.sleep(2)  # the role goes on printing into the full disk
+        filler.unlink()
+        recovered = agent.wait_for("log_write_recovered", role="worker:0", timeout_s=30)
+        Path(str(go) + "2").touch()  # output after the disk has room again is written as usual
+        exited = agent.wait_for("exited", role="worker:0", timeout_s=60)
+        assert exited["returncode"] == 0, agent.output("worker:0")[-2000:]  # print() never raised
+        written = 200000 * len("line 000000 " + "x" * 90 + "\n") + len("done\n")
+        text = log.read_text()
+        m = re.search(r"\[towerdeck\] (\d+) bytes of output lost here: cannot write .*No space left on device", text)
+        assert m, text[-500:]
+        lost = int(m.group(1))
+        assert lost == recovered["lost_bytes"] and lost > 0
+        # Every byte is either in the log or counted as lost: nothing vanishes silently.
+        assert len(text.encode()) - len(m.group(0)) - 2 + lost == written
+        assert text.rstrip().endswith("done")
+    finally:
+        agent.close()
+
+
+def test_full_disk_under_a_real_cluster_is_named_with_a_fix_and_training_goes_on(tmp_path: Path, small_disk: Path):
+    cluster, _ports = between_graph(tmp_path, steps=100000, sleep=0.01)
+    # Steps cannot be seen while the log cannot be written: that must not read as a stall.
+    cluster.write_text(cluster.read_text().replace("stop_grace_s = 3", "stop_grace_s = 3\nstall_after_s = 3"))
+    run = small_disk / "run"
+    launch = Launch(cluster, run)
+    try:
+        before = launch.wait_role("worker:0", "running")
+        launch.wait_output("worker:0", r"Step: \d+")
+        launch.wait_output("worker:1", r"Step: \d+")
+        filler = fill(small_disk)
+        time.sleep(6)  # full for a while: the workers must train on, not crash on print()
+        during = {r["role"]: r for r in launch.status()["roles"]}
+        assert during["worker:0"]["pid"] == before["pid"] and during["worker:0"]["attempt"] == 1
+        assert all(r["state"] == "running" for r in during.values()), during
+        last_step = int(re.findall(r"Step: (\d+)", (run / "roles" / "worker-0" / "attempt-1.log").read_text())[-1])
+        filler.unlink()
+        # The output of the full period arrives: steps far beyond the last one written before.
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            steps = [
+                int(s) for s in re.findall(r"Step: (\d+)", (run / "roles" / "worker-0" / "attempt-1.log").read_text())
+            ]
+            if steps[-1] > last_step + 100:
+                break
+            time.sleep(0.5)
+        assert steps[-1] > last_step + 100, (last_step, steps[-5:])
+        assert steps == sorted(steps)  # nothing reordered
+        assert launch.ctl("stop-all").returncode == 0
+        code, out = launch.finish()
+    finally:
+        launch.kill()
+    assert code == 1, out  # stopped by the user, not failed
+    assert "stopped by the user" in out and "FAILED" not in out and "STALLED" not in out, out
+    warning = re.search(r"warning: cannot write (\S+worker-\d/attempt-1\.log): No space left on device.*", out)
+    assert warning, out
+    assert "keeps training" in warning.group(0) and f"df -h {run}/roles/worker-" in warning.group(0)
+    assert "--run-dir on a disk with room" in warning.group(0)
+    assert re.search(r"warning: worker:\d's output log \S+: writing again; 0 bytes lost", out), out
+
+
+def test_a_role_restarted_while_the_disk_is_full_starts_and_its_log_appears_later(tmp_path: Path, small_disk: Path):
+    """A restart during a full disk: the role's directory cannot even be created. It must start
+    anyway (not start_failed), and its output reaches the log once there is room."""
+    agent = AgentProcess()
+    try:
+        filler = fill(small_disk)
+        inodes = fill_inodes(small_disk)
+        log = small_disk / "roles" / "worker-0" / "attempt-2.log"
+        go = tmp_path / "go"
+        code = (
+            "import os, time\n"
+            "print('first words', flush=True)\n"
+            f"while not os.path.exists({str(go)!r}): time.sleep(0.05)\n"
+            "print('last words', flush=True)\n"
+        )
+        start(agent, "worker:0", [sys.executable, "-c", code], log)
+        failed = agent.wait_for("log_write_failed", role="worker:0", timeout_s=30)
+        assert "No space left on device" in failed["error"] and not log.parent.exists()
+        filler.unlink()
+        shutil.rmtree(inodes)
+        agent.wait_for("log_write_recovered", role="worker:0", timeout_s=30)
+        go.touch()
+        exited = agent.wait_for("exited", role="worker:0", timeout_s=30)
+        assert exited["returncode"] == 0
+        assert log.read_text() == "first words\nlast words\n"
+        assert agent.output("worker:0") == "first words\nlast words\n"  # streamed too
+    finally:
+        agent.close()
