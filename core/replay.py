@@ -56,6 +56,8 @@ class _RoleReplay:
     ended_at: float | None = None
     log_path: Path | None = None
     figures: dict[str, Any] = field(default_factory=dict)
+    stalled_at: float | None = None  # when the run said the role stalled (None: it is not)
+    stalled_for_s: float = 0.0
     gpus: tuple[int, ...] = ()
     stats: WorkerStats = field(default_factory=WorkerStats)
     placement: PlacementAggregator = field(default_factory=PlacementAggregator)
@@ -249,6 +251,9 @@ class RunReader:
                     role.started_at, role.ended_at = t, None
                 elif role.state in (RoleState.SUCCEEDED, RoleState.FAILED, RoleState.STOPPED, RoleState.BACKOFF):
                     role.ended_at = t
+            elif kind == "role_stalled" and role is not None:
+                role.stalled_at = t if data.get("stalled") else None
+                role.stalled_for_s = float(data.get("stalled_for_s") or 0.0)
             elif kind == "role_pid" and role is not None:
                 role.pid = data.get("pid") if isinstance(data.get("pid"), int) else None
                 role.log_path = Path(str(data["log"])) if data.get("log") else None
@@ -368,6 +373,10 @@ class RunReader:
             step_time_s=stats.step_time_s,
             steps_per_sec=stats.steps_per_sec,
             straggler=straggler,
+            stalled=r.stalled_at is not None and r.state == RoleState.RUNNING,
+            stalled_for_s=(
+                r.stalled_for_s + max(0.0, time.time() - r.stalled_at) if r.stalled_at is not None else None
+            ),
         )
 
     def _publish(self, kind: str, role: str | None = None, t: float | None = None, **data: Any) -> None:

@@ -48,6 +48,7 @@ STATE_COLOURS = {
     RoleState.STOPPED: "#6b6b6b",
 }
 FAILED_ROW = QtGui.QColor("#fde2e2")
+STALLED_COLOUR = "#b45309"
 COLUMNS = (
     "Role",
     "Host",
@@ -553,7 +554,7 @@ class MainWindow(QtWidgets.QMainWindow):
                 role.role,
                 role.host if link in (None, "connected") else f"{role.host} ({link})",
                 str(role.pid or ""),
-                str(role.state) + (" (straggler)" if role.straggler else ""),
+                _state_text(role),
                 uptime,
                 str(role.restarts),
                 role.exit_text,
@@ -593,10 +594,15 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _update_banner(self, status: ClusterStatus) -> None:
         failed = [r for r in status.roles if r.state == RoleState.FAILED]
-        if not failed:
+        stalled = [r for r in status.roles if r.stalled and r.state == RoleState.RUNNING]
+        if not failed and not stalled:
             self.banner.hide()
             return
-        parts = []
+        parts = [
+            f"<b>{r.role} is stalled</b>: no new training step for {_fmt_uptime(r.stalled_for_s or 0)} "
+            f"(last step {r.step}). Hung? Select it and kill (Ctrl+K) or restart (Ctrl+R)."
+            for r in stalled
+        ]
         for role in failed:
             lines = self.logs.last_lines(role.role, 3)
             text = f"<b>{role.role} failed</b>: {_html(role.detail or role.exit_text)}"
@@ -619,12 +625,17 @@ class MainWindow(QtWidgets.QMainWindow):
             if item.background().color() != background:
                 item.setBackground(background)
             if column == 3 and role is not None:
-                item.setForeground(QtGui.QColor(STATE_COLOURS[role.state]))
+                stalled = role.stalled and role.state == RoleState.RUNNING
+                item.setForeground(QtGui.QColor(STALLED_COLOUR if stalled else STATE_COLOURS[role.state]))
                 font = item.font()
-                if font.bold() != failed:
-                    font.setBold(failed)
+                if font.bold() != (failed or stalled):
+                    font.setBold(failed or stalled)
                     item.setFont(font)
-                item.setToolTip(role.detail)
+                item.setToolTip(
+                    f"no new step for {_fmt_uptime(role.stalled_for_s or 0)}: hung? Kill it (Ctrl+K) or restart it"
+                    if stalled
+                    else role.detail
+                )
 
     def _on_selection_changed(self) -> None:
         roles = self.selected_roles()
@@ -756,6 +767,15 @@ class MainWindow(QtWidgets.QMainWindow):
         self._close_source()
         self._background.shutdown(wait=False, cancel_futures=True)
         event.accept()
+
+
+def _state_text(role: RoleStatus) -> str:
+    text = str(role.state)
+    if role.stalled and role.state == RoleState.RUNNING:
+        text += f" (stalled {_fmt_uptime(role.stalled_for_s or 0)})"
+    elif role.straggler:
+        text += " (straggler)"
+    return text
 
 
 def _html(text: str) -> str:

@@ -384,3 +384,31 @@ def test_closing_asks_and_leave_keeps_the_cluster_which_the_window_reattaches(
     again.close()
     qtbot.waitUntil(lambda: not again.isVisible(), timeout=60_000)
     assert_nothing_left(ports, marker=str(tmp_path))
+
+
+def test_a_hung_worker_is_marked_stalled_and_killed_from_the_window(qtbot, tmp_path: Path):
+    import signal
+
+    from gui.main_window import MainWindow
+
+    cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01)
+    cluster.write_text(cluster.read_text().replace("stop_grace_s = 3", "stop_grace_s = 3\nstall_after_s = 3"))
+    spec, _ = load(cluster)
+    window = MainWindow(spec, runs_root=tmp_path / "runs")
+    qtbot.addWidget(window)
+    window.show()
+    window.launch()
+    qtbot.waitUntil(lambda: cell(window, "worker:1", "Step") != "", timeout=60_000)
+    pid = int(cell(window, "worker:1", "PID"))
+    os.kill(pid, signal.SIGSTOP)  # hung: alive, no more steps
+    qtbot.waitUntil(lambda: cell(window, "worker:1", "State").startswith("running (stalled"), timeout=30_000)
+    assert "worker:1 is stalled" in window.banner.text() and window.banner.isVisible()
+    assert not cell(window, "worker:0", "State").startswith("running (stalled")
+    window.select_role("worker:1")
+    window.action_kill.trigger()
+    qtbot.waitUntil(lambda: cell(window, "worker:1", "State") in ("failed", "stopped", "backoff"), timeout=30_000)
+    assert cell(window, "worker:1", "Exit") == "killed by SIGKILL"
+    qtbot.waitUntil(lambda: "worker:1 is stalled" not in window.banner.text() or not window.banner.isVisible())
+    window.action_stop_all.trigger()
+    qtbot.waitUntil(lambda: window.controller.done, timeout=60_000)
+    assert_nothing_left(ports, marker="\0none\0")
