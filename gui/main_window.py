@@ -186,6 +186,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.pages.addTab(self.editor, "Cluster")
         self.pages.addTab(self.monitor, "Run")
         self.setCentralWidget(self.pages)
+        # Warnings (disk full, a lost host, a refused action) stay countable after the status
+        # bar message has gone: the label lists the latest in its tooltip.
+        self.warning_label = QtWidgets.QLabel("")
+        self.warning_label.setStyleSheet("QLabel { color: #b45309; font-weight: bold; }")
+        self.statusBar().addPermanentWidget(self.warning_label)
         self._add_editor_actions()
 
     def _build_actions(self) -> None:
@@ -394,6 +399,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.gpus.clear()
         self.logs.clear()
         self.warnings.clear()
+        self.warning_label.setText("")
         self._last_status = None
 
     # ------------------------------------------------------------------ actions
@@ -475,6 +481,8 @@ class MainWindow(QtWidgets.QMainWindow):
             message = str(data.get("message"))
             self.warnings.append(message)
             del self.warnings[:-100]
+            self.warning_label.setText(f"{len(self.warnings)} warning{'s' if len(self.warnings) != 1 else ''}")
+            self.warning_label.setToolTip("\n".join(self.warnings[-10:]))
             self.statusBar().showMessage(f"warning: {message}", 15000)
 
     def _refresh_visible(self, force: bool = False) -> None:

@@ -12,9 +12,11 @@ import pytest
 from core.spec import load
 from tests.conftest import ROOT, free_ports
 from tests.core.test_launch import between_graph, states
+from tests.faults.test_disk_full import small_disk
 from tests.helpers.procs import assert_nothing_left
 
 pytestmark = pytest.mark.slow
+__all__ = ["small_disk"]  # a fixture, used by name
 
 
 def cell(window, role: str, column: str) -> str:
@@ -409,6 +411,31 @@ def test_a_hung_worker_is_marked_stalled_and_killed_from_the_window(qtbot, tmp_p
     qtbot.waitUntil(lambda: cell(window, "worker:1", "State") in ("failed", "stopped", "backoff"), timeout=30_000)
     assert cell(window, "worker:1", "Exit") == "killed by SIGKILL"
     qtbot.waitUntil(lambda: "worker:1 is stalled" not in window.banner.text() or not window.banner.isVisible())
+    window.action_stop_all.trigger()
+    qtbot.waitUntil(lambda: window.controller.done, timeout=60_000)
+    assert_nothing_left(ports, marker="\0none\0")
+
+
+def test_a_full_run_disk_is_a_clear_warning_and_training_goes_on(qtbot, tmp_path: Path, small_disk: Path):
+    from gui.main_window import MainWindow
+    from tests.faults.test_disk_full import fill
+
+    cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01)
+    spec, _ = load(cluster)
+    window = MainWindow(spec, runs_root=small_disk / "runs")
+    qtbot.addWidget(window)
+    window.show()
+    window.launch()
+    qtbot.waitUntil(lambda: cell(window, "worker:0", "Step") != "", timeout=60_000)
+    filler = fill(small_disk)
+    qtbot.waitUntil(lambda: window.warning_label.text() != "", timeout=60_000)
+    assert any("free space" in w or "No space left" in w for w in window.warnings), window.warnings
+    assert "warning" in window.warning_label.text() and window.warning_label.toolTip()
+    # Training goes on although nothing can be written: steps still arrive on screen.
+    step = int(cell(window, "worker:0", "Step"))
+    qtbot.waitUntil(lambda: int(cell(window, "worker:0", "Step") or 0) > step + 20, timeout=60_000)
+    assert cell(window, "worker:0", "State") == "running"
+    filler.unlink()
     window.action_stop_all.trigger()
     qtbot.waitUntil(lambda: window.controller.done, timeout=60_000)
     assert_nothing_left(ports, marker="\0none\0")
