@@ -81,10 +81,15 @@ def test_between_graph_example_trains_to_success(tmp_path: Path):
     assert result.returncode == 0, result.stdout + result.stderr
     run = tmp_path / "run"
     assert "succeeded" in result.stdout and "training finished" in result.stdout
+    # Both workers share one global step: a worker that joins late may print few lines or none
+    # in a 200-step run, so the loss is judged on each worker that printed enough.
+    trained = 0
     for worker in ("worker-0", "worker-1"):
         costs = losses(run / "roles" / worker / "attempt-1.log", r"Cost: ([0-9.]+)")
-        assert len(costs) >= 3, costs
-        assert costs[-1] < costs[0] * 0.7, costs  # the loss goes down
+        if len(costs) >= 3:
+            trained += 1
+            assert costs[-1] < costs[0] * 0.7, costs  # the loss goes down
+    assert trained >= 1
     # The ps never exits by itself: the launcher stopped it once both workers succeeded.
     assert states(run, "ps:0")[-2:] == ["stopping", "stopped"]
     assert states(run, "worker:0")[-1] == "succeeded"

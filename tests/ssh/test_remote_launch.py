@@ -127,7 +127,7 @@ def test_killed_ssh_connection_mid_run_reconnects_without_gap_or_duplicate(tmp_p
     try:
         # Once worker:1 (on 127.0.0.3) trains, cut every SSH connection at once.
         deadline = time.time() + 120
-        while not any("step" in t for _, t in received.get(("worker:1", 1), [])):
+        while not any(re.search(r"[Ss]tep\W+\d+", t) for _, t in received.get(("worker:1", 1), [])):
             assert time.time() < deadline and not controller.done, "worker:1 never trained"
             time.sleep(0.1)
         killed = ssh_children()
