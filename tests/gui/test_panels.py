@@ -178,3 +178,34 @@ def test_a_restarted_worker_draws_a_new_segment_not_a_zigzag(qtbot):
     _x, smooth = panel.loss_curves["worker:0"][1].getData()
     assert smooth[breaks[0] + 1] == y[breaks[0] + 1]  # the EMA starts afresh after the gap
     assert "1 workers" in panel.rate_label.text()
+
+
+def test_gpu_card_names_the_tensorflow_devices_on_it_by_pci_bus_id(qtbot):
+    """NVML says 00000000:1A:00.0, TensorFlow's 'Created device' line says 0000:1a:00.0."""
+    from gui.panels.gpus import GpuPanel, normalize_bus_id
+
+    assert normalize_bus_id("00000000:1A:00.0") == normalize_bus_id("0000:1a:00.0") == "0000:1a:00.0"
+    assert normalize_bus_id(None) is None
+    panel = GpuPanel()
+    qtbot.addWidget(panel)
+    gpu = {
+        "index": 0,
+        "name": "NVIDIA H100 80GB HBM3",
+        "pci_bus_id": "00000000:1A:00.0",
+        "utilization_gpu_percent": 87,
+        "memory_used_bytes": 40 << 30,
+        "memory_total_bytes": 80 << 30,
+        "temperature_c": 61,
+        "power_w": 512.0,
+        "power_limit_w": 700.0,
+        "processes": [{"pid": 4242, "used_memory_bytes": 39 << 30, "role": "worker:0"}, {"pid": 7, "role": None}],
+    }
+    panel.add_sample({"host": "node1", "t": 100.0, "figures": {"cpu_percent": 10.0}, "roles": {}, "gpus": [gpu]})
+    panel.set_tf_devices({"0000:1a:00.0": ["worker:0 /job:worker/replica:0/task:0/device:GPU:0"]})
+    panel.refresh()
+    card = panel.cards[("node1", 0)]
+    assert "utilization 87 %" in card.values.text() and "61 °C" in card.values.text()
+    assert "power 512 W of 700 W" in card.values.text() and "40,960 MiB of 81,920 MiB" in card.values.text()
+    users = card.users.text()
+    assert "worker:0 39,936 MiB" in users and "pid 7 (not a role of this run)" in users
+    assert "TensorFlow devices: worker:0 /job:worker/replica:0/task:0/device:GPU:0" in users
