@@ -432,41 +432,7 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     socket_path = server.start()
     run.update(control_socket=str(socket_path))
     print(f"run directory: {run.path}", file=out, flush=True)
-    interrupts = 0
-
-    def on_signal(signum: int, frame: object) -> None:
-        nonlocal interrupts
-        interrupts += 1
-        if interrupts == 1:
-            print(f"\n{signal.Signals(signum).name}: stopping every role (again to kill)", file=err, flush=True)
-            controller.stop_all()
-        else:
-            controller.kill_all()
-
-    is_main = threading.current_thread() is threading.main_thread()
-    previous: dict[int, Any] = {}
-    if is_main:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, on_signal)
-    started = time.time()
-    try:
-        controller.start()
-        while not controller.wait(0.2):
-            pass
-        controller.close()
-    finally:
-        server.close()
-        if is_main:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-    status = controller.status()
-    if status.phase == "detached":
-        print(f"\nleft running; reattach with: python main.py attach {run.path}", file=out, flush=True)
-        return EXIT_OK
-    _print_summary(status, controller, time.time() - started, run.path, args.tail, out)
-    if interrupts:
-        return EXIT_INTERRUPTED
-    return EXIT_OK if status.result == "succeeded" else EXIT_FAILED
+    return _supervise(controller, run, server, args, out, err, time.time())
 
 
 def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -584,7 +550,7 @@ def _supervise(
     err: TextIO,
     started: float,
 ) -> int:
-    """Wait for a reattached run like ``launch`` waits for its own: Ctrl-C stops, twice kills."""
+    """Wait for a launched or reattached run to end: Ctrl-C or SIGTERM stops it, twice kills."""
     interrupts = 0
 
     def on_signal(signum: int, frame: object) -> None:

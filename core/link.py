@@ -35,7 +35,7 @@ from typing import IO, Any
 
 from core.spec import HostConfig
 from core.ssh import ATTACH, BOOTSTRAP, SshFailure, agent_payload, explain_failure, remote_python, ssh_argv
-from core.transport import AGENT_PATH, EventSink
+from core.transport import AGENT_PATH, EventSink, parse_event_line
 
 HELLO_TIMEOUT_S = 30.0
 BACKOFF_START_S = 0.5
@@ -254,14 +254,7 @@ class AgentLink:
                 proc.stdin.write(payload)
                 proc.stdin.flush()
         for raw in proc.stdout:
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                event = None
-            if not isinstance(event, dict) or not isinstance(event.get("ev"), str):
-                self._sink(self.host, {"ev": "error", "message": f"agent printed a non-event line: {raw[:200]!r}"})
-                continue
-            self._on_event(event)
+            self._on_event(parse_event_line(raw))  # a non-event line arrives as an error event
         code = proc.wait()
         with self._lock:
             self._connected = False

@@ -20,6 +20,17 @@ AGENT_PATH = Path(__file__).with_name("agent.py")
 EventSink = Callable[[str, dict[str, Any]], None]
 
 
+def parse_event_line(raw: str | bytes) -> dict[str, Any]:
+    """One line from an agent as its event, or an ``error`` event quoting what it printed instead."""
+    try:
+        event = json.loads(raw)
+    except ValueError:
+        event = None
+    if not isinstance(event, dict) or not isinstance(event.get("ev"), str):
+        return {"ev": "error", "message": f"agent printed a non-event line: {raw[:200]!r}"}
+    return event
+
+
 class LocalTransport:
     """The agent as a child process of this one, in its own session so that a Ctrl-C in the
     terminal reaches TowerDeck (which stops the roles in order), not the agent."""
@@ -68,14 +79,7 @@ class LocalTransport:
     def _read(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
         for raw in self._proc.stdout:
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                event = None
-            if not isinstance(event, dict) or not isinstance(event.get("ev"), str):
-                self._sink(self.host, {"ev": "error", "message": f"agent printed a non-event line: {raw[:200]!r}"})
-                continue
-            self._sink(self.host, event)
+            self._sink(self.host, parse_event_line(raw))
         code = self._proc.wait()
         self._sink(self.host, {"ev": "agent_lost", "returncode": code})
 
