@@ -20,7 +20,7 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from core import control
-from core.controller import ClusterStatus, Controller, Event, RoleState, RoleStatus
+from core.controller import ClusterStatus, Controller, Event
 from core.problems import ERROR
 from core.replay import RunDirError, RunReader
 from core.rundir import RunDir
@@ -33,51 +33,14 @@ from gui.panels.logs import LogPanel
 from gui.panels.placement import PlacementPanel
 from gui.panels.training import TrainingPanel
 from gui.preflight import PreflightDialog
+from gui.roles import RolesView
 
 FRAME_HZ = 10
 SLOW_REFRESH_S = 1.0  # placement tables and TF devices: they change slowly and cost more
 
-STATE_COLOURS = {
-    RoleState.PENDING: "#8a8a8a",
-    RoleState.STARTING: "#b8860b",
-    RoleState.RUNNING: "#2e7d32",
-    RoleState.BACKOFF: "#d9822b",
-    RoleState.STOPPING: "#b8860b",
-    RoleState.SUCCEEDED: "#2b6cb0",
-    RoleState.FAILED: "#c62828",
-    RoleState.STOPPED: "#6b6b6b",
-}
-FAILED_ROW = QtGui.QColor("#fde2e2")
-STALLED_COLOUR = "#b45309"
-COLUMNS = (
-    "Role",
-    "Host",
-    "PID",
-    "State",
-    "Uptime",
-    "Restarts",
-    "Exit",
-    "Step",
-    "Loss",
-    "Step time",
-    "CPU",
-    "RSS",
-    "GPUs",
-)
 TABS = ("Training", "GPUs", "Placement", "Logs")
 
 Source = Controller | RunReader
-
-
-def _fmt_bytes(n: int | None) -> str:
-    return "" if n is None else f"{n / 2**20:.0f} MiB"
-
-
-def _fmt_uptime(seconds: float) -> str:
-    seconds = int(seconds)
-    if seconds < 3600:
-        return f"{seconds // 60}:{seconds % 60:02d}"
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
 class MainWindow(QtWidgets.QMainWindow):
@@ -135,23 +98,10 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _build(self) -> None:
         self._build_actions()
-        self.banner = QtWidgets.QLabel()
-        self.banner.setWordWrap(True)
-        self.banner.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.banner.setStyleSheet("QLabel { background: #fde2e2; color: #7f1d1d; padding: 6px; }")
-        self.banner.hide()
-
-        self.table = QtWidgets.QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(list(COLUMNS))
-        self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.ActionsContextMenu)
+        self.roles = RolesView(lambda role, n: self.logs.last_lines(role, n))
+        self.banner, self.table = self.roles.banner, self.roles.table
         for action in (self.action_stop, self.action_restart, self.action_kill, self.action_show_log):
             self.table.addAction(action)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
-        header.setStretchLastSection(True)
         self.table.itemSelectionChanged.connect(self._on_selection_changed)
         self.table.doubleClicked.connect(lambda _index: self.show_log())
 
@@ -169,14 +119,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.editor.sig_spec_changed.connect(self._on_editor_spec_changed)
         self.editor.sig_path_changed.connect(self._on_editor_path_changed)
 
-        top = QtWidgets.QWidget()
-        top_layout = QtWidgets.QVBoxLayout(top)
-        top_layout.setContentsMargins(0, 0, 0, 0)
-        top_layout.addWidget(self.banner)
-        top_layout.addWidget(self.table)
         self.split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         self.split.setObjectName("main-split")
-        self.split.addWidget(top)
+        self.split.addWidget(self.roles)
         self.split.addWidget(self.tabs)
         self.split.setSizes([230, 570])
         self.monitor = self.split
@@ -405,16 +350,10 @@ class MainWindow(QtWidgets.QMainWindow):
     # ------------------------------------------------------------------ actions
 
     def select_role(self, role: str) -> None:
-        for row in range(self.table.rowCount()):
-            item = self.table.item(row, 0)
-            if item is not None and item.text() == role:
-                self.table.selectRow(row)
-                return
+        self.roles.select_role(role)
 
     def selected_roles(self) -> list[str]:
-        rows = sorted({index.row() for index in self.table.selectedIndexes()})
-        items = [self.table.item(row, 0) for row in rows]
-        return [item.text() for item in items if item is not None]
+        return self.roles.selected_roles()
 
     def stop_all(self) -> None:
         self._act(lambda s: s.stop_all())
@@ -537,9 +476,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.source is None:
             self.phase_label.setText("not launched")
             tasks = self.spec.tasks() if self.spec else []
-            self.table.setRowCount(len(tasks))
-            for r, task in enumerate(tasks):
-                self._set_row(r, [task.role_id, task.host, "", "not launched", *[""] * 8, "-"], None)
+            self.roles.show_tasks(tasks)
             self._update_actions(None)
             self._sync_role_lists([t.role_id for t in tasks])
             return
@@ -552,31 +489,9 @@ class MainWindow(QtWidgets.QMainWindow):
             phase = ("live run: " if not self.source.done else "past run: ") + phase
         self.phase_label.setText(phase)
         self._update_actions(status)
-        self.table.setRowCount(len(status.roles))
-        now = time.time()
-        for r, role in enumerate(status.roles):
-            alive = role.state in (RoleState.RUNNING, RoleState.STARTING, RoleState.STOPPING)
-            uptime = _fmt_uptime(now - role.started_at) if role.started_at and alive else ""
-            link = self.host_states.get(role.host, {}).get("state")
-            cells = [
-                role.role,
-                role.host if link in (None, "connected") else f"{role.host} ({link})",
-                str(role.pid or ""),
-                _state_text(role),
-                uptime,
-                str(role.restarts),
-                role.exit_text,
-                "" if role.step is None else str(role.step),
-                "" if role.loss is None else f"{role.loss:.4f}",
-                "" if role.step_time_s is None else f"{role.step_time_s * 1000:.1f} ms",
-                "" if role.cpu_percent is None else f"{role.cpu_percent:.0f}%",
-                _fmt_bytes(role.rss_bytes),
-                ",".join(str(g) for g in role.gpus) or "-",
-            ]
-            self._set_row(r, cells, role)
+        self.roles.show_status(status, self.host_states)
         self.training.set_status(status.roles)
         self._sync_role_lists([r.role for r in status.roles])
-        self._update_banner(status)
 
     def _sync_role_lists(self, roles: list[str]) -> None:
         self.logs.set_roles(roles)
@@ -599,51 +514,6 @@ class MainWindow(QtWidgets.QMainWindow):
             self.action_kill,
         ):
             a.setEnabled(live)
-
-    def _update_banner(self, status: ClusterStatus) -> None:
-        failed = [r for r in status.roles if r.state == RoleState.FAILED]
-        stalled = [r for r in status.roles if r.stalled and r.state == RoleState.RUNNING]
-        if not failed and not stalled:
-            self.banner.hide()
-            return
-        parts = [
-            f"<b>{r.role} is stalled</b>: no new training step for {_fmt_uptime(r.stalled_for_s or 0)} "
-            f"(last step {r.step}). Hung? Select it and kill (Ctrl+K) or restart (Ctrl+R)."
-            for r in stalled
-        ]
-        for role in failed:
-            lines = self.logs.last_lines(role.role, 3)
-            text = f"<b>{role.role} failed</b>: {_html(role.detail or role.exit_text)}"
-            if lines:
-                text += "<br><tt>" + "<br>".join(_html(line) for line in lines) + "</tt>"
-            parts.append(text)
-        self.banner.setText("<br>".join(parts))
-        self.banner.show()
-
-    def _set_row(self, row: int, cells: list[str], role: RoleStatus | None) -> None:
-        failed = role is not None and role.state == RoleState.FAILED
-        for column, text in enumerate(cells):
-            item = self.table.item(row, column)
-            if item is None:
-                item = QtWidgets.QTableWidgetItem()
-                self.table.setItem(row, column, item)
-            if item.text() != text:
-                item.setText(text)
-            background = FAILED_ROW if failed else QtGui.QColor(0, 0, 0, 0)
-            if item.background().color() != background:
-                item.setBackground(background)
-            if column == 3 and role is not None:
-                stalled = role.stalled and role.state == RoleState.RUNNING
-                item.setForeground(QtGui.QColor(STALLED_COLOUR if stalled else STATE_COLOURS[role.state]))
-                font = item.font()
-                if font.bold() != (failed or stalled):
-                    font.setBold(failed or stalled)
-                    item.setFont(font)
-                item.setToolTip(
-                    f"no new step for {_fmt_uptime(role.stalled_for_s or 0)}: hung? Kill it (Ctrl+K) or restart it"
-                    if stalled
-                    else role.detail
-                )
 
     def _on_selection_changed(self) -> None:
         roles = self.selected_roles()
@@ -775,19 +645,6 @@ class MainWindow(QtWidgets.QMainWindow):
         self._close_source()
         self._background.shutdown(wait=False, cancel_futures=True)
         event.accept()
-
-
-def _state_text(role: RoleStatus) -> str:
-    text = str(role.state)
-    if role.stalled and role.state == RoleState.RUNNING:
-        text += f" (stalled {_fmt_uptime(role.stalled_for_s or 0)})"
-    elif role.straggler:
-        text += " (straggler)"
-    return text
-
-
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _tf_devices(source: Source, roles: list[str]) -> dict[str, list[str]]:

@@ -20,7 +20,7 @@ __all__ = ["small_disk"]  # a fixture, used by name
 
 
 def cell(window, role: str, column: str) -> str:
-    from gui.main_window import COLUMNS
+    from gui.roles import COLUMNS
 
     for row in range(window.table.rowCount()):
         if window.table.item(row, 0).text() == role:
