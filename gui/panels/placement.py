@@ -229,7 +229,7 @@ class PlacementPanel(QtWidgets.QWidget):
         self.bars.addItem(self.bar_item)
         axis = self.bars.getAxis("left")
         axis.setTicks([[(i, short_device(d)) for i, d in enumerate(devices)]])
-        self.bars.setLabel("bottom", "ops (green: a GPU, grey: this role's CPU, blue: another task)")
+        self.bars.setLabel("bottom", "ops (green GPU, grey own CPU, blue other task)")
         self.bars.setYRange(-0.6, len(devices) - 0.4, padding=0)
         self.bars.setXRange(0, max(counts.values()) * 1.05, padding=0)
 
