@@ -743,6 +743,9 @@ class Controller:
             return
         ok = signal is None and returncode == 0
         policy = self.spec.jobs[role.task.job].restart
+        ran_s = now - role.started_at if role.started_at is not None else 0.0
+        if policy.reset_after_s > 0 and ran_s >= policy.reset_after_s and role.policy_restarts:
+            role.policy_restarts = 0  # a long healthy stretch: this failure starts a fresh budget
         training_on = self._phase == ClusterPhase.RUNNING
         is_completion = role.task.job in self._completion
         wants = policy.wants_restart(returncode, signal) and not (ok and is_completion)

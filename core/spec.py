@@ -96,7 +96,10 @@ TASK_KEYS = ("address", "gpus", "command", "env")
 # Long enough for a slow checkpoint or evaluation pass between steps, short enough that a hung
 # week-long run is noticed within the hour.
 DEFAULT_STALL_AFTER_S = 300.0
-RESTART_KEYS = ("policy", "max_restarts", "backoff_s", "backoff_max_s")
+RESTART_KEYS = ("policy", "max_restarts", "backoff_s", "backoff_max_s", "reset_after_s")
+# A role that stayed up this long before it exited starts a fresh restart budget: on a week-long
+# run, a crash a day must not add up to "gave up". Ten minutes is far beyond a crash loop.
+DEFAULT_RESET_AFTER_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -106,13 +109,16 @@ class RestartPolicy:
     ``Never``: never. ``OnFailure``: on a non-zero exit or a signal. ``Always``: on any exit while
     the training goes on. ``ExitCode``: only on retryable exits (killed by a signal, or code
     128-255); codes 1-127 are permanent errors. Back-off doubles from ``backoff_s`` to
-    ``backoff_max_s``; after ``max_restarts`` restarts the role has failed for good.
+    ``backoff_max_s``; after ``max_restarts`` restarts in a row the role has failed for good. A
+    role that ran at least ``reset_after_s`` before it exited starts afresh: its back-off and
+    budget count from zero again (0: never, every restart counts for the whole run).
     """
 
     policy: str = "Never"
     max_restarts: int = 3
     backoff_s: float = 1.0
     backoff_max_s: float = 30.0
+    reset_after_s: float = DEFAULT_RESET_AFTER_S
 
     def wants_restart(self, returncode: int | None, signal_number: int | None) -> bool:
         failed = signal_number is not None or (returncode or 0) != 0
@@ -701,11 +707,13 @@ def _parse_restart(r: _Reader, value: Any, path: tuple[str | int, ...]) -> Resta
     max_restarts = r.number(value.get("max_restarts", 3), (*path, "max_restarts"), 0, integer=True)
     backoff = r.number(value.get("backoff_s", 1.0), (*path, "backoff_s"), 0.0)
     backoff_max = r.number(value.get("backoff_max_s", 30.0), (*path, "backoff_max_s"), 0.0)
+    reset_after = r.number(value.get("reset_after_s", DEFAULT_RESET_AFTER_S), (*path, "reset_after_s"), 0.0)
     return RestartPolicy(
         policy,
         int(max_restarts) if max_restarts is not None else 3,
         backoff if backoff is not None else 1.0,
         max(backoff_max if backoff_max is not None else 30.0, backoff or 0.0),
+        reset_after if reset_after is not None else DEFAULT_RESET_AFTER_S,
     )
 
 
@@ -841,6 +849,8 @@ def to_data(spec: ClusterSpec, relative_to: Path | None = None) -> dict[str, Any
                 "backoff_s": job.restart.backoff_s,
                 "backoff_max_s": job.restart.backoff_max_s,
             }
+            if job.restart.reset_after_s != DEFAULT_RESET_AFTER_S:
+                job_data["restart"]["reset_after_s"] = job.restart.reset_after_s
         jobs[name] = job_data
     data["jobs"] = jobs
     if spec.ssh_config is not None:

@@ -129,12 +129,19 @@ class JobEditor(QtWidgets.QWidget):
         self.max_restarts_spin.setToolTip("After this many restarts the role has failed for good.")
         self.backoff_spin = _seconds(0.0, 3600.0, "Delay before the first restart; it doubles on each restart.")
         self.backoff_max_spin = _seconds(0.0, 86_400.0, "The restart delay never grows beyond this.")
+        self.reset_after_spin = _seconds(
+            0.0,
+            7 * 86_400.0,
+            "A role that ran this long before it exited gets its restart count back to zero "
+            "(0: never; every restart counts for the whole run).",
+        )
         restart_row = QtWidgets.QHBoxLayout()
         restart_row.addWidget(self.policy_combo)
         for label, w in (
             ("max", self.max_restarts_spin),
             ("back-off", self.backoff_spin),
             ("up to", self.backoff_max_spin),
+            ("reset after", self.reset_after_spin),
         ):
             restart_row.addSpacing(8)
             restart_row.addWidget(QtWidgets.QLabel(label))
@@ -170,6 +177,7 @@ class JobEditor(QtWidgets.QWidget):
             "max_restarts": Marker(self.max_restarts_spin),
             "backoff_s": Marker(self.backoff_spin),
             "backoff_max_s": Marker(self.backoff_max_spin),
+            "reset_after_s": Marker(self.reset_after_spin),
         }
         for edit in (self.gpus_edit, self.command_edit):
             edit.textChanged.connect(lambda _t: self.sig_changed.emit())
@@ -178,6 +186,7 @@ class JobEditor(QtWidgets.QWidget):
         self.max_restarts_spin.valueChanged.connect(lambda _v: self.sig_changed.emit())
         self.backoff_spin.valueChanged.connect(lambda _v: self.sig_changed.emit())
         self.backoff_max_spin.valueChanged.connect(lambda _v: self.sig_changed.emit())
+        self.reset_after_spin.valueChanged.connect(lambda _v: self.sig_changed.emit())
 
     # ------------------------------------------------------------------ tasks
 
@@ -282,6 +291,7 @@ class JobEditor(QtWidgets.QWidget):
             (self.max_restarts_spin, "max_restarts"),
             (self.backoff_spin, "backoff_s"),
             (self.backoff_max_spin, "backoff_max_s"),
+            (self.reset_after_spin, "reset_after_s"),
         ):
             if isinstance(value[key], (int, float)) and not isinstance(value[key], bool):
                 spin.setValue(value[key])
@@ -289,7 +299,7 @@ class JobEditor(QtWidgets.QWidget):
 
     def _on_policy_changed(self, policy: str, emit: bool = True) -> None:
         # The numbers mean nothing under Never; greyed out so nobody tunes a policy that never fires.
-        for w in (self.max_restarts_spin, self.backoff_spin, self.backoff_max_spin):
+        for w in (self.max_restarts_spin, self.backoff_spin, self.backoff_max_spin, self.reset_after_spin):
             w.setEnabled(policy != "Never")
         if emit:
             self.sig_changed.emit()
@@ -333,6 +343,7 @@ class JobEditor(QtWidgets.QWidget):
             "max_restarts": self.max_restarts_spin.value(),
             "backoff_s": self.backoff_spin.value(),
             "backoff_max_s": self.backoff_max_spin.value(),
+            "reset_after_s": self.reset_after_spin.value(),
         }
         if restart != asdict(DEFAULT_RESTART):
             out["restart"] = restart

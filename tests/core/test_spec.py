@@ -303,3 +303,18 @@ def test_metric_patterns_are_checked_and_kept():
     assert [e.field for e in errors] == ["metric_patterns[0]", "metric_patterns[1]"]
     assert "not a valid regular expression" in errors[0].message and "no named groups" in errors[1].message
     assert errors[0].line == 6
+
+
+def test_restart_reset_after_is_checked_kept_and_written_back():
+    text = GOOD.replace("backoff_s = 0.5 }", "backoff_s = 0.5, reset_after_s = 3600 }")
+    assert text != GOOD
+    spec, problems = parse(text)
+    assert spec is not None, problems
+    assert spec.jobs["worker"].restart.reset_after_s == 3600.0
+    assert spec.jobs["ps"].restart.reset_after_s == 600.0  # the default: ten healthy minutes
+    again, _ = parse_text(dumps(spec))
+    assert again is not None and again.jobs["worker"].restart == spec.jobs["worker"].restart
+    spec, problems = parse(GOOD.replace("backoff_s = 0.5 }", "backoff_s = 0.5, reset_after_s = -1 }"))
+    assert spec is None
+    bad = [p for p in problems if p.field.endswith("restart.reset_after_s")]
+    assert len(bad) == 1 and bad[0].line == 19, problems

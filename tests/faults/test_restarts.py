@@ -11,13 +11,15 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import free_ports, run_cli
+from tests.conftest import ROOT, free_ports, run_cli
 from tests.core.test_launch import Launch, between_graph, run_dir_of, write_cluster
 from tests.helpers.procs import assert_nothing_left
 
@@ -114,6 +116,54 @@ def test_crash_loop_backs_off_exponentially_and_gives_up_saying_so(tmp_path: Pat
     assert "worker:0 failed: exit code 1; gave up after 3 restarts" in result.stdout
     assert "last output of worker:0" in result.stdout and "cannot open dataset" in result.stdout
     assert len(list((run / "roles" / "worker-0").glob("attempt-*.log"))) == 4
+
+
+@pytest.mark.parametrize(("reset_after_s", "gives_up"), [(1.5, False), (0, True)])
+def test_a_long_healthy_stretch_starts_a_fresh_restart_budget(tmp_path: Path, reset_after_s: float, gives_up: bool):
+    """A week-long run with a crash a day must not add up to "gave up": a role that ran for
+    ``reset_after_s`` before it failed gets its budget back. Here each attempt runs 2.5 s, then
+    fails; max_restarts = 1. With the reset it is restarted every time (the test stops it after
+    4 attempts); with ``reset_after_s = 0`` the second failure is final."""
+    ports = free_ports(1)
+    cluster = write_cluster(
+        tmp_path,
+        'strategy = "custom"\ncommand = ["python", "-c", "import sys, time; time.sleep(2.5); sys.exit(1)"]\n'
+        "stop_grace_s = 1\n"
+        '[jobs.worker]\ntasks = ["127.0.0.1:{p[0]}"]\n'
+        'restart = {{ policy = "OnFailure", max_restarts = 1, backoff_s = 0.2, reset_after_s = {reset} }}\n',
+        ports,
+        reset=reset_after_s,
+    )
+    launcher = subprocess.Popen(
+        [sys.executable, str(ROOT / "main.py"), "launch", str(cluster), "--run-dir", str(tmp_path / "run")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline and launcher.poll() is None:
+            logs = list((tmp_path / "run" / "roles" / "worker-0").glob("attempt-*.log"))
+            if len(logs) >= 4:
+                break
+            time.sleep(0.2)
+        if gives_up:
+            assert launcher.wait(60) == 1
+        else:
+            assert launcher.poll() is None, "gave up although every attempt ran long enough to reset"
+            launcher.send_signal(signal.SIGINT)
+            launcher.wait(60)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+        output = launcher.communicate()[0]
+    backoffs = [e["detail"] for e in role_events(tmp_path / "run", "worker:0") if e["state"] == "backoff"]
+    if gives_up:
+        assert backoffs == ["exit code 1; restart 1 of 1 in 0.2 s (OnFailure)"], backoffs
+        assert "gave up after 1 restart" in output
+    else:
+        assert len(backoffs) >= 3 and set(backoffs) == {"exit code 1; restart 1 of 1 in 0.2 s (OnFailure)"}, backoffs
+    assert_nothing_left(ports, marker=str(tmp_path))
 
 
 @pytest.mark.parametrize(
