@@ -158,7 +158,7 @@ class EnvTable(QtWidgets.QWidget):
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.horizontalHeader().resizeSection(0, 180)
         self.table.setToolTip(f"Environment variables for {what}. Values may use {{job_name}}, {{task_index}}, ...")
-        self.table.setFixedHeight(96)
+        self.table.setFixedHeight(78)  # a header and three rows: the job tab must fit an 800-pixel window
         self.table.itemChanged.connect(lambda _item: self.sig_changed.emit())
         self.add_button = QtWidgets.QPushButton("Add variable")
         self.remove_button = QtWidgets.QPushButton("Remove variable")

@@ -91,7 +91,7 @@ class JobEditor(QtWidgets.QWidget):
         self.table.model().rowsInserted.connect(self._renumber)
         self.table.model().rowsRemoved.connect(self._renumber)
         self.table.itemChanged.connect(lambda _item: self.sig_changed.emit())
-        self.table.setMinimumHeight(110)
+        self.table.setMinimumHeight(84)
         self.table_marker = Marker(self.table)
 
         self.add_button = QtWidgets.QPushButton("Add task")
@@ -135,18 +135,22 @@ class JobEditor(QtWidgets.QWidget):
             "A role that ran this long before it exited gets its restart count back to zero "
             "(0: never; every restart counts for the whole run).",
         )
-        restart_row = QtWidgets.QHBoxLayout()
-        restart_row.addWidget(self.policy_combo)
-        for label, w in (
-            ("max", self.max_restarts_spin),
-            ("back-off", self.backoff_spin),
-            ("up to", self.backoff_max_spin),
-            ("reset after", self.reset_after_spin),
-        ):
-            restart_row.addSpacing(8)
-            restart_row.addWidget(QtWidgets.QLabel(label))
-            restart_row.addWidget(w)
-        restart_row.addStretch(1)
+        # Two lines, so the jobs pane stays narrow enough for the cluster column beside it.
+        restart_row = QtWidgets.QVBoxLayout()
+        lines = (
+            (("max", self.max_restarts_spin), ("back-off", self.backoff_spin)),
+            (("up to", self.backoff_max_spin), ("reset after", self.reset_after_spin)),
+        )
+        for n, pairs in enumerate(lines):
+            line = QtWidgets.QHBoxLayout()
+            if n == 0:
+                line.addWidget(self.policy_combo)
+            for label, w in pairs:
+                line.addSpacing(8)
+                line.addWidget(QtWidgets.QLabel(label))
+                line.addWidget(w)
+            line.addStretch(1)
+            restart_row.addLayout(line)
         self.set_restart(None)
 
         self.remove_job_button = QtWidgets.QPushButton(f"Remove the {job} job")
