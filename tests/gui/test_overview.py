@@ -1,0 +1,136 @@
+"""The cluster overview: natural order, grouping by host, states a person can scan, clicks that
+select a role, and a layout that stays legible from 3 roles to 64 workers on 8 hosts."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core.controller import RoleState, RoleStatus
+from core.overview import build_overview, natural_key, short_role
+
+
+def status(role: str, host: str, state: RoleState = RoleState.RUNNING, **extra: object) -> RoleStatus:
+    job, _, index = role.partition(":")
+    base = RoleStatus(
+        role=role,
+        job=job,
+        index=int(index),
+        host=host,
+        address=f"{host}:2222",
+        state=state,
+        state_since=0.0,
+        pid=1,
+        attempt=1,
+        restarts=0,
+        returncode=None,
+        signal=None,
+        started_at=0.0,
+        ended_at=None,
+        detail="",
+        log_path=None,
+    )
+    return dataclasses.replace(base, **extra)  # type: ignore[arg-type]
+
+
+def big_cluster(workers: int = 64, hosts: int = 8) -> list[RoleStatus]:
+    """1 ps + ``workers`` workers spread round-robin over 127.0.0.1..``hosts``, each worker with one GPU."""
+    roles = [status("ps:0", "127.0.0.1")]
+    for i in range(workers):
+        roles.append(
+            status(
+                f"worker:{i}",
+                f"127.0.0.{i % hosts + 1}",
+                steps_per_sec=10.0 + i / 10,
+                gpus=(i // hosts,),
+                gpu_utilization_percent=float(i),
+            )
+        )
+    return roles
+
+
+def test_natural_key_orders_numbers_by_value():
+    names = ["worker:10", "worker:2", "worker:1", "ps:0", "worker:11", "chief:0"]
+    assert sorted(names, key=natural_key) == ["chief:0", "ps:0", "worker:1", "worker:2", "worker:10", "worker:11"]
+    hosts = ["127.0.0.10", "127.0.0.9", "node-a", "127.0.0.2"]
+    assert sorted(hosts, key=natural_key) == ["127.0.0.2", "127.0.0.9", "127.0.0.10", "node-a"]
+
+
+@given(st.lists(st.text(alphabet="ab:0123456789.", max_size=12), max_size=20))
+def test_natural_key_never_fails_and_is_a_total_order(names):
+    ordered = sorted(names, key=natural_key)
+    assert sorted(ordered, key=natural_key) == ordered
+
+
+def test_model_groups_by_host_with_jobs_in_order_and_trouble_first():
+    roles = big_cluster(64, 8)
+    roles[5] = dataclasses.replace(roles[5], state=RoleState.FAILED)  # worker:4 on 127.0.0.5
+    roles[10] = dataclasses.replace(roles[10], stalled=True)  # worker:9 on 127.0.0.2
+    model = build_overview(roles)
+    assert [h.host for h in model.hosts] == [f"127.0.0.{i}" for i in range(1, 9)]
+    first = model.hosts[0]
+    assert [c.role for c in first.cells] == ["ps:0"] + [f"worker:{i}" for i in range(0, 64, 8)]
+    assert [c.short for c in first.cells[:3]] == ["ps0", "w0", "w8"]
+    assert model.counts == (("failed", 1), ("stalled", 1), ("running", 63))
+    assert model.hosts[4].worst == "failed" and model.hosts[1].worst == "stalled"
+    assert model.role_count == 65
+    assert model.steps_per_sec == sum(10.0 + i / 10 for i in range(64))
+    assert model.cell("worker:63") is not None and model.cell("worker:63").gpu_utilization_percent == 63.0
+    assert short_role("evaluator:0") == "e0" and short_role("chief:0") == "c0"
+
+
+def test_overview_draws_64_workers_on_8_hosts_and_a_click_selects(qtbot):
+    from gui.overview import ClusterOverview
+
+    view = ClusterOverview()
+    qtbot.addWidget(view)
+    view.resize(1280, 420)
+    view.show()
+    view.set_roles(big_cluster(64, 8))
+    qtbot.waitUntil(lambda: view.repaints > 0)
+    assert "64 running" not in view.legend_text() and "65 running" in view.legend_text()
+    rects = [view.cell_rect(f"worker:{i}") for i in range(64)]
+    assert all(r is not None for r in rects)
+    # Legible: every tile is at least the minimum size, inside the widget, and no two overlap.
+    for r in rects:
+        assert r.width() >= 40 and r.height() >= 30
+        assert view.rect().contains(r)
+    for i, a in enumerate(rects):
+        for b in rects[i + 1 :]:
+            assert not a.intersects(b)
+    with qtbot.waitSignal(view.sig_role_selected) as blocker:
+        qtbot.mouseClick(view, qtbot_left(), pos=rects[37].center())
+    assert blocker.args == ["worker:37"]
+    # The same statuses again change nothing (no repaint asked); a state change does.
+    before = view.model_changes
+    view.set_roles(big_cluster(64, 8))
+    assert view.model_changes == before
+    painted = view.repaints
+    roles = big_cluster(64, 8)
+    roles[38] = dataclasses.replace(roles[38], state=RoleState.BACKOFF)
+    view.set_roles(roles)
+    assert view.model_changes == before + 1
+    qtbot.waitUntil(lambda: view.repaints > painted)
+    assert view.model.cell("worker:37").category == "backoff"
+    assert "1 backoff" in view.legend_text()
+
+
+def test_overview_of_the_demo_cluster_uses_big_tiles(qtbot):
+    from gui.overview import MAX_CELL, ClusterOverview
+
+    view = ClusterOverview()
+    qtbot.addWidget(view)
+    view.resize(900, 300)
+    view.show()
+    view.set_roles([status("ps:0", "127.0.0.1"), status("worker:0", "127.0.0.1"), status("worker:1", "127.0.0.1")])
+    rect = view.cell_rect("worker:1")
+    assert rect is not None and rect.size() == MAX_CELL
+    assert view.legend_text() == "3 running"
+
+
+def qtbot_left():
+    from PySide6 import QtCore
+
+    return QtCore.Qt.MouseButton.LeftButton
