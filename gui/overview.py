@@ -99,11 +99,15 @@ class ClusterOverview(QtWidgets.QWidget):
     def legend_text(self) -> str:
         parts = [f"{n} {cat}" for cat, n in self._model.counts]
         if self._model.steps_per_sec is not None:
-            parts.append(f"cluster {_fmt_rate(self._model.steps_per_sec)} steps")
+            parts.append(f"cluster {self._model.steps_per_sec:.1f} steps/s")
         return " · ".join(parts) if parts else "no roles"
 
     def cell_rect(self, role: str) -> QtCore.QRect | None:
         return next((rect for rect, cell in self._ensure_layout().cells if cell.role == role), None)
+
+    def host_rect(self, host: str) -> QtCore.QRect | None:
+        layout = self._ensure_layout()
+        return next((rect for rect, box in zip(layout.boxes, self._model.hosts, strict=True) if box.host == host), None)
 
     def role_at(self, pos: QtCore.QPoint) -> RoleCell | None:
         return next((cell for rect, cell in self._ensure_layout().cells if rect.contains(pos)), None)
@@ -131,6 +135,9 @@ class ClusterOverview(QtWidgets.QWidget):
                 break
         assert chosen is not None
         cell_w, cell_h, per_row, box_heights, rows, total = chosen
+        # A box is no wider than its widest row of tiles needs (3 roles on one host stay compact).
+        widest = max(min(len(h.cells), per_row) for h in hosts)
+        box_w = max(MIN_BOX_W, min(box_w, widest * (cell_w + CELL_GAP) - CELL_GAP + 2 * PAD))
         boxes, cells = [], []
         y = LEGEND_H + GAP
         for row_index, row_h in enumerate(rows):
@@ -201,7 +208,7 @@ class ClusterOverview(QtWidgets.QWidget):
             painter.drawText(QtCore.QPoint(x + 16, 17), label)
             x += 16 + metrics.horizontalAdvance(label) + 14
         if self._model.steps_per_sec is not None:
-            painter.drawText(QtCore.QPoint(x + 8, 17), f"cluster: {_fmt_rate(self._model.steps_per_sec)} steps")
+            painter.drawText(QtCore.QPoint(x + 8, 17), f"cluster: {self._model.steps_per_sec:.1f} steps/s")
 
     def _paint_cell(self, painter: QtGui.QPainter, rect: QtCore.QRect, cell: RoleCell, size: QtCore.QSize) -> None:
         colour = QtGui.QColor(CATEGORY_COLOURS[cell.category])
@@ -233,6 +240,8 @@ class ClusterOverview(QtWidgets.QWidget):
             painter.drawText(
                 text_rect, QtCore.Qt.AlignmentFlag.AlignHCenter | QtCore.Qt.AlignmentFlag.AlignBottom, rate
             )
+        elif rate and painter.fontMetrics().horizontalAdvance(f"{cell.short} {rate}") <= text_rect.width():
+            painter.drawText(text_rect, QtCore.Qt.AlignmentFlag.AlignCenter, f"{cell.short} {rate}")
         else:
             painter.drawText(text_rect, QtCore.Qt.AlignmentFlag.AlignCenter, cell.short)
         if cell.role == self._selected:

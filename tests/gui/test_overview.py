@@ -128,6 +128,8 @@ def test_overview_of_the_demo_cluster_uses_big_tiles(qtbot):
     rect = view.cell_rect("worker:1")
     assert rect is not None and rect.size() == MAX_CELL
     assert view.legend_text() == "3 running"
+    box = view.host_rect("127.0.0.1")
+    assert box is not None and box.width() < 4 * MAX_CELL.width() < view.width()  # hugs its 3 tiles
 
 
 def qtbot_left():
