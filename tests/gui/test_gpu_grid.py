@@ -1,0 +1,92 @@
+"""The GPU grid: 64 GPUs on 8 hosts as small tiles grouped by host, bounded history, heat from
+temperature and power, and a click that asks for a GPU's full card. Samples have the agent's
+``sample`` shape (docs/agent-protocol.md), as the NVML double produces them."""
+
+from __future__ import annotations
+
+import math
+
+from core.telemetry.gpu_tiles import SPARK_POINTS, GpuTileBoard, heat_level
+
+GIB = 1 << 30
+
+
+def sample(host: str, t: float, gpus: int = 8, hot: int | None = None) -> dict:
+    return {
+        "host": host,
+        "t": t,
+        "gpus": [
+            {
+                "index": i,
+                "name": "NVIDIA H100 80GB HBM3",
+                "utilization_gpu_percent": (t * 7 + i * 11) % 100,
+                "memory_used_bytes": (10 + i) * GIB,
+                "memory_total_bytes": 80 * GIB,
+                "temperature_c": 90.0 if i == hot else 55.0,
+                "power_w": 300.0,
+                "power_limit_w": 700.0,
+                "processes": [
+                    {"pid": 100 + i, "used_memory_bytes": GIB, "role": f"worker:{i * 8 + int(host[-1]) - 1}"}
+                ],
+            }
+            for i in range(gpus)
+        ],
+    }
+
+
+def test_heat_is_the_worse_of_temperature_and_power():
+    assert heat_level(50, 100, 700) == 0
+    assert heat_level(72, 100, 700) == 1
+    assert heat_level(50, 690, 700) == 2
+    assert heat_level(88, None, None) == 3
+    assert heat_level(None, None, None) == 0
+
+
+def test_board_keeps_a_bounded_history_per_gpu_and_groups_hosts_naturally():
+    board = GpuTileBoard()
+    for t in range(5 * SPARK_POINTS):
+        for h in (10, 2, 1):
+            board.add_sample(sample(f"127.0.0.{h}", float(t), gpus=2))
+    assert len(board) == 6
+    assert [h for h, _ in board.by_host()] == ["127.0.0.1", "127.0.0.2", "127.0.0.10"]
+    tile = board.tile("127.0.0.2", 1)
+    assert tile is not None and len(tile.utilization_history) == SPARK_POINTS
+    last_t = 5 * SPARK_POINTS - 1
+    assert math.isclose(tile.utilization_history[-1], ((last_t * 7 + 11) % 100) / 100)
+    assert tile.memory_fraction == 11 / 80 and tile.roles == ("worker:9",)
+    board.add_sample({"host": "127.0.0.3", "t": 1.0, "gpus": []})  # a host without GPUs adds no tile
+    board.add_sample({"host": "127.0.0.3", "t": 1.0, "gpus": [{"index": 0, "utilization_gpu_percent": None}]})
+    assert board.tile("127.0.0.3", 0).utilization_percent is None  # NVML could not say: n/a, not a crash
+
+
+def test_grid_shows_64_gpus_on_8_hosts_and_a_click_selects_one(qtbot):
+    from PySide6 import QtCore
+
+    from gui.gpu_grid import GpuGrid
+
+    grid = GpuGrid()
+    qtbot.addWidget(grid)
+    grid.resize(1500, 900)
+    grid.show()
+    for t in range(30):
+        for h in range(1, 9):
+            grid.board.add_sample(sample(f"127.0.0.{h}", float(t), hot=3 if h == 5 else None))
+    grid.refresh()
+    qtbot.waitUntil(lambda: grid.repaints > 0)
+    headers = grid.headers()
+    assert len(headers) == 8 and headers[0].startswith("127.0.0.1   8 GPUs · mean")
+    assert headers[4].endswith("· 1 hot") and "hot" not in headers[3]
+    rects = [grid.tile_rect(f"127.0.0.{h}", i) for h in range(1, 9) for i in range(8)]
+    assert all(r is not None for r in rects)
+    for i, a in enumerate(rects):
+        assert all(not a.intersects(b) for b in rects[i + 1 :])
+    with qtbot.waitSignal(grid.sig_gpu_selected) as blocker:
+        qtbot.mouseClick(grid, QtCore.Qt.MouseButton.LeftButton, pos=grid.tile_rect("127.0.0.6", 3).center())
+    assert blocker.args == ["127.0.0.6", 3]
+    # Nothing new: refresh paints nothing; a new sample: it paints again.
+    qtbot.waitUntil(lambda: grid._painted_version == grid.board.version)
+    painted = grid.repaints
+    assert grid.refresh() is False
+    grid.board.add_sample(sample("127.0.0.1", 31.0))
+    assert grid.refresh() is True
+    qtbot.waitUntil(lambda: grid.repaints > painted)
