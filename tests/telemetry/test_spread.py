@@ -1,0 +1,97 @@
+"""Spread, slowest workers and the step-time heat map: what the Training tab draws past a
+handful of workers. Memory follows workers x bins, never the run's length; the statistics match
+numpy's on the same binned values."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core.telemetry.spread import BinnedWorkers, slowest
+
+
+def step_times(
+    workers: int, steps: int, slow: str | None = None, slow_from: int = 0, bins: int = 1024
+) -> BinnedWorkers:
+    acc = BinnedWorkers(bins=bins, origin=0.0)
+    for step in range(steps):
+        for w in range(workers):
+            name = f"worker:{w}"
+            base = 0.1 + 0.001 * w
+            acc.add(name, float(step), base * (2.0 if name == slow and step >= slow_from else 1.0))
+    return acc
+
+
+def test_spread_has_the_median_and_a_band_that_holds_the_straggler():
+    acc = step_times(64, 2000, slow="worker:13", slow_from=1000)
+    result = acc.spread(max_columns=100)
+    assert result is not None and len(result.x) == 100
+    assert np.all(result.count == 64)
+    base = np.array([0.1 + 0.001 * w for w in range(64)])
+    assert np.allclose(result.median, np.median(base), rtol=0.02)
+    assert np.allclose(result.high[:45], base.max(), rtol=0.01)
+    assert np.allclose(result.high[55:], 2 * base[13], rtol=0.01)  # worker:13 doubled
+    assert np.all(result.q_high[55:] < result.high[55:])  # the percentile band leaves the outlier out
+    assert np.allclose(result.low, 0.1, rtol=0.01)
+    assert result.x[0] > 0 and result.x[-1] < 2000 + acc.width
+
+
+def test_slowest_names_only_real_outliers_slowest_first():
+    assert slowest({f"worker:{i}": 0.1 for i in range(32)}) == []
+    times = {f"worker:{i}": 0.1 for i in range(32)} | {"worker:7": 0.3, "worker:20": 0.5, "worker:3": None}
+    assert slowest(times, k=3) == ["worker:20", "worker:7"]
+    assert slowest({"worker:0": 1.0}) == []
+
+
+def test_heatmap_marks_the_straggler_from_when_it_slowed():
+    hm = step_times(32, 1000, slow="worker:10", slow_from=500).heatmap(max_columns=50)
+    assert hm is not None and hm.values.shape == (32, 50) and len(hm.edges) == 51
+    assert hm.rows[:3] == ("worker:0", "worker:1", "worker:2") and hm.rows[10] == "worker:10"
+    row = hm.values[10]
+    assert np.all(row[:24] < 1.1) and np.all(row[26:] > 1.8)
+    assert np.nanmax(np.delete(hm.values, 10, axis=0)) < 1.2
+
+
+def test_memory_follows_workers_and_bins_not_the_run_length():
+    acc = BinnedWorkers(bins=256, origin=0.0)
+    for step in range(0, 2_000_000, 97):  # far more steps than bins: the bins coarsen
+        acc.add("worker:0", float(step), 1.0)
+        acc.add("worker:1", float(step), 3.0)
+    assert acc.width >= 2_000_000 / 256 and acc.memory_bytes() <= 4 * 256 * 16
+    result = acc.spread()
+    assert result is not None and len(result.x) <= 256
+    assert np.allclose(result.median, 2.0) and np.allclose(result.low, 1.0) and np.allclose(result.high, 3.0)
+    assert BinnedWorkers().spread() is None
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from([f"worker:{i}" for i in range(7)]),
+        st.lists(st.tuples(st.floats(0, 1e4), st.floats(-1e6, 1e6)), min_size=1, max_size=40),
+        min_size=1,
+    ),
+    st.sampled_from([4, 16, 64]),
+)
+def test_statistics_match_numpy_on_the_binned_values(data, bins):
+    acc = BinnedWorkers(bins=bins, origin=0.0)
+    for name, points in data.items():
+        for x, v in points:
+            acc.add(name, x, v)
+    acc.add("worker:9", math.nan, 1.0)  # ignored, as is any non-finite value
+    made = acc._means(None)
+    assert made is not None
+    _, _, means = made
+    result = acc.spread()
+    assert result is not None
+    for col in range(means.shape[1]):
+        values = means[:, col][np.isfinite(means[:, col])]
+        if values.size == 0:
+            assert math.isnan(result.median[col]) and result.count[col] == 0
+            continue
+        assert result.count[col] == values.size
+        assert math.isclose(result.median[col], float(np.median(values)), rel_tol=1e-9, abs_tol=1e-9)
+        assert result.low[col] == values.min() and result.high[col] == values.max()
+        assert values.min() <= result.q_low[col] <= result.q_high[col] <= values.max()
