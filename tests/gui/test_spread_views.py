@@ -1,0 +1,52 @@
+"""The spread views draw what the accumulator says: the median line and bands, the slowest
+workers on top with a key above the plot, and a heat map whose straggler row is bright."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tests.telemetry.test_spread import step_times
+
+
+def test_spread_plot_draws_median_bands_and_named_slowest(qtbot):
+    from gui.panels.spread import SpreadPlot, refresh_from
+
+    view = SpreadPlot("Step time by step", "step time (s)")
+    qtbot.addWidget(view)
+    view.resize(900, 500)
+    view.show()
+    acc = step_times(64, 400, slow="worker:13", slow_from=200)
+    refresh_from(acc, view, None, columns=200)
+    xs, ys = view.median.getData()
+    assert len(xs) > 100 and np.allclose(ys, np.median([0.1 + 0.001 * w for w in range(64)]), rtol=0.02)
+    # The bands are filled areas (an edge without a path would leave them silently invisible).
+    for band in (view.outer_band, view.inner_band):
+        assert not band.path().isEmpty() and band.path().boundingRect().height() > 0
+    _, high = view._high.getData()
+    assert high[-1] > 1.9 * (0.1 + 0.001 * 13) * 0.99
+    view.set_highlights({"worker:13": ([0.0, 399.0], [0.113, 0.226])}, {"worker:13": "226 ms"})
+    text = view.key_text()
+    assert "median of 64 workers" in text and "worker:13 226 ms" in text
+    view.set_highlights({}, {})
+    assert view.highlights == {} and "worker:13" not in view.key_text()
+    # The key is a label above the plot: it never covers the data.
+    assert view.key.geometry().bottom() <= view.plot.geometry().top()
+
+
+def test_heatmap_rows_are_workers_and_the_straggler_is_bright(qtbot):
+    from gui.panels.spread import StepTimeHeatmap, refresh_from
+
+    view = StepTimeHeatmap()
+    qtbot.addWidget(view)
+    view.resize(900, 600)
+    view.show()
+    acc = step_times(64, 400, slow="worker:13", slow_from=200)
+    refresh_from(acc, None, view, columns=100)
+    assert view.rows[0] == "worker:0" and view.rows[13] == "worker:13" and len(view.rows) == 64
+    image = view.image.image
+    assert image.shape == (64, 100)
+    assert image[13, -1] > 1.6 and image[12, -1] < 1.0  # 2 x 0.113 s over a median of 0.1315 s
+    qtbot.waitUntil(lambda: view.plot.getViewBox().height() > 300)
+    view._set_row_ticks()
+    ticks = view.plot.getAxis("left")._tickLevels[0]
+    assert ticks[0][1] == "worker:0" and 8 <= len(ticks) < 64  # as many as fit, not one per row
