@@ -19,6 +19,7 @@ bins (the per-worker view keeps its segments).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -114,6 +115,29 @@ class BinnedWorkers:
         self._used = max(self._used, index + 1)
         self.version += 1
 
+    def add_many(self, worker: str, xs: npt.ArrayLike, values: npt.ArrayLike) -> None:
+        """Many points of ``worker`` at once (loading a past run's metrics file): the same result
+        as calling :meth:`add` for each, in one vectorised pass."""
+        x = np.asarray(xs, dtype=np.float64)
+        v = np.asarray(values, dtype=np.float64)
+        ok = np.isfinite(x) & np.isfinite(v)
+        x, v = x[ok], v[ok]
+        if x.size == 0:
+            return
+        if self.origin is None:
+            self.origin = float(x[0])
+        row = self._row(worker)
+        index = np.maximum(0, np.floor((x - self.origin) / self.width)).astype(np.int64)
+        top = int(index.max())
+        if top >= self.bins:
+            # Coarsen as add() would have on the way, then re-bin these points at the new width.
+            self._coarsen_until(top)
+            index = np.maximum(0, np.floor((x - self.origin) / self.width)).astype(np.int64)
+        self._sums[row] += np.bincount(index, weights=v, minlength=self.bins)[: self.bins]
+        self._counts[row] += np.bincount(index, minlength=self.bins)[: self.bins]
+        self._used = max(self._used, int(index.max()) + 1)
+        self.version += 1
+
     def _means(self, max_columns: int | None) -> tuple[list[str], FloatArray, FloatArray] | None:
         if not self._rows or self._used == 0 or self.origin is None:
             return None
@@ -152,6 +176,18 @@ class BinnedWorkers:
         q_high = at(np.ceil(0.9 * last).astype(np.int64))
         return median, at(np.zeros_like(count)), at(last), q_low, q_high, count
 
+    def row(self, worker: str, max_columns: int | None = None) -> tuple[FloatArray, FloatArray]:
+        """One worker's means at the same bins as :meth:`spread` (bin centres, values), without
+        the bins where it has none: how a highlighted worker is drawn over the band."""
+        made = self._means(max_columns)
+        if made is None or worker not in self._rows:
+            return np.empty(0), np.empty(0)
+        names, edges, means = made
+        values = means[names.index(worker)]
+        centres = (edges[:-1] + edges[1:]) / 2
+        finite = np.isfinite(values)
+        return centres[finite], values[finite]
+
     def spread(self, max_columns: int | None = None) -> Spread | None:
         """The workers' median and bands, at most ``max_columns`` bins (the plot's pixel width)."""
         made = self._means(max_columns)
@@ -181,6 +217,6 @@ def slowest(step_times_s: Mapping[str, float | None], k: int = 3, factor: float 
     usable = {n: float(v) for n, v in step_times_s.items() if v is not None and math.isfinite(v) and v > 0}
     if len(usable) < 2:
         return []
-    median = float(np.median(list(usable.values())))
+    median = statistics.median(usable.values())  # a few dozen floats: no numpy round trip
     ranked = sorted(usable, key=lambda n: (-usable[n], natural_key(n)))
     return [n for n in ranked if usable[n] >= factor * median][:k]

@@ -12,6 +12,7 @@ Both read a :class:`~core.telemetry.spread.BinnedWorkers` and redraw only when i
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
@@ -20,6 +21,24 @@ from core.telemetry.spread import BinnedWorkers, HeatMap, Spread
 MEDIAN_COLOUR = "#1f4e79"
 HIGHLIGHT_COLOURS = ("#c62828", "#d9822b", "#6a1b9a", "#00838f", "#8d6e63")
 HEAT_RANGE = (0.5, 2.5)  # ratio to the median: below is as fast as it gets, above is saturated red
+
+
+class _Band(QtWidgets.QGraphicsPathItem):
+    """The area between a low and a high edge, built in one vectorised pass (pyqtgraph's
+    FillBetweenItem rebuilds its path once per edge change, in Python)."""
+
+    def __init__(self, colour: QtGui.QColor) -> None:
+        super().__init__()
+        self.setPen(QtGui.QPen(QtCore.Qt.PenStyle.NoPen))
+        self.setBrush(QtGui.QBrush(colour))
+
+    def set_edges(self, x: np.ndarray, low: np.ndarray, high: np.ndarray) -> None:
+        if x.size == 0:
+            self.setPath(QtGui.QPainterPath())
+            return
+        xs = np.concatenate([x, x[::-1], x[:1]])
+        ys = np.concatenate([low, high[::-1], low[:1]])
+        self.setPath(pg.arrayToQPath(xs, ys, connect="all"))
 
 
 class SpreadPlot(QtWidgets.QWidget):
@@ -36,13 +55,8 @@ class SpreadPlot(QtWidgets.QWidget):
         self.plot.setLabel("bottom", "step")
         self.plot.showGrid(x=True, y=True, alpha=0.2)
         item = self.plot.getPlotItem()
-        # Invisible edges for the bands: PlotCurveItems, since a PlotDataItem without a pen builds
-        # no path for FillBetweenItem to fill.
-        self._low, self._high, self._q_low, self._q_high = (pg.PlotCurveItem(pen=pg.mkPen(None)) for _ in range(4))
-        for edge in (self._low, self._high, self._q_low, self._q_high):
-            item.addItem(edge)
-        self.outer_band = pg.FillBetweenItem(self._low, self._high, brush=pg.mkBrush(43, 108, 176, 45))
-        self.inner_band = pg.FillBetweenItem(self._q_low, self._q_high, brush=pg.mkBrush(43, 108, 176, 100))
+        self.outer_band = _Band(QtGui.QColor(43, 108, 176, 45))
+        self.inner_band = _Band(QtGui.QColor(43, 108, 176, 100))
         item.addItem(self.outer_band)
         item.addItem(self.inner_band)
         self.median = item.plot(pen=pg.mkPen(MEDIAN_COLOUR, width=2))
@@ -56,19 +70,20 @@ class SpreadPlot(QtWidgets.QWidget):
     def set_spread(self, spread: Spread | None, workers: int) -> None:
         self._workers = workers
         if spread is None:
-            for edge in (self._low, self._high, self._q_low, self._q_high):
-                edge.setData([], [])
+            empty = np.empty(0)
+            self.outer_band.set_edges(empty, empty, empty)
+            self.inner_band.set_edges(empty, empty, empty)
             self.median.setData([], [])
+            self.edges = (empty, empty)
             return
         finite = np.isfinite(spread.median)
         x = spread.x[finite]
-        self._low.setData(x, spread.low[finite])
-        self._high.setData(x, spread.high[finite])
-        self._q_low.setData(x, spread.q_low[finite])
-        self._q_high.setData(x, spread.q_high[finite])
+        self.outer_band.set_edges(x, spread.low[finite], spread.high[finite])
+        self.inner_band.set_edges(x, spread.q_low[finite], spread.q_high[finite])
         self.median.setData(x, spread.median[finite])
+        self.edges = (spread.low[finite], spread.high[finite])
 
-    def set_highlights(self, curves: dict[str, tuple[list[float], list[float]]], notes: dict[str, str]) -> None:
+    def set_highlights(self, curves: dict[str, tuple[npt.ArrayLike, npt.ArrayLike]], notes: dict[str, str]) -> None:
         """Draw these workers on top, in order (the first is the slowest); ``notes`` is a short
         text per worker for the key (e.g. its step time)."""
         item = self.plot.getPlotItem()
@@ -146,9 +161,18 @@ class StepTimeHeatmap(QtWidgets.QWidget):
         self._set_row_ticks()
 
 
-def refresh_from(acc: BinnedWorkers, plot: SpreadPlot | None, heat: StepTimeHeatmap | None, columns: int) -> None:
-    """Redraw both views from ``acc`` at ``columns`` bins (use the plot's pixel width)."""
+def refresh_from(
+    acc: BinnedWorkers,
+    plot: SpreadPlot | None,
+    heat: StepTimeHeatmap | None,
+    columns: int,
+    highlight: dict[str, str] | None = None,
+) -> None:
+    """Redraw both views from ``acc`` at ``columns`` bins (use the plot's pixel width);
+    ``highlight`` maps the workers to draw on top (slowest first) to their note in the key."""
     if plot is not None:
         plot.set_spread(acc.spread(max_columns=columns), len(acc))
+        if highlight is not None:
+            plot.set_highlights({w: acc.row(w, columns) for w in highlight}, highlight)
     if heat is not None:
         heat.set_heatmap(acc.heatmap(max_columns=columns))

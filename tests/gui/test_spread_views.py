@@ -3,6 +3,8 @@ workers on top with a key above the plot, and a heat map whose straggler row is 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tests.telemetry.test_spread import step_times
@@ -22,9 +24,10 @@ def test_spread_plot_draws_median_bands_and_named_slowest(qtbot):
     # The bands are filled areas (an edge without a path would leave them silently invisible).
     for band in (view.outer_band, view.inner_band):
         assert not band.path().isEmpty() and band.path().boundingRect().height() > 0
-    _, high = view._high.getData()
-    assert high[-1] > 1.9 * (0.1 + 0.001 * 13) * 0.99
-    view.set_highlights({"worker:13": ([0.0, 399.0], [0.113, 0.226])}, {"worker:13": "226 ms"})
+    assert view.edges[1][-1] > 1.9 * (0.1 + 0.001 * 13) * 0.99
+    refresh_from(acc, view, None, columns=200, highlight={"worker:13": "226 ms"})
+    xs, ys = view.highlights["worker:13"].getData()
+    assert ys[0] == 0.1 + 0.001 * 13 and math.isclose(ys[-1], 2 * (0.1 + 0.001 * 13))
     text = view.key_text()
     assert "median of 64 workers" in text and "worker:13 226 ms" in text
     view.set_highlights({}, {})

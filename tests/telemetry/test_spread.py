@@ -95,3 +95,17 @@ def test_statistics_match_numpy_on_the_binned_values(data, bins):
         assert math.isclose(result.median[col], float(np.median(values)), rel_tol=1e-9, abs_tol=1e-9)
         assert result.low[col] == values.min() and result.high[col] == values.max()
         assert values.min() <= result.q_low[col] <= result.q_high[col] <= values.max()
+
+
+@given(
+    st.lists(st.tuples(st.floats(0, 5e4), st.floats(-10, 10)), min_size=1, max_size=200), st.sampled_from([4, 8, 32])
+)
+def test_add_many_equals_adding_one_by_one(points, bins):
+    one, many = BinnedWorkers(bins=bins, origin=0.0), BinnedWorkers(bins=bins, origin=0.0)
+    for x, v in points:
+        one.add("worker:0", x, v)
+    many.add_many("worker:0", [x for x, _ in points], [v for _, v in points])
+    assert one.width == many.width
+    a, b = one._means(None), many._means(None)
+    assert a is not None and b is not None
+    assert np.allclose(a[2], b[2], equal_nan=True) and np.allclose(a[1], b[1])

@@ -1,0 +1,235 @@
+"""The window at scale, one frame at a time: 32 workers x STEPS steps (default 1,000,000) of loss and
+step time, and 64 GPUs (8 hosts x 8) x 24 h of 1 Hz samples. A frame = a new point on every series,
+then update + render (grab()) of the tab on screen. Offscreen Qt, median of FRAMES frames.
+
+Baseline, in the same run: the current panels at that size. Training: TrainingPanel drawing every
+worker's loss and step-time curve (bounded Series, EMA). GPUs: GpuPanel with one card (a plot) per
+GPU, all 64 laid out in its scroll area.
+
+TowerDeck at scale: Training = SpreadPlot for loss and step time (median, 10-90 % and min-max
+bands from BinnedWorkers) + the 3 slowest workers on top (their BinnedWorkers rows) + the
+step-time heat map; GPUs = GpuGrid (a tile per GPU with sparklines) + one full card (the selected GPU).
+
+History is built once per kind and copied to every worker/GPU (appending 64 M points one by one
+would take minutes here and changes nothing a frame costs: a Series holds a bounded number of
+points once past its capacity). Run from the repo root: `python benchmarks/bench_window_scale.py`
+(STEPS, FRAMES and WORKERS may be set in the environment).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+from PySide6 import QtWidgets
+
+from core.telemetry.gpu_tiles import GpuTileBoard
+from core.telemetry.series import Series
+from core.telemetry.spread import BinnedWorkers, slowest
+from gui.gpu_grid import GpuGrid
+from gui.panels.gpus import GpuPanel
+from gui.panels.spread import SpreadPlot, StepTimeHeatmap, refresh_from
+from gui.panels.training import TrainingPanel
+
+WORKERS = int(os.environ.get("WORKERS", "32"))
+STEPS = int(os.environ.get("STEPS", "1000000"))
+FRAMES = int(os.environ.get("FRAMES", "10"))
+HOSTS, GPUS_PER_HOST = 8, 8
+DAY_S = 24 * 3600
+SIZE = (1400, 800)
+GIB = float(1 << 30)
+
+
+def filled(values: np.ndarray, capacity: int) -> Series:
+    series = Series(capacity=capacity)
+    for x, v in enumerate(values.tolist()):
+        series.append(float(x), v)
+    return series
+
+
+def loss_curve(steps: int) -> np.ndarray:
+    x = np.arange(steps, dtype=float)
+    return 2.0 * np.exp(-x / (steps / 5)) + 0.05 * np.sin(x / 50) + 0.1
+
+
+def step_time_curve(steps: int) -> np.ndarray:
+    x = np.arange(steps, dtype=float)
+    return 0.1 + 0.01 * np.sin(x / 300) ** 2
+
+
+def gpu_sample(host: str, t: float) -> dict[str, object]:
+    return {
+        "host": host,
+        "t": t,
+        "gpus": [
+            {
+                "index": i,
+                "utilization_gpu_percent": 50 + 40 * math.sin(t / 60 + i),
+                "memory_used_bytes": (20 + i) * GIB,
+                "memory_total_bytes": 80 * GIB,
+                "temperature_c": 60.0,
+                "power_w": 400.0,
+                "power_limit_w": 700.0,
+                "processes": [{"pid": 1, "role": f"worker:{i}", "used_memory_bytes": GIB}],
+            }
+            for i in range(GPUS_PER_HOST)
+        ],
+    }
+
+
+def timed(frames: int, frame: Callable[[int], None]) -> list[float]:
+    times = []
+    for f in range(frames):
+        t0 = time.perf_counter()
+        frame(f)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def training_baseline(loss: Series, step_time: Series) -> list[float]:
+    panel = TrainingPanel()
+    panel.resize(*SIZE)
+    panel.show()
+    for w in range(WORKERS):
+        role = f"worker:{w}"
+        panel._ensure_worker(role)
+        panel.loss[role] = copy.deepcopy(loss)
+        panel.step_time[role] = copy.deepcopy(step_time)
+
+    def frame(f: int) -> None:
+        for w in range(WORKERS):
+            panel.loss[f"worker:{w}"].append(float(STEPS + f), 0.1)
+            panel.step_time[f"worker:{w}"].append(float(STEPS + f), 0.1)
+        panel._dirty = True
+        panel.refresh(force=True)
+        panel.grab()
+
+    times = timed(FRAMES, frame)
+    panel.close()
+    return times
+
+
+def training_at_scale(loss: Series, step_time: Series) -> list[float]:
+    view = QtWidgets.QWidget()
+    layout = QtWidgets.QVBoxLayout(view)
+    loss_plot, time_plot, heat = SpreadPlot("Loss by step", "loss"), SpreadPlot("Step time", "s"), StepTimeHeatmap()
+    for widget in (loss_plot, time_plot, heat):
+        layout.addWidget(widget)
+    view.resize(*SIZE)
+    view.show()
+    losses, times = BinnedWorkers(origin=0.0), BinnedWorkers(origin=0.0)
+    x = np.arange(STEPS, dtype=float)
+    loss_values, time_values = loss_curve(STEPS), step_time_curve(STEPS)
+    for w in range(WORKERS):
+        losses.add_many(f"worker:{w}", x, loss_values)
+        times.add_many(f"worker:{w}", x, time_values * (1 + 0.01 * w))
+    width = max(200, loss_plot.plot.width())
+
+    def frame(f: int) -> None:
+        latest = {}
+        for w in range(WORKERS):
+            role = f"worker:{w}"
+            losses.add(role, float(STEPS + f), 0.1)
+            times.add(role, float(STEPS + f), 0.1 * (1 + 0.01 * w))
+            latest[role] = 0.1 * (1 + 0.01 * w)
+        refresh_from(losses, loss_plot, None, width)
+        top = slowest(latest, k=3, factor=1.0)
+        refresh_from(times, time_plot, heat, width, highlight={role: "" for role in top})
+        view.grab()
+
+    result = timed(FRAMES, frame)
+    view.close()
+    return result
+
+
+def gpus_baseline(template: Series) -> list[float]:
+    panel = GpuPanel()
+    panel.resize(*SIZE)
+    panel.show()
+    for h in range(HOSTS):
+        panel.add_sample(gpu_sample(f"127.0.0.{h + 1}", float(DAY_S)) | {"figures": {}})
+    for card in panel.cards.values():
+        card.first, card.second = copy.deepcopy(template), copy.deepcopy(template)
+
+    def frame(f: int) -> None:
+        for h in range(HOSTS):
+            panel.add_sample(gpu_sample(f"127.0.0.{h + 1}", float(DAY_S + f + 1)) | {"figures": {}})
+        panel.refresh()
+        panel.grab()
+
+    times = timed(FRAMES, frame)
+    panel.close()
+    return times
+
+
+def gpus_at_scale(template: Series) -> list[float]:
+    view = QtWidgets.QWidget()
+    layout = QtWidgets.QVBoxLayout(view)
+    grid = GpuGrid(GpuTileBoard())
+    scroll = QtWidgets.QScrollArea()
+    scroll.setWidgetResizable(True)
+    scroll.setWidget(grid)
+    card = GpuPanel()  # the full card of the selected GPU only
+    layout.addWidget(scroll, 3)
+    layout.addWidget(card, 2)
+    view.resize(*SIZE)
+    view.show()
+    for t in range(DAY_S - 120, DAY_S):
+        for h in range(HOSTS):
+            grid.board.add_sample(gpu_sample(f"127.0.0.{h + 1}", float(t)))
+    card.add_sample(
+        gpu_sample("127.0.0.1", float(DAY_S)) | {"gpus": gpu_sample("127.0.0.1", 0.0)["gpus"][:1], "figures": {}}
+    )
+    for c in card.cards.values():
+        c.first, c.second = copy.deepcopy(template), copy.deepcopy(template)
+
+    def frame(f: int) -> None:
+        for h in range(HOSTS):
+            sample = gpu_sample(f"127.0.0.{h + 1}", float(DAY_S + f + 1))
+            grid.board.add_sample(sample)
+            if h == 0:
+                card.add_sample(sample | {"gpus": sample["gpus"][:1], "figures": {}})  # type: ignore[index]
+        grid.refresh()
+        card.refresh()
+        view.grab()
+
+    times = timed(FRAMES, frame)
+    view.close()
+    return times
+
+
+def main() -> int:
+    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
+    assert app is not None
+    t0 = time.perf_counter()
+    loss, step_time = filled(loss_curve(STEPS), 4096), filled(step_time_curve(STEPS), 4096)
+    gpu_template = filled(50 + 40 * np.sin(np.arange(DAY_S) / 60), 2048)
+    print(f"(history built in {time.perf_counter() - t0:.0f} s)")
+    results = {
+        "training, baseline (a curve per worker)": training_baseline(loss, step_time),
+        "training, at scale (spread + 3 slowest + heat map)": training_at_scale(loss, step_time),
+        "GPUs, baseline (a plotted card per GPU)": gpus_baseline(gpu_template),
+        "GPUs, at scale (tile grid + 1 full card)": gpus_at_scale(gpu_template),
+    }
+    print(
+        f"window frame at scale: {WORKERS} workers x {STEPS:,} steps; {HOSTS * GPUS_PER_HOST} GPUs x 24 h of 1 Hz samples "
+        f"(median of {FRAMES} frames, new point on every series + update + render, {SIZE[0]}x{SIZE[1]}):"
+    )
+    for name, times in results.items():
+        print(f"  {name:<52} {statistics.median(times) * 1000:8.1f} ms  (max {max(times) * 1000:.1f})")
+    print("  budget: 30 ms a frame")
+    return 0 if all(math.isfinite(statistics.median(t)) for t in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
