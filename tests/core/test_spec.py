@@ -196,6 +196,35 @@ def test_remote_host_is_reached_over_ssh_and_left_to_the_preflight():
     assert not any("gpu-node-7" in p.message for p in problems)
 
 
+def test_whether_a_host_is_this_machine_is_read_once_for_a_whole_cluster(monkeypatch):
+    import psutil
+
+    from core import locality
+
+    calls = []
+    real = psutil.net_if_addrs
+
+    def counted():
+        calls.append(1)
+        return real()
+
+    monkeypatch.setattr(psutil, "net_if_addrs", counted)
+    this_machine = socket.gethostname().lower()  # neither loopback nor [hosts]: only the cache knows
+    locality.forget()
+    workers = ", ".join(f'"{this_machine}:{3000 + i}"' for i in range(40))
+    spec, problems = parse(GOOD.replace('"127.0.0.1:2223",', workers + ","))
+    assert spec is not None, problems
+    configs = [spec.host_config(t.host) for t in spec.tasks()]
+    assert len(configs) == 42 and not any(c.remote for c in configs)
+    assert len(calls) == 1  # not once per task
+    locality.forget()  # the network changed: read again, once
+    assert not spec.host_config(this_machine).remote and not spec.host_config(this_machine).remote
+    assert len(calls) == 2
+    assert spec.host_config("gpu-node-7.example").remote
+    # The model asks whoever knows; another machine's view can be passed in.
+    assert not spec.host_config("gpu-node-7.example", is_local=lambda host: True).remote
+
+
 def test_hosts_table_round_trips_and_bad_entries_name_their_line():
     text = (
         GOOD

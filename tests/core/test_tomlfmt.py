@@ -1,4 +1,4 @@
-"""core.tomlfmt: TOML a person can read, that reads back to the same data."""
+"""core.spec.write's TOML writer: TOML a person can read, that reads back to the same data."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import tomllib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.tomlfmt import dumps
+from core.spec.write import data_to_toml as dumps
 from tests.conftest import ROOT
 
 scalars = (

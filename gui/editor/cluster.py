@@ -11,8 +11,9 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.problems import ERROR, Problem
 from core.spec import JOB_ORDER, LAUNCH_STYLES, STRATEGIES, TOP_KEYS
-from gui.editor_fields import ERROR_INK, EnvTable, Marker, command_value, format_command, path_parts, worst
-from gui.editor_job import COMMAND, ENV, GPUS, HOST, JobEditor
+from core.spec.locate import path_parts
+from gui.editor.fields import ERROR_INK, EnvTable, Marker, command_value, format_command, worst
+from gui.editor.job import COMMAND, ENV, GPUS, HOST, JobEditor
 
 STRATEGY_TEXT = {
     "between_graph": "between_graph: classic ps + workers",
