@@ -347,3 +347,28 @@ def test_restart_reset_after_is_checked_kept_and_written_back():
     assert spec is None
     bad = [p for p in problems if p.field.endswith("restart.reset_after_s")]
     assert len(bad) == 1 and bad[0].line == 19, problems
+
+
+def test_pasted_text_is_a_cluster_or_the_importers_problems():
+    from core.importers import import_pasted, looks_like_tf_config
+
+    tf_config = """export TF_CONFIG='{"cluster": {"chief": ["h1:4000"], "worker": ["h2:4001"], "ps": ["h3:4002"]}}'"""
+    assert looks_like_tf_config(tf_config) and not looks_like_tf_config("python t.py --worker_hosts=h:1")
+    spec, problems = import_pasted(tf_config, "python -u pss.py", Path("/tmp"))
+    assert problems == [] and spec is not None
+    assert (spec.strategy, spec.launch_style, spec.command) == (
+        "parameter_server",
+        "tf_config",
+        ("python", "-u", "pss.py"),
+    )
+    assert [t.address for t in spec.tasks()] == ["h3:4002", "h1:4000", "h2:4001"]
+
+    spec, problems = import_pasted("python t.py --ps_hosts=h:1 --worker_hosts=h:2,h:3 --job_name=ps", None, None)
+    assert problems == [] and spec is not None and spec.command == ("python", "t.py")
+    assert spec.role_ids() == ["ps:0", "worker:0", "worker:1"]
+
+    for text, message in (("  ", "nothing was pasted"), ("python t.py --ps_hosts=h:1", "no --worker_hosts")):
+        spec, problems = import_pasted(text, None, None)
+        assert spec is None and message in problems[0].message and problems[0].hint
+    spec, problems = import_pasted('{"cluster": [1]', None, None)
+    assert spec is None and "not valid JSON" in problems[0].message
