@@ -549,6 +549,27 @@ def test_unknown_keys_are_kept_reported_and_removable(qtbot, editor, tmp_path: P
     assert editor.current_spec() is not None and editor.is_dirty
 
 
+def test_settings_without_a_widget_survive_open_save_and_launch(qtbot, editor, tmp_path: Path):
+    """[hosts], ssh_config and stall_after_s have no field in the form: they used to vanish from
+    the form's table, so Save dropped them and a launch from the form ran remote roles here."""
+    cluster = tmp_path / "remote.toml"
+    cluster.write_text(
+        'name = "remote"\ncommand = "python -u train.py"\nstall_after_s = 30.0\nssh_config = "ssh.conf"\n'
+        '[jobs.ps]\ntasks = ["10.0.0.2:2222"]\n[jobs.worker]\ntasks = ["10.0.0.2:2223"]\n'
+        '[hosts."10.0.0.2"]\nssh = "me@gpu-node-1"\npython = "/opt/py/bin/python3"\n'
+    )
+    loaded, problems = load(cluster)
+    assert loaded is not None, problems
+    open_and_wait(qtbot, editor, cluster)
+    spec = editor.current_spec()
+    assert spec == loaded and spec.host_config("10.0.0.2").ssh == "me@gpu-node-1"
+    save_and_wait(qtbot, editor)
+    reread, _ = load(cluster)
+    assert reread == loaded and '[hosts."10.0.0.2"]' in cluster.read_text()
+    editor.set_spec(loaded, cluster)
+    assert editor.current_spec() == loaded
+
+
 def test_the_paste_action_opens_the_dialog(qtbot, editor):
     from gui.editor.paste import PasteDialog
 
