@@ -23,7 +23,6 @@ from core.spec.model import (
     Task,
 )
 from core.spec.reader import Reader, kind
-from core.telemetry.metrics import MetricPattern
 
 
 def parse_hosts(r: Reader, value: Any) -> dict[str, HostConfig]:
@@ -80,6 +79,10 @@ def parse_hosts(r: Reader, value: Any) -> dict[str, HostConfig]:
 
 def parse_patterns(r: Reader, value: Any) -> tuple[str, ...]:
     """``metric_patterns``: each regex compiled once here, so a bad one is named before launch."""
+    # Imported here: the metric parser compiles its built-in formats on import, and most cluster
+    # files have no patterns of their own.
+    from core.telemetry.metrics import MetricPattern
+
     path: tuple[str | int, ...] = ("metric_patterns",)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         r.add(
