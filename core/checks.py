@@ -1,9 +1,12 @@
-"""Checks of a cluster against this machine: commands, working directory, free ports."""
+"""Checks of a cluster against this machine: commands, working directory, free ports.
+
+Which tasks are this machine's is :mod:`core.locality`'s answer (through ``spec.host_config``);
+the others are checked on their machine by the pre-flight (:mod:`core.preflight`).
+"""
 
 from __future__ import annotations
 
 import errno
-import ipaddress
 import os
 import shutil
 import socket
@@ -11,31 +14,6 @@ from pathlib import Path
 
 from core.problems import ERROR, Problem
 from core.spec import ClusterSpec, Task, locate
-
-
-def local_addresses() -> set[str]:
-    """Names and addresses under which this machine's tasks are launched here."""
-    names = {"localhost", "localhost.localdomain", "::1", socket.gethostname().lower()}
-    try:
-        import psutil
-
-        for addrs in psutil.net_if_addrs().values():
-            for a in addrs:
-                if a.family in (socket.AF_INET, socket.AF_INET6):
-                    names.add(a.address.split("%")[0].lower())
-    except Exception:  # noqa: S110 - psutil missing or refusing: loopback and hostname still count
-        pass
-    return names
-
-
-def is_local_host(host: str, local: set[str] | None = None) -> bool:
-    host = host.lower()
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return True
-    except ValueError:
-        pass
-    return host in (local if local is not None else local_addresses())
 
 
 def port_holder(host: str, port: int) -> str | None:

@@ -1,4 +1,8 @@
-"""Turn a pasted command line (classic flags) or a TF_CONFIG into a cluster."""
+"""Turn a pasted command line (classic flags) or a TF_CONFIG into a cluster.
+
+``python main.py import`` and the editor's *Paste command line / TF_CONFIG* both come here, so
+they accept the same text and print the same problems.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from core.problems import ERROR, Problem, SpecError
 from core.spec import ClusterSpec, parse_data
 
 _HOSTS_FLAG = re.compile(r"^--?(ps|worker|chief|evaluator)_hosts(?:=(.*))?$")
+_TF_CONFIG_PREFIX = re.compile(r"^\s*(?:export\s+)?TF_CONFIG\s*=\s*", re.IGNORECASE)
 _ROLE_FLAG = re.compile(r"^--?(job_name|task_index)(?:=(.*))?$")
 DEFAULT_COMMAND = ["python", "-u", "train.py"]
 
@@ -141,3 +146,29 @@ def _finish(data: dict[str, Any], base: Path | None, source: str) -> ClusterSpec
     if spec is None or errors:
         raise SpecError([Problem(source, p.field + ": " + p.message, p.hint) for p in errors])
     return spec
+
+
+def import_pasted(text: str, command: str | None, base: Path | None) -> tuple[ClusterSpec | None, list[Problem]]:
+    """A cluster from what a user pasted: a TF_CONFIG (JSON, optionally as ``TF_CONFIG='...'``) or a
+    command line with ``--ps_hosts/--worker_hosts``. Problems are the importers' own, as
+    ``python main.py import`` prints them; never raises on bad input."""
+    stripped = _TF_CONFIG_PREFIX.sub("", text.strip())
+    if stripped[:1] in ("'", '"') and stripped[-1:] == stripped[:1]:
+        stripped = stripped[1:-1]
+    try:
+        if stripped.startswith("{"):
+            return from_tf_config(stripped, command or None, base), []
+        if not text.strip():
+            return None, [Problem("", "nothing was pasted", "paste a command line with --worker_hosts, or a TF_CONFIG")]
+        return from_flags(text.strip(), base), []
+    except SpecError as exc:
+        return None, list(exc.problems)
+
+
+def looks_like_tf_config(text: str) -> bool:
+    """Whether pasted text is a TF_CONFIG (a JSON object), which needs a training command too."""
+    stripped = _TF_CONFIG_PREFIX.sub("", text.strip()).strip("'\"")
+    try:
+        return isinstance(json.loads(stripped), dict)
+    except ValueError:
+        return False

@@ -15,25 +15,13 @@ from typing import Any
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
+# normalize_bus_id is imported by name from here too (gui.main_window): it lives in core.
+from core.telemetry.pci import normalize_bus_id
 from core.telemetry.series import Series
 
 MAX_POINTS = 1200
 UTIL_COLOUR = "#2b6cb0"
 MEMORY_COLOUR = "#d9822b"
-
-
-def normalize_bus_id(bus_id: str | None) -> str | None:
-    """``00000000:1A:00.0`` (NVML) and ``0000:1a:00.0`` (TensorFlow) -> ``0000:1a:00.0``."""
-    if not bus_id:
-        return None
-    parts = bus_id.strip().lower().split(":")
-    if len(parts) != 3:
-        return bus_id.strip().lower()
-    try:
-        domain = int(parts[0], 16)
-    except ValueError:
-        return bus_id.strip().lower()
-    return f"{domain:04x}:{parts[1]}:{parts[2]}"
 
 
 def _mib(n: Any) -> str:

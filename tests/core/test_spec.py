@@ -196,6 +196,35 @@ def test_remote_host_is_reached_over_ssh_and_left_to_the_preflight():
     assert not any("gpu-node-7" in p.message for p in problems)
 
 
+def test_whether_a_host_is_this_machine_is_read_once_for_a_whole_cluster(monkeypatch):
+    import psutil
+
+    from core import locality
+
+    calls = []
+    real = psutil.net_if_addrs
+
+    def counted():
+        calls.append(1)
+        return real()
+
+    monkeypatch.setattr(psutil, "net_if_addrs", counted)
+    this_machine = socket.gethostname().lower()  # neither loopback nor [hosts]: only the cache knows
+    locality.forget()
+    workers = ", ".join(f'"{this_machine}:{3000 + i}"' for i in range(40))
+    spec, problems = parse(GOOD.replace('"127.0.0.1:2223",', workers + ","))
+    assert spec is not None, problems
+    configs = [spec.host_config(t.host) for t in spec.tasks()]
+    assert len(configs) == 42 and not any(c.remote for c in configs)
+    assert len(calls) == 1  # not once per task
+    locality.forget()  # the network changed: read again, once
+    assert not spec.host_config(this_machine).remote and not spec.host_config(this_machine).remote
+    assert len(calls) == 2
+    assert spec.host_config("gpu-node-7.example").remote
+    # The model asks whoever knows; another machine's view can be passed in.
+    assert not spec.host_config("gpu-node-7.example", is_local=lambda host: True).remote
+
+
 def test_hosts_table_round_trips_and_bad_entries_name_their_line():
     text = (
         GOOD
@@ -318,3 +347,28 @@ def test_restart_reset_after_is_checked_kept_and_written_back():
     assert spec is None
     bad = [p for p in problems if p.field.endswith("restart.reset_after_s")]
     assert len(bad) == 1 and bad[0].line == 19, problems
+
+
+def test_pasted_text_is_a_cluster_or_the_importers_problems():
+    from core.importers import import_pasted, looks_like_tf_config
+
+    tf_config = """export TF_CONFIG='{"cluster": {"chief": ["h1:4000"], "worker": ["h2:4001"], "ps": ["h3:4002"]}}'"""
+    assert looks_like_tf_config(tf_config) and not looks_like_tf_config("python t.py --worker_hosts=h:1")
+    spec, problems = import_pasted(tf_config, "python -u pss.py", Path("/tmp"))
+    assert problems == [] and spec is not None
+    assert (spec.strategy, spec.launch_style, spec.command) == (
+        "parameter_server",
+        "tf_config",
+        ("python", "-u", "pss.py"),
+    )
+    assert [t.address for t in spec.tasks()] == ["h3:4002", "h1:4000", "h2:4001"]
+
+    spec, problems = import_pasted("python t.py --ps_hosts=h:1 --worker_hosts=h:2,h:3 --job_name=ps", None, None)
+    assert problems == [] and spec is not None and spec.command == ("python", "t.py")
+    assert spec.role_ids() == ["ps:0", "worker:0", "worker:1"]
+
+    for text, message in (("  ", "nothing was pasted"), ("python t.py --ps_hosts=h:1", "no --worker_hosts")):
+        spec, problems = import_pasted(text, None, None)
+        assert spec is None and message in problems[0].message and problems[0].hint
+    spec, problems = import_pasted('{"cluster": [1]', None, None)
+    assert spec is None and "not valid JSON" in problems[0].message

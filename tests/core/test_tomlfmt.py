@@ -1,4 +1,4 @@
-"""core.tomlfmt: TOML a person can read, that reads back to the same data."""
+"""core.spec.write's TOML writer: TOML a person can read, that reads back to the same data."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import tomllib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.tomlfmt import dumps
+from core.spec.write import data_to_toml as dumps
 from tests.conftest import ROOT
 
 scalars = (
@@ -78,3 +78,22 @@ def test_inline_tables_stay_on_one_line_whatever_they_hold():
     assert tomllib.loads(text) == data
     [line] = [line for line in text.splitlines() if line.startswith("restart = {")]
     assert line.endswith("}")
+
+
+def test_a_cluster_table_is_ordered_like_the_bundled_files_and_keeps_unknown_keys():
+    from core.spec import parse_text, toml_text
+
+    data = {
+        "hosts": {"10.0.0.2": {"ssh": "me@gpu-1"}},
+        "jobs": {"wrker": {"tasks": ["10.0.0.2:1"]}, "worker": {"tasks": ["10.0.0.2:2"]}, "ps": {"tasks": ["h:3"]}},
+        "env": {"A": "1"},
+        "nmae": "typo",
+        "name": "c",
+    }
+    text = toml_text(data)
+    assert tomllib.loads(text) == data  # the typos too: nothing the user typed is lost
+    headers = [line for line in text.splitlines() if line.startswith("[")]
+    assert headers == ["[env]", "[jobs.ps]", "[jobs.worker]", "[jobs.wrker]", '[hosts."10.0.0.2"]']
+    assert text.startswith('nmae = "typo"\nname = "c"\n')
+    _spec, problems = parse_text(text)
+    assert {p.field for p in problems} >= {"nmae", "jobs.wrker"}

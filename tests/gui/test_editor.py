@@ -90,7 +90,7 @@ def validate_errors(path: Path) -> list[str]:
 
 
 def test_fill_the_form_from_scratch_with_the_keyboard(qtbot, editor, tmp_path: Path):
-    from gui.editor_job import COMMAND, GPUS, HOST, PORT
+    from gui.editor.job import COMMAND, GPUS, HOST, PORT
 
     form = editor.form
     # Start from nothing: remove the starter jobs with their own buttons.
@@ -174,8 +174,8 @@ def test_fill_the_form_from_scratch_with_the_keyboard(qtbot, editor, tmp_path: P
 
 
 def test_duplicate_and_bad_ports_show_validates_message_at_the_cell_and_in_the_list(qtbot, editor, tmp_path: Path):
-    from gui.editor_fields import ERROR_FILL
-    from gui.editor_job import HOST, PORT
+    from gui.editor.fields import ERROR_FILL
+    from gui.editor.job import HOST, PORT
 
     worker = job_tab(editor, "worker")
     type_cell(qtbot, worker.table, 1, PORT, "2223")  # the same as worker task 0
@@ -246,7 +246,7 @@ def test_a_loaded_file_lists_problems_with_validates_lines(qtbot, editor, tmp_pa
 
 
 def test_bad_gpu_text_and_task_env_name_the_field(qtbot, editor):
-    from gui.editor_job import ENV, GPUS
+    from gui.editor.job import ENV, GPUS
 
     worker = job_tab(editor, "worker")
     type_cell(qtbot, worker.table, 0, GPUS, "0, x")
@@ -267,7 +267,7 @@ def test_bad_gpu_text_and_task_env_name_the_field(qtbot, editor):
 
 
 def test_this_machines_checks_mark_a_busy_port_and_a_missing_directory(qtbot, editor, tmp_path: Path):
-    from gui.editor_job import PORT
+    from gui.editor.job import PORT
 
     (tmp_path / "train.py").write_text("print('hi')\n")
     [port] = free_ports(1)
@@ -289,7 +289,7 @@ def test_this_machines_checks_mark_a_busy_port_and_a_missing_directory(qtbot, ed
 
 
 def test_paste_a_command_line_and_a_tf_config(qtbot, editor):
-    from gui.editor_job import PORT
+    from gui.editor.job import PORT
 
     dialog = editor.paste_dialog()
     dialog.show()
@@ -340,7 +340,7 @@ def test_paste_a_command_line_and_a_tf_config(qtbot, editor):
 
 def test_open_edit_save_reopen_and_save_elsewhere(qtbot, editor, settings, tmp_path: Path):
     from gui.editor import ClusterEditor
-    from gui.editor_job import PORT
+    from gui.editor.job import PORT
 
     cluster = tmp_path / "demo.toml"
     shutil.copy(ROOT / "resources" / "demo_cluster.toml", cluster)
@@ -433,7 +433,7 @@ def test_recent_files_newest_first_at_most_ten_and_forget_missing(qtbot, editor,
 
 
 def test_running_cluster_edits_are_marked_for_the_next_launch(qtbot, editor):
-    from gui.editor_job import PORT
+    from gui.editor.job import PORT
 
     assert not editor.banner.isVisible()
     editor.set_running(True)
@@ -452,7 +452,7 @@ def test_running_cluster_edits_are_marked_for_the_next_launch(qtbot, editor):
 
 
 def test_signals_tell_an_embedding_window_what_changed(qtbot, editor, tmp_path: Path):
-    from gui.editor_job import PORT
+    from gui.editor.job import PORT
 
     # A cluster that can launch here: its script exists, its ports are free.
     (tmp_path / "train.py").write_text("print('hi')\n")
@@ -480,7 +480,7 @@ def test_signals_tell_an_embedding_window_what_changed(qtbot, editor, tmp_path: 
 
 
 def test_set_spec_shows_a_loaded_cluster_and_a_problem_click_goes_to_its_field(qtbot, editor, tmp_path: Path):
-    from gui.editor_job import PORT
+    from gui.editor.job import PORT
 
     spec, _ = load(ROOT / "resources" / "parameter_server_cluster.toml")
     assert spec is not None and spec.source is not None
@@ -549,8 +549,29 @@ def test_unknown_keys_are_kept_reported_and_removable(qtbot, editor, tmp_path: P
     assert editor.current_spec() is not None and editor.is_dirty
 
 
+def test_settings_without_a_widget_survive_open_save_and_launch(qtbot, editor, tmp_path: Path):
+    """[hosts], ssh_config and stall_after_s have no field in the form: they used to vanish from
+    the form's table, so Save dropped them and a launch from the form ran remote roles here."""
+    cluster = tmp_path / "remote.toml"
+    cluster.write_text(
+        'name = "remote"\ncommand = "python -u train.py"\nstall_after_s = 30.0\nssh_config = "ssh.conf"\n'
+        '[jobs.ps]\ntasks = ["10.0.0.2:2222"]\n[jobs.worker]\ntasks = ["10.0.0.2:2223"]\n'
+        '[hosts."10.0.0.2"]\nssh = "me@gpu-node-1"\npython = "/opt/py/bin/python3"\n'
+    )
+    loaded, problems = load(cluster)
+    assert loaded is not None, problems
+    open_and_wait(qtbot, editor, cluster)
+    spec = editor.current_spec()
+    assert spec == loaded and spec.host_config("10.0.0.2").ssh == "me@gpu-node-1"
+    save_and_wait(qtbot, editor)
+    reread, _ = load(cluster)
+    assert reread == loaded and '[hosts."10.0.0.2"]' in cluster.read_text()
+    editor.set_spec(loaded, cluster)
+    assert editor.current_spec() == loaded
+
+
 def test_the_paste_action_opens_the_dialog(qtbot, editor):
-    from gui.editor_paste import PasteDialog
+    from gui.editor.paste import PasteDialog
 
     editor.action_paste.trigger()
     qtbot.waitUntil(lambda: any(d.isVisible() for d in editor.findChildren(PasteDialog)), timeout=2000)

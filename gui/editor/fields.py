@@ -24,14 +24,6 @@ WARNING_INK = "#8a5a00"
 GPUS_HINT = "write GPU numbers separated by commas, e.g. 0, 1; 'none' hides every GPU; leave empty for the default"
 
 
-def path_parts(field: str) -> list[str | int]:
-    """``jobs.worker.tasks[1].gpus`` -> ``["jobs", "worker", "tasks", 1, "gpus"]``."""
-    parts: list[str | int] = []
-    for index, key in re.findall(r"\[(\d+)\]|\.?([^.\[]+)", field):
-        parts.append(int(index) if index else key)
-    return parts
-
-
 def parse_gpus(text: str, field: str) -> tuple[list[int] | None, list[Problem]]:
     """GPU text as typed -> the TOML value (None: key left out) and any problem with the text."""
     text = text.strip()

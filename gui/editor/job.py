@@ -10,7 +10,7 @@ from PySide6 import QtCore, QtWidgets
 
 from core.problems import Problem
 from core.spec import POLICIES, TASK_KEYS, RestartPolicy, parse_address
-from gui.editor_fields import (
+from gui.editor.fields import (
     EnvTable,
     Marker,
     command_value,

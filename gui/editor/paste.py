@@ -1,44 +1,16 @@
-"""Fill the cluster editor from a pasted classic command line or a TF_CONFIG."""
+"""The dialog that fills the cluster editor from a pasted classic command line or a TF_CONFIG.
+
+What the text means is ``core.importers.import_pasted``'s business, as for ``python main.py import``.
+"""
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable
-from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
-from core.importers import from_flags, from_tf_config
-from core.problems import Problem, SpecError
-from core.spec import ClusterSpec
-
-_TF_CONFIG_PREFIX = re.compile(r"^\s*(?:export\s+)?TF_CONFIG\s*=\s*", re.IGNORECASE)
-
-
-def import_pasted(text: str, command: str | None, base: Path | None) -> tuple[ClusterSpec | None, list[Problem]]:
-    """A cluster from what a user pasted: a TF_CONFIG (JSON, optionally as ``TF_CONFIG='...'``) or a
-    command line with ``--ps_hosts/--worker_hosts``. Problems are the importers' own, as
-    ``python main.py import`` prints them."""
-    stripped = _TF_CONFIG_PREFIX.sub("", text.strip())
-    if stripped[:1] in ("'", '"') and stripped[-1:] == stripped[:1]:
-        stripped = stripped[1:-1]
-    try:
-        if stripped.startswith("{"):
-            return from_tf_config(stripped, command or None, base), []
-        if not text.strip():
-            return None, [Problem("", "nothing was pasted", "paste a command line with --worker_hosts, or a TF_CONFIG")]
-        return from_flags(text.strip(), base), []
-    except SpecError as exc:
-        return None, list(exc.problems)
-
-
-def looks_like_tf_config(text: str) -> bool:
-    stripped = _TF_CONFIG_PREFIX.sub("", text.strip()).strip("'\"")
-    try:
-        return isinstance(json.loads(stripped), dict)
-    except ValueError:
-        return False
+from core.importers import looks_like_tf_config
+from core.problems import Problem
 
 
 class PasteDialog(QtWidgets.QDialog):

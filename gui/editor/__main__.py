@@ -12,7 +12,7 @@ from pathlib import Path
 from PySide6 import QtCore, QtWidgets
 
 from core.cli import DEMO_CLUSTER
-from gui.editor import ClusterEditor
+from gui.editor.widget import ClusterEditor
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,3 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         editor.sig_path_changed.connect(lambda _p: QtCore.QTimer.singleShot(1500, shoot))
         editor.sig_file_failed.connect(lambda _m: QtCore.QTimer.singleShot(500, shoot))
     return int(app.exec())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -11,12 +11,11 @@ While a cluster runs the form stays editable and says, in a banner, that changes
 next launch: the running roles keep the cluster they were started with, and refusing edits would
 only stop the user from preparing the next run.
 
-``python -m gui.editor [FILE] [--screenshot PNG]`` shows the editor alone (gui/editor_demo.py).
+``python -m gui.editor [FILE] [--screenshot PNG]`` shows the editor alone (gui/editor/__main__.py).
 """
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Callable
 from dataclasses import replace
@@ -26,12 +25,16 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.checks import check_local
+from core.importers import import_pasted
 from core.problems import ERROR, Problem
-from core.spec import ClusterSpec, locate, parse_data, parse_text, to_data
-from gui.editor_cluster import ClusterForm
-from gui.editor_fields import ERROR_INK, WARNING_INK, path_parts
-from gui.editor_files import RecentFiles, reason, toml_text, write_atomically
-from gui.editor_paste import PasteDialog, import_pasted
+from core.spec import ClusterSpec, locate, parse_data, parse_text, to_data, toml_text, write_atomically
+from core.spec.locate import path_parts
+from core.spec.write import rebase_workdir, starter_data
+from gui.editor.cluster import ClusterForm
+from gui.editor.fields import ERROR_INK, WARNING_INK
+from gui.editor.files import RecentFiles, reason
+from gui.editor.paste import PasteDialog
+from gui.editor.problems import ProblemList
 from gui.offthread import Relay, run_off_thread
 
 VALIDATE_DELAY_MS = 120  # coalesces the signals of one edit (and fast typing) into one parse
@@ -94,23 +97,14 @@ class ClusterEditor(QtWidgets.QWidget):
         self.form = ClusterForm(self._suggest_address)
         self.form.sig_changed.connect(self._on_form_changed)
 
-        self.problem_title = QtWidgets.QLabel()
-        self.problem_list = QtWidgets.QListWidget()
-        self.problem_list.setWordWrap(True)
-        self.problem_list.setAlternatingRowColors(True)
-        self.problem_list.setToolTip("Every problem, as `python main.py validate` reports it. Click one to go there.")
-        self.problem_list.itemClicked.connect(self._on_problem_clicked)
-        self.problem_list.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.CustomContextMenu)
-        self.problem_list.customContextMenuRequested.connect(self._on_problem_menu)
-        problems_box = QtWidgets.QWidget()
-        box = QtWidgets.QVBoxLayout(problems_box)
-        box.setContentsMargins(0, 4, 0, 0)
-        box.addWidget(self.problem_title)
-        box.addWidget(self.problem_list, 1)
+        self.problems_view = ProblemList(lambda field: self.form.has_unknown_key(path_parts(field)))
+        self.problems_view.sig_field_clicked.connect(self._on_problem_clicked)
+        self.problems_view.sig_remove_requested.connect(self.remove_unknown_key)
+        self.problem_list = self.problems_view.list  # every problem, one item each
 
         splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         splitter.addWidget(self.form)
-        splitter.addWidget(problems_box)
+        splitter.addWidget(self.problems_view)
         splitter.setStretchFactor(0, 4)
         splitter.setStretchFactor(1, 1)
         splitter.setChildrenCollapsible(False)
@@ -189,21 +183,7 @@ class ClusterEditor(QtWidgets.QWidget):
 
     def new_cluster(self) -> None:
         """A small starting point: 1 ps + 2 workers on this machine."""
-        self._load_data(
-            {
-                "name": "cluster",
-                "strategy": "between_graph",
-                "launch_style": "flags",
-                "command": ["python", "-u", "train.py"],
-                "workdir": ".",
-                "jobs": {
-                    "ps": {"tasks": ["127.0.0.1:2222"]},
-                    "worker": {"tasks": ["127.0.0.1:2223", "127.0.0.1:2224"]},
-                },
-            },
-            None,
-            "",
-        )
+        self._load_data(starter_data(), None, "")
 
     def set_spec(self, spec: ClusterSpec, path: Path | None = None) -> None:
         """Show ``spec``, read from ``path`` (which the form then counts as saved)."""
@@ -239,7 +219,7 @@ class ClusterEditor(QtWidgets.QWidget):
         if path is None and self._path is None:
             return self.save_as()
         target = Path(path or self._path or ".").expanduser().resolve()
-        data = self._data_for_directory(target.parent)
+        data = rebase_workdir(self._data, self._base(), target.parent)
         text = toml_text(data)
         errors = sum(p.severity == ERROR for p in self.problems())
 
@@ -381,18 +361,6 @@ class ClusterEditor(QtWidgets.QWidget):
         self.status_label.setText(f"<span style='color:{ERROR_INK}'>{_escape(message)}</span>")
         self.sig_file_failed.emit(message)
 
-    def _data_for_directory(self, directory: Path) -> dict[str, Any]:
-        """The form's data with ``workdir`` rewritten so it points to the same place from ``directory``
-        (it is relative to the cluster file)."""
-        data = dict(self._data)
-        workdir = Path(str(data.get("workdir", "."))).expanduser()
-        if workdir.is_absolute():
-            return data  # the user chose an absolute path: it means the same from anywhere
-        workdir = self._base() / workdir
-        relative = os.path.relpath(workdir, directory)
-        data["workdir"] = str(workdir) if relative.startswith("..") else relative
-        return data
-
     def _base(self) -> Path:
         return self._path.parent if self._path is not None else Path.cwd()
 
@@ -461,45 +429,15 @@ class ClusterEditor(QtWidgets.QWidget):
     def _show_problems(self) -> None:
         problems = self._parse_problems + self._local_problems
         self.form.mark(problems)
-        self.problem_list.clear()
         source = self._path.name if self._path else ""
-        for problem in problems:
-            item = QtWidgets.QListWidgetItem(problem.format(source))
-            item.setForeground(QtGui.QColor(ERROR_INK if problem.severity == ERROR else WARNING_INK))
-            item.setData(QtCore.Qt.ItemDataRole.UserRole, problem.field)
-            self.problem_list.addItem(item)
-        errors = sum(p.severity == ERROR for p in problems)
-        warnings = len(problems) - errors
-        checking = " Checking ports and paths on this machine..." if self._checking else ""
-        if problems:
-            counts = ", ".join(
-                f"{n} {word}{'s' if n != 1 else ''}" for n, word in ((errors, "error"), (warnings, "warning")) if n
-            )
-            lines = " Line numbers come back when the file is saved." if self._dirty and self._path else ""
-            self.problem_title.setText(
-                f"<b>Problems: {counts}</b> (the same as <tt>python main.py validate</tt>).{lines}{checking}"
-            )
-        else:
-            self.problem_title.setText(f"<b style='color:#1e7b34'>No problems: this cluster can launch.</b>{checking}")
-        valid = errors == 0 and self._spec is not None
+        self.problems_view.show_problems(problems, source, self._dirty and self._path is not None, self._checking)
+        valid = self._spec is not None and not any(p.severity == ERROR for p in problems)
         if valid != self._valid:
             self._valid = valid
             self.sig_validity_changed.emit(valid)
 
-    def _on_problem_clicked(self, item: QtWidgets.QListWidgetItem) -> None:
-        self.form.focus_field(path_parts(str(item.data(QtCore.Qt.ItemDataRole.UserRole) or "")))
-
-    def _on_problem_menu(self, pos: QtCore.QPoint) -> None:
-        # An unknown key has no widget to fix it in; this is where it can go.
-        item = self.problem_list.itemAt(pos)
-        field = str(item.data(QtCore.Qt.ItemDataRole.UserRole) or "") if item else ""
-        if not self.form.has_unknown_key(path_parts(field)):
-            return
-        menu = QtWidgets.QMenu(self)
-        menu.addAction(f"Remove {field} from the cluster").triggered.connect(
-            lambda _checked=False: self.remove_unknown_key(field)
-        )
-        menu.popup(self.problem_list.viewport().mapToGlobal(pos))
+    def _on_problem_clicked(self, field: str) -> None:
+        self.form.focus_field(path_parts(field))
 
     def remove_unknown_key(self, field: str) -> bool:
         """Drop a key the form has no widget for (``validate`` calls it unknown); True if it was there."""
@@ -550,9 +488,3 @@ def _with_lines(problems: list[Problem], text: str) -> list[Problem]:
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-if __name__ == "__main__":
-    from gui.editor_demo import main
-
-    raise SystemExit(main())

@@ -1,19 +1,14 @@
-"""The cluster editor's files: the recent-files list (QSettings) and the TOML text it saves."""
+"""The cluster editor's recent-files list (QSettings), and failures in a few words.
+
+The text it saves, and how, is ``core.spec.write`` (``toml_text``, ``write_atomically``).
+"""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import stat
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from PySide6 import QtCore, QtWidgets
-
-from core import tomlfmt
-from core.spec import JOB_ORDER
 
 MAX_RECENT = 10
 RECENT_KEY = "editor/recent_files"
@@ -61,39 +56,6 @@ class RecentFiles:
             self.menu.addAction("Clear the list").triggered.connect(lambda _checked=False: self.clear())
         else:
             self.menu.addAction("(no recent files)").setEnabled(False)
-
-
-def toml_text(data: dict[str, Any]) -> str:
-    """The form's table as TOML laid out like the bundled cluster files (core.tomlfmt): settings
-    first, then [env], then one section per job in launch order; unknown jobs stay, last."""
-    ordered = {k: v for k, v in data.items() if k not in ("env", "jobs")}
-    if "env" in data:
-        ordered["env"] = data["env"]
-    if "jobs" in data:
-        jobs = data["jobs"]
-        if isinstance(jobs, dict):
-            jobs = {
-                **{j: jobs[j] for j in JOB_ORDER if j in jobs},
-                **{j: v for j, v in jobs.items() if j not in JOB_ORDER},
-            }
-        ordered["jobs"] = jobs
-    return tomlfmt.dumps(ordered)
-
-
-def write_atomically(target: Path, text: str) -> None:
-    """Replace ``target`` with ``text`` in one step: a crash or a full disk never leaves half a
-    cluster file; the file keeps its permissions. Runs on a worker thread (it touches the disk)."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".towerdeck-tmp", dir=target.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        with contextlib.suppress(FileNotFoundError):
-            os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def reason(err: BaseException) -> str:

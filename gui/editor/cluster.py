@@ -11,8 +11,9 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.problems import ERROR, Problem
 from core.spec import JOB_ORDER, LAUNCH_STYLES, STRATEGIES, TOP_KEYS
-from gui.editor_fields import ERROR_INK, EnvTable, Marker, command_value, format_command, path_parts, worst
-from gui.editor_job import COMMAND, ENV, GPUS, HOST, JobEditor
+from core.spec.locate import path_parts
+from gui.editor.fields import ERROR_INK, EnvTable, Marker, command_value, format_command, worst
+from gui.editor.job import COMMAND, ENV, GPUS, HOST, JobEditor
 
 STRATEGY_TEXT = {
     "between_graph": "between_graph: classic ps + workers",
@@ -26,6 +27,8 @@ STYLE_TEXT = {
     "both": "both: flags and TF_CONFIG",
 }
 FIELD_KEYS = ("name", "strategy", "launch_style", "command", "workdir", "complete_when", "stop_grace_s", "start_s")
+# The top-level keys this form has widgets for; the others are kept in ``extra``.
+FORM_KEYS = frozenset((*FIELD_KEYS, "metric_patterns", "env", "jobs"))
 
 
 class ClusterForm(QtWidgets.QWidget):
@@ -37,7 +40,9 @@ class ClusterForm(QtWidgets.QWidget):
         super().__init__()
         self._suggest_address = suggest_address
         self.jobs: dict[str, JobEditor] = {}
-        self.extra: dict[str, Any] = {}  # unknown top-level keys: kept so validate names them
+        # Top-level keys the form has no widget for ([hosts], ssh_config, stall_after_s, and unknown
+        # ones): kept as they are, so a save or a launch never drops them and validate names typos.
+        self.extra: dict[str, Any] = {}
         self.extra_jobs: dict[str, Any] = {}  # unknown jobs, likewise
         self.base_dir: Path | None = None  # the cluster file's directory: workdir is relative to it
 
@@ -246,7 +251,7 @@ class ClusterForm(QtWidgets.QWidget):
             w.blockSignals(False)
         self.env_table.set_env(data.get("env"))
         self._set_jobs(data.get("jobs"))
-        self.extra = {k: v for k, v in data.items() if k not in TOP_KEYS}
+        self.extra = {k: v for k, v in data.items() if k not in FORM_KEYS}
         self.sig_changed.emit()
 
     def replace_cluster(self, data: dict[str, Any]) -> None:

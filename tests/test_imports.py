@@ -1,0 +1,162 @@
+"""The import contract: no import cycle in core/ or gui/, and core/ never imports Qt or TensorFlow.
+
+Read from the source (every ``import``, at the top of a module or inside a function, since a lazy
+import is still a dependency), plus one real import of every core module in a fresh interpreter.
+Imports under ``if TYPE_CHECKING:`` are left out: they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+PACKAGES = ("core", "gui")
+# core/ is usable from the CLI, tests and a remote host: no GUI toolkit, no TensorFlow (trainers
+# import it; the GUI never does either).
+FORBIDDEN = {"core": ("PySide6", "pyqtgraph", "tensorflow"), "gui": ("tensorflow",)}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imported_names(name: str, path: Path) -> set[str]:
+    """Every module ``name`` imports (``from a import b`` also names ``a.b``: b may be a module)."""
+    out: set[str] = set()
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            out.add(module)
+            out.update(f"{module}.{alias.name}" for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of core/ and gui/ it imports."""
+    mods = modules()
+    return {name: {m for m in imported_names(name, path) if m in mods and m != name} for name, path in mods.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_cycles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"f"}, "f": {"e"}, "g": set()}
+    assert sorted(cycles(graph)) == [["a", "b", "c"], ["e", "f"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_graph_sees_lazy_and_relative_imports(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from . import sibling\n"
+        "def f():\n    from core.spec import model\n"
+        "if TYPE_CHECKING:\n    from core import never_runs\n"
+    )
+    names = imported_names("core.pkg.m", source)
+    assert {"core.pkg.sibling", "core.spec.model"} <= names
+    assert "core.never_runs" not in names
+
+
+def test_core_and_gui_have_no_import_cycle():
+    graph = import_graph()
+    assert "core.spec.model" in graph and "gui.editor.widget" in graph  # it reads the real tree
+    found = cycles(graph)
+    assert found == [], "import cycles (each: modules that import each other): " + "; ".join(
+        " <-> ".join(c) for c in found
+    )
+
+
+def test_core_never_imports_qt_or_tensorflow_in_its_source():
+    offenders = []
+    for name, path in modules().items():
+        banned = FORBIDDEN[name.split(".")[0]]
+        for imported in imported_names(name, path):
+            if imported.split(".")[0] in banned:
+                offenders.append(f"{name} imports {imported}")
+    assert offenders == []
+
+
+def test_importing_every_core_module_loads_no_qt_or_tensorflow():
+    names = [n for n in modules() if n.split(".")[0] == "core" and not n.endswith("__main__")]
+    assert len(names) > 10
+    code = (
+        "import importlib, sys\n"
+        f"for name in {names!r}:\n    importlib.import_module(name)\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'PySide6', 'pyqtgraph', 'tensorflow'}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]"
