@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from core.problems import ERROR, WARNING, Problem
+from core.slurm.config import SlurmConfig, parse_slurm, slurm_to_data
 
 # Display and launch order: servers first, so workers find them listening.
 JOB_ORDER = ("ps", "chief", "worker", "evaluator")
@@ -39,6 +40,7 @@ TOP_KEYS = {
     "jobs": "the jobs: ps, worker, chief, evaluator",
     "hosts": 'how to reach other machines: [hosts."ADDRESS"] ssh, python, run_root, workdir',
     "ssh_config": "an ssh client config file to use instead of ~/.ssh/config (relative to the cluster file)",
+    "slurm": "run on Slurm: [slurm] partition, time, nodes, account, extra_args, login",
 }
 HOST_KEYS = {
     "ssh": "the SSH destination: user@host, host:port or an alias from your ssh config",
@@ -187,6 +189,7 @@ class ClusterSpec:
     source: Path | None = None
     hosts: dict[str, HostConfig] = field(default_factory=dict)
     ssh_config: Path | None = None
+    slurm: SlurmConfig | None = None  # [slurm]: one Slurm allocation holds the run (core/slurm)
 
     def host_config(self, host: str) -> HostConfig:
         """How to reach ``host``: its [hosts] entry, else SSH to it when it is not this machine."""
@@ -551,6 +554,8 @@ def parse_data(
                     f"host {task.host!r} cannot start with '-'",
                     "write the machine's name or address, e.g. 10.0.0.2 or gpu-node-1",
                 )
+    # [slurm] is checked by core.slurm.config, which reports through the same reader.
+    slurm = parse_slurm(data["slurm"], r.add) if "slurm" in data else None
     _check_semantics(r, jobs, strategy, style, command)
     if command is None and "command" not in data and not all(t.command for j in jobs.values() for t in j.tasks):
         r.add(("command",), "no training command", 'add command = ["python", "-u", "train.py"] at the top')
@@ -572,6 +577,7 @@ def parse_data(
         hosts=hosts,
         ssh_config=ssh_config,
         stall_after_s=stall_after_s if stall_after_s is not None else DEFAULT_STALL_AFTER_S,
+        slurm=slurm,
     )
     return spec, r.problems
 
@@ -865,6 +871,8 @@ def to_data(spec: ClusterSpec, relative_to: Path | None = None) -> dict[str, Any
                 entry["workdir"] = host.workdir
             hosts[address] = entry
         data["hosts"] = hosts
+    if spec.slurm is not None:
+        data["slurm"] = slurm_to_data(spec.slurm)
     return data
 
 
