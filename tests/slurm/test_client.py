@@ -126,3 +126,24 @@ def test_exact_steps_share_an_allocation_by_its_cpus(slurm: SlurmCluster, client
     assert first.wait(30) != 0 and second.wait(30) != 0
     end = client.job_end(job_id)
     assert end is not None and end.state == "CANCELLED"
+
+
+def test_a_failed_job_is_reported_with_its_exit_code(client: SlurmClient) -> None:
+    out = client.run(["sbatch", "--parsable", "--output=/dev/null"], stdin_text="#!/bin/sh\nexit 3\n")
+    job_id = out.strip().split(";")[0]
+    _wait(lambda: client.job_end(job_id) is not None)
+    end = client.job_end(job_id)
+    assert end is not None and (end.state, end.exit_code, end.signal) == ("FAILED", 3, 0)
+    assert end.describe().startswith(f"Slurm job {job_id} failed")
+
+
+@pytest.mark.slow
+def test_a_job_past_its_time_limit_is_reported_as_timed_out(slurm: SlurmCluster, client: SlurmClient) -> None:
+    # One minute is Slurm's smallest limit, and slurmctld checks limits every 30 s or so.
+    job_id = client.submit(SlurmConfig(partition=slurm.partition, time="1"), "towerdeck-timeout")
+    client.wait_running(job_id, timeout_s=30)
+    _wait(lambda: client.job_end(job_id) is not None, timeout_s=180)
+    end = client.job_end(job_id)
+    assert end is not None and end.state == "TIMEOUT"
+    assert "timed out: the allocation's time limit was reached" in end.describe()
+    assert job_id not in _squeue_ids(slurm, client)
