@@ -189,6 +189,14 @@ class SlurmClient:
     def run(self, command: Sequence[str], stdin_text: str | None = None, check: bool = True) -> str:
         """Run one Slurm command and return its stdout; :class:`SlurmError` when it fails."""
         argv = self.argv(command)
+        conf = self.env.get("SLURM_CONF")
+        if self._ssh_prefix is None and conf and not os.path.exists(conf):
+            # Every Slurm command would retry a missing slurm.conf for 60 s before saying so.
+            raise SlurmError(
+                command,
+                f"SLURM_CONF is {conf!r}, which does not exist",
+                "point SLURM_CONF at your cluster's slurm.conf, or unset it to use /etc/slurm/slurm.conf",
+            )
         try:
             done = subprocess.run(
                 argv,
@@ -311,6 +319,59 @@ class SlurmClient:
         self.run(["scancel", "--signal=TERM", step_id] if graceful else ["scancel", step_id], check=False)
 
 
+@dataclass(frozen=True)
+class SlurmCheck:
+    """One pre-flight check of Slurm: ``ok`` True or False, what was seen, and a fix when not ok."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def check_slurm(client: SlurmClient, config: SlurmConfig) -> list[SlurmCheck]:
+    """What must hold before a launch on Slurm: the client commands are there, the controller
+    answers, and the partition exists and is up. Never raises; each failure says how to fix it."""
+    checks: list[SlurmCheck] = []
+    for command in ("sbatch", "srun"):
+        try:
+            version = client.run([command, "--version"]).strip()
+            checks.append(SlurmCheck(command, True, version))
+        except SlurmError as exc:
+            checks.append(SlurmCheck(command, False, exc.message, exc.fix))
+    if not all(c.ok for c in checks):
+        return checks
+    try:
+        rows = client.run(["sinfo", "-h", "-o", "%P|%a"]).split()
+    except SlurmError as exc:
+        return [*checks, SlurmCheck("controller", False, exc.message, exc.fix)]
+    checks.append(SlurmCheck("controller", True, f"{len(rows)} partitions"))
+    states = {row.split("|")[0]: row.split("|")[-1] for row in rows}
+    wanted = config.partition or next((p.rstrip("*") for p in states if p.endswith("*")), None)
+    state = states.get(wanted or "") or states.get(f"{wanted}*")
+    if wanted is None:
+        checks.append(SlurmCheck("partition", False, "no default partition", "set [slurm] partition (`sinfo -s`)"))
+    elif state is None:
+        names = ", ".join(p.rstrip("*") for p in states) or "none"
+        checks.append(
+            SlurmCheck(
+                "partition",
+                False,
+                f"no partition {wanted!r} (there are: {names})",
+                "set [slurm] partition to one of them",
+            )
+        )
+    elif state != "up":
+        checks.append(
+            SlurmCheck(
+                "partition", False, f"partition {wanted!r} is {state}", "wait for it, or choose another partition"
+            )
+        )
+    else:
+        checks.append(SlurmCheck("partition", True, f"{wanted} is up"))
+    return checks
+
+
 def _explain(command: Sequence[str], stderr: str) -> str:
     lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
     said = lines[-1] if lines else "no message"
@@ -323,6 +384,8 @@ def _fix_for(stderr: str) -> str:
         return "set [slurm] partition to one that `sinfo -s` lists"
     if "invalid account" in text:
         return "set [slurm] account to one of yours (`sacctmgr show assoc user=$USER`), or remove it"
+    if "configuration file" in text:
+        return "set SLURM_CONF to your cluster's slurm.conf (or run on a machine where /etc/slurm/slurm.conf is)"
     if "unable to contact slurm controller" in text or "connection refused" in text:
         return "check SLURM_CONF points at your cluster's slurm.conf and slurmctld is up (`scontrol ping`)"
     if "munge" in text:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.slurm.client import SlurmClient, SlurmError, job_name_for, step_argv
+from core.slurm.client import SlurmCheck, SlurmClient, SlurmError, check_slurm, job_name_for, step_argv
 from core.slurm.config import SlurmConfig
 from tests.slurm.conftest import SlurmCluster
 
@@ -147,3 +147,43 @@ def test_a_job_past_its_time_limit_is_reported_as_timed_out(slurm: SlurmCluster,
     assert end is not None and end.state == "TIMEOUT"
     assert "timed out: the allocation's time limit was reached" in end.describe()
     assert job_id not in _squeue_ids(slurm, client)
+
+
+def test_preflight_names_a_missing_partition_and_passes_a_good_one(slurm: SlurmCluster, client: SlurmClient) -> None:
+    good = check_slurm(client, SlurmConfig(partition=slurm.partition))
+    assert [(c.name, c.ok) for c in good] == [
+        ("sbatch", True),
+        ("srun", True),
+        ("controller", True),
+        ("partition", True),
+    ]
+    assert good[0].detail.startswith("slurm")
+    default = check_slurm(client, SlurmConfig())
+    assert default[-1] == SlurmCheck("partition", True, f"{slurm.partition} is up")
+    bad = check_slurm(client, SlurmConfig(partition="gpu"))[-1]
+    assert not bad.ok and bad.detail == f"no partition 'gpu' (there are: {slurm.partition})"
+    assert "set [slurm] partition" in bad.fix
+
+
+def test_preflight_without_a_slurm_conf_says_what_to_set(tmp_path: Path) -> None:
+    lost = SlurmClient(env={"SLURM_CONF": str(tmp_path / "missing.conf")})
+    checks = check_slurm(lost, SlurmConfig())
+    assert [(c.name, c.ok) for c in checks] == [("sbatch", False), ("srun", False)]
+    assert "missing.conf', which does not exist" in checks[0].detail
+    assert "point SLURM_CONF at your cluster's slurm.conf" in checks[0].fix
+
+
+def test_the_users_slurm_environment_is_respected(slurm_env: dict[str, str]) -> None:
+    # SLURM_CONF from this process's environment (no env given), and an SBATCH_* input variable.
+    import os
+
+    os.environ["SBATCH_TIMELIMIT"] = "7"
+    try:
+        client = SlurmClient()
+        job_id = client.submit(SlurmConfig(), "towerdeck-env")
+    finally:
+        del os.environ["SBATCH_TIMELIMIT"]
+    try:
+        assert client.run(["squeue", "-h", f"--jobs={job_id}", "-o", "%l"]).strip() == "7:00"
+    finally:
+        client.cancel(job_id, grace_s=1)
