@@ -17,6 +17,7 @@ cluster file's reader uses; it never raises on bad input.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,8 +95,6 @@ def parse_slurm(value: Any, add: AddProblem, path: tuple[str | int, ...] = ("slu
         return None
     for key in value:
         if key not in SLURM_KEYS:
-            import difflib
-
             close = difflib.get_close_matches(key, list(SLURM_KEYS), n=1)
             add(
                 (*path, key),

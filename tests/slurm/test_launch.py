@@ -121,3 +121,62 @@ def test_scancel_of_the_allocation_mid_run_ends_the_cluster_and_leaves_nothing(
     end = client.job_end(job_id)
     assert end is not None and end.state == "CANCELLED"
     assert_nothing_left_under(tmp_path, ports)
+
+
+PS_CLUSTER = """
+name = "ps-slurm"
+strategy = "parameter_server"
+launch_style = "tf_config"
+workdir = "{trainers}"
+command = ["python", "-u", "parameter_server.py", "--train_steps=400", "--log_every=20"]
+stop_grace_s = 3
+[jobs.chief]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.ps]
+tasks = ["127.0.0.1:{p[1]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[2]}", "127.0.0.1:{p[3]}"]
+restart = {{ policy = "OnFailure", max_restarts = 2, backoff_s = 0.5 }}
+[slurm]
+partition = "{partition}"
+"""
+
+
+def test_tf2_parameter_server_through_slurm_restarts_a_killed_worker_and_succeeds(
+    slurm: SlurmCluster, allocation: tuple[SlurmClient, str, list[str]], tmp_path: Path
+) -> None:
+    import os
+    import signal
+    import threading
+
+    client, job_id, nodes = allocation
+    ports = free_ports(4)
+    path = tmp_path / "cluster.toml"
+    path.write_text(PS_CLUSTER.format(trainers=ROOT / "resources" / "trainers", p=ports, partition=slurm.partition))
+    spec, problems = load(path)
+    assert spec is not None, problems
+    chief_stepping = threading.Event()
+    controller = Controller(
+        spec,
+        RunDir.create(spec, path=tmp_path / "run"),
+        transport_factory=lambda host, sink, log: SlurmTransport(
+            host, sink, log, client=client, job_id=job_id, node=nodes[0]
+        ),
+    )
+    controller.subscribe(lambda e: chief_stepping.set() if e.kind == "metrics" and e.role == "chief:0" else None)
+    controller.start()
+    try:
+        assert chief_stepping.wait(180), controller.status()
+        worker = next(r for r in controller.status().roles if r.role == "worker:1")
+        assert worker.pid is not None
+        os.kill(worker.pid, signal.SIGKILL)  # a worker lost mid-training, as a node's OOM killer would
+        assert controller.wait(240), controller.status()
+    finally:
+        controller.close()
+    status = controller.status()
+    assert status.result == "succeeded", status
+    restarted = next(r for r in status.roles if r.role == "worker:1")
+    assert restarted.restarts >= 1
+    assert (tmp_path / "run" / "roles" / "worker-1" / "attempt-2.log").exists()
+    assert client.steps(job_id) == []
+    assert_nothing_left_under(tmp_path, ports)
