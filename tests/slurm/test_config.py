@@ -94,3 +94,18 @@ def test_a_cluster_file_with_slurm_loads_reports_and_saves_it() -> None:
     assert again is not None and again.slurm == spec.slurm
     _, problems = parse_text(text.replace("nodes = 1", "nodes = -1"))
     assert [(p.field, p.line) for p in problems] == [("slurm.nodes", 9)]
+
+
+def test_core_slurm_and_tfjob_import_neither_qt_nor_tensorflow() -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    code = (
+        "import sys; import core.slurm.client, core.slurm.config, core.slurm.transport, core.tfjob; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph', 'tensorflow')); "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
