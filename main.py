@@ -12,7 +12,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-CLI_COMMANDS = {"validate", "render", "import", "launch", "runs", "ctl", "placement", "metrics", "demo-path", "attach"}
+CLI_COMMANDS = {
+    "validate",
+    "render",
+    "import",
+    "launch",
+    "runs",
+    "ctl",
+    "placement",
+    "metrics",
+    "demo-path",
+    "attach",
+    "export",
+}
 
 
 def main(argv: list[str]) -> int:

@@ -125,6 +125,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON, one object per sample")
 
     p = sub.add_parser("demo-path", help="print the path of the bundled demo cluster file")
+
+    # export: the cluster for another scheduler (core/tfjob.py); only Kubeflow's TFJob for now.
+    p = sub.add_parser("export", help="write the cluster as a Kubeflow TFJob manifest (kubeflow.org/v1)")
+    p.add_argument("--tfjob", type=Path, required=True, metavar="FILE", help="the cluster file to export")
+    p.add_argument("-o", "--output", type=Path, help="write the manifest here instead of printing it")
+    p.add_argument("--image", required=True, help="the container image with TensorFlow and your trainer")
+    p.add_argument("--name", help="the TFJob's name (default: from the cluster's name, as a DNS-1035 label)")
+    p.add_argument("--namespace", help="the Kubernetes namespace (default: kubectl's current one)")
+    p.add_argument("--workdir", help="the directory the trainer starts in inside the image (default: the image's)")
     return parser
 
 
@@ -309,6 +318,27 @@ def cmd_metrics(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if losses:
         summary += f"; loss {losses[0]:.4f} -> {losses[-1]:.4f}"
     print(summary, file=out)
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``export --tfjob``: the manifest as JSON, which ``kubectl apply -f`` reads like YAML."""
+    from core.tfjob import to_tfjob
+
+    spec, problems = load(args.tfjob)
+    _print_problems(problems, str(args.tfjob), err)
+    if spec is None:
+        return EXIT_USAGE
+    manifest, problems = to_tfjob(spec, args.image, args.name, args.namespace, args.workdir)
+    _print_problems(problems, str(args.tfjob), err)
+    if manifest is None:
+        return EXIT_USAGE
+    text = json.dumps(manifest, indent=2) + "\n"
+    if args.output is None:
+        out.write(text)
+    else:
+        args.output.write_text(text, encoding="utf-8")
+        print(f"wrote {args.output} (TFJob {manifest['metadata']['name']}): kubectl apply -f {args.output}", file=out)
     return EXIT_OK
 
 

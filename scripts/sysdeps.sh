@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # System packages the tests and the window need: an OpenSSH server (the SSH tests start a real
 # one on loopback), Xvfb and the xcb libraries Qt's xcb platform plugin loads (screenshots of a
-# real window), and the libraries PySide6 links against. Installed when run as root (CI is);
-# otherwise this prints the exact command to run and fails.
+# real window), the libraries PySide6 links against, and Slurm with munge (the Slurm tests start
+# a real munged + slurmctld + slurmd by hand, never through systemd). Installed when run as root
+# (CI is); otherwise this prints the exact command to run and fails.
 set -euo pipefail
 packages=(
   openssh-server openssh-client xvfb
   libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxcb-image0 libxcb-render-util0 libxcb-xkb1
   libxkbcommon-x11-0 libxcb-shape0 libxcb-randr0 libxcb-xinerama0
   libegl1 libgl1 libfontconfig1 libxkbcommon0 libdbus-1-3
+  slurm-wlm slurmctld slurmd slurm-client munge
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from core.locality import is_local_host
+from core.slurm.config import SlurmConfig
 
 # Display and launch order: servers first, so workers find them listening.
 JOB_ORDER = ("ps", "chief", "worker", "evaluator")
@@ -38,6 +39,7 @@ TOP_KEYS = {
     "jobs": "the jobs: ps, worker, chief, evaluator",
     "hosts": 'how to reach other machines: [hosts."ADDRESS"] ssh, python, run_root, workdir',
     "ssh_config": "an ssh client config file to use instead of ~/.ssh/config (relative to the cluster file)",
+    "slurm": "run on Slurm: [slurm] partition, time, nodes, account, extra_args, login",
 }
 HOST_KEYS = {
     "ssh": "the SSH destination: user@host, host:port or an alias from your ssh config",
@@ -167,6 +169,7 @@ class ClusterSpec:
     source: Path | None = None
     hosts: dict[str, HostConfig] = field(default_factory=dict)
     ssh_config: Path | None = None
+    slurm: SlurmConfig | None = None  # [slurm]: one Slurm allocation holds the run (core/slurm)
 
     # A role that has printed a step and then prints no new one for this long is marked stalled
     # (hung collective, SIGSTOP, deadlock). 0 turns the check off.

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from core.problems import ERROR, Problem
+from core.slurm.config import parse_slurm
 from core.spec.addresses import is_host_name
 from core.spec.model import (
     DEFAULT_STALL_AFTER_S,
@@ -132,6 +133,8 @@ def parse_data(
                     f"host {task.host!r} cannot start with '-'",
                     "write the machine's name or address, e.g. 10.0.0.2 or gpu-node-1",
                 )
+    # [slurm] is checked by core.slurm.config, which reports through the same reader.
+    slurm = parse_slurm(data["slurm"], r.add) if "slurm" in data else None
     check_semantics(r, jobs, strategy, style, command)
     if command is None and "command" not in data and not all(t.command for j in jobs.values() for t in j.tasks):
         r.add(("command",), "no training command", 'add command = ["python", "-u", "train.py"] at the top')
@@ -153,6 +156,7 @@ def parse_data(
         hosts=hosts,
         ssh_config=ssh_config,
         stall_after_s=stall_after_s if stall_after_s is not None else DEFAULT_STALL_AFTER_S,
+        slurm=slurm,
     )
     return spec, r.problems
 

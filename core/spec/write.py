@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from core.slurm.config import slurm_to_data
 from core.spec.model import DEFAULT_RESET_AFTER_S, DEFAULT_STALL_AFTER_S, JOB_ORDER, ClusterSpec, RestartPolicy
 
 
@@ -93,6 +94,8 @@ def to_data(spec: ClusterSpec, relative_to: Path | None = None) -> dict[str, Any
                 entry["workdir"] = host.workdir
             hosts[address] = entry
         data["hosts"] = hosts
+    if spec.slurm is not None:
+        data["slurm"] = slurm_to_data(spec.slurm)
     return data
 
 

@@ -1,0 +1,128 @@
+"""The per-node agent as one Slurm step: ``srun --jobid=J --nodes=1 --ntasks=1 --nodelist=NODE``.
+
+The agent is the same program :class:`core.transport.LocalTransport` starts, speaking the same
+JSON lines, only over srun's stdio: srun forwards our stdin to the task and its stdout back
+unbuffered. The agent then starts the roles as it does anywhere (own process groups, logs,
+samples), so stop, kill, restart and stall detection work unchanged. The agent file must be
+reachable on the node at the same path (a shared home or project directory, as Slurm clusters
+have); the same holds for the python that runs it.
+
+Closing the agent's stdin stops its roles and ends the step. If it does not end in time, the
+step is cancelled by its id (``scancel J.S``), never by killing srun alone: a SIGKILLed srun
+leaves its step running on the node.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+from core.slurm.client import SlurmClient, step_argv
+from core.transport import AGENT_PATH, EventSink, LocalTransport
+
+
+def step_name_for(host: str) -> str:
+    """The step's name in squeue (``towerdeck-agent-HOST``): how its id is found again."""
+    return f"towerdeck-agent-{host}"
+
+
+class SlurmTransport(LocalTransport):
+    """The agent for ``host`` as a step of job ``job_id`` on ``node``.
+
+    ``on_disconnect`` is passed to the agent as for a local one; ``python`` is the interpreter on
+    the node (this one by default: the same path on a shared filesystem).
+    """
+
+    def __init__(
+        self,
+        host: str,
+        sink: EventSink,
+        log_path: Path,
+        *,
+        client: SlurmClient,
+        job_id: str,
+        node: str,
+        on_disconnect: str = "stop",
+        python: str = sys.executable,
+        agent_path: Path = AGENT_PATH,
+    ) -> None:
+        super().__init__(host, sink, log_path, on_disconnect)
+        self.job_id = job_id
+        self.node = node
+        self._client = client
+        self._python = python
+        self._agent_path = agent_path
+        self.step_id: str | None = None
+
+    def argv(self) -> list[str]:
+        """The srun command line that starts the agent on the node (through a login node if any)."""
+        agent = [self._python, "-u", str(self._agent_path), "--on-disconnect", self._on_disconnect]
+        argv = step_argv(self.job_id, self.node, agent)
+        # The step's name lets squeue give its id back (srun prints it only with --verbose).
+        argv.insert(1, f"--job-name={step_name_for(self.host)}")
+        return self._client.argv(argv)
+
+    def start(self) -> None:
+        log: IO[bytes] = open(self._log_path, "ab")  # noqa: SIM115 - the child holds it
+        try:
+            # Own session: a Ctrl-C in the terminal must reach TowerDeck, not srun (which would
+            # cancel the step before the roles are stopped in order).
+            self._proc = subprocess.Popen(
+                self.argv(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,
+                env=self._client.env,
+            )
+        finally:
+            log.close()
+        self._start_reader()
+
+    def _start_reader(self) -> None:
+        self._reader = threading.Thread(target=self._read, name=f"slurm-agent-reader-{self.host}", daemon=True)
+        self._reader.start()
+
+    def find_step(self, timeout_s: float = 10.0, poll_s: float = 0.1) -> str | None:
+        """The agent's step id (``J.S``) from squeue, once Slurm lists it; None if it never does."""
+        deadline = time.monotonic() + timeout_s
+        name = step_name_for(self.host)
+        while True:
+            out = self._client.run(["squeue", "-h", "--steps", f"--jobs={self.job_id}", "-o", "%i|%j"], check=False)
+            for line in out.splitlines():
+                step, _, step_name = line.strip().partition("|")
+                if step_name == name:
+                    self.step_id = step
+                    return step
+            if time.monotonic() > deadline or (self._proc is not None and self._proc.poll() is not None):
+                return None
+            time.sleep(poll_s)
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Close the agent's stdin (it stops its roles, per its on-disconnect) and wait; past
+        ``timeout_s`` cancel the step itself, then wait for srun."""
+        if self._proc is None:
+            return
+        with self._lock:
+            try:
+                if self._proc.stdin:
+                    self._proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            self._proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            step = self.step_id or self.find_step(timeout_s=1.0)
+            if step is not None:
+                self._client.cancel_step(step, graceful=False)
+            try:
+                self._proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        if self._reader is not None:
+            self._reader.join(timeout_s)
