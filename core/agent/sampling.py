@@ -188,8 +188,8 @@ class HostSampler:
         times = cpu_times()
         cpu_percent = None
         if times is not None and self._cpu_times is not None and times[1] > self._cpu_times[1]:
-            busy, total = times[0] - self._cpu_times[0], times[1] - self._cpu_times[1]
-            cpu_percent = round(100.0 * busy / total, 1)
+            busy_jiffies, all_jiffies = times[0] - self._cpu_times[0], times[1] - self._cpu_times[1]
+            cpu_percent = round(100.0 * busy_jiffies / all_jiffies, 1)
         self._cpu_times = times
         out.update(
             cpu_percent=cpu_percent,

@@ -19,9 +19,9 @@ STUBBORN = str(ROOT / "tests" / "helpers" / "stubborn.py")
 
 
 class AgentProcess:
-    def __init__(self) -> None:
+    def __init__(self, python_flags: tuple[str, ...] = (), args: tuple[str, ...] = ()) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-u", str(artifact_file())],
+            [sys.executable, "-u", *python_flags, str(artifact_file()), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
