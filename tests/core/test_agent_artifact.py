@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import subprocess
@@ -29,9 +30,14 @@ def test_built_the_same_in_two_processes_from_the_package_files():
         assert names == sorted(names)
         assert {i.date_time for i in zf.infolist()} == {(1980, 1, 1, 0, 0, 0)}
         package = {n.removeprefix("core/agent/") for n in names if n.startswith("core/agent/")}
-        assert package == {p.name for p in PACKAGE.glob("*.py")}
-        for name in package:
+        sources = {p.name for p in PACKAGE.glob("*.py")}
+        assert package == sources | {f"{Path(n).stem}.pyc" for n in sources - {"__main__.py"}}
+        for name in sources:
             assert zf.read(f"core/agent/{name}") == (PACKAGE / name).read_bytes()
+            if name != "__main__.py":  # compiled by this python: same magic number, hash of that source
+                pyc = zf.read(f"core/agent/{Path(name).stem}.pyc")
+                assert pyc[:4] == importlib.util.MAGIC_NUMBER
+                assert pyc[8:16] == importlib.util.source_hash((PACKAGE / name).read_bytes())
     assert probe_source() == (PACKAGE / "probe.py").read_bytes()
 
 
@@ -57,3 +63,19 @@ def test_probe_runs_from_the_zipapp(tmp_path: Path):
     assert answer["python"] == sys.version.split()[0]
     assert answer["workdir"] == {"path": str(tmp_path), "ok": True}
     assert answer["commands"][0]["found"] is None
+
+
+def test_a_python_with_another_magic_number_runs_the_sources(tmp_path: Path):
+    # A remote host's python may differ from this one: its zipimport must skip our .pyc files.
+    source = zipfile.ZipFile(io.BytesIO(artifact()))
+    foreign = tmp_path / "agent.pyz"
+    with zipfile.ZipFile(foreign, "w") as zf:
+        for info in source.infolist():
+            data = source.read(info)
+            zf.writestr(info, b"\x00\x00\r\n" + data[4:] if info.filename.endswith(".pyc") else data)
+    agent = subprocess.Popen([sys.executable, "-u", str(foreign)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert agent.stdout is not None and agent.stdin is not None
+    hello = json.loads(agent.stdout.readline())
+    agent.stdin.close()
+    assert agent.wait(20) == 0
+    assert hello["ev"] == "hello" and hello["protocol"] == 1
