@@ -4,7 +4,7 @@ The agent runs in keep mode, detached, serving on an owner-only Unix socket in i
 directory (``agent.pyz --serve``). The transport reaches it through a relay process on stdio:
 
 - locally: ``python agent.pyz --serve SOCK`` the first time, ``agent.pyz --attach SOCK`` after;
-- remotely: ``ssh HOST python3 -c BOOTSTRAP RUNDIR --serve agent.sock`` with the agent's source
+- remotely: ``ssh HOST python3 -c BOOTSTRAP RUNDIR --serve agent.sock`` with the agent's zipapp
   on stdin (nothing is installed), ``ssh HOST python3 -c ATTACH RUNDIR`` after.
 
 When the connection drops, roles keep running on their host and keep writing their output to
