@@ -1,6 +1,6 @@
 """Agent CPU time per sample of a role with 50 processes.
 
-TowerDeck's way (core.agent): the role's tree from /proc rows cached between samples, then one
+TowerDeck's way (core.agent.processes and .sampling): the role's tree from /proc rows cached between samples, then one
 read of /proc/PID/stat per process (CPU ticks, threads and RSS are all in it). Baseline, "naive psutil": what a straightforward sampler does, a
 psutil.process_iter() walk to find the role's processes by session id and fresh Process objects
 each sample. Both measured in this run, on the same 50 processes, with time.process_time().
@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psutil
 
-from core.agent import HostSampler, ProcTable, Role, role_tree
+from core.agent.processes import ProcTable, Role, role_tree
+from core.agent.sampling import HostSampler
 
 PROCESSES = 50
 SAMPLES = 100

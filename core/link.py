@@ -1,10 +1,10 @@
 """A transport to an agent that outlives the connection: local, or over SSH, with reconnects.
 
 The agent runs in keep mode, detached, serving on an owner-only Unix socket in its host's run
-directory (``agent.py --serve``). The transport reaches it through a relay process on stdio:
+directory (``agent.pyz --serve``). The transport reaches it through a relay process on stdio:
 
-- locally: ``python agent.py --serve SOCK`` the first time, ``agent.py --attach SOCK`` after;
-- remotely: ``ssh HOST python3 -c BOOTSTRAP RUNDIR --serve agent.sock`` with the agent's source
+- locally: ``python agent.pyz --serve SOCK`` the first time, ``agent.pyz --attach SOCK`` after;
+- remotely: ``ssh HOST python3 -c BOOTSTRAP RUNDIR --serve agent.sock`` with the agent's zipapp
   on stdin (nothing is installed), ``ssh HOST python3 -c ATTACH RUNDIR`` after.
 
 When the connection drops, roles keep running on their host and keep writing their output to
@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from core.agent import artifact_file
 from core.spec import HostConfig
 from core.ssh import ATTACH, BOOTSTRAP, SshFailure, agent_payload, explain_failure, remote_python, ssh_argv
-from core.transport import AGENT_PATH, EventSink, parse_event_line
+from core.transport import EventSink, parse_event_line
 
 HELLO_TIMEOUT_S = 30.0
 BACKOFF_START_S = 0.5
@@ -62,7 +63,7 @@ class Endpoint:
 
 
 def local_endpoint(host: str, sock: Path, log: Path, on_disconnect: str) -> Endpoint:
-    agent = [sys.executable, "-u", str(AGENT_PATH)]
+    agent = [sys.executable, "-u", str(artifact_file(sock.parent))]  # the zipapp, beside the socket
     return Endpoint(
         host,
         False,

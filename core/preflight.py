@@ -1,10 +1,11 @@
 """Pre-flight: can each host of a cluster launch its roles? Checked on the host, in parallel.
 
-For every host (this machine included) a small probe runs there, with the python that will run
-the agent (over SSH for remote hosts, with the same options as the launch): it reports the
-python version, whether each training command is found, whether TensorFlow imports with that
-command's python (and its version), whether the working directory and training scripts exist,
-whether each task's port is free, and whether NVML is there. Results are immutable and
+For every host (this machine included) the agent's probe (``core/agent/probe.py``, from the same
+zipapp that is launched) runs there, with the python that will run the agent (over SSH for remote
+hosts, with the same options as the launch): it reports the python version, whether each
+training command is found, whether TensorFlow imports with that command's python (and its
+version), whether the working directory and training scripts exist, whether each task's port is
+free, and whether NVML is there. Results are immutable and
 structured, for the window's table and ``validate --remote``.
 
     results = preflight(spec, timeout_s=60)   # list[HostPreflight], one per host, in spec order
@@ -22,56 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.agent import artifact_file
 from core.spec import ClusterSpec, HostConfig
-from core.ssh import explain_failure, remote_python, ssh_argv, ssh_config_path
-
-# Runs on the host; argv[1] is a JSON request. Prints one JSON object. Standard library only.
-PROBE = r"""
-import json, os, shutil, socket, subprocess, sys, errno
-req = json.loads(sys.argv[1])
-out = {"python": sys.version.split()[0], "workdir": None, "commands": [], "ports": [], "nvml": None}
-wd = os.path.expanduser(req["workdir"])
-out["workdir"] = {"path": wd, "ok": os.path.isdir(wd)}
-for cmd in req["commands"]:
-    argv = cmd["argv"]
-    exe = argv[0]
-    found = (os.path.join(wd, exe) if not os.path.isabs(exe) else exe) if "/" in exe else shutil.which(exe)
-    found = found if found and os.path.isfile(found) and os.access(found, os.X_OK) else None
-    item = {"argv0": exe, "found": found, "script": cmd.get("script"), "script_ok": None, "tf": None, "tf_error": None}
-    if cmd.get("script"):
-        s = os.path.expanduser(cmd["script"])
-        item["script_ok"] = os.path.isfile(s if os.path.isabs(s) else os.path.join(wd, s))
-    if found and os.path.basename(exe).startswith("python"):
-        try:
-            p = subprocess.run([found, "-c", "import tensorflow as tf; print(tf.__version__)"],
-                               capture_output=True, text=True, timeout=req["tf_timeout_s"], cwd=wd if out["workdir"]["ok"] else None)
-            if p.returncode == 0:
-                item["tf"] = p.stdout.strip().splitlines()[-1]
-            else:
-                item["tf_error"] = (p.stderr.strip().splitlines() or ["exit code %d" % p.returncode])[-1]
-        except subprocess.TimeoutExpired:
-            item["tf_error"] = "importing tensorflow took longer than %s s" % req["tf_timeout_s"]
-    out["commands"].append(item)
-for host, port in req["ports"]:
-    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
-    s = socket.socket(fam, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        s.bind((host, port)); state = "free"
-    except OSError as e:
-        state = "busy" if e.errno == errno.EADDRINUSE else ("not here" if e.errno == errno.EADDRNOTAVAIL else str(e))
-    finally:
-        s.close()
-    out["ports"].append([host, port, state])
-try:
-    import pynvml
-    pynvml.nvmlInit()
-    out["nvml"] = "%d GPU(s)" % pynvml.nvmlDeviceGetCount()
-except Exception as e:
-    out["nvml"] = None
-    out["nvml_error"] = (str(e) or type(e).__name__)[:200]
-print(json.dumps(out))
-"""
+from core.ssh import PROBE_BOOTSTRAP, agent_payload, explain_failure, remote_python, ssh_argv, ssh_config_path
 
 
 @dataclass(frozen=True)
@@ -126,14 +80,23 @@ def check_host(spec: ClusterSpec, host: str, timeout_s: float = 60.0, check_port
     config = spec.host_config(host)
     request = json.dumps(_request(spec, host, check_ports, max(5.0, timeout_s - 10.0)))
     if config.remote:
+        # The agent's zipapp goes on stdin; its probe runs there from memory (core.ssh.PROBE_BOOTSTRAP).
         argv = [*ssh_argv(config, ssh_config_path(spec), connect_timeout_s=min(10, int(timeout_s))), ""]
-        argv[-1] = remote_python(config, PROBE, request)
+        argv[-1] = remote_python(config, PROBE_BOOTSTRAP, request)
         destination = str(config.ssh)
+        payload = agent_payload()
     else:
-        argv = [sys.executable, "-c", PROBE, request]
+        argv = [sys.executable, str(artifact_file()), "--probe", request]
         destination = "this machine"
+        payload = b""
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        raw = subprocess.run(argv, capture_output=True, timeout=timeout_s, input=payload)
+        proc = subprocess.CompletedProcess(
+            raw.args,
+            raw.returncode,
+            raw.stdout.decode("utf-8", "replace"),
+            raw.stderr.decode("utf-8", "replace"),
+        )
     except subprocess.TimeoutExpired:
         check = HostCheck(
             "reachable",

@@ -3,7 +3,8 @@
 TowerDeck runs the system ``ssh`` so that the user's config, keys, agent, ProxyJump and
 known_hosts apply, always in batch mode (never a password prompt) with host-key checking on (an
 unknown or changed key is an error the user sees). Nothing listens on a network port: the agent
-is sent over the connection's stdin and speaks JSON lines on the same stdio.
+(its zipapp, :func:`core.agent.artifact`) is sent over the connection's stdin and speaks JSON
+lines on the same stdio.
 
 Every value that reaches the remote shell goes through :func:`shlex.quote` (``shlex.join``);
 host names, users and ports are validated by ``core.spec`` before they get here, and ``--``
@@ -18,15 +19,15 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.agent import ARTIFACT_NAME, PROBE_MEMBER, artifact
 from core.spec import ClusterSpec, HostConfig, parse_ssh_destination
 
-AGENT_PATH = Path(__file__).with_name("agent.py")
 CONNECT_TIMEOUT_S = 10
 KEEPALIVE_INTERVAL_S = 5
 KEEPALIVE_COUNT = 3  # the connection counts as dropped after 15 s without an answer
 LENGTH_HEADER_BYTES = 16
 
-# Runs on the remote host with its python: reads the agent's source (length header, then the
+# Runs on the remote host with its python: reads the agent's zipapp (length header, then the
 # bytes) from stdin, writes it into the run directory (0700), and replaces itself with it, which
 # then speaks the protocol on the same stdin/stdout. Nothing is installed; argv[1] is the run dir.
 BOOTSTRAP = (
@@ -36,12 +37,12 @@ BOOTSTRAP = (
     " b=b''\n"
     " while len(b)<n:\n"
     "  c=os.read(0,n-len(b))\n"
-    "  if not c:sys.exit('towerdeck: the agent source was cut short')\n"
+    "  if not c:sys.exit('towerdeck: the agent was cut short')\n"
     "  b+=c\n"
     " return b\n"
     f"n=int(rd({LENGTH_HEADER_BYTES}))\n"
-    "f=os.open('agent.py',os.O_WRONLY|os.O_CREAT|os.O_TRUNC,0o600);os.write(f,rd(n));os.close(f)\n"
-    "os.execv(sys.executable,[sys.executable,'-u','agent.py']+sys.argv[2:])\n"
+    f"f=os.open('{ARTIFACT_NAME}',os.O_WRONLY|os.O_CREAT|os.O_TRUNC,0o600);os.write(f,rd(n));os.close(f)\n"
+    f"os.execv(sys.executable,[sys.executable,'-u','{ARTIFACT_NAME}']+sys.argv[2:])\n"
 )
 
 # Reattaches to an agent already serving in the run directory argv[1].
@@ -50,7 +51,25 @@ ATTACH = (
     "d=os.path.expanduser(sys.argv[1])\n"
     "try:os.chdir(d)\n"
     'except OSError as e:print(\'{"ev":"attach_failed","message":"no run directory %s: %s"}\'%(d,e.strerror),flush=True);sys.exit(3)\n'
-    "os.execv(sys.executable,[sys.executable,'-u','agent.py','--attach','agent.sock'])\n"
+    f"os.execv(sys.executable,[sys.executable,'-u','{ARTIFACT_NAME}','--attach','agent.sock'])\n"
+)
+
+# The pre-flight probe on a remote host, where no agent may have been sent yet: reads the zipapp
+# (length header, then the bytes) from stdin and runs its probe module from memory, so nothing is
+# written there. argv[1] is the JSON request; it prints one JSON answer.
+PROBE_BOOTSTRAP = (
+    "import io,os,sys,zipfile\n"
+    "def rd(n):\n"
+    " b=b''\n"
+    " while len(b)<n:\n"
+    "  c=os.read(0,n-len(b))\n"
+    "  if not c:sys.exit('towerdeck: the agent was cut short')\n"
+    "  b+=c\n"
+    " return b\n"
+    f"z=zipfile.ZipFile(io.BytesIO(rd(int(rd({LENGTH_HEADER_BYTES})))))\n"
+    "g={'__name__':'towerdeck_probe'}\n"
+    f"exec(compile(z.read('{PROBE_MEMBER}'),'{ARTIFACT_NAME}/{PROBE_MEMBER}','exec'),g)\n"
+    "sys.exit(g['main'](sys.argv[1:]))\n"
 )
 
 
@@ -97,9 +116,9 @@ def remote_python(host: HostConfig, code: str, *args: str) -> str:
 
 
 def agent_payload() -> bytes:
-    """What the bootstrap reads from stdin: a fixed-width length, then the agent's source."""
-    source = AGENT_PATH.read_bytes()
-    return f"{len(source):0{LENGTH_HEADER_BYTES - 1}d}\n".encode() + source
+    """What the bootstraps read from stdin: a fixed-width length, then the agent's zipapp."""
+    data = artifact()
+    return f"{len(data):0{LENGTH_HEADER_BYTES - 1}d}\n".encode() + data
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """How the controller reaches a host agent: here, a local subprocess speaking JSON lines.
 
-A transport starts ``core/agent.py``, sends it commands and hands every event it prints to a
-callback, on the transport's reader thread. When the agent goes away the callback gets
+A transport starts the agent (the zipapp built from ``core/agent/``, the same one shipped to
+remote hosts), sends it commands and hands every event it prints to a callback, on the
+transport's reader thread. When the agent goes away the callback gets
 ``{"ev": "agent_lost", ...}`` once.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-AGENT_PATH = Path(__file__).with_name("agent.py")
+from core.agent import artifact_file
 
 EventSink = Callable[[str, dict[str, Any]], None]
 
@@ -48,7 +49,7 @@ class LocalTransport:
         log: IO[bytes] = open(self._log_path, "ab")  # noqa: SIM115 - the child holds it
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-u", str(AGENT_PATH), "--on-disconnect", self._on_disconnect],
+                [sys.executable, "-u", str(artifact_file()), "--on-disconnect", self._on_disconnect],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,

@@ -21,8 +21,9 @@ import time
 from pathlib import Path
 from typing import IO
 
+from core.agent import artifact_file
 from core.slurm.client import SlurmClient, step_argv
-from core.transport import AGENT_PATH, EventSink, LocalTransport
+from core.transport import EventSink, LocalTransport
 
 
 def step_name_for(host: str) -> str:
@@ -48,14 +49,16 @@ class SlurmTransport(LocalTransport):
         node: str,
         on_disconnect: str = "stop",
         python: str = sys.executable,
-        agent_path: Path = AGENT_PATH,
+        agent_path: Path | None = None,
     ) -> None:
         super().__init__(host, sink, log_path, on_disconnect)
         self.job_id = job_id
         self.node = node
         self._client = client
         self._python = python
-        self._agent_path = agent_path
+        # The zipapp every transport runs; by default in the per-user cache, which a shared home
+        # directory makes the same path on every node.
+        self._agent_path = agent_path if agent_path is not None else artifact_file()
         self.step_id: str | None = None
 
     def argv(self) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from core.transport import AGENT_PATH
+from core.agent import artifact_file
 from tests.conftest import ROOT, free_ports
 from tests.helpers.procs import assert_nothing_left, listening
 
@@ -19,9 +19,9 @@ STUBBORN = str(ROOT / "tests" / "helpers" / "stubborn.py")
 
 
 class AgentProcess:
-    def __init__(self) -> None:
+    def __init__(self, python_flags: tuple[str, ...] = (), args: tuple[str, ...] = ()) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-u", str(AGENT_PATH)],
+            [sys.executable, "-u", *python_flags, str(artifact_file()), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

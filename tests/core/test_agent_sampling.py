@@ -156,3 +156,21 @@ def test_sample_period_bounds(nvml_env):
 
 
 assert os.path.exists(FAKE_NVML)
+
+
+def test_without_psutil_host_memory_comes_from_proc_meminfo():
+    # `python -S`: no site-packages, so neither psutil nor tensorboard can be imported by the agent.
+    agent = AgentProcess(python_flags=("-S",), args=("--sample-period", "0.2"))
+    try:
+        assert agent.events[0]["tensorboard"] is False
+        meminfo = {}
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            meminfo[key] = int(rest.split()[0]) * 1024
+        first = first_sample(agent)["host"]
+        assert first["memory_total_bytes"] == meminfo["MemTotal"]
+        assert 0 < first["memory_used_bytes"] < first["memory_total_bytes"]
+        second = first_sample(agent)["host"]  # CPU % needs two readings of /proc/stat
+        assert isinstance(second["cpu_percent"], float) and 0.0 <= second["cpu_percent"] <= 100.0
+    finally:
+        agent.close()

@@ -18,9 +18,9 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.conftest import ROOT
+from core.agent import artifact_file
 
-AGENT = ROOT / "core" / "agent.py"
+AGENT = artifact_file()  # the zipapp, as shipped
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from core.agent import artifact
 from core.controller import Controller, Event
 from core.rundir import RunDir
 from core.spec import parse_text
@@ -91,8 +92,8 @@ def test_launch_one_ps_two_workers_across_two_ssh_hosts_to_success(tmp_path: Pat
     worker1 = (tmp_path / "host3" / "run" / "roles" / "worker-1" / "attempt-1.log").read_text()
     assert re.search(r"step \d+", worker1), worker1[-2000:]
     # The agent was sent, not installed: it is in the remote run directory, owner-only.
-    agent = tmp_path / "host3" / "run" / "agent.py"
-    assert agent.read_bytes() == (ROOT / "core" / "agent.py").read_bytes()
+    agent = tmp_path / "host3" / "run" / "agent.pyz"
+    assert agent.read_bytes() == artifact()
     assert (agent.parent.stat().st_mode & 0o777) == 0o700
     events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
     connected = {e["host"] for e in events if e["kind"] == "host_state" and e["state"] == "connected"}

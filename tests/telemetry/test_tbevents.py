@@ -225,6 +225,15 @@ def test_max_points_splits_a_record_without_losing_any(written: dict[str, Writte
     assert triples([p for b in batches for p in b]) == expected(written["v1"].points)
 
 
+def test_points_put_back_come_first_in_the_next_poll(written: dict[str, Written]):
+    # The agent puts back what it could not send (no controller connected): nothing is lost.
+    tailer = ScalarTailer(written["v1"].path.parent)
+    first = tailer.poll(max_points=5)
+    tailer.unread(first[2:])
+    again = drain(tailer, max_points=4)
+    assert triples(first[:2] + again) == expected(written["v1"].points)
+
+
 # ------------------------------------------------------------------------------------------
 # 3. The last record is half-written
 

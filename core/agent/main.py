@@ -1,0 +1,50 @@
+"""The agent's command line: plain (stdin/stdout), ``--serve``, ``--attach``, ``--probe``."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from .protocol import MAX_PERIOD_S, MIN_PERIOD_S
+from .serve import LINGER_S, relay, start_detached
+from .supervisor import Agent
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the agent as its command line says; returns the exit code."""
+    parser = argparse.ArgumentParser(description="TowerDeck host agent (JSON lines on stdin/stdout)")
+    parser.add_argument(
+        "--on-disconnect",
+        choices=("stop", "keep"),
+        default="stop",
+        help="what to do with the roles when the controller goes away",
+    )
+    parser.add_argument(
+        "--sample-period", type=float, default=1.0, help=f"seconds between samples ({MIN_PERIOD_S} to {MAX_PERIOD_S})"
+    )
+    parser.add_argument("--serve", metavar="SOCK", help="run detached, serving on this Unix socket, and relay to it")
+    parser.add_argument("--attach", metavar="SOCK", help="relay stdin/stdout to the agent serving on this socket")
+    parser.add_argument("--log", metavar="FILE", help="with --serve: where the detached agent writes its stderr")
+    parser.add_argument("--linger", type=float, default=LINGER_S, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--probe", metavar="REQUEST", help="run the pre-flight checks of REQUEST (JSON), print one JSON answer, exit"
+    )
+    args = parser.parse_args(argv)
+    if args.probe is not None:
+        from .probe import main as probe_main
+
+        return probe_main([args.probe])
+    if args.attach:
+        return relay(args.attach)
+    if args.serve:
+        return start_detached(args)
+    agent = Agent(sys.stdout, args.on_disconnect, args.sample_period)
+
+    def on_term(signum: int, frame: object) -> None:
+        agent.shutdown(agent.shutdown_grace_s)
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    agent.run(sys.stdin.fileno())
+    return 0

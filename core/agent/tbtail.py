@@ -1,0 +1,250 @@
+"""Incremental reading of TensorBoard event files that trainers are still writing (agent side).
+
+A :class:`ScalarTailer` follows one role's TensorBoard directory. Each ``poll()`` returns the scalar
+points written since the previous poll, from every ``events.out.tfevents.*`` file in the directory,
+including files that appear later (a restarted trainer opens a new file).
+
+Records are read with TensorBoard's own ``RawEventFileLoader``: it keeps its position in the file,
+and at a half-written last record it stops without advancing and resumes there on the next call.
+
+The ``tensorboard`` package is optional on a host: it is imported on first use (the first
+:class:`ScalarTailer`), so the agent runs without it; :func:`tensorboard_available` says whether
+it can be imported. TensorFlow is never imported here. TensorBoard's ``tensorboard.compat.tf`` resolves, on first use,
+to the real ``tensorflow`` whenever it is installed (an import of several seconds and hundreds of
+MB); the first tailer pins it to TensorBoard's pure-Python ``tensorflow_stub`` instead, unless
+the process has already imported TensorFlow or TensorBoard has already resolved it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import sys
+import types
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ScalarPoint", "ScalarTailer", "tensorboard_available"]
+
+_log = logging.getLogger(__name__)
+
+_NO_TF_MARKER = "tensorboard.compat.notf"
+
+
+def _pin_tensorboard_to_stub() -> None:
+    """Make TensorBoard use its TensorFlow stub rather than importing TensorFlow.
+
+    ``tensorboard.compat.tf`` looks for the (normally absent) module ``tensorboard.compat.notf``
+    and, when it exists, uses the stub unconditionally: that is TensorBoard's own switch
+    (``//tensorboard/compat:no_tensorflow``). Left alone when TensorFlow is already imported (the
+    real reader is then free, and faster) or when the lazy module was already resolved.
+    """
+    if "tensorflow" in sys.modules or _NO_TF_MARKER in sys.modules:
+        return
+    import tensorboard.compat as tb_compat
+
+    if "__version__" in vars(tb_compat.tf):  # resolved already: vars() does not trigger the load
+        return
+    sys.modules[_NO_TF_MARKER] = types.ModuleType(_NO_TF_MARKER)
+
+
+class _TensorBoard:
+    """The TensorBoard modules the tailer uses, imported once, after the pin."""
+
+    def __init__(self) -> None:
+        _pin_tensorboard_to_stub()
+        # Imported after the pin on purpose: these modules resolve `tensorboard.compat.tf` when used.
+        from tensorboard.backend.event_processing import event_file_loader, io_wrapper
+        from tensorboard.compat.proto import event_pb2, types_pb2
+        from tensorboard.plugins.scalar import metadata as scalar_metadata
+
+        self.event_file_loader: Any = event_file_loader
+        self.io_wrapper: Any = io_wrapper
+        self.event_pb2: Any = event_pb2
+        self.types_pb2: Any = types_pb2
+        self.scalars_plugin: str = scalar_metadata.PLUGIN_NAME  # "scalars"
+
+
+_tb: _TensorBoard | None = None
+
+
+def _tensorboard() -> _TensorBoard:
+    """The TensorBoard modules (ImportError when the package is not installed here)."""
+    global _tb
+    if _tb is None:
+        _tb = _TensorBoard()
+    return _tb
+
+
+def tensorboard_available() -> bool:
+    """Whether ``tensorboard`` (and the protobuf it needs) can be found here, without importing it
+    (an import costs about a second; it happens with the first tailer)."""
+    import importlib.util
+
+    try:
+        return all(importlib.util.find_spec(name) is not None for name in ("tensorboard", "google.protobuf"))
+    except (ImportError, ValueError):
+        return False
+
+
+@dataclass(frozen=True)
+class ScalarPoint:
+    """One scalar sample from an event file: ``tag`` at global ``step``, written at ``wall_time`` (s)."""
+
+    tag: str
+    step: int
+    wall_time: float
+    value: float
+
+
+def _tensor_scalar(tensor: Any) -> float | None:
+    """The value of a floating-point scalar tensor, or None when it is anything else."""
+    if tensor.tensor_shape.dim:
+        return None
+    dtype = tensor.dtype
+    types_pb2 = _tensorboard().types_pb2
+    if dtype == types_pb2.DT_FLOAT:
+        if tensor.float_val:
+            return float(tensor.float_val[0])
+        if len(tensor.tensor_content) == 4:
+            return float(struct.unpack("<f", tensor.tensor_content)[0])
+    elif dtype == types_pb2.DT_DOUBLE:
+        if tensor.double_val:
+            return float(tensor.double_val[0])
+        if len(tensor.tensor_content) == 8:
+            return float(struct.unpack("<d", tensor.tensor_content)[0])
+    elif dtype == types_pb2.DT_HALF:
+        if tensor.half_val:
+            return float(struct.unpack("<e", struct.pack("<H", tensor.half_val[0] & 0xFFFF))[0])
+        if len(tensor.tensor_content) == 2:
+            return float(struct.unpack("<e", tensor.tensor_content)[0])
+    return None
+
+
+class _EventFile:
+    """One event file and TensorBoard's loader for it, which holds the read position."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.loader = _tensorboard().event_file_loader.RawEventFileLoader(path)
+        self.bad_records = 0
+
+    def records(self) -> Iterator[bytes]:
+        """New serialized Event records since the last call (stops at a half-written record)."""
+        yield from self.loader.Load()
+
+
+class ScalarTailer:
+    """Follows one directory (a role's TensorBoard dir): every events.out.tfevents.* file in it,
+    including files that appear later (a restarted trainer writes a new file), read incrementally.
+
+    Scalars come from ``simple_value`` (TF1 ``Summary`` protos, ``tf.compat.v1.summary.FileWriter``)
+    and from tensor summaries whose plugin is ``scalars`` (TF2 ``tf.summary.scalar``) holding a
+    float, double or half scalar. A tag's plugin is named only in its first event, so the metadata
+    is remembered per directory, as TensorBoard does per run.
+
+    Not thread-safe: one thread polls.
+    """
+
+    def __init__(self, directory: Path | str) -> None:
+        self._tb = _tensorboard()  # ImportError here when this host has no tensorboard
+        self.directory = Path(directory)
+        self._files: dict[str, _EventFile] = {}
+        self._failed: set[str] = set()
+        self._tag_plugin: dict[str, str] = {}
+        self._pending: deque[ScalarPoint] = deque()
+
+    @property
+    def files(self) -> list[Path]:
+        """The event files followed so far, in reading order."""
+        return [Path(p) for p in sorted(self._files)]
+
+    def poll(self, max_points: int | None = None) -> list[ScalarPoint]:
+        """New scalar points since the last poll, from all files, in file order.
+
+        With ``max_points`` at most that many are returned; the rest wait for the next poll (none
+        is lost). Never raises for a missing directory or a truncated, corrupt or vanished file:
+        such a file is logged and skipped, the others are still read.
+        """
+        limit = max_points if max_points is not None else sys.maxsize
+        points: list[ScalarPoint] = []
+        while self._pending and len(points) < limit:
+            points.append(self._pending.popleft())
+        if len(points) >= limit:
+            return points
+        self._discover()
+        for path in sorted(self._files):
+            event_file = self._files[path]
+            try:
+                for record in event_file.records():
+                    new = self._parse(event_file, record)
+                    room = limit - len(points)
+                    points.extend(new[:room])
+                    if len(new) > room:
+                        self._pending.extend(new[room:])
+                    if len(points) >= limit:
+                        return points
+            except Exception:
+                # The stub reader swallows truncation and CRC errors itself; anything else (an I/O
+                # error, a file gone from under us) drops this file only.
+                _log.warning("stopped reading %s", path, exc_info=True)
+                self._drop(path)
+        return points
+
+    def unread(self, points: Iterable[ScalarPoint]) -> None:
+        """Put back points a poll returned but could not deliver: the next poll returns them first."""
+        self._pending.extendleft(reversed(list(points)))
+
+    def _discover(self) -> None:
+        """Open loaders for event files that appeared since the last poll."""
+        try:
+            names = os.listdir(self.directory)
+        except OSError:  # not created yet (the trainer has not started), or not a directory
+            return
+        for name in names:
+            path = os.path.join(self.directory, name)
+            if path in self._files or path in self._failed:
+                continue
+            if not self._tb.io_wrapper.IsSummaryEventsFile(path) or not os.path.isfile(path):
+                continue
+            try:
+                self._files[path] = _EventFile(path)
+            except Exception:
+                _log.warning("cannot open event file %s", path, exc_info=True)
+                self._failed.add(path)
+
+    def _drop(self, path: str) -> None:
+        """Stop following a file that failed; it is not reopened (its handle goes with the loader)."""
+        self._files.pop(path, None)
+        self._failed.add(path)
+
+    def _parse(self, event_file: _EventFile, record: bytes) -> list[ScalarPoint]:
+        """The scalar points in one serialized Event; [] for other events or a bad record."""
+        try:
+            event = self._tb.event_pb2.Event.FromString(record)
+        except Exception:
+            event_file.bad_records += 1
+            if event_file.bad_records == 1:
+                _log.warning("skipping an unparsable record in %s", event_file.path)
+            return []
+        if not event.HasField("summary"):
+            return []
+        points: list[ScalarPoint] = []
+        step = int(event.step)
+        wall_time = float(event.wall_time)
+        for value in event.summary.value:
+            tag = value.tag
+            if value.HasField("metadata") and value.metadata.plugin_data.plugin_name:
+                self._tag_plugin.setdefault(tag, value.metadata.plugin_data.plugin_name)
+            kind = value.WhichOneof("value")
+            if kind == "simple_value":
+                points.append(ScalarPoint(tag, step, wall_time, float(value.simple_value)))
+            elif kind == "tensor" and self._tag_plugin.get(tag) == self._tb.scalars_plugin:
+                number = _tensor_scalar(value.tensor)
+                if number is not None:
+                    points.append(ScalarPoint(tag, step, wall_time, number))
+        return points

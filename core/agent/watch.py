@@ -1,0 +1,201 @@
+"""One tick of the agent: reap exits, stream output, escalate stops, end roles, sample.
+
+Functions of the :class:`~.supervisor.Agent` they are given, split from it to keep each file to
+one job: the supervisor obeys commands, this watches what the roles do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from typing import TYPE_CHECKING, Any
+
+from .processes import LEFTOVER_GRACE_S, ProcTable, Role, role_tree, signal_tree
+from .protocol import now
+from .pump import PUMP_STUCK_S, parse_pump_status
+from .sampling import GpuSampler
+
+if TYPE_CHECKING:
+    from .supervisor import Agent
+
+READ_BUDGET_BYTES = 1 << 20  # per role per tick, so one chatty role cannot starve the rest
+CHUNK_BYTES = 64 * 1024
+
+
+def reap(agent: Agent) -> None:
+    """Collect every child that exited: log pumps, role leaders, and reparented orphans."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        pumped = agent.pumps.pop(pid, None)
+        if pumped is not None:
+            pumped.pump_done = True
+            continue
+        role = agent.leaders.pop(pid, None)
+        if role is None:
+            continue  # a reparented orphan of some role: reaped, nothing to report
+        code = os.waitstatus_to_exitcode(status)
+        role.leader_done = True
+        role.proc.returncode = code  # Popen must not try to wait for it again
+        if code < 0:
+            role.signal = -code
+        else:
+            role.returncode = code
+
+
+def tail(agent: Agent, role: Role) -> bool:
+    """Stream new output of ``role``; True when the file is read to its end."""
+    role.reopen_log()
+    if role.reader is None:
+        return True
+    budget = READ_BUDGET_BYTES
+    while budget > 0:
+        try:
+            data = role.reader.read(min(CHUNK_BYTES, budget))
+        except OSError as exc:
+            agent.error(f"cannot read {role.log_path}: {exc}", role=role.name)
+            role.close()
+            return True
+        if not data:
+            return True
+        start = role.offset
+        role.offset += len(data)
+        budget -= len(data)
+        text = role.decoder.decode(data)
+        if text:
+            agent.emit("output", role=role.name, attempt=role.attempt, offset=start, end=role.text_end(), data=text)
+    return False
+
+
+def read_pump_status(agent: Agent, role: Role) -> None:
+    """Turn the log pump's status lines into ``log_write_failed`` / ``log_write_recovered``."""
+    if role.pump_status is None:
+        return
+    try:
+        data = os.read(role.pump_status, 1 << 16)
+    except BlockingIOError:
+        return
+    except OSError:
+        data = b""
+    if not data:
+        os.close(role.pump_status)
+        role.pump_status = None
+    statuses, role.pump_status_buf = parse_pump_status(role.pump_status_buf + data)
+    for status in statuses:
+        fields = {"role": role.name, "attempt": role.attempt, "log": role.log_path}
+        if "write_failed" in status:
+            agent.emit("log_write_failed", error=str(status["write_failed"]), **fields)
+        elif status.get("write_recovered") or status.get("gave_up"):
+            agent.emit(
+                "log_write_recovered",
+                lost_bytes=int(status.get("lost_bytes") or 0),
+                gave_up=bool(status.get("gave_up")),
+                **fields,
+            )
+
+
+def _finish(agent: Agent, role: Role) -> None:
+    """The role and its whole tree are gone and its output is read: report the exit."""
+    tail_text = role.decoder.decode(b"", final=True)
+    if tail_text:
+        agent.emit("output", role=role.name, attempt=role.attempt, offset=role.offset, end=role.offset, data=tail_text)
+    role.close()
+    del agent.roles[role.name]
+    agent.ended[role.name] = {
+        "alive": False,
+        "returncode": role.returncode,
+        "signal": role.signal,
+        "pids": 0,
+        "cpu_percent": 0.0,
+        "rss_bytes": 0,
+        "threads": 0,
+    }
+    if agent.connected and not agent.awaiting_resume:
+        agent.scalars.poll(agent.emit, role.name)  # its last points before its exit
+    agent.report_exit(
+        role,
+        dict(
+            role=role.name,
+            attempt=role.attempt,
+            pid=role.pid,
+            returncode=role.returncode,
+            signal=role.signal,
+            leftovers_killed=role.leftovers_killed,
+            stopped=role.stopping,
+        ),
+    )
+
+
+def tick(agent: Agent) -> None:
+    """One round: see :mod:`.watch`."""
+    reap(agent)
+    t = now()
+    table: ProcTable | None = None
+    for role in list(agent.roles.values()):
+        at_end = tail(agent, role)
+        read_pump_status(agent, role)
+        if not role.leader_done and not (role.stopping and role.kill_at is not None and t >= role.kill_at):
+            continue
+        table = table or ProcTable()
+        tree = role_tree(role, table, scan_environ=True)
+        if role.leader_done and not tree and not role.pump_done:
+            # The pump still writes the last output (or waits for a full disk).
+            role.tree_gone_at = role.tree_gone_at or t
+            if t - role.tree_gone_at > PUMP_STUCK_S and role.pump_pid is not None:
+                with contextlib.suppress(OSError):
+                    os.kill(role.pump_pid, signal.SIGKILL)
+            continue
+        if role.leader_done and not tree:
+            if at_end:  # report the exit after the last output
+                _finish(agent, role)
+            continue
+        if role.leader_done and not role.leftovers_signalled and not role.stopping:
+            # The main process is gone; what it left behind goes with it.
+            role.leftovers_signalled = True
+            role.leftovers_killed = len(tree)
+            role.kill_at = t + LEFTOVER_GRACE_S
+            signal_tree(role, signal.SIGTERM)
+        elif role.kill_at is not None and t >= role.kill_at:
+            signal_tree(role, signal.SIGKILL)
+            role.kill_at = t + 1.0  # and again if something survives
+    if t >= agent.next_sample and agent.connected:
+        agent.next_sample = t + agent.sample_period_s
+        sample(agent, table)
+        if not agent.awaiting_resume:
+            agent.scalars.poll(agent.emit)
+    if agent.shutting_down and not agent.roles:
+        if agent.connected:
+            agent.scalars.drain(agent.emit)
+        agent.emit("bye")
+        agent.finished = True
+
+
+def sample(agent: Agent, table: ProcTable | None = None) -> None:
+    """Emit one ``sample`` event: host, every role's whole tree, every GPU."""
+    if agent.gpu_sampler is None:
+        agent.gpu_sampler = GpuSampler(agent.hostname)
+        agent.emit("gpu_status", status=agent.gpu_sampler.status, count=agent.gpu_sampler.count)
+    table = table or ProcTable(agent.sample_table)
+    agent.sample_table = table
+    roles: dict[str, dict[str, Any]] = {}
+    pid_roles: dict[int, str] = {}
+    alive: set[int] = set()
+    for role in agent.roles.values():
+        pids = role_tree(role, table, scan_environ=False)
+        alive |= pids
+        pid_roles.update(dict.fromkeys(pids, role.name))
+        roles[role.name] = {
+            "alive": not role.leader_done,
+            "pid": role.pid,
+            "attempt": role.attempt,
+            **agent.host_sampler.role(pids),
+        }
+    roles.update(agent.ended)
+    agent.ended = {}
+    agent.host_sampler.forget(alive)
+    agent.emit("sample", host=agent.host_sampler.host(), roles=roles, gpus=agent.gpu_sampler.sample(pid_roles))
