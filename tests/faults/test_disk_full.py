@@ -117,7 +117,19 @@ def test_full_disk_under_a_real_cluster_is_named_with_a_fix_and_training_goes_on
         launch.wait_output("worker:0", r"Step: \d+")
         launch.wait_output("worker:1", r"Step: \d+")
         filler = fill(small_disk)
-        time.sleep(6)  # full for a while: the workers must train on, not crash on print()
+        # Full for a while: the workers must train on, not crash on print(). A log write fails only
+        # once the rest of the file's last page is used (tmpfs), which at this output rate can take
+        # many seconds: wait until worker:0's log has stopped growing for 3 s, not a fixed time.
+        log0 = run / "roles" / "worker-0" / "attempt-1.log"
+        size, since, deadline = -1, time.time(), time.time() + 120
+        while time.time() < deadline:
+            if log0.stat().st_size != size:
+                size, since = log0.stat().st_size, time.time()
+            elif time.time() - since > 3:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("worker:0's log kept growing on a full disk")
         during = {r["role"]: r for r in launch.status()["roles"]}
         assert during["worker:0"]["pid"] == before["pid"] and during["worker:0"]["attempt"] == 1
         assert all(r["state"] == "running" for r in during.values()), during
