@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from core.problems import ERROR, WARNING, Problem
+from core.stuck_options import KEYS as STUCK_KEYS
+from core.stuck_options import StuckOptions, parse_stuck_options, stuck_options_to_data
 
 # Display and launch order: servers first, so workers find them listening.
 JOB_ORDER = ("ps", "chief", "worker", "evaluator")
@@ -40,6 +42,7 @@ TOP_KEYS = {
     "hosts": 'how to reach other machines: [hosts."ADDRESS"] ssh, python, run_root, workdir',
     "ssh_config": "an ssh client config file to use instead of ~/.ssh/config (relative to the cluster file)",
 }
+TOP_KEYS.update(STUCK_KEYS)  # diagnosis (issue 13): start_stall_after_s, success_policy
 HOST_KEYS = {
     "ssh": "the SSH destination: user@host, host:port or an alias from your ssh config",
     "python": "the python on that machine that runs the agent (default python3)",
@@ -199,6 +202,8 @@ class ClusterSpec:
     # A role that has printed a step and then prints no new one for this long is marked stalled
     # (hung collective, SIGSTOP, deadlock). 0 turns the check off.
     stall_after_s: float = DEFAULT_STALL_AFTER_S
+    # Diagnosis of stuck clusters (issue 13): start_stall_after_s, success_policy.
+    stuck: StuckOptions = field(default_factory=StuckOptions)
 
     def tasks(self) -> list[Task]:
         """Every task, in launch order (ps, chief, worker, evaluator)."""
@@ -496,6 +501,7 @@ def parse_data(
     grace = r.number(data.get("stop_grace_s", 5.0), ("stop_grace_s",), 0.0)
     start_s = r.number(data.get("start_s", 1.0), ("start_s",), 0.0)
     stall_after_s = r.number(data.get("stall_after_s", DEFAULT_STALL_AFTER_S), ("stall_after_s",), 0.0)
+    stuck = parse_stuck_options(data, r)  # diagnosis (issue 13)
 
     jobs_data = data.get("jobs")
     jobs: dict[str, Job] = {}
@@ -572,6 +578,7 @@ def parse_data(
         hosts=hosts,
         ssh_config=ssh_config,
         stall_after_s=stall_after_s if stall_after_s is not None else DEFAULT_STALL_AFTER_S,
+        stuck=stuck,
     )
     return spec, r.problems
 
@@ -820,6 +827,7 @@ def to_data(spec: ClusterSpec, relative_to: Path | None = None) -> dict[str, Any
     data["start_s"] = spec.start_s
     if spec.stall_after_s != DEFAULT_STALL_AFTER_S:
         data["stall_after_s"] = spec.stall_after_s
+    data.update(stuck_options_to_data(spec.stuck))  # diagnosis (issue 13)
     if spec.metric_patterns:
         data["metric_patterns"] = list(spec.metric_patterns)
     if spec.env:

@@ -30,10 +30,32 @@ def main() -> int:
     parser.add_argument("--worker_hosts", required=True, help="comma-separated host:port")
     parser.add_argument("--job_name", required=True, choices=("ps", "worker"))
     parser.add_argument("--task_index", type=int, required=True)
+    parser.add_argument(
+        "--ready_wait",
+        choices=("poll", "monitored"),
+        default="poll",
+        help="how a non-chief waits for the chief's variables: poll (default), or monitored: "
+        "MonitoredTrainingSession's own 30 s checks, as the classic examples do (can wait forever)",
+    )
+    parser.add_argument(
+        "--chief_start_delay_s",
+        type=float,
+        default=0.0,
+        help="the chief sleeps this long before initialising (makes a non-chief's first check find nothing)",
+    )
+    parser.add_argument(
+        "--tf_verbosity",
+        choices=("default", "info"),
+        default="default",
+        help="info: TensorFlow's Python INFO logs too (e.g. 'Waiting for model to be ready')",
+    )
     add_common_arguments(parser)
     args = parser.parse_args()
 
     import tensorflow as tf
+
+    if args.tf_verbosity == "info":
+        tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
 
     tf.compat.v1.disable_eager_execution()
     cluster = tf.train.ClusterSpec({"ps": args.ps_hosts.split(","), "worker": args.worker_hosts.split(",")})
@@ -66,7 +88,9 @@ def main() -> int:
             loss, global_step=global_step
         )
 
-    if not is_chief:
+    if is_chief and args.chief_start_delay_s > 0:
+        time.sleep(args.chief_start_delay_s)
+    if not is_chief and args.ready_wait == "poll":
         # MonitoredTrainingSession's non-chief waits in 30 s sleeps for the chief to initialise
         # the variables; poll instead so a worker starts training as soon as they exist.
         not_ready = tf.compat.v1.report_uninitialized_variables()
