@@ -321,7 +321,9 @@ class Controller:
         self._listener_errors: set[str] = set()
         self._host_states: dict[str, dict[str, Any]] = {}
         # Diagnosis (issue 13): which role waits for which, from output and state changes.
-        self._diagnoser = Diagnoser(self._roles, spec.strategy, success_policy=spec.stuck.success_policy)
+        self._diagnoser = Diagnoser(
+            self._roles, spec.strategy, success_policy=spec.stuck.success_policy, phase=str(ClusterPhase.IDLE)
+        )
 
     # ------------------------------------------------------------------ public API (any thread)
 
@@ -517,8 +519,9 @@ class Controller:
             returncode=role.returncode,
             signal=role.signal,
         )
-        self._publish_waits(self._diagnoser.on_state(role.task.role_id, str(state), now, detail))  # diagnosis
         self._evaluate()
+        # Diagnosis (issue 13), after _evaluate: a state that ends the run clears waits, never shows one.
+        self._publish_waits(self._diagnoser.on_state(role.task.role_id, str(state), now, detail))
 
     def _set_phase(self, phase: ClusterPhase, result: str | None = None, reason: str = "") -> None:
         with self._lock:
@@ -1048,6 +1051,9 @@ class Controller:
                 role.signal = record.get("signal")
                 role.detail = str(record.get("detail", ""))
                 role.log_path = self.run.log_path(role.task, role.attempt) if role.attempt else None
+                # Diagnosis (issue 13): when each role reached its state, e.g. how long ago a peer exited.
+                seen_at = float(record.get("t") or 0) if role.state in TERMINAL else time.time()
+                self._diagnoser.on_state(name, str(role.state), seen_at or time.time(), role.detail)
         self._set_phase(ClusterPhase.RUNNING)
         self._connect_all()
         return "reattached"

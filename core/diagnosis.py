@@ -121,6 +121,14 @@ class _State:
     detail: str
 
 
+def _how(ended: _State) -> str:
+    """``succeeded, exit code 0`` or ``stopped, killed by SIGTERM`` (from ``stopped (killed by SIGTERM)``)."""
+    detail = (
+        ended.detail.removeprefix(ended.state).strip(" ()") if ended.detail.startswith(ended.state) else ended.detail
+    )
+    return f"{ended.state}, {detail}" if detail else ended.state
+
+
 def _ago(seconds: float) -> str:
     seconds = max(0.0, seconds)
     if seconds < 120:
@@ -135,7 +143,8 @@ class Diagnoser:
 
     Feed it with :meth:`on_output`, :meth:`on_step`, :meth:`on_state` and :meth:`tick`; each
     returns the diagnoses that changed (a new or different wait, or a cleared one), which the
-    caller publishes as ``role_waiting`` events. ``grace_s`` is how long a role may print no step
+    caller publishes as ``role_waiting`` events; waits are only judged while :meth:`on_phase` (or
+    ``phase``) says the cluster is ``running``. ``grace_s`` is how long a role may print no step
     after the peer it needs ended before a silent wait is inferred; ``long_wait_s`` is how long a
     role may wait for a peer that is alive before that is worth saying.
     """
@@ -147,6 +156,7 @@ class Diagnoser:
         grace_s: float = 10.0,
         long_wait_s: float = 120.0,
         success_policy: str = "all",
+        phase: str = "running",
     ) -> None:
         self._roles = list(dict.fromkeys(roles))
         self._strategy = strategy
@@ -157,10 +167,11 @@ class Diagnoser:
         self._partial: dict[str, str] = {}
         self._waits: dict[str, _Wait] = {}
         self._last_step_t: dict[str, float] = {}
+        self._step_gap_s: dict[str, float] = {}  # between a role's last two step lines
         self._states: dict[str, _State] = {}
         self._current: dict[str, Diagnosis] = {}
         self._attempt_start: dict[str, float] = {}
-        self._active = True
+        self._active = phase == "running"  # the cluster's phase: waits are judged while it runs
 
     # ------------------------------------------------------------------ inputs
 
@@ -189,6 +200,9 @@ class Diagnoser:
         """``role`` printed a new training step: whatever it waited for, it no longer does."""
         if role not in self._roles:
             return []
+        previous = self._last_step_t.get(role)
+        if previous is not None and t > previous:
+            self._step_gap_s[role] = t - previous
         self._last_step_t[role] = t
         self._waits.pop(role, None)
         return self._judge(t, [role])
@@ -199,10 +213,12 @@ class Diagnoser:
             return []
         previous = self._states.get(role)
         self._states[role] = _State(state, t, detail)
+        self._attempt_start.setdefault(role, t)  # first seen (e.g. on reattach): judged from then
         if state == "starting" or (previous is not None and previous.state in TERMINAL_STATES):
             # A new attempt: its waits and steps start afresh.
             self._waits.pop(role, None)
             self._last_step_t.pop(role, None)
+            self._step_gap_s.pop(role, None)
             self._partial.pop(role, None)
             self._attempt_start[role] = t
         return self._judge(t, self._roles)
@@ -261,7 +277,7 @@ class Diagnoser:
         state = theirs.state if theirs is not None else "pending"
         what = "initialise the model" if kind == MODEL_READY else "answer its CreateSession"
         if theirs is not None and state in TERMINAL_STATES:
-            how = f"{state}, {theirs.detail}" if theirs.detail and theirs.detail != state else state
+            how = _how(theirs)
             ago = _ago(now - theirs.since)
             if kind == CREATE_SESSION:
                 message = f"{role} is waiting for {peer}, which exited ({how}) {ago} ago; it will wait forever."
@@ -298,16 +314,16 @@ class Diagnoser:
             theirs = self._state(peer)
             if theirs is None or theirs.state not in TERMINAL_STATES:
                 continue
-            # Judged from whichever came later: the peer's end or this attempt's start.
-            if now - max(theirs.since, own_start) < self.grace_s or (
-                last_step is not None and last_step >= theirs.since
-            ):
+            # Silent for long enough since whichever came last: the peer's end, this attempt's
+            # start, its last step (a step in flight may land just after the peer went). A role
+            # that prints a step a minute gets three of its own gaps.
+            quiet_since = max(theirs.since, own_start, last_step if last_step is not None else own_start)
+            if now - quiet_since < max(self.grace_s, 3 * self._step_gap_s.get(role, 0.0)):
                 continue
-            how = (
-                f"{theirs.state}, {theirs.detail}" if theirs.detail and theirs.detail != theirs.state else theirs.state
-            )
+            how = _how(theirs)
             message = (
-                f"{role} has printed no step since {peer} exited ({how}) {_ago(now - theirs.since)} ago: "
+                f"{role} has printed no step for {_ago(now - (last_step if last_step is not None else own_start))}, "
+                f"and {peer} exited ({how}) {_ago(now - theirs.since)} ago: "
                 f"it is most likely waiting for {peer}, forever (TensorFlow says so in INFO logs: "
                 "TF_CPP_MIN_LOG_LEVEL=0)."
             )

@@ -17,6 +17,7 @@ and writes `loss` and `steps_per_sec` as TensorBoard scalars (simple_value) to $
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -42,6 +43,12 @@ def main() -> int:
         type=float,
         default=0.0,
         help="the chief sleeps this long before initialising (makes a non-chief's first check find nothing)",
+    )
+    parser.add_argument(
+        "--handshake_dir",
+        default="",
+        help="with --chief_start_delay_s: each non-chief writes a file here just before its session starts, "
+        "and the chief waits for all of them before its delay (a deterministic first check, for tests)",
     )
     parser.add_argument(
         "--tf_verbosity",
@@ -89,7 +96,16 @@ def main() -> int:
         )
 
     if is_chief and args.chief_start_delay_s > 0:
+        others = [i for i in range(len(args.worker_hosts.split(","))) if i != 0]
+        deadline = time.time() + 300
+        while args.handshake_dir and time.time() < deadline:
+            if all(os.path.exists(os.path.join(args.handshake_dir, f"worker-{i}")) for i in others):
+                break
+            time.sleep(0.1)
         time.sleep(args.chief_start_delay_s)
+    if not is_chief and args.handshake_dir:
+        with open(os.path.join(args.handshake_dir, f"worker-{args.task_index}"), "w") as marker:
+            marker.write("about to create its session\n")
     if not is_chief and args.ready_wait == "poll":
         # MonitoredTrainingSession's non-chief waits in 30 s sleeps for the chief to initialise
         # the variables; poll instead so a worker starts training as soon as they exist.

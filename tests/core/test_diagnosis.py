@@ -122,14 +122,20 @@ def test_silent_wait_after_grace_and_not_when_steps_came_after():
     [silent] = d.tick(30.0)
     assert silent.cause == SILENT and silent.waiting_for == "worker:0" and not silent.certain
     assert silent.message.startswith(
-        "worker:1 has printed no step since worker:0 exited (succeeded, exit code 0) 10 s ago"
+        "worker:1 has printed no step for 25 s, and worker:0 exited (succeeded, exit code 0) 10 s ago"
     )
     assert "most likely waiting for worker:0" in silent.message
     # A worker that trained on after the chief left is not waiting.
     d2 = started(Diagnoser(ROLES, grace_s=10))
     d2.on_state("worker:0", "succeeded", 20.0, "exit code 0")
-    d2.on_step("worker:1", 21.0)
-    assert d2.tick(40.0) == []
+    for t in range(21, 41, 2):
+        d2.on_step("worker:1", float(t))
+        assert d2.tick(t + 1.5) == []
+    # ...until it goes quiet for three of its step gaps (here longer than the 10 s grace).
+    d2.on_step("worker:1", 50.0)  # a slow printer: 11 s between these steps
+    assert d2.tick(82.9) == []
+    [late] = d2.tick(83.0)
+    assert late.cause == SILENT and "has printed no step for 33 s" in late.message
     # A ps that stopped while workers run: they wait for it.
     d3 = started(Diagnoser(ROLES, grace_s=10))
     d3.on_state("ps:0", "stopped", 20.0, "stopped (killed by SIGTERM)")
