@@ -25,6 +25,22 @@ STYLE_TEXT = {
     "tf_config": "tf_config: the TF_CONFIG variable",
     "both": "both: flags and TF_CONFIG",
 }
+# The top-level keys this form has a field for; the others are kept untouched.
+FORM_KEYS = frozenset(
+    {
+        "name",
+        "strategy",
+        "launch_style",
+        "command",
+        "workdir",
+        "complete_when",
+        "stop_grace_s",
+        "start_s",
+        "metric_patterns",
+        "env",
+        "jobs",
+    }
+)
 FIELD_KEYS = ("name", "strategy", "launch_style", "command", "workdir", "complete_when", "stop_grace_s", "start_s")
 
 
@@ -38,6 +54,7 @@ class ClusterForm(QtWidgets.QWidget):
         self._suggest_address = suggest_address
         self.jobs: dict[str, JobEditor] = {}
         self.extra: dict[str, Any] = {}  # unknown top-level keys: kept so validate names them
+        self.kept: dict[str, Any] = {}  # known keys the form has no field for
         self.extra_jobs: dict[str, Any] = {}  # unknown jobs, likewise
         self.base_dir: Path | None = None  # the cluster file's directory: workdir is relative to it
 
@@ -247,6 +264,8 @@ class ClusterForm(QtWidgets.QWidget):
         self.env_table.set_env(data.get("env"))
         self._set_jobs(data.get("jobs"))
         self.extra = {k: v for k, v in data.items() if k not in TOP_KEYS}
+        # Known keys without a field here (hosts, stall_after_s, success_policy...): kept as they are.
+        self.kept = {k: v for k, v in data.items() if k in TOP_KEYS and k not in FORM_KEYS}
         self.sig_changed.emit()
 
     def replace_cluster(self, data: dict[str, Any]) -> None:
@@ -295,6 +314,7 @@ class ClusterForm(QtWidgets.QWidget):
         patterns = [line for line in self.patterns_edit.toPlainText().splitlines() if line.strip()]
         if patterns:
             out["metric_patterns"] = patterns
+        out.update(self.kept)
         out.update(self.extra)
         env = self.env_table.env()
         if env:

@@ -78,3 +78,24 @@ def test_a_waiting_role_reads_waiting_for_its_peer_with_the_fix(qtbot):
     view.show_status(ClusterStatus(ClusterPhase.RUNNING, None, "", (*status.roles[:2], cleared)), {})
     assert view.banner.isHidden()
     assert view.table.item(2, STATE_COLUMN).text() == "running"
+
+
+def test_the_cluster_form_keeps_the_stuck_cluster_keys_it_has_no_field_for(qtbot):
+    from gui.editor_cluster import ClusterForm
+
+    form = ClusterForm(lambda job: ("127.0.0.1", 2222))
+    qtbot.addWidget(form)
+    data = {
+        "name": "x",
+        "strategy": "between_graph",
+        "command": ["python", "t.py"],
+        "success_policy": "chief",
+        "start_stall_after_s": 90.0,
+        "stall_after_s": 30.0,
+        "jobs": {"ps": {"tasks": ["127.0.0.1:2222"]}, "worker": {"tasks": ["127.0.0.1:2223"]}},
+    }
+    form.set_data(data)
+    out, problems = form.data()
+    assert not problems
+    assert out["success_policy"] == "chief" and out["start_stall_after_s"] == 90.0 and out["stall_after_s"] == 30.0
+    assert not form.has_unknown_key(["success_policy"])
