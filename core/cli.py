@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from core import control, rundir
 from core.checks import check_local
 from core.controller import ClusterStatus, Controller, Event, RoleState
+from core.diagnosis import waiting_lines
 from core.importers import from_flags, from_tf_config
 from core.problems import ERROR, Problem, SpecError
 from core.render import render_all
@@ -389,7 +390,9 @@ class LaunchPrinter:
                 self.out.flush()
             elif event.kind == "role_stalled":
                 d = event.data
-                if d.get("stalled"):
+                if d.get("stalled") and d.get("step") is None:  # never printed a step (issue 13)
+                    message = f"STALLED    {d.get('detail')} (start_stall_after_s)"
+                elif d.get("stalled"):
                     message = (
                         f"STALLED    no new step for {d.get('stalled_for_s') or 0:.0f} s (stall_after_s = "
                         f"{d.get('stall_after_s'):g}), last step {d.get('step')}; kill it with "
@@ -398,6 +401,9 @@ class LaunchPrinter:
                 else:
                     message = f"unstalled  {d.get('detail')}"
                 print(f"{stamp}  {event.role:<12} {message}", file=self.out, flush=True)
+            elif event.kind == "role_waiting" and event.role:  # diagnosis (issue 13)
+                for line in waiting_lines(event.role, event.data):
+                    print(f"{stamp}  {line}", file=self.out, flush=True)
             elif event.kind == "gpu_status":
                 print(f"{stamp}  {event.data.get('status')}", file=self.out, flush=True)
             elif event.kind == "warning":
@@ -561,6 +567,9 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"  {r['role']:<12} {r['state']:<10} pid {pid:<8} restarts {r['restarts']}  {r['detail']}{stalled}",
                 file=out,
             )
+            if r.get("waiting_for"):  # diagnosis (issue 13)
+                for line in waiting_lines("", r):
+                    print(f"  {line}", file=out)
             if r["state"] in ("failed", "backoff"):
                 for line in (r.get("last_lines") or [])[-3:]:
                     print(f"  {'':<12} | {line}", file=out)

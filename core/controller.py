@@ -31,9 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from core.diagnosis import Diagnoser, Diagnosis
 from core.render import render, role_dir
 from core.rundir import RunDir
 from core.spec import ClusterSpec, HostConfig, Task, parse_role_id, role_id
+from core.stuck_options import chief_success, start_stall_detail
 from core.telemetry.live import RoleTelemetry, sample_dict
 from core.telemetry.metrics import MetricSample, stragglers
 from core.telemetry.tbevents import ScalarTailer
@@ -132,6 +134,10 @@ class RoleStatus:
     # No new training step for the cluster file's ``stall_after_s`` while running (hung, SIGSTOPped).
     stalled: bool = False
     stalled_for_s: float | None = None  # seconds since the last step, while stalled
+    # Diagnosis (issue 13): the role this one waits for, why and the fix (core/diagnosis.py).
+    waiting_for: str | None = None
+    waiting_message: str = ""
+    waiting_fix: str = ""
 
     @property
     def exit_text(self) -> str:
@@ -255,7 +261,9 @@ class _Role:
             steps_per_sec=stats.steps_per_sec,
             straggler=straggler,
             stalled=self.stalled,
-            stalled_for_s=round(time.time() - self.progress_at, 1) if self.stalled and self.progress_at else None,
+            stalled_for_s=(  # from the last step, or from the start when it never printed one (issue 13)
+                round(time.time() - (self.progress_at or self.started_at or time.time()), 1) if self.stalled else None
+            ),
         )
 
     def add_output(self, text: str) -> None:
@@ -312,6 +320,10 @@ class Controller:
         self._write_error_reported = False
         self._listener_errors: set[str] = set()
         self._host_states: dict[str, dict[str, Any]] = {}
+        # Diagnosis (issue 13): which role waits for which, from output and state changes.
+        self._diagnoser = Diagnoser(
+            self._roles, spec.strategy, success_policy=spec.stuck.success_policy, phase=str(ClusterPhase.IDLE)
+        )
 
     # ------------------------------------------------------------------ public API (any thread)
 
@@ -377,6 +389,7 @@ class Controller:
             }
             slow = stragglers(step_times)
             roles = tuple(r.status(name in slow) for name, r in self._roles.items())
+            roles = tuple(_with_wait(r, self._diagnoser.current(r.role)) for r in roles)  # diagnosis (issue 13)
             return ClusterStatus(self._phase, self._result, self._reason, roles)
 
     def placement(self, role: str) -> dict[str, Any]:
@@ -507,6 +520,8 @@ class Controller:
             signal=role.signal,
         )
         self._evaluate()
+        # Diagnosis (issue 13), after _evaluate: a state that ends the run clears waits, never shows one.
+        self._publish_waits(self._diagnoser.on_state(role.task.role_id, str(state), now, detail))
 
     def _set_phase(self, phase: ClusterPhase, result: str | None = None, reason: str = "") -> None:
         with self._lock:
@@ -521,6 +536,13 @@ class Controller:
             ended=time.time() if phase == ClusterPhase.DONE else None,
         )
         self._publish("cluster_state", phase=str(phase), result=self._result, reason=self._reason)
+        self._publish_waits(self._diagnoser.on_phase(str(phase), time.time()))  # diagnosis (issue 13)
+
+    def _publish_waits(self, diagnoses: list[Diagnosis]) -> None:
+        """Diagnosis (issue 13): ``role_waiting`` events carry ``waiting`` (False: it cleared),
+        ``waiting_for`` (a role), ``cause``, ``certain``, ``message``, ``fix``, ``line``, ``since``."""
+        for diagnosis in diagnoses:
+            self._publish("role_waiting", role=diagnosis.role, **diagnosis.event_data())
 
     # ------------------------------------------------------------------ starting and stopping
 
@@ -684,6 +706,7 @@ class Controller:
             self._publish(
                 "role_output", role=role.task.role_id, attempt=role.attempt, offset=event.get("offset"), text=text
             )
+            self._publish_waits(self._diagnoser.on_output(role.task.role_id, text, time.time()))  # diagnosis
             self._note_progress(role, samples)
             if samples:
                 records = [sample_dict(s) for s in samples]
@@ -869,6 +892,7 @@ class Controller:
             role.last_step = steps[-1]
             # This machine's clock, not the agent's: a remote host's clock may be off by minutes.
             role.progress_at = time.time()
+        self._publish_waits(self._diagnoser.on_step(role.task.role_id, role.progress_at))  # diagnosis
         if role.stalled:
             self._set_stalled(role, False, f"step {role.last_step}", since=previous)
 
@@ -911,10 +935,29 @@ class Controller:
                 self._set_stalled(
                     role, True, f"no new step for {now - role.progress_at:.0f} s after step {role.last_step}"
                 )
+            elif (  # diagnosis (issue 13): no step at all since the role started
+                not role.stalled
+                and role.state == RoleState.RUNNING
+                and role.progress_at is None
+                and role.started_at is not None
+                and not role.output_blocked
+                and (
+                    why := start_stall_detail(
+                        self.spec.stuck,
+                        self.spec.strategy,
+                        role.task.job,
+                        now - role.started_at,
+                        False,
+                        role.last_lines(5),
+                    )
+                )
+            ):
+                self._set_stalled(role, True, why, since=role.started_at)
 
     def _tick(self) -> None:
         now = time.time()
         self._check_stalls(now)
+        self._publish_waits(self._diagnoser.tick(now))  # diagnosis (issue 13)
         for role in self._roles.values():
             if (
                 role.state == RoleState.STARTING
@@ -940,6 +983,14 @@ class Controller:
             if failed:
                 first = failed[0]
                 self._set_phase(ClusterPhase.FAILING, "failed", f"{first.task.role_id} failed: {first.detail}")
+                self._stop_rest()
+            elif chief := chief_success(self.spec.stuck, {n: str(r.state) for n, r in self._roles.items()}):
+                # success_policy = "chief" (issue 13): the chief's success ends the run, as in TFJob.
+                self._set_phase(
+                    ClusterPhase.COMPLETING,
+                    "succeeded",
+                    f'training finished: {chief} succeeded (success_policy = "chief")',
+                )
                 self._stop_rest()
             elif completion and all(r.state in TERMINAL for r in completion):
                 if any(r.state == RoleState.SUCCEEDED for r in completion):
@@ -1000,6 +1051,9 @@ class Controller:
                 role.signal = record.get("signal")
                 role.detail = str(record.get("detail", ""))
                 role.log_path = self.run.log_path(role.task, role.attempt) if role.attempt else None
+                # Diagnosis (issue 13): when each role reached its state, e.g. how long ago a peer exited.
+                seen_at = float(record.get("t") or 0) if role.state in TERMINAL else time.time()
+                self._diagnoser.on_state(name, str(role.state), seen_at or time.time(), role.detail)
         self._set_phase(ClusterPhase.RUNNING)
         self._connect_all()
         return "reattached"
@@ -1030,6 +1084,15 @@ class Controller:
                 self._set_state(
                     role, RoleState.STOPPED, f"ended while nobody watched (the agent on {host} no longer has it)"
                 )
+
+
+def _with_wait(status: RoleStatus, diagnosis: Diagnosis | None) -> RoleStatus:
+    """Diagnosis (issue 13): a role's status with what it waits for."""
+    if diagnosis is None:
+        return status
+    return dataclasses.replace(
+        status, waiting_for=diagnosis.waiting_for, waiting_message=diagnosis.message, waiting_fix=diagnosis.fix
+    )
 
 
 def _kill_group(pid: int | None) -> None:

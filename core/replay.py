@@ -58,6 +58,7 @@ class _RoleReplay:
     figures: dict[str, Any] = field(default_factory=dict)
     stalled_at: float | None = None  # when the run said the role stalled (None: it is not)
     stalled_for_s: float = 0.0
+    waiting: dict[str, Any] = field(default_factory=dict)  # the last role_waiting event (issue 13)
     gpus: tuple[int, ...] = ()
     stats: WorkerStats = field(default_factory=WorkerStats)
     placement: PlacementAggregator = field(default_factory=PlacementAggregator)
@@ -254,6 +255,8 @@ class RunReader:
             elif kind == "role_stalled" and role is not None:
                 role.stalled_at = t if data.get("stalled") else None
                 role.stalled_for_s = float(data.get("stalled_for_s") or 0.0)
+            elif kind == "role_waiting" and role is not None:  # diagnosis (issue 13)
+                role.waiting = dict(data) if data.get("waiting") else {}
             elif kind == "role_pid" and role is not None:
                 role.pid = data.get("pid") if isinstance(data.get("pid"), int) else None
                 role.log_path = Path(str(data["log"])) if data.get("log") else None
@@ -377,6 +380,9 @@ class RunReader:
             stalled_for_s=(
                 r.stalled_for_s + max(0.0, time.time() - r.stalled_at) if r.stalled_at is not None else None
             ),
+            waiting_for=r.waiting.get("waiting_for") if r.state == RoleState.RUNNING else None,  # issue 13
+            waiting_message=str(r.waiting.get("message", "")),
+            waiting_fix=str(r.waiting.get("fix", "")),
         )
 
     def _publish(self, kind: str, role: str | None = None, t: float | None = None, **data: Any) -> None:

@@ -59,7 +59,9 @@ def fmt_duration(seconds: float) -> str:
 
 def state_text(role: RoleStatus) -> str:
     text = str(role.state)
-    if role.stalled and role.state == RoleState.RUNNING:
+    if role.waiting_for and role.state == RoleState.RUNNING:  # diagnosis (issue 13)
+        text += f" (waiting for {role.waiting_for})"
+    elif role.stalled and role.state == RoleState.RUNNING:
         text += f" (stalled {fmt_duration(role.stalled_for_s or 0)})"
     elif role.straggler:
         text += " (straggler)"
@@ -148,10 +150,15 @@ class RolesView(QtWidgets.QWidget):
     def _update_banner(self, status: ClusterStatus) -> None:
         failed = [r for r in status.roles if r.state == RoleState.FAILED]
         stalled = [r for r in status.roles if r.stalled and r.state == RoleState.RUNNING]
-        if not failed and not stalled:
+        waiting = [r for r in status.roles if r.waiting_for and r.state == RoleState.RUNNING]  # issue 13
+        if not failed and not stalled and not waiting:
             self.banner.hide()
             return
-        parts = [
+        parts = [  # diagnosis (issue 13): who waits for whom, and the fix
+            f"<b>{r.role} is waiting for {r.waiting_for}</b>: {html(r.waiting_message)}<br>Fix: {html(r.waiting_fix)}"
+            for r in waiting
+        ]
+        parts += [
             f"<b>{r.role} is stalled</b>: no new training step for {fmt_duration(r.stalled_for_s or 0)} "
             f"(last step {r.step}). Hung? Select it and kill (Ctrl+K) or restart (Ctrl+R)."
             for r in stalled
@@ -178,14 +185,16 @@ class RolesView(QtWidgets.QWidget):
             if item.background().color() != background:
                 item.setBackground(background)
             if column == STATE_COLUMN and role is not None:
-                stalled = role.stalled and role.state == RoleState.RUNNING
+                stalled = (role.stalled or bool(role.waiting_for)) and role.state == RoleState.RUNNING  # issue 13
                 item.setForeground(QtGui.QColor(STALLED_COLOUR if stalled else STATE_COLOURS[role.state]))
                 font = item.font()
                 if font.bold() != (failed or stalled):
                     font.setBold(failed or stalled)
                     item.setFont(font)
                 item.setToolTip(
-                    f"no new step for {fmt_duration(role.stalled_for_s or 0)}: hung? Kill it (Ctrl+K) or restart it"
+                    f"{role.waiting_message}\nFix: {role.waiting_fix}"  # diagnosis (issue 13)
+                    if role.waiting_for
+                    else f"no new step for {fmt_duration(role.stalled_for_s or 0)}: hung? Kill it (Ctrl+K) or restart it"
                     if stalled
                     else role.detail
                 )

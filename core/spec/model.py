@@ -16,6 +16,8 @@ from pathlib import Path
 
 from core.locality import is_local_host
 from core.slurm.config import SlurmConfig
+from core.stuck_options import KEYS as STUCK_KEYS
+from core.stuck_options import StuckOptions
 
 # Display and launch order: servers first, so workers find them listening.
 JOB_ORDER = ("ps", "chief", "worker", "evaluator")
@@ -41,6 +43,7 @@ TOP_KEYS = {
     "ssh_config": "an ssh client config file to use instead of ~/.ssh/config (relative to the cluster file)",
     "slurm": "run on Slurm: [slurm] partition, time, nodes, account, extra_args, login",
 }
+TOP_KEYS.update(STUCK_KEYS)  # diagnosis (issue 13): start_stall_after_s, success_policy
 HOST_KEYS = {
     "ssh": "the SSH destination: user@host, host:port or an alias from your ssh config",
     "python": "the python on that machine that runs the agent (default python3)",
@@ -174,6 +177,8 @@ class ClusterSpec:
     # A role that has printed a step and then prints no new one for this long is marked stalled
     # (hung collective, SIGSTOP, deadlock). 0 turns the check off.
     stall_after_s: float = DEFAULT_STALL_AFTER_S
+    # Diagnosis of stuck clusters (issue 13): start_stall_after_s, success_policy.
+    stuck: StuckOptions = field(default_factory=StuckOptions)
 
     def host_config(self, host: str, is_local: Callable[[str], bool] = is_local_host) -> HostConfig:
         """How to reach ``host``: its [hosts] entry, else SSH to it unless ``is_local(host)``.

@@ -14,6 +14,7 @@ from typing import Any
 
 from core.problems import ERROR, Problem
 from core.slurm.config import parse_slurm
+from core.stuck_options import parse_stuck_options
 from core.spec.addresses import is_host_name
 from core.spec.model import (
     DEFAULT_STALL_AFTER_S,
@@ -78,6 +79,7 @@ def parse_data(
     grace = r.number(data.get("stop_grace_s", 5.0), ("stop_grace_s",), 0.0)
     start_s = r.number(data.get("start_s", 1.0), ("start_s",), 0.0)
     stall_after_s = r.number(data.get("stall_after_s", DEFAULT_STALL_AFTER_S), ("stall_after_s",), 0.0)
+    stuck = parse_stuck_options(data, r)  # diagnosis (issue 13)
 
     jobs_data = data.get("jobs")
     jobs: dict[str, Job] = {}
@@ -157,6 +159,7 @@ def parse_data(
         ssh_config=ssh_config,
         stall_after_s=stall_after_s if stall_after_s is not None else DEFAULT_STALL_AFTER_S,
         slurm=slurm,
+        stuck=stuck,
     )
     return spec, r.problems
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from core.slurm.config import slurm_to_data
+from core.stuck_options import stuck_options_to_data
 from core.spec.model import DEFAULT_RESET_AFTER_S, DEFAULT_STALL_AFTER_S, JOB_ORDER, ClusterSpec, RestartPolicy
 
 
@@ -49,6 +50,7 @@ def to_data(spec: ClusterSpec, relative_to: Path | None = None) -> dict[str, Any
     data["start_s"] = spec.start_s
     if spec.stall_after_s != DEFAULT_STALL_AFTER_S:
         data["stall_after_s"] = spec.stall_after_s
+    data.update(stuck_options_to_data(spec.stuck))  # diagnosis (issue 13)
     if spec.metric_patterns:
         data["metric_patterns"] = list(spec.metric_patterns)
     if spec.env:

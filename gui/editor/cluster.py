@@ -340,8 +340,8 @@ class ClusterForm(QtWidgets.QWidget):
 
     def _unknown_home(self, parts: list[str | int]) -> dict[str, Any] | None:
         """The dict of kept unknown keys that holds the key at ``parts``, if any."""
-        if len(parts) == 1 and str(parts[0]) in self.extra:
-            return self.extra
+        if len(parts) == 1 and str(parts[0]) in self.extra and str(parts[0]) not in TOP_KEYS:
+            return self.extra  # a known key without a widget (hosts, success_policy...) is no typo
         if len(parts) == 2 and parts[0] == "jobs" and str(parts[1]) in self.extra_jobs:
             return self.extra_jobs
         if (

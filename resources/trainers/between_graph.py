@@ -17,6 +17,7 @@ and writes `loss` and `steps_per_sec` as TensorBoard scalars (simple_value) to $
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -30,10 +31,38 @@ def main() -> int:
     parser.add_argument("--worker_hosts", required=True, help="comma-separated host:port")
     parser.add_argument("--job_name", required=True, choices=("ps", "worker"))
     parser.add_argument("--task_index", type=int, required=True)
+    parser.add_argument(
+        "--ready_wait",
+        choices=("poll", "monitored"),
+        default="poll",
+        help="how a non-chief waits for the chief's variables: poll (default), or monitored: "
+        "MonitoredTrainingSession's own 30 s checks, as the classic examples do (can wait forever)",
+    )
+    parser.add_argument(
+        "--chief_start_delay_s",
+        type=float,
+        default=0.0,
+        help="the chief sleeps this long before initialising (makes a non-chief's first check find nothing)",
+    )
+    parser.add_argument(
+        "--handshake_dir",
+        default="",
+        help="with --chief_start_delay_s: each non-chief writes a file here just before its session starts, "
+        "and the chief waits for all of them before its delay (a deterministic first check, for tests)",
+    )
+    parser.add_argument(
+        "--tf_verbosity",
+        choices=("default", "info"),
+        default="default",
+        help="info: TensorFlow's Python INFO logs too (e.g. 'Waiting for model to be ready')",
+    )
     add_common_arguments(parser)
     args = parser.parse_args()
 
     import tensorflow as tf
+
+    if args.tf_verbosity == "info":
+        tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
 
     tf.compat.v1.disable_eager_execution()
     cluster = tf.train.ClusterSpec({"ps": args.ps_hosts.split(","), "worker": args.worker_hosts.split(",")})
@@ -66,7 +95,18 @@ def main() -> int:
             loss, global_step=global_step
         )
 
-    if not is_chief:
+    if is_chief and args.chief_start_delay_s > 0:
+        others = [i for i in range(len(args.worker_hosts.split(","))) if i != 0]
+        deadline = time.time() + 300
+        while args.handshake_dir and time.time() < deadline:
+            if all(os.path.exists(os.path.join(args.handshake_dir, f"worker-{i}")) for i in others):
+                break
+            time.sleep(0.1)
+        time.sleep(args.chief_start_delay_s)
+    if not is_chief and args.handshake_dir:
+        with open(os.path.join(args.handshake_dir, f"worker-{args.task_index}"), "w") as marker:
+            marker.write("about to create its session\n")
+    if not is_chief and args.ready_wait == "poll":
         # MonitoredTrainingSession's non-chief waits in 30 s sleeps for the chief to initialise
         # the variables; poll instead so a worker starts training as soon as they exist.
         not_ready = tf.compat.v1.report_uninitialized_variables()
