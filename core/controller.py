@@ -18,8 +18,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import enum
-import json
 import os
 import queue
 import signal as signal_module
@@ -27,148 +25,47 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from core import journal, policy
 from core.render import render, role_dir
 from core.rundir import RunDir
 from core.spec import ClusterSpec, HostConfig, Task, parse_role_id, role_id
+from core.states import (
+    ALIVE,
+    ALLOWED,
+    TERMINAL,
+    ClusterPhase,
+    ClusterStatus,
+    Event,
+    RoleState,
+    RoleStatus,
+    exit_text,
+)
+from core.status import RoleView, apply_sample, cluster_status
 from core.telemetry.live import RoleTelemetry, sample_dict
-from core.telemetry.metrics import MetricSample, stragglers
 from core.telemetry.tbevents import ScalarTailer
 from core.transport import EventSink, LocalTransport
+
+# The states and views live in core.states; they are re-exported here for existing imports.
+__all__ = [
+    "ALIVE",
+    "TERMINAL",
+    "ClusterPhase",
+    "ClusterStatus",
+    "Controller",
+    "Event",
+    "RoleState",
+    "RoleStatus",
+    "exit_text",
+    "remote_run_dir",
+]
 
 TICK_S = 0.1
 TAIL_LINES = 200
 HISTORY_LIMIT = 1000
 MAX_LINE_CHARS = 64 * 1024
-
-
-class RoleState(enum.StrEnum):
-    PENDING = "pending"
-    STARTING = "starting"
-    RUNNING = "running"
-    BACKOFF = "backoff"
-    STOPPING = "stopping"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    STOPPED = "stopped"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-TERMINAL = frozenset({RoleState.SUCCEEDED, RoleState.FAILED, RoleState.STOPPED})
-ALIVE = frozenset({RoleState.STARTING, RoleState.RUNNING, RoleState.STOPPING})
-_ALLOWED = {
-    RoleState.PENDING: {RoleState.STARTING, RoleState.STOPPED},
-    RoleState.STARTING: {
-        RoleState.RUNNING,
-        RoleState.STOPPING,
-        RoleState.BACKOFF,
-        RoleState.SUCCEEDED,
-        RoleState.FAILED,
-        RoleState.STOPPED,
-    },
-    RoleState.RUNNING: {
-        RoleState.STOPPING,
-        RoleState.BACKOFF,
-        RoleState.SUCCEEDED,
-        RoleState.FAILED,
-        RoleState.STOPPED,
-    },
-    RoleState.BACKOFF: {RoleState.STARTING, RoleState.STOPPED, RoleState.FAILED},
-    RoleState.STOPPING: {RoleState.STOPPED, RoleState.STARTING, RoleState.FAILED},
-    RoleState.SUCCEEDED: {RoleState.STARTING, RoleState.BACKOFF},
-    RoleState.FAILED: {RoleState.STARTING},
-    RoleState.STOPPED: {RoleState.STARTING},
-}
-
-
-class ClusterPhase(enum.StrEnum):
-    IDLE = "idle"
-    RUNNING = "running"
-    COMPLETING = "completing"  # training done; stopping the servers
-    FAILING = "failing"  # a role failed for good; stopping the rest
-    STOPPING = "stopping"  # the user stopped the cluster
-    DONE = "done"
-    DETACHED = "detached"  # the controller left; the roles run on (reattach from the run directory)
-
-    def __str__(self) -> str:
-        return self.value
-
-
-@dataclass(frozen=True)
-class RoleStatus:
-    """An immutable view of one role, as the CLI and GUI show it."""
-
-    role: str
-    job: str
-    index: int
-    host: str
-    address: str
-    state: RoleState
-    state_since: float
-    pid: int | None
-    attempt: int
-    restarts: int
-    returncode: int | None
-    signal: int | None
-    started_at: float | None
-    ended_at: float | None
-    detail: str
-    log_path: Path | None
-    cpu_percent: float | None = None
-    rss_bytes: int | None = None
-    threads: int | None = None
-    gpus: tuple[int, ...] = ()  # GPUs on which NVML sees a process of this role
-    gpu_utilization_percent: float | None = None  # mean over those GPUs
-    step: int | None = None
-    loss: float | None = None
-    step_time_s: float | None = None
-    steps_per_sec: float | None = None
-    straggler: bool = False
-    # No new training step for the cluster file's ``stall_after_s`` while running (hung, SIGSTOPped).
-    stalled: bool = False
-    stalled_for_s: float | None = None  # seconds since the last step, while stalled
-
-    @property
-    def exit_text(self) -> str:
-        return exit_text(self.returncode, self.signal)
-
-
-@dataclass(frozen=True)
-class ClusterStatus:
-    phase: ClusterPhase
-    result: str | None  # "succeeded", "failed", "stopped" once decided
-    reason: str
-    roles: tuple[RoleStatus, ...]
-
-    def role(self, name: str) -> RoleStatus:
-        return next(r for r in self.roles if r.role == name)
-
-
-@dataclass(frozen=True)
-class Event:
-    """Something that happened. ``kind`` is ``role_state``, ``role_output``, ``cluster_state`` or
-    ``warning``; ``data`` holds the payload (documented in each publisher)."""
-
-    kind: str
-    t: float
-    role: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-def exit_text(returncode: int | None, signal: int | None) -> str:
-    if signal is not None:
-        try:
-            return f"killed by {signal_module.Signals(signal).name}"
-        except ValueError:
-            return f"killed by signal {signal}"
-    if returncode is None:
-        return ""
-    return f"exit code {returncode}"
 
 
 class Transport(Protocol):
@@ -186,24 +83,13 @@ def local_transport(host: str, sink: EventSink, log_path: Path) -> Transport:
     return LocalTransport(host, sink, log_path)
 
 
-class _Role:
-    """Mutable role state, owned by the controller thread."""
+class _Role(RoleView):
+    """A role as the controller drives it: the shared view plus what only supervision needs."""
 
-    def __init__(self, task: Task, host_key: str, patterns: tuple[str, ...] = ()) -> None:
-        self.task = task
+    def __init__(self, task: Task, host_key: str, run_path: Path, patterns: tuple[str, ...] = ()) -> None:
+        super().__init__(task, run_path, since=time.time())
         self.host_key = host_key
-        self.state = RoleState.PENDING
-        self.state_since = time.time()
-        self.pid: int | None = None
-        self.attempt = 0
-        self.restarts = 0
         self.policy_restarts = 0
-        self.returncode: int | None = None
-        self.signal: int | None = None
-        self.started_at: float | None = None
-        self.ended_at: float | None = None
-        self.detail = ""
-        self.log_path: Path | None = None
         self.stop_requested = False
         self.restart_after_stop = False
         self.running_at: float | None = None
@@ -211,52 +97,13 @@ class _Role:
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.partial = ""
         self.history: collections.deque[tuple[float, RoleState, str]] = collections.deque(maxlen=HISTORY_LIMIT)
-        self.cpu_percent: float | None = None
-        self.rss_bytes: int | None = None
-        self.threads: int | None = None
-        self.gpus: tuple[int, ...] = ()
-        self.gpu_utilization_percent: float | None = None
         self.telemetry = RoleTelemetry(patterns)
+        self.stats = self.telemetry.stats  # the view's output figures are the parser's
         self.tensorboard: ScalarTailer | None = None
         # Stall detection: the last step seen and when it changed; reset by every (re)start.
         self.last_step: int | None = None
         self.progress_at: float | None = None
-        self.stalled = False
         self.output_blocked = False  # its log cannot be written (disk full): no news is not a stall
-
-    def status(self, straggler: bool = False) -> RoleStatus:
-        t = self.task
-        stats = self.telemetry.stats
-        return RoleStatus(
-            role=t.role_id,
-            job=t.job,
-            index=t.index,
-            host=t.host,
-            address=t.address,
-            state=self.state,
-            state_since=self.state_since,
-            pid=self.pid,
-            attempt=self.attempt,
-            restarts=self.restarts,
-            returncode=self.returncode,
-            signal=self.signal,
-            started_at=self.started_at,
-            ended_at=self.ended_at,
-            detail=self.detail,
-            log_path=self.log_path,
-            cpu_percent=self.cpu_percent,
-            rss_bytes=self.rss_bytes,
-            threads=self.threads,
-            gpus=self.gpus,
-            gpu_utilization_percent=self.gpu_utilization_percent,
-            step=stats.step,
-            loss=stats.loss,
-            step_time_s=stats.step_time_s,
-            steps_per_sec=stats.steps_per_sec,
-            straggler=straggler,
-            stalled=self.stalled,
-            stalled_for_s=round(time.time() - self.progress_at, 1) if self.stalled and self.progress_at else None,
-        )
 
     def add_output(self, text: str) -> None:
         """Keep the last lines as a terminal would show them (a carriage return redraws)."""
@@ -298,7 +145,9 @@ class Controller:
         self._attaching = attach
         self._detached = False
         self._factory: TransportFactory = transport_factory or self._link_factory
-        self._roles: dict[str, _Role] = {t.role_id: _Role(t, t.host, spec.metric_patterns) for t in spec.tasks()}
+        self._roles: dict[str, _Role] = {
+            t.role_id: _Role(t, t.host, run.path, spec.metric_patterns) for t in spec.tasks()
+        }
         self._completion = set(spec.completion_jobs())
         self._transports: dict[str, Transport] = {}
         self._queue: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
@@ -312,6 +161,10 @@ class Controller:
         self._write_error_reported = False
         self._listener_errors: set[str] = set()
         self._host_states: dict[str, dict[str, Any]] = {}
+        # Hosts whose agent tails the roles' TensorBoard files itself (its hello says so); the
+        # others' local roles are read here, as a fallback.
+        self._agent_tails_tb: dict[str, bool] = {}
+        self._remote_hosts = {h for h in {t.host for t in spec.tasks()} if spec.host_config(h).remote}
 
     # ------------------------------------------------------------------ public API (any thread)
 
@@ -370,14 +223,7 @@ class Controller:
         """An immutable snapshot; a running role whose step time is far above the others' is
         marked as a straggler."""
         with self._lock:
-            step_times = {
-                name: r.telemetry.stats.step_time_s
-                for name, r in self._roles.items()
-                if r.state == RoleState.RUNNING and r.telemetry.stats.step_time_s is not None
-            }
-            slow = stragglers(step_times)
-            roles = tuple(r.status(name in slow) for name, r in self._roles.items())
-            return ClusterStatus(self._phase, self._result, self._reason, roles)
+            return cluster_status(self._phase, self._result, self._reason, self._roles.values(), time.time())
 
     def placement(self, role: str) -> dict[str, Any]:
         """The device placement summary of ``role`` so far (see core.telemetry.placement)."""
@@ -420,10 +266,10 @@ class Controller:
     def _sink(self, host: str, event: dict[str, Any]) -> None:
         self._queue.put(("agent", host, event))
 
-    def _publish(self, kind: str, role: str | None = None, **data: Any) -> None:
-        event = Event(kind, time.time(), role, data)
-        if kind != "role_output":
-            self.run.record({"t": round(event.t, 3), "kind": kind, "role": role, **data})
+    def _publish(self, kind: str, role: str | None = None, *, at: float | None = None, **data: Any) -> None:
+        event = Event(kind, round(at if at is not None else time.time(), 3), role, data)
+        if journal.is_state_record(kind):
+            self.run.record({"t": event.t, "kind": kind, "role": role, **data})
         for callback in list(self._subscribers):
             try:
                 callback(event)
@@ -484,18 +330,17 @@ class Controller:
         self._transports.update(made)
 
     def _set_state(self, role: _Role, state: RoleState, detail: str = "") -> None:
-        if state not in _ALLOWED[role.state] and state != role.state:
+        if state not in ALLOWED[role.state] and state != role.state:
             self._publish("warning", role=role.task.role_id, message=f"ignored transition {role.state} -> {state}")
             return
         old = role.state
         now = time.time()
         with self._lock:
-            role.state = state
-            role.state_since = now
-            role.detail = detail
-            role.history.append((now, state, detail))
+            role.enter_state(state, now, detail)
+            role.history.append((role.state_since, state, detail))
         self._publish(
             "role_state",
+            at=role.state_since,
             role=role.task.role_id,
             old=str(old),
             state=str(state),
@@ -532,8 +377,6 @@ class Controller:
             role.returncode = None
             role.signal = None
             role.stop_requested = False
-            role.started_at = time.time()
-            role.ended_at = None
             role.running_at = time.time() + self.spec.start_s
             role.log_path = self.run.log_path(role.task, role.attempt)
             role.last_step = None
@@ -559,6 +402,7 @@ class Controller:
                 "env": launch.env,
                 "cwd": cwd,
                 "log": log,
+                "tb_dir": launch.env.get("TOWERDECK_TB_DIR", ""),
             }
         )
         if not sent:
@@ -598,6 +442,8 @@ class Controller:
 
     def _on_command(self, command: tuple[str, Any], future: Future[str] | None) -> None:
         name, arg = command
+        # The journal keeps what users asked for: it explains the states that follow.
+        self.run.record({"t": round(time.time(), 3), "kind": "command", "command": name, "arg": arg})
         try:
             message = self._run_command(name, arg)
         except (KeyError, ValueError, RuntimeError) as exc:
@@ -684,7 +530,7 @@ class Controller:
             self._publish(
                 "role_output", role=role.task.role_id, attempt=role.attempt, offset=event.get("offset"), text=text
             )
-            self._note_progress(role, samples)
+            self._note_progress(role, [s.step for s in samples if s.step is not None])
             if samples:
                 records = [sample_dict(s) for s in samples]
                 self.run.append_metrics(role.task, records)
@@ -715,8 +561,14 @@ class Controller:
             with self._lock:
                 self._host_states[host] = {"t": event.get("t"), **fields}
             self._publish("host_state", host=host, **fields)
-        elif kind == "hello" and self._attaching:
-            self._adopt(host, event)
+        elif kind == "scalars" and role is not None:
+            points = event.get("points")
+            if isinstance(points, list):
+                self._on_scalars(role, [p for p in points if isinstance(p, dict)])
+        elif kind == "hello":
+            self._agent_tails_tb[host] = event.get("tensorboard") is True
+            if self._attaching:
+                self._adopt(host, event)
         elif kind == "error":
             self._publish(
                 "warning",
@@ -741,29 +593,20 @@ class Controller:
             else:
                 self._set_state(role, RoleState.STOPPED, f"stopped ({how})")
             return
-        ok = signal is None and returncode == 0
-        policy = self.spec.jobs[role.task.job].restart
-        ran_s = now - role.started_at if role.started_at is not None else 0.0
-        if policy.reset_after_s > 0 and ran_s >= policy.reset_after_s and role.policy_restarts:
+        decision = policy.decide_exit(
+            self.spec.jobs[role.task.job].restart,
+            returncode,
+            signal,
+            now - role.started_at if role.started_at is not None else 0.0,
+            role.policy_restarts,
+            self._phase == ClusterPhase.RUNNING,
+            role.task.job in self._completion,
+        )
+        if decision.reset_budget:
             role.policy_restarts = 0  # a long healthy stretch: this failure starts a fresh budget
-        training_on = self._phase == ClusterPhase.RUNNING
-        is_completion = role.task.job in self._completion
-        wants = policy.wants_restart(returncode, signal) and not (ok and is_completion)
-        if wants and training_on and role.policy_restarts < policy.max_restarts:
-            delay = policy.backoff_for(role.policy_restarts + 1)
-            role.backoff_until = now + delay
-            self._set_state(
-                role,
-                RoleState.BACKOFF,
-                f"{how}; restart {role.policy_restarts + 1} of {policy.max_restarts} in {delay:g} s ({policy.policy})",
-            )
-        elif ok:
-            self._set_state(role, RoleState.SUCCEEDED, how)
-        else:
-            detail = how
-            if wants and training_on:
-                detail += f"; gave up after {role.policy_restarts} restart{'s' if role.policy_restarts != 1 else ''}"
-            self._set_state(role, RoleState.FAILED, detail)
+        if decision.backoff_s is not None:
+            role.backoff_until = now + decision.backoff_s
+        self._set_state(role, decision.state, decision.detail)
 
     def _on_sample(self, host: str, event: dict[str, Any]) -> None:
         """Keep each role's latest figures; publish the sample; keep it in the run directory.
@@ -774,27 +617,8 @@ class Controller:
         """
         roles: dict[str, Any] = event["roles"] if isinstance(event.get("roles"), dict) else {}
         gpus: list[Any] = event["gpus"] if isinstance(event.get("gpus"), list) else []
-        on_gpu: dict[str, set[int]] = {}
-        for gpu in gpus:
-            for proc in (gpu.get("processes") if isinstance(gpu, dict) else None) or []:
-                if isinstance(proc, dict) and isinstance(proc.get("role"), str):
-                    on_gpu.setdefault(proc["role"], set()).add(int(gpu.get("index", -1)))
         with self._lock:
-            for name, figures in roles.items():
-                role = self._roles.get(name)
-                if role is None or not isinstance(figures, dict) or not figures.get("alive", True):
-                    continue
-                role.cpu_percent = figures.get("cpu_percent")
-                role.rss_bytes = figures.get("rss_bytes")
-                role.threads = figures.get("threads")
-                role.gpus = tuple(sorted(on_gpu.get(name, ())))
-                utils = [
-                    g.get("utilization_gpu_percent")
-                    for g in gpus
-                    if isinstance(g, dict) and g.get("index") in role.gpus
-                ]
-                values = [u for u in utils if isinstance(u, (int, float))]
-                role.gpu_utilization_percent = sum(values) / len(values) if values else None
+            apply_sample(self._roles, {"roles": roles, "gpus": gpus})
         self._poll_tensorboard()
         record: dict[str, Any] = {
             "t": event.get("t"),
@@ -807,16 +631,26 @@ class Controller:
         self._publish("sample", **record)
 
     def _poll_tensorboard(self) -> None:
-        """New scalars from the roles' TensorBoard directories, once per sample period.
-
-        ``scalars`` events carry ``points``: [{tag, step, wall_time, value}] for one role.
-        """
+        """The fallback for agents that do not tail TensorBoard files (their hello lacks
+        ``tensorboard: true``): read local roles' event directories here, once per sample period."""
         for role in self._roles.values():
+            if self._agent_tails_tb.get(role.host_key) or role.host_key in self._remote_hosts:
+                continue
             if role.tensorboard is None:
                 role.tensorboard = ScalarTailer(self.run.role_dir(role.task) / "tensorboard")
             points = role.tensorboard.poll(max_points=10_000)
             if points:
-                self._publish("scalars", role=role.task.role_id, points=[dataclasses.asdict(p) for p in points])
+                self._on_scalars(role, [dataclasses.asdict(p) for p in points])
+
+    def _on_scalars(self, role: _Role, points: list[dict[str, Any]]) -> None:
+        """TensorBoard scalars of a role: its step and loss (when its output has none), its own file,
+        and a ``scalars`` event carrying ``points``: [{tag, step, wall_time, value}]."""
+        with self._lock:
+            role.add_scalars(points)
+        self.run.append_scalars(role.task, points)
+        self._publish("scalars", role=role.task.role_id, attempt=role.attempt, points=points)
+        if role.stats.step is None:  # a TensorBoard-only trainer: its summaries are its progress
+            self._note_progress(role, [p["step"] for p in points if isinstance(p.get("step"), int)])
 
     def _on_log_write(self, host: str, kind: str, event: dict[str, Any]) -> None:
         """A role's output cannot be written (disk full) or can again: a ``warning`` naming the
@@ -859,9 +693,8 @@ class Controller:
             state = RoleState.STOPPED if role.stop_requested else RoleState.FAILED
             self._set_state(role, state, f"the agent on {host} was lost")
 
-    def _note_progress(self, role: _Role, samples: list[MetricSample]) -> None:
+    def _note_progress(self, role: _Role, steps: list[int]) -> None:
         """A new step is progress; it clears a stall."""
-        steps = [s.step for s in samples if s.step is not None]
         if not steps or steps[-1] == role.last_step:
             return
         previous = role.progress_at
@@ -879,6 +712,7 @@ class Controller:
         since = since if since is not None else role.progress_at
         with self._lock:
             role.stalled = stalled
+            role.stalled_since = since if stalled else None
         self._publish(
             "role_stalled",
             role=role.task.role_id,
@@ -932,34 +766,19 @@ class Controller:
                 self._launch_role(role)
 
     def _evaluate(self) -> None:
-        """Decide what the cluster does after a role changed state."""
-        roles = list(self._roles.values())
-        if self._phase == ClusterPhase.RUNNING:
-            failed = [r for r in roles if r.state == RoleState.FAILED]
-            completion = [r for r in roles if r.task.job in self._completion]
-            if failed:
-                first = failed[0]
-                self._set_phase(ClusterPhase.FAILING, "failed", f"{first.task.role_id} failed: {first.detail}")
+        """Decide what the cluster does after a role changed state (see :func:`core.policy.evaluate`)."""
+        decision = policy.evaluate(self._phase, self._role_facts(), self._completion)
+        if decision is not None and decision.phase != ClusterPhase.DONE:
+            self._set_phase(decision.phase, decision.result, decision.reason)
+            if decision.stop_rest:
                 self._stop_rest()
-            elif completion and all(r.state in TERMINAL for r in completion):
-                if any(r.state == RoleState.SUCCEEDED for r in completion):
-                    self._set_phase(
-                        ClusterPhase.COMPLETING,
-                        "succeeded",
-                        "training finished: " + ", ".join(sorted(self._completion)) + " succeeded",
-                    )
-                else:
-                    self._set_phase(
-                        ClusterPhase.COMPLETING,
-                        "stopped",
-                        "every " + "/".join(sorted(self._completion)) + " role was stopped",
-                    )
-                self._stop_rest()
-        if self._phase in (ClusterPhase.COMPLETING, ClusterPhase.FAILING, ClusterPhase.STOPPING) and all(
-            r.state in TERMINAL for r in roles
-        ):
+            decision = policy.evaluate(self._phase, self._role_facts(), self._completion)
+        if decision is not None and decision.phase == ClusterPhase.DONE and self._phase != ClusterPhase.DONE:
             self._set_phase(ClusterPhase.DONE)
             self._done.set()
+
+    def _role_facts(self) -> list[tuple[str, str, RoleState, str]]:
+        return [(r.task.role_id, r.task.job, r.state, r.detail) for r in self._roles.values()]
 
     # ------------------------------------------------------------------ reaching agents, reattaching
 
@@ -982,24 +801,13 @@ class Controller:
     def _reattach(self: Controller) -> str:
         """Rebuild the roles' states from events.jsonl, then reach every host's agent again; each
         agent's hello says which roles still run, and its resume sends the output not yet seen."""
-        last: dict[str, dict[str, Any]] = {}
-        with contextlib.suppress(OSError):
-            for line in (self.run.path / "events.jsonl").read_text(encoding="utf-8").splitlines():
-                with contextlib.suppress(ValueError):
-                    record = json.loads(line)
-                    if record.get("kind") == "role_state" and record.get("role") in self._roles:
-                        last[record["role"]] = record
+        try:
+            last = journal.last_role_states(self.run.path, frozenset(self._roles))
+        except OSError:
+            last = {}
         with self._lock:
             for name, record in last.items():
-                role = self._roles[name]
-                role.state = RoleState(record["state"])
-                role.attempt = int(record.get("attempt") or 0)
-                role.restarts = int(record.get("restarts") or 0)
-                role.pid = record.get("pid")
-                role.returncode = record.get("returncode")
-                role.signal = record.get("signal")
-                role.detail = str(record.get("detail", ""))
-                role.log_path = self.run.log_path(role.task, role.attempt) if role.attempt else None
+                self._roles[name].apply_record(record)
         self._set_phase(ClusterPhase.RUNNING)
         self._connect_all()
         return "reattached"
