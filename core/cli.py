@@ -389,7 +389,8 @@ def progress_lines(status: ClusterStatus) -> list[str]:
             continue
         parts = [f"{r.role:<12}"]
         parts.append(f"step {r.step}" if r.step is not None else "step -")
-        parts.append(f"loss {r.loss:.4f}" if r.loss is not None else "loss -")
+        tb = " (tb)" if r.loss_source == "tb" else ""  # read from TensorBoard files, not the output
+        parts.append(f"loss{tb} {r.loss:.4f}" if r.loss is not None else "loss -")
         parts.append(f"{r.step_time_s * 1000:.1f} ms/step" if r.step_time_s is not None else "- ms/step")
         if r.cpu_percent is not None:
             parts.append(f"cpu {r.cpu_percent:.0f}%")

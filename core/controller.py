@@ -15,9 +15,7 @@ Role states (after supervisord, with Kubeflow's outcomes)::
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import dataclasses
 import os
 import queue
 import signal as signal_module
@@ -26,12 +24,14 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from core import journal, policy
+from core.hosts import HostConnections, TransportFactory, remote_run_dir
+from core.intake import TelemetryIntake
 from core.render import render, role_dir
 from core.rundir import RunDir
-from core.spec import ClusterSpec, HostConfig, Task, parse_role_id, role_id
+from core.spec import ClusterSpec, parse_role_id, role_id
 from core.states import (
     ALIVE,
     ALLOWED,
@@ -43,10 +43,10 @@ from core.states import (
     RoleStatus,
     exit_text,
 )
-from core.status import RoleView, apply_sample, cluster_status
-from core.telemetry.live import RoleTelemetry, sample_dict
-from core.telemetry.tbevents import ScalarTailer
-from core.transport import EventSink, LocalTransport
+from core.status import cluster_status
+from core.supervised import SupervisedRole
+from core.telemetry.live import sample_dict
+from core.transport import EventSink, LocalTransport, Transport
 
 # The states and views live in core.states; they are re-exported here for existing imports.
 __all__ = [
@@ -63,64 +63,13 @@ __all__ = [
 ]
 
 TICK_S = 0.1
-TAIL_LINES = 200
-HISTORY_LIMIT = 1000
-MAX_LINE_CHARS = 64 * 1024
-
-
-class Transport(Protocol):
-    host: str
-
-    def start(self) -> None: ...
-    def send(self, command: dict[str, Any]) -> bool: ...
-    def close(self, timeout_s: float = 10.0) -> None: ...
-
-
-TransportFactory = Callable[[str, EventSink, Path], Transport]
 
 
 def local_transport(host: str, sink: EventSink, log_path: Path) -> Transport:
     return LocalTransport(host, sink, log_path)
 
 
-class _Role(RoleView):
-    """A role as the controller drives it: the shared view plus what only supervision needs."""
-
-    def __init__(self, task: Task, host_key: str, run_path: Path, patterns: tuple[str, ...] = ()) -> None:
-        super().__init__(task, run_path, since=time.time())
-        self.host_key = host_key
-        self.policy_restarts = 0
-        self.stop_requested = False
-        self.restart_after_stop = False
-        self.running_at: float | None = None
-        self.backoff_until: float | None = None
-        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
-        self.partial = ""
-        self.history: collections.deque[tuple[float, RoleState, str]] = collections.deque(maxlen=HISTORY_LIMIT)
-        self.telemetry = RoleTelemetry(patterns)
-        self.stats = self.telemetry.stats  # the view's output figures are the parser's
-        self.tensorboard: ScalarTailer | None = None
-        # Stall detection: the last step seen and when it changed; reset by every (re)start.
-        self.last_step: int | None = None
-        self.progress_at: float | None = None
-        self.output_blocked = False  # its log cannot be written (disk full): no news is not a stall
-
-    def add_output(self, text: str) -> None:
-        """Keep the last lines as a terminal would show them (a carriage return redraws)."""
-        text = self.partial + text
-        lines = text.split("\n")
-        self.partial = lines.pop()[-MAX_LINE_CHARS:]
-        for line in lines:
-            self.tail.append(line.rsplit("\r", 1)[-1] if "\r" in line.rstrip("\r") else line.rstrip("\r"))
-
-    def last_lines(self, n: int) -> list[str]:
-        lines = list(self.tail)
-        if self.partial:
-            lines.append(self.partial.rsplit("\r", 1)[-1])
-        return lines[-n:]
-
-
-class Controller:
+class Controller(TelemetryIntake, HostConnections):
     """Launches ``spec`` into ``run`` and manages it until every role has ended.
 
     ``transport_factory`` None (the default) reaches each host's agent with
@@ -145,8 +94,8 @@ class Controller:
         self._attaching = attach
         self._detached = False
         self._factory: TransportFactory = transport_factory or self._link_factory
-        self._roles: dict[str, _Role] = {
-            t.role_id: _Role(t, t.host, run.path, spec.metric_patterns) for t in spec.tasks()
+        self._roles: dict[str, SupervisedRole] = {
+            t.role_id: SupervisedRole(t, t.host, run.path, spec.metric_patterns) for t in spec.tasks()
         }
         self._completion = set(spec.completion_jobs())
         self._transports: dict[str, Transport] = {}
@@ -304,32 +253,12 @@ class Controller:
             except Exception as exc:  # never let one bad event kill the controller
                 self._publish("warning", message=f"internal error: {exc!r}")
         for transport in self._transports.values():
-            if self._detached and hasattr(transport, "detach"):
+            if self._detached:
                 transport.detach()
             else:
                 transport.close()
 
-    def _transport(self, host: str) -> Transport:
-        if host not in self._transports:
-            log = self.run.path / f"agent-{host.replace(':', '_')}.log"
-            transport = self._factory(host, self._sink, log)
-            transport.start()
-            self._transports[host] = transport
-        return self._transports[host]
-
-    def _connect_all(self) -> None:
-        """Reach every host's agent at once: connecting (SSH) takes a while, one host after the
-        other would add them up."""
-        hosts = [h for h in dict.fromkeys(r.host_key for r in self._roles.values()) if h not in self._transports]
-        made = {h: self._factory(h, self._sink, self.run.path / f"agent-{h.replace(':', '_')}.log") for h in hosts}
-        threads = [threading.Thread(target=t.start, name=f"connect-{h}", daemon=True) for h, t in made.items()]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        self._transports.update(made)
-
-    def _set_state(self, role: _Role, state: RoleState, detail: str = "") -> None:
+    def _set_state(self, role: SupervisedRole, state: RoleState, detail: str = "") -> None:
         if state not in ALLOWED[role.state] and state != role.state:
             self._publish("warning", role=role.task.role_id, message=f"ignored transition {role.state} -> {state}")
             return
@@ -369,7 +298,7 @@ class Controller:
 
     # ------------------------------------------------------------------ starting and stopping
 
-    def _launch_role(self, role: _Role) -> None:
+    def _launch_role(self, role: SupervisedRole) -> None:
         with self._lock:
             role.telemetry.new_attempt()
             role.attempt += 1
@@ -386,7 +315,7 @@ class Controller:
             self._set_stalled(role, False, "restarted")
         transport = self._transport(role.host_key)
         host = self.spec.host_config(role.host_key)
-        host_run_dir = getattr(transport, "run_dir", None) if host.remote else None
+        host_run_dir = transport.run_dir if host.remote else None
         launch = render(self.spec, role.task, Path(host_run_dir) if host_run_dir else self.run.path)
         cwd = host.workdir if host.remote and host.workdir else str(launch.cwd)
         log = str(role.log_path)
@@ -406,10 +335,10 @@ class Controller:
             }
         )
         if not sent:
-            why = getattr(transport, "lost_reason", None) or "it is gone"
+            why = transport.lost_reason or "it is gone"
             self._set_state(role, RoleState.FAILED, f"no agent on {role.host_key}: {why}")
 
-    def _stop_role(self, role: _Role, kill: bool = False, restart: bool = False) -> None:
+    def _stop_role(self, role: SupervisedRole, kill: bool = False, restart: bool = False) -> None:
         if role.state in (RoleState.STARTING, RoleState.RUNNING, RoleState.STOPPING):
             role.stop_requested = True
             role.restart_after_stop = restart
@@ -510,7 +439,7 @@ class Controller:
             return f"restarting {role.task.role_id}"
         raise ValueError(f"unknown command {name!r}")
 
-    def _user_restart(self, role: _Role) -> None:
+    def _user_restart(self, role: SupervisedRole) -> None:
         with self._lock:
             role.restarts += 1
         self._stop_role(role, restart=True)
@@ -576,7 +505,7 @@ class Controller:
                 message=f"agent on {host}: {event.get('message')}",
             )
 
-    def _on_exit(self, role: _Role, returncode: int | None, signal: int | None) -> None:
+    def _on_exit(self, role: SupervisedRole, returncode: int | None, signal: int | None) -> None:
         self._poll_tensorboard()  # what the role wrote last, before it is forgotten
         now = time.time()
         with self._lock:
@@ -608,77 +537,9 @@ class Controller:
             role.backoff_until = now + decision.backoff_s
         self._set_state(role, decision.state, decision.detail)
 
-    def _on_sample(self, host: str, event: dict[str, Any]) -> None:
-        """Keep each role's latest figures; publish the sample; keep it in the run directory.
-
-        ``sample`` events carry ``host`` (the host name), ``t``, ``figures`` (host CPU, memory,
-        load), ``roles`` (per role: alive, pids, cpu_percent, rss_bytes, threads) and ``gpus``
-        (per GPU: NVML figures and the processes on it, each mapped to a role).
-        """
-        roles: dict[str, Any] = event["roles"] if isinstance(event.get("roles"), dict) else {}
-        gpus: list[Any] = event["gpus"] if isinstance(event.get("gpus"), list) else []
-        with self._lock:
-            apply_sample(self._roles, {"roles": roles, "gpus": gpus})
-        self._poll_tensorboard()
-        record: dict[str, Any] = {
-            "t": event.get("t"),
-            "host": host,
-            "figures": event.get("host"),
-            "roles": roles,
-            "gpus": gpus,
-        }
-        self.run.append_sample(host, record)
-        self._publish("sample", **record)
-
-    def _poll_tensorboard(self) -> None:
-        """The fallback for agents that do not tail TensorBoard files (their hello lacks
-        ``tensorboard: true``): read local roles' event directories here, once per sample period."""
-        for role in self._roles.values():
-            if self._agent_tails_tb.get(role.host_key) or role.host_key in self._remote_hosts:
-                continue
-            if role.tensorboard is None:
-                role.tensorboard = ScalarTailer(self.run.role_dir(role.task) / "tensorboard")
-            points = role.tensorboard.poll(max_points=10_000)
-            if points:
-                self._on_scalars(role, [dataclasses.asdict(p) for p in points])
-
-    def _on_scalars(self, role: _Role, points: list[dict[str, Any]]) -> None:
-        """TensorBoard scalars of a role: its step and loss (when its output has none), its own file,
-        and a ``scalars`` event carrying ``points``: [{tag, step, wall_time, value}]."""
-        with self._lock:
-            role.add_scalars(points)
-        self.run.append_scalars(role.task, points)
-        self._publish("scalars", role=role.task.role_id, attempt=role.attempt, points=points)
-        if role.stats.step is None:  # a TensorBoard-only trainer: its summaries are its progress
-            self._note_progress(role, [p["step"] for p in points if isinstance(p.get("step"), int)])
-
-    def _on_log_write(self, host: str, kind: str, event: dict[str, Any]) -> None:
-        """A role's output cannot be written (disk full) or can again: a ``warning`` naming the
-        file and the fix, with ``path`` and, on recovery, ``lost_bytes``. The role is not touched."""
-        name = event.get("role") if isinstance(event.get("role"), str) else None
-        path = str(event.get("log"))
-        role = self._roles.get(name) if name is not None else None
-        if role is not None and event.get("attempt") in (None, role.attempt):
-            with self._lock:
-                role.output_blocked = kind == "log_write_failed"
-                if not role.output_blocked and role.progress_at is not None:
-                    role.progress_at = max(role.progress_at, time.time())  # a fresh window to show a step
-        folder = os.path.dirname(path)
-        if kind == "log_write_failed":
-            message = (
-                f"{event.get('error')} (on {host}). {name} keeps training; its newest output waits in memory "
-                f"and is counted as lost beyond 8 MiB. Fix: free space on that disk (`df -h {folder}`), "
-                "or launch the next run with --run-dir on a disk with room"
-            )
-        else:
-            lost = int(event.get("lost_bytes") or 0)
-            how = "gave up on the last" if event.get("gave_up") else "writing again;"
-            message = f"{name}'s output log {path}: {how} {lost} bytes lost (the log says where)"
-        self._publish("warning", role=name, message=message, path=path, lost_bytes=event.get("lost_bytes"))
-
     def _on_agent_lost(self, host: str, returncode: int | None, reason: str | None = None) -> None:
         transport = self._transports.pop(host, None)
-        local = getattr(transport, "is_local", True)
+        local = transport.is_local if transport is not None else True
         lost = [r for r in self._roles.values() if r.host_key == host and r.state in ALIVE]
         if not lost and self._phase == ClusterPhase.DONE:
             return
@@ -692,59 +553,6 @@ class Controller:
                 role.pid = None
             state = RoleState.STOPPED if role.stop_requested else RoleState.FAILED
             self._set_state(role, state, f"the agent on {host} was lost")
-
-    def _note_progress(self, role: _Role, steps: list[int]) -> None:
-        """A new step is progress; it clears a stall."""
-        if not steps or steps[-1] == role.last_step:
-            return
-        previous = role.progress_at
-        with self._lock:
-            role.last_step = steps[-1]
-            # This machine's clock, not the agent's: a remote host's clock may be off by minutes.
-            role.progress_at = time.time()
-        if role.stalled:
-            self._set_stalled(role, False, f"step {role.last_step}", since=previous)
-
-    def _set_stalled(self, role: _Role, stalled: bool, detail: str, since: float | None = None) -> None:
-        """Mark or clear a stall and say so: ``role_stalled`` events carry ``stalled`` (bool),
-        ``stalled_for_s`` (how long without a step, so far or in all), ``step`` (the last one
-        seen), ``stall_after_s`` and ``detail``."""
-        since = since if since is not None else role.progress_at
-        with self._lock:
-            role.stalled = stalled
-            role.stalled_since = since if stalled else None
-        self._publish(
-            "role_stalled",
-            role=role.task.role_id,
-            stalled=stalled,
-            stalled_for_s=round(time.time() - since, 1) if since is not None else None,
-            step=role.last_step,
-            stall_after_s=self.spec.stall_after_s,
-            attempt=role.attempt,
-            detail=detail,
-        )
-
-    def _check_stalls(self, now: float) -> None:
-        """A running role that has shown a step and none since ``stall_after_s`` is stalled.
-
-        Roles that never print a step (ps, custom servers) are never judged: silence is their
-        normal state. Leaving RUNNING clears the mark.
-        """
-        after_s = self.spec.stall_after_s
-        for role in self._roles.values():
-            if role.stalled and role.state != RoleState.RUNNING:
-                self._set_stalled(role, False, f"role is {role.state}")
-            elif (
-                after_s > 0
-                and not role.stalled
-                and role.state == RoleState.RUNNING
-                and not role.output_blocked
-                and role.progress_at is not None
-                and now - role.progress_at >= after_s
-            ):
-                self._set_stalled(
-                    role, True, f"no new step for {now - role.progress_at:.0f} s after step {role.last_step}"
-                )
 
     def _tick(self) -> None:
         now = time.time()
@@ -780,81 +588,9 @@ class Controller:
     def _role_facts(self) -> list[tuple[str, str, RoleState, str]]:
         return [(r.task.role_id, r.task.job, r.state, r.detail) for r in self._roles.values()]
 
-    # ------------------------------------------------------------------ reaching agents, reattaching
-
-    def _link_factory(self: Controller, host: str, sink: EventSink, log_path: Path) -> Transport:
-        """An :class:`AgentLink` to ``host``'s agent: local, or over SSH per the spec's [hosts]."""
-        from core.link import AgentLink, local_endpoint, remote_endpoint
-        from core.ssh import ssh_config_path
-
-        config = self.spec.host_config(host)
-        if config.remote:
-            endpoint = remote_endpoint(
-                config, ssh_config_path(self.spec), remote_run_dir(config, self.run), self._on_disconnect
-            )
-        else:
-            agents = self.run.path / "agents"
-            agents.mkdir(exist_ok=True)
-            endpoint = local_endpoint(host, agents / f"{_safe_host(host)}.sock", log_path, self._on_disconnect)
-        return AgentLink(endpoint, sink, self.run.path, log_path, attach=self._attaching)
-
-    def _reattach(self: Controller) -> str:
-        """Rebuild the roles' states from events.jsonl, then reach every host's agent again; each
-        agent's hello says which roles still run, and its resume sends the output not yet seen."""
-        try:
-            last = journal.last_role_states(self.run.path, frozenset(self._roles))
-        except OSError:
-            last = {}
-        with self._lock:
-            for name, record in last.items():
-                self._roles[name].apply_record(record)
-        self._set_phase(ClusterPhase.RUNNING)
-        self._connect_all()
-        return "reattached"
-
-    def _adopt(self: Controller, host: str, hello: dict[str, Any]) -> None:
-        """Take over the roles an agent reports after a reattach."""
-        live: dict[str, Any] = hello.get("roles") or {}
-        ended: dict[str, Any] = hello.get("ended") or {}
-        for role in self._roles.values():
-            if role.host_key != host:
-                continue
-            name = role.task.role_id
-            info = live.get(name) or ended.get(name)
-            if info is not None:
-                with self._lock:
-                    role.attempt = int(info.get("attempt", role.attempt))
-                    role.pid = info.get("pid")
-                    role.log_path = self.run.log_path(role.task, role.attempt)
-                    role.running_at = None
-                if role.state not in ALIVE:
-                    with self._lock:
-                        role.state = RoleState.RUNNING
-                self._set_state(role, role.state, "reattached")
-            elif role.state in ALIVE:
-                with self._lock:
-                    role.pid = None
-                    role.ended_at = time.time()
-                self._set_state(
-                    role, RoleState.STOPPED, f"ended while nobody watched (the agent on {host} no longer has it)"
-                )
-
 
 def _kill_group(pid: int | None) -> None:
     if pid is None:
         return
     with contextlib.suppress(OSError):
         os.killpg(pid, signal_module.SIGKILL)
-
-
-# ------------------------------------------------------------------------------------------
-# Where agents live
-
-
-def remote_run_dir(host: HostConfig, run: RunDir) -> str:
-    """The run directory on a remote host: ``run_root/<run id>`` (``~`` expands there)."""
-    return f"{host.run_root.rstrip('/')}/{run.path.name}"
-
-
-def _safe_host(host: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in host)

@@ -405,6 +405,8 @@ class MainWindow(QtWidgets.QMainWindow):
         kind, data = event.kind, event.data
         if kind == "metrics" and event.role:
             self.training.add_samples(event.role, data.get("samples") or [])
+        elif kind == "scalars" and event.role:
+            self.training.add_scalars(event.role, data.get("points") or [])
         elif kind == "sample":
             self.gpus.add_sample(data)
         elif kind == "gpu_status":
