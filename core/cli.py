@@ -10,7 +10,6 @@ import argparse
 import codecs
 import dataclasses
 import json
-import os
 import signal
 import sys
 import threading
@@ -20,15 +19,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from core import control, rundir
-from core.checks import check_local
-from core.controller import ClusterStatus, Controller, Event, RoleState
+from core.controller import Controller
+from core.demo import DEMO_CLUSTER
 from core.importers import from_flags, from_tf_config
-from core.problems import ERROR, Problem, SpecError
+from core.problems import Problem, SpecError
 from core.render import render_all
-from core.spec import ClusterSpec, dumps, load
+from core.session import LaunchSession, SessionError, load_checked, needs_preflight
+from core.spec import dumps, load
+from core.states import ClusterStatus, Event, RoleState
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-DEMO_CLUSTER = Path(__file__).resolve().parent.parent / "resources" / "demo_cluster.toml"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,21 +154,6 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
 def _print_problems(problems: list[Problem], source: str, err: TextIO) -> None:
     for problem in problems:
         print(problem.format(source), file=err)
-
-
-def load_checked(path: Path, err: TextIO, check_ports: bool = True) -> ClusterSpec | None:
-    """Load and check a cluster file for launching here; prints problems; None on errors."""
-    spec, problems = load(path)
-    text = ""
-    if spec is not None:
-        text = path.read_text(encoding="utf-8")
-        problems = problems + check_local(spec, text, check_ports=check_ports)
-    _print_problems(problems, str(path), err)
-    if spec is None or any(p.severity == ERROR for p in problems):
-        count = sum(p.severity == ERROR for p in problems)
-        print(f"{path}: {count} error{'s' if count != 1 else ''}", file=err)
-        return None
-    return spec
 
 
 def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -414,7 +399,7 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     spec = load_checked(args.file, err)
     if spec is None:
         return EXIT_USAGE
-    if not args.no_preflight and any(spec.host_config(t.host).remote for t in spec.tasks()):
+    if not args.no_preflight and needs_preflight(spec):
         from core.preflight import format_table, preflight
 
         results = preflight(spec)
@@ -423,24 +408,22 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(f"{args.file}: a host cannot launch (see above); fix it, or --no-preflight to try anyway", file=err)
             return EXIT_USAGE
     try:
-        run = rundir.RunDir.create(spec, path=args.run_dir.resolve() if args.run_dir else None)
+        session = LaunchSession.launch(
+            spec, path=args.run_dir.resolve() if args.run_dir else None, on_disconnect=args.on_disconnect
+        )
     except OSError as exc:
         print(f"--run-dir: cannot create the run directory: {exc}", file=err)
         return EXIT_USAGE
-    controller = Controller(spec, run, on_disconnect=args.on_disconnect)
+    controller = session.controller
     controller.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
-    server = control.ControlServer(controller, run.path)
-    socket_path = server.start()
-    run.update(control_socket=str(socket_path))
-    print(f"run directory: {run.path}", file=out, flush=True)
-    return _supervise(controller, run, server, args, out, err, time.time())
+    print(f"run directory: {session.run.path}", file=out, flush=True)
+    return _supervise(session, args, out, err, time.time())
 
 
 def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         path = rundir.resolve(args.run, args.root)
-        run = rundir.RunDir.open(path)
-    except (FileNotFoundError, ValueError, OSError) as exc:
+    except FileNotFoundError as exc:
         print(f"run: {exc}", file=err)
         return EXIT_USAGE
     info = rundir.read_info(path)
@@ -451,12 +434,15 @@ def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if spec is None:
         _print_problems(problems, str(path / "cluster.toml"), err)
         return EXIT_USAGE
-    controller = Controller(spec, run, attach=True)
+    try:
+        session = LaunchSession.attach(path, spec)
+    except SessionError as exc:
+        print(f"run: {exc}", file=err)
+        return EXIT_USAGE
+    controller = session.controller
     controller.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
-    server = control.ControlServer(controller, run.path)
-    run.update(control_socket=str(server.start()), pid=os.getpid())
-    print(f"run directory: {run.path}", file=out, flush=True)
-    return _supervise(controller, run, server, args, out, err, time.time())
+    print(f"run directory: {path}", file=out, flush=True)
+    return _supervise(session, args, out, err, time.time())
 
 
 def _print_summary(
@@ -542,16 +528,9 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-def _supervise(
-    controller: Controller,
-    run: rundir.RunDir,
-    server: control.ControlServer,
-    args: argparse.Namespace,
-    out: TextIO,
-    err: TextIO,
-    started: float,
-) -> int:
+def _supervise(session: LaunchSession, args: argparse.Namespace, out: TextIO, err: TextIO, started: float) -> int:
     """Wait for a launched or reattached run to end: Ctrl-C or SIGTERM stops it, twice kills."""
+    controller, run = session.controller, session.run
     interrupts = 0
 
     def on_signal(signum: int, frame: object) -> None:
@@ -569,12 +548,12 @@ def _supervise(
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, on_signal)
     try:
-        controller.start()
+        session.start()
         while not controller.wait(0.2):
             pass
         controller.close()
     finally:
-        server.close()
+        session.close()
         if is_main:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)

@@ -168,6 +168,22 @@ class Controller(TelemetryIntake, HostConnections):
     def done(self) -> bool:
         return self._done.is_set()
 
+    # The RunSource protocol (core.session): a live controller runs its cluster here.
+    @property
+    def path(self) -> Path:
+        return self.run.path
+
+    @property
+    def controls_here(self) -> bool:
+        return True
+
+    @property
+    def attachable(self) -> bool:
+        return False
+
+    def release(self) -> None:
+        """Nothing to let go: the controller belongs to its launch session."""
+
     def status(self) -> ClusterStatus:
         """An immutable snapshot; a running role whose step time is far above the others' is
         marked as a straggler."""

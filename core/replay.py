@@ -104,6 +104,19 @@ class RunReader:
         """True when the run has finished, or its launcher is gone: nothing can be controlled."""
         return self.control_socket() is None
 
+    # The RunSource protocol (core.session): a reader follows a run; its launcher controls it.
+    @property
+    def controls_here(self) -> bool:
+        return False
+
+    @property
+    def attachable(self) -> bool:
+        """The launcher is gone but the run did not end: its roles may run on (attach to them)."""
+        return self.done and self.info.get("state") not in (None, "done")
+
+    def release(self) -> None:
+        self.close()
+
     def control_socket(self) -> Path | None:
         """The live launch's control socket, or None when the run is over or its launcher gone."""
         info = self.info

@@ -137,7 +137,7 @@ def test_gpu_panel_shows_each_gpu_with_the_role_on_it(qtbot, tmp_path: Path, mon
     window.action_stop_all.trigger()
     qtbot.waitUntil(lambda: window.controller.done, timeout=30_000)
     deadline = time.time() + 5
-    while time.time() < deadline and window.control_server is not None and window.control_server.path.exists():
+    while time.time() < deadline and window.session is not None and window.session.server.path.exists():
         qtbot.wait(100)
     assert_nothing_left(ports, marker=str(tmp_path))
 
