@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core import journal
 from core.rundir import RunDir
@@ -29,22 +29,20 @@ class HostConnections:
     _roles: dict[str, SupervisedRole]
     _lock: threading.RLock
 
-    def _publish(self, kind: str, role: str | None = None, *, at: float | None = None, **data: Any) -> None:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # provided by the controller; no stubs at run time to shadow the real ones
+
+        def _publish(self, kind: str, role: str | None = None, *, at: float | None = None, **data: Any) -> None: ...
+
+        def _sink(self, host: str, event: dict[str, Any]) -> None: ...
+
+        def _set_state(self, role: SupervisedRole, state: RoleState, detail: str = "") -> None: ...
+
+        def _set_phase(self, phase: ClusterPhase, result: str | None = None, reason: str = "") -> None: ...
 
     _factory: TransportFactory
     _transports: dict[str, Transport]
     _on_disconnect: str
     _attaching: bool
-
-    def _sink(self, host: str, event: dict[str, Any]) -> None:
-        raise NotImplementedError
-
-    def _set_state(self, role: SupervisedRole, state: RoleState, detail: str = "") -> None:
-        raise NotImplementedError
-
-    def _set_phase(self, phase: ClusterPhase, result: str | None = None, reason: str = "") -> None:
-        raise NotImplementedError
 
     def _transport(self, host: str) -> Transport:
         if host not in self._transports:
