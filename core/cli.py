@@ -16,17 +16,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from core import control, rundir
-from core.controller import Controller
 from core.demo import DEMO_CLUSTER
 from core.importers import from_flags, from_tf_config
 from core.problems import Problem, SpecError
 from core.render import render_all
-from core.session import LaunchSession, SessionError, load_checked, needs_preflight
 from core.spec import dumps, load
 from core.states import ClusterStatus, Event, RoleState
+
+if TYPE_CHECKING:  # launching needs these; `ctl`, `runs`, `validate` do not wait for their imports
+    from core.controller import Controller
+    from core.session import LaunchSession
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -157,6 +159,8 @@ def _print_problems(problems: list[Problem], source: str, err: TextIO) -> None:
 
 
 def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from core.session import load_checked
+
     spec = load_checked(args.file, err, check_ports=not args.no_ports)
     if spec is None:
         return EXIT_USAGE
@@ -396,6 +400,8 @@ def progress_lines(status: ClusterStatus) -> list[str]:
 
 
 def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from core.session import LaunchSession, load_checked, needs_preflight
+
     spec = load_checked(args.file, err)
     if spec is None:
         return EXIT_USAGE
@@ -434,6 +440,8 @@ def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if spec is None:
         _print_problems(problems, str(path / "cluster.toml"), err)
         return EXIT_USAGE
+    from core.session import LaunchSession, SessionError
+
     try:
         session = LaunchSession.attach(path, spec)
     except SessionError as exc:
