@@ -10,26 +10,28 @@ import argparse
 import codecs
 import dataclasses
 import json
-import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from core import control, rundir
-from core.checks import check_local
-from core.controller import ClusterStatus, Controller, Event, RoleState
+from core.demo import DEMO_CLUSTER
 from core.diagnosis import waiting_lines
 from core.importers import from_flags, from_tf_config
-from core.problems import ERROR, Problem, SpecError
+from core.problems import Problem, SpecError
 from core.render import render_all
-from core.spec import ClusterSpec, dumps, load
+from core.spec import dumps, load
+from core.states import ClusterStatus, Event, RoleState
+
+if TYPE_CHECKING:  # launching needs these; `ctl`, `runs`, `validate` do not wait for their imports
+    from core.controller import Controller
+    from core.session import LaunchSession
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-DEMO_CLUSTER = Path(__file__).resolve().parent.parent / "resources" / "demo_cluster.toml"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -166,22 +168,9 @@ def _print_problems(problems: list[Problem], source: str, err: TextIO) -> None:
         print(problem.format(source), file=err)
 
 
-def load_checked(path: Path, err: TextIO, check_ports: bool = True) -> ClusterSpec | None:
-    """Load and check a cluster file for launching here; prints problems; None on errors."""
-    spec, problems = load(path)
-    text = ""
-    if spec is not None:
-        text = path.read_text(encoding="utf-8")
-        problems = problems + check_local(spec, text, check_ports=check_ports)
-    _print_problems(problems, str(path), err)
-    if spec is None or any(p.severity == ERROR for p in problems):
-        count = sum(p.severity == ERROR for p in problems)
-        print(f"{path}: {count} error{'s' if count != 1 else ''}", file=err)
-        return None
-    return spec
-
-
 def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from core.session import load_checked
+
     spec = load_checked(args.file, err, check_ports=not args.no_ports)
     if spec is None:
         return EXIT_USAGE
@@ -425,7 +414,8 @@ def progress_lines(status: ClusterStatus) -> list[str]:
             continue
         parts = [f"{r.role:<12}"]
         parts.append(f"step {r.step}" if r.step is not None else "step -")
-        parts.append(f"loss {r.loss:.4f}" if r.loss is not None else "loss -")
+        tb = " (tb)" if r.loss_source == "tb" else ""  # read from TensorBoard files, not the output
+        parts.append(f"loss{tb} {r.loss:.4f}" if r.loss is not None else "loss -")
         parts.append(f"{r.step_time_s * 1000:.1f} ms/step" if r.step_time_s is not None else "- ms/step")
         if r.cpu_percent is not None:
             parts.append(f"cpu {r.cpu_percent:.0f}%")
@@ -446,10 +436,12 @@ def progress_lines(status: ClusterStatus) -> list[str]:
 
 
 def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from core.session import LaunchSession, load_checked, needs_preflight
+
     spec = load_checked(args.file, err)
     if spec is None:
         return EXIT_USAGE
-    if not args.no_preflight and any(spec.host_config(t.host).remote for t in spec.tasks()):
+    if not args.no_preflight and needs_preflight(spec):
         from core.preflight import format_table, preflight
 
         results = preflight(spec)
@@ -458,24 +450,22 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(f"{args.file}: a host cannot launch (see above); fix it, or --no-preflight to try anyway", file=err)
             return EXIT_USAGE
     try:
-        run = rundir.RunDir.create(spec, path=args.run_dir.resolve() if args.run_dir else None)
+        session = LaunchSession.launch(
+            spec, path=args.run_dir.resolve() if args.run_dir else None, on_disconnect=args.on_disconnect
+        )
     except OSError as exc:
         print(f"--run-dir: cannot create the run directory: {exc}", file=err)
         return EXIT_USAGE
-    controller = Controller(spec, run, on_disconnect=args.on_disconnect)
+    controller = session.controller
     controller.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
-    server = control.ControlServer(controller, run.path)
-    socket_path = server.start()
-    run.update(control_socket=str(socket_path))
-    print(f"run directory: {run.path}", file=out, flush=True)
-    return _supervise(controller, run, server, args, out, err, time.time())
+    print(f"run directory: {session.run.path}", file=out, flush=True)
+    return _supervise(session, args, out, err, time.time())
 
 
 def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         path = rundir.resolve(args.run, args.root)
-        run = rundir.RunDir.open(path)
-    except (FileNotFoundError, ValueError, OSError) as exc:
+    except FileNotFoundError as exc:
         print(f"run: {exc}", file=err)
         return EXIT_USAGE
     info = rundir.read_info(path)
@@ -486,12 +476,17 @@ def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if spec is None:
         _print_problems(problems, str(path / "cluster.toml"), err)
         return EXIT_USAGE
-    controller = Controller(spec, run, attach=True)
+    from core.session import LaunchSession, SessionError
+
+    try:
+        session = LaunchSession.attach(path, spec)
+    except SessionError as exc:
+        print(f"run: {exc}", file=err)
+        return EXIT_USAGE
+    controller = session.controller
     controller.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
-    server = control.ControlServer(controller, run.path)
-    run.update(control_socket=str(server.start()), pid=os.getpid())
-    print(f"run directory: {run.path}", file=out, flush=True)
-    return _supervise(controller, run, server, args, out, err, time.time())
+    print(f"run directory: {path}", file=out, flush=True)
+    return _supervise(session, args, out, err, time.time())
 
 
 def _print_summary(
@@ -580,16 +575,9 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-def _supervise(
-    controller: Controller,
-    run: rundir.RunDir,
-    server: control.ControlServer,
-    args: argparse.Namespace,
-    out: TextIO,
-    err: TextIO,
-    started: float,
-) -> int:
+def _supervise(session: LaunchSession, args: argparse.Namespace, out: TextIO, err: TextIO, started: float) -> int:
     """Wait for a launched or reattached run to end: Ctrl-C or SIGTERM stops it, twice kills."""
+    controller, run = session.controller, session.run
     interrupts = 0
 
     def on_signal(signum: int, frame: object) -> None:
@@ -607,12 +595,12 @@ def _supervise(
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, on_signal)
     try:
-        controller.start()
+        session.start()
         while not controller.wait(0.2):
             pass
         controller.close()
     finally:
-        server.close()
+        session.close()
         if is_main:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)

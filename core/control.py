@@ -18,9 +18,11 @@ import threading
 from concurrent.futures import Future
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from core.controller import Controller
+if TYPE_CHECKING:  # the controller (and TensorBoard behind it) only when launching: `ctl` stays quick
+    from core.controller import Controller
+
 
 SOCKET_NAME = "control.sock"
 MAX_SUN_PATH = 100

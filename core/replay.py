@@ -1,11 +1,14 @@
 """Reading a run directory back: a past run, or one that another TowerDeck process still runs.
 
-:class:`RunReader` tails ``events.jsonl`` and every role's ``attempt-<n>.log`` on its own thread
-and publishes the same :class:`~core.controller.Event` kinds as a live
-:class:`~core.controller.Controller` (``role_state``, ``role_output``, ``metrics``, ``sample``,
-``gpu_status``, ``cluster_state``, ``warning``), so a view shows a reopened run exactly like a live
-one. Role status is rebuilt from the events; while the launching process still runs, its control
-socket answers ``status`` and takes ``stop``/``restart``/``kill`` (see :mod:`core.control`).
+:class:`RunReader` follows, on its own thread and streaming (see :mod:`core.journal`), the journal
+``events.jsonl``, every role's ``metrics.jsonl``, ``scalars.jsonl`` and ``attempt-<n>.log``, and
+every host's ``telemetry/samples-<host>.jsonl``, and publishes the same
+:class:`~core.states.Event` kinds as a live :class:`~core.controller.Controller` (``role_state``,
+``role_output``, ``metrics``, ``scalars``, ``sample``, ``gpu_status``, ``cluster_state``,
+``warning``), telemetry in batches of one chunk, so a view shows a reopened run exactly like a live
+one. Role status is rebuilt with the controller's own builder (:mod:`core.status`); while the
+launching process still runs, its control socket answers ``status`` and takes
+``stop``/``restart``/``kill`` (see :mod:`core.control`).
 """
 
 from __future__ import annotations
@@ -19,20 +22,20 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core import control
-from core.controller import ClusterPhase, ClusterStatus, Event, RoleState, RoleStatus
+from core import control, journal
 from core.render import role_dir
 from core.spec import ClusterSpec, Task, load
-from core.telemetry.metrics import MetricSample, WorkerStats, stragglers
+from core.states import ClusterPhase, ClusterStatus, Event, RoleState, RoleStatus
+from core.status import RoleView, apply_sample, cluster_status
 from core.telemetry.placement import PlacementAggregator
 
 POLL_S = 0.5
 CHUNK_BYTES = 1 << 20  # read at most this much of one file per poll: the view stays fed evenly
 CHUNKS_PER_POLL = 8
+TELEMETRY_CHUNK_BYTES = 256 * 1024  # per telemetry file and poll: ~2,500 metrics samples
 CATCH_UP_OUTPUT_BYTES = 512 * 1024  # of an attempt log read back, only the tail is published as output
 _ATTEMPT = re.compile(r"attempt-(\d+)\.log$")
 
@@ -41,30 +44,18 @@ class RunDirError(Exception):
     """The directory is not a readable run directory; the message says why and what to do."""
 
 
-@dataclass
-class _RoleReplay:
-    task: Task
-    state: RoleState = RoleState.PENDING
-    state_since: float = 0.0
-    detail: str = ""
-    pid: int | None = None
-    attempt: int = 0
-    restarts: int = 0
-    returncode: int | None = None
-    signal: int | None = None
-    started_at: float | None = None
-    ended_at: float | None = None
-    log_path: Path | None = None
-    figures: dict[str, Any] = field(default_factory=dict)
-    stalled_at: float | None = None  # when the run said the role stalled (None: it is not)
-    stalled_for_s: float = 0.0
-    waiting: dict[str, Any] = field(default_factory=dict)  # the last role_waiting event (issue 13)
-    gpus: tuple[int, ...] = ()
-    stats: WorkerStats = field(default_factory=WorkerStats)
-    placement: PlacementAggregator = field(default_factory=PlacementAggregator)
-    read_attempt: int = 1
-    read_offset: int = 0
-    decoder: Any = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
+class _RoleReplay(RoleView):
+    """A role's view plus where the reader is in its files."""
+
+    def __init__(self, task: Task, run_path: Path) -> None:
+        super().__init__(task, run_path)
+        self.placement = PlacementAggregator()
+        self.read_attempt = 1
+        self.read_offset = 0
+        self.decoder: Any = codecs.getincrementaldecoder("utf-8")("replace")
+        directory = role_dir(run_path, task)
+        self.metrics = journal.JsonlTail(directory / "metrics.jsonl")
+        self.scalars = journal.JsonlTail(directory / "scalars.jsonl")
 
 
 class RunReader:
@@ -81,14 +72,14 @@ class RunReader:
             raise RunDirError(f"{path / 'cluster.toml'} cannot be read back: {first}")
         self.path = path
         self.spec: ClusterSpec = spec
-        self._roles = {t.role_id: _RoleReplay(t) for t in spec.tasks()}
+        self._roles = {t.role_id: _RoleReplay(t, path) for t in spec.tasks()}
         self._lock = threading.RLock()
         self._subscribers: list[Callable[[Event], None]] = []
         self._phase = ClusterPhase.IDLE
         self._result: str | None = None
         self._reason = ""
-        self._events_offset = 0
-        self._events_partial = b""
+        self._events = journal.JsonlTail(path / journal.EVENTS_FILE)
+        self._samples: dict[Path, journal.JsonlTail] = {}
         self._live_status: ClusterStatus | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -113,6 +104,19 @@ class RunReader:
         """True when the run has finished, or its launcher is gone: nothing can be controlled."""
         return self.control_socket() is None
 
+    # The RunSource protocol (core.session): a reader follows a run; its launcher controls it.
+    @property
+    def controls_here(self) -> bool:
+        return False
+
+    @property
+    def attachable(self) -> bool:
+        """The launcher is gone but the run did not end: its roles may run on (attach to them)."""
+        return self.done and self.info.get("state") not in (None, "done")
+
+    def release(self) -> None:
+        self.close()
+
     def control_socket(self) -> Path | None:
         """The live launch's control socket, or None when the run is over or its launcher gone."""
         info = self.info
@@ -133,15 +137,7 @@ class RunReader:
         with self._lock:
             if self._live_status is not None:
                 return self._live_status
-            # Only running roles can lag behind: a finished one's last step time says nothing now.
-            times = {
-                n: r.stats.step_time_s
-                for n, r in self._roles.items()
-                if r.stats.step_time_s and r.state == RoleState.RUNNING
-            }
-            slow = stragglers({n: t for n, t in times.items() if t is not None})
-            roles = tuple(self._role_status(r, r.task.role_id in slow) for r in self._roles.values())
-            return ClusterStatus(self._phase, self._result, self._reason, roles)
+            return cluster_status(self._phase, self._result, self._reason, self._roles.values(), time.time())
 
     def placement(self, role: str) -> dict[str, Any]:
         with self._lock:
@@ -196,7 +192,9 @@ class RunReader:
                 self._read_info()
                 self._read_events()
                 for role in self._roles.values():
+                    self._read_telemetry(role)
                     self._read_output(role)
+                self._read_samples()
                 now = time.monotonic()
                 if now - last_status_poll >= 1.0:
                     last_status_poll = now
@@ -211,82 +209,51 @@ class RunReader:
             self.info = json.loads((self.path / "run.json").read_text(encoding="utf-8"))
 
     def _read_events(self) -> None:
-        try:
-            with open(self.path / "events.jsonl", "rb") as f:
-                f.seek(self._events_offset)
-                data = f.read(CHUNK_BYTES * 8)
-        except FileNotFoundError:
-            return
-        self._events_offset += len(data)
-        data = self._events_partial + data
-        lines = data.split(b"\n")
-        self._events_partial = lines.pop()
-        for line in lines:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and isinstance(record.get("kind"), str):
+        # Old run directories journalled telemetry too: those lines are skipped, the telemetry
+        # files have the same data.
+        for record in self._events.read(CHUNK_BYTES * 8):
+            if journal.is_state_record(record.get("kind")):
                 self._apply(record)
 
     def _apply(self, record: dict[str, Any]) -> None:
-        kind = record["kind"]
+        kind = str(record["kind"])
         name = record.get("role")
         role = self._roles.get(name) if isinstance(name, str) else None
         t = float(record.get("t") or 0.0)
         data = {k: v for k, v in record.items() if k not in ("kind", "role", "t")}
         with self._lock:
-            if kind == "role_state" and role is not None:
-                try:
-                    role.state = RoleState(str(data.get("state")))
-                except ValueError:
-                    return
-                role.state_since = t
-                role.detail = str(data.get("detail", ""))
-                role.pid = data.get("pid") if isinstance(data.get("pid"), int) else None
-                role.attempt = int(data.get("attempt") or role.attempt)
-                role.restarts = int(data.get("restarts") or 0)
-                role.returncode = data.get("returncode")
-                role.signal = data.get("signal")
-                if role.state == RoleState.STARTING:
-                    role.started_at, role.ended_at = t, None
-                elif role.state in (RoleState.SUCCEEDED, RoleState.FAILED, RoleState.STOPPED, RoleState.BACKOFF):
-                    role.ended_at = t
-            elif kind == "role_stalled" and role is not None:
-                role.stalled_at = t if data.get("stalled") else None
-                role.stalled_for_s = float(data.get("stalled_for_s") or 0.0)
-            elif kind == "role_waiting" and role is not None:  # diagnosis (issue 13)
-                role.waiting = dict(data) if data.get("waiting") else {}
-            elif kind == "role_pid" and role is not None:
-                role.pid = data.get("pid") if isinstance(data.get("pid"), int) else None
-                role.log_path = Path(str(data["log"])) if data.get("log") else None
-            elif kind == "metrics" and role is not None:
-                for raw in data.get("samples") or []:
-                    try:
-                        role.stats.add(MetricSample(**raw))
-                    except TypeError:
-                        continue
-            elif kind == "sample":
-                self._apply_sample(data)
+            if role is not None:
+                role.apply_record(record)
             elif kind == "cluster_state":
                 with contextlib.suppress(ValueError):
                     self._phase = ClusterPhase(str(data.get("phase")))
                 self._result = data.get("result")
                 self._reason = str(data.get("reason") or "")
-        self._publish(kind, name if isinstance(name, str) else None, t=t, **data)
+        if kind != "command":  # the journal's own record of users' commands; nothing to show
+            self._publish(kind, name if isinstance(name, str) else None, t=t, **data)
 
-    def _apply_sample(self, data: dict[str, Any]) -> None:
-        on_gpu: dict[str, set[int]] = {}
-        for gpu in data.get("gpus") or []:
-            for proc in (gpu.get("processes") if isinstance(gpu, dict) else None) or []:
-                if isinstance(proc, dict) and isinstance(proc.get("role"), str):
-                    on_gpu.setdefault(proc["role"], set()).add(int(gpu.get("index", -1)))
-        roles: dict[str, Any] = data["roles"] if isinstance(data.get("roles"), dict) else {}
-        for name, figures in roles.items():
-            role = self._roles.get(name)
-            if role is not None and isinstance(figures, dict):
-                role.figures = figures
-                role.gpus = tuple(sorted(on_gpu.get(name, ())))
+    def _read_telemetry(self, role: _RoleReplay) -> None:
+        """A chunk of the role's metrics and scalars: into its view, and to the view as one batch."""
+        samples = role.metrics.read(TELEMETRY_CHUNK_BYTES)
+        if samples:
+            with self._lock:
+                role.add_metrics(samples)
+            self._publish("metrics", role.task.role_id, t=samples[-1].get("t"), samples=samples)
+        points = role.scalars.read(TELEMETRY_CHUNK_BYTES)
+        if points:
+            with self._lock:
+                role.add_scalars(points)
+            self._publish("scalars", role.task.role_id, t=points[-1].get("wall_time"), points=points)
+
+    def _read_samples(self) -> None:
+        for path in sorted((self.path / "telemetry").glob("samples-*.jsonl")):
+            tail = self._samples.setdefault(path, journal.JsonlTail(path))
+            records = tail.read(TELEMETRY_CHUNK_BYTES)
+            for record in records:
+                with self._lock:
+                    apply_sample(self._roles, record)
+                t = record.get("t")
+                self._emit(Event("sample", float(t) if isinstance(t, (int, float)) else time.time(), None, record))
 
     def _read_output(self, role: _RoleReplay) -> None:
         for _ in range(CHUNKS_PER_POLL):
@@ -347,46 +314,10 @@ class RunReader:
                 ClusterPhase(str(reply.get("phase"))), reply.get("result"), str(reply.get("reason") or ""), tuple(roles)
             )
 
-    def _role_status(self, r: _RoleReplay, straggler: bool) -> RoleStatus:
-        f = r.figures if r.state in (RoleState.RUNNING, RoleState.STARTING) else {}
-        stats = r.stats
-        return RoleStatus(
-            role=r.task.role_id,
-            job=r.task.job,
-            index=r.task.index,
-            host=r.task.host,
-            address=r.task.address,
-            state=r.state,
-            state_since=r.state_since,
-            pid=r.pid if r.state in (RoleState.RUNNING, RoleState.STARTING, RoleState.STOPPING) else None,
-            attempt=r.attempt,
-            restarts=r.restarts,
-            returncode=r.returncode,
-            signal=r.signal,
-            started_at=r.started_at,
-            ended_at=r.ended_at,
-            detail=r.detail,
-            log_path=r.log_path,
-            cpu_percent=f.get("cpu_percent"),
-            rss_bytes=f.get("rss_bytes"),
-            threads=f.get("threads"),
-            gpus=r.gpus,
-            step=stats.step,
-            loss=stats.loss,
-            step_time_s=stats.step_time_s,
-            steps_per_sec=stats.steps_per_sec,
-            straggler=straggler,
-            stalled=r.stalled_at is not None and r.state == RoleState.RUNNING,
-            stalled_for_s=(
-                r.stalled_for_s + max(0.0, time.time() - r.stalled_at) if r.stalled_at is not None else None
-            ),
-            waiting_for=r.waiting.get("waiting_for") if r.state == RoleState.RUNNING else None,  # issue 13
-            waiting_message=str(r.waiting.get("message", "")),
-            waiting_fix=str(r.waiting.get("fix", "")),
-        )
-
     def _publish(self, kind: str, role: str | None = None, t: float | None = None, **data: Any) -> None:
-        event = Event(kind, t if t is not None else time.time(), role, data)
+        self._emit(Event(kind, t if t is not None else time.time(), role, data))
+
+    def _emit(self, event: Event) -> None:
         for callback in list(self._subscribers):
             with contextlib.suppress(Exception):  # a broken listener must not stop the reader
                 callback(event)

@@ -5,13 +5,15 @@ Layout (documented in the README)::
     <runs root>/<run id>/
         run.json            id, name, times, state, result, the control socket
         cluster.toml        the cluster as launched (defaults filled in)
-        events.jsonl        one JSON object per line: role state changes with pid, exit code or
-                            signal, cluster state changes
+        events.jsonl        the journal, one JSON object per line: role state changes with pid,
+                            exit code or signal, stalls, cluster phases, host states, warnings,
+                            users' commands; no telemetry (see core/journal.py)
         agent-<host>.log    the host agent's own diagnostics
         telemetry/samples-<host>.jsonl  every sample of host, role and GPU figures
         roles/<job>-<index>/
             attempt-<n>.log complete stdout+stderr of attempt n, written by the role itself
             metrics.jsonl   step, loss, step time parsed from its output
+            scalars.jsonl   TensorBoard scalars (tag, step, wall_time, value) from its event files
             tensorboard/    TOWERDECK_TB_DIR: where the example trainers write event files
 """
 
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core import journal
 from core.render import role_dir
 from core.spec import ClusterSpec, Task, dumps
 
@@ -103,38 +106,30 @@ class RunDir:
                 self.write_error = f"cannot {action} in {self.path}: {exc.strerror or exc}"
 
     def record(self, event: dict[str, Any]) -> None:
-        """Append one event to events.jsonl, flushed at once."""
-        line = json.dumps(event, separators=(",", ":")) + "\n"
+        """Append one state event to events.jsonl, flushed at once; telemetry kinds are not
+        journalled (they have their own files, see :mod:`core.journal`)."""
+        if not journal.is_state_record(event.get("kind")):
+            return
+        line = journal.encode(event)
+        self._guard("write events.jsonl", lambda: journal.append_lines(self.path / journal.EVENTS_FILE, line))
 
-        def write() -> None:
-            with open(self.path / "events.jsonl", "a", encoding="utf-8") as f:
-                f.write(line)
-
-        self._guard("write events.jsonl", write)
+    def samples_path(self, host: str) -> Path:
+        return self.path / "telemetry" / f"samples-{_safe(host)}.jsonl"
 
     def append_sample(self, host: str, sample: dict[str, Any]) -> None:
         """Append one telemetry sample to telemetry/samples-<host>.jsonl."""
-        line = json.dumps(sample, separators=(",", ":")) + "\n"
-
-        def write() -> None:
-            path = self.path / "telemetry" / f"samples-{_safe(host)}.jsonl"
-            path.parent.mkdir(exist_ok=True)
-            with open(path, "a", encoding="utf-8") as f:
-                f.write(line)
-
-        self._guard("write telemetry samples", write)
+        line = journal.encode(sample)
+        self._guard("write telemetry samples", lambda: journal.append_lines(self.samples_path(host), line))
 
     def append_metrics(self, task: Task, samples: list[dict[str, Any]]) -> None:
         """Append parsed training metrics to roles/<role>/metrics.jsonl."""
-        text = "".join(json.dumps(s, separators=(",", ":")) + "\n" for s in samples)
+        text = "".join(journal.encode(s) for s in samples)
+        self._guard("write metrics", lambda: journal.append_lines(self.role_dir(task) / "metrics.jsonl", text))
 
-        def write() -> None:
-            path = self.role_dir(task) / "metrics.jsonl"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "a", encoding="utf-8") as f:
-                f.write(text)
-
-        self._guard("write metrics", write)
+    def append_scalars(self, task: Task, points: list[dict[str, Any]]) -> None:
+        """Append TensorBoard scalars (tag, step, wall_time, value) to roles/<role>/scalars.jsonl."""
+        text = "".join(journal.encode(p) for p in points)
+        self._guard("write scalars", lambda: journal.append_lines(self.role_dir(task) / "scalars.jsonl", text))
 
     def update(self, **fields: Any) -> None:
         """Merge ``fields`` into run.json, replacing it atomically."""

@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from core.agent import artifact_file
 
@@ -32,6 +32,30 @@ def parse_event_line(raw: str | bytes) -> dict[str, Any]:
     return event
 
 
+class Transport(Protocol):
+    """How the controller reaches one host's agent (a local child, or :class:`core.link.AgentLink`).
+
+    Events arrive through the sink given at construction, on the transport's own thread.
+    """
+
+    host: str
+    # The run directory on the agent's host, from its hello (None: this machine's, or not known yet).
+    run_dir: str | None
+    lost_reason: str | None  # why the agent is gone, once it is
+
+    @property
+    def is_local(self) -> bool:
+        """True when the agent runs on this machine (its pids mean something here)."""
+        ...
+
+    def start(self) -> None: ...
+    def send(self, command: dict[str, Any]) -> bool: ...
+    def close(self, timeout_s: float = 10.0) -> None: ...
+    def detach(self, timeout_s: float = 10.0) -> None:
+        """Disconnect and leave the roles running (where the agent can keep them)."""
+        ...
+
+
 class LocalTransport:
     """The agent as a child process of this one, in its own session so that a Ctrl-C in the
     terminal reaches TowerDeck (which stops the roles in order), not the agent."""
@@ -44,6 +68,16 @@ class LocalTransport:
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._reader: threading.Thread | None = None
+        self.run_dir: str | None = None
+        self.lost_reason: str | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return True
+
+    def detach(self, timeout_s: float = 10.0) -> None:
+        """A child agent cannot outlive this process's pipe: leaving is closing (per on_disconnect)."""
+        self.close(timeout_s)
 
     def start(self) -> None:
         log: IO[bytes] = open(self._log_path, "ab")  # noqa: SIM115 - the child holds it

@@ -7,7 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from core.cli import DEMO_CLUSTER, load_checked
+from core.demo import DEMO_CLUSTER
+from core.session import load_checked
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,7 +1,8 @@
 """The main window: the roles table above tabs for training, GPUs, placement and logs.
 
-A view over one *source*: a live :class:`core.controller.Controller` launched from this window, or
-a :class:`core.replay.RunReader` following a run directory (a past run, or one another TowerDeck
+A view over one :class:`core.session.RunSource`: a live :class:`core.controller.Controller` launched
+(or attached) from this window through a :class:`core.session.LaunchSession`, or a
+:class:`core.replay.RunReader` following a run directory (a past run, or one another TowerDeck
 process runs). The GUI thread never waits on a process, pipe, socket or file: the source runs on
 its own thread, its events land in an :class:`EventInbox`, and a QTimer drains them and redraws at
 most ``FRAME_HZ`` times a second, only the tab that is on screen.
@@ -19,12 +20,12 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core import control
-from core.controller import ClusterStatus, Controller, Event
+from core.controller import Controller
 from core.problems import ERROR
 from core.replay import RunDirError, RunReader
-from core.rundir import RunDir
+from core.session import LaunchSession, RunSource, SessionError, needs_preflight
 from core.spec import ClusterSpec
+from core.states import ClusterStatus, Event
 from gui import settings
 from gui.bridge import EventInbox
 from gui.editor import ClusterEditor
@@ -40,7 +41,7 @@ SLOW_REFRESH_S = 1.0  # placement tables and TF devices: they change slowly and 
 
 TABS = ("Training", "GPUs", "Placement", "Logs")
 
-Source = Controller | RunReader
+Source = RunSource
 
 
 class MainWindow(QtWidgets.QMainWindow):
@@ -53,7 +54,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.spec = spec
         self.runs_root = runs_root
         self.source: Source | None = None
-        self.control_server: control.ControlServer | None = None
+        self.session: LaunchSession | None = None  # when this window runs the cluster
         self.inbox = EventInbox()
         self._closing = False
         self._last_slow_refresh = 0.0
@@ -92,7 +93,8 @@ class MainWindow(QtWidgets.QMainWindow):
     @property
     def controller(self) -> Controller | None:
         """The live controller when this window launched the cluster (None otherwise)."""
-        return self.source if isinstance(self.source, Controller) else None
+        session = self.session
+        return session.controller if session is not None and self.source is session.controller else None
 
     # ------------------------------------------------------------------ layout
 
@@ -246,7 +248,7 @@ class MainWindow(QtWidgets.QMainWindow):
             settings.remember_cluster(path)
 
     def _set_title(self) -> None:
-        if isinstance(self.source, RunReader):
+        if self.source is not None and not self.source.controls_here:
             self.setWindowTitle(f"TowerDeck - run {self.source.path.name}")
         else:
             self.setWindowTitle(f"TowerDeck - {self.spec.name if self.spec else 'new cluster'}")
@@ -265,20 +267,18 @@ class MainWindow(QtWidgets.QMainWindow):
             first = blocking[0].format() if blocking else "the form has errors"
             self.statusBar().showMessage(f"not launched: {first} (all problems are listed under the form)")
             return
-        if any(self.spec.host_config(t.host).remote for t in self.spec.tasks()) and not self._preflight_passed:
+        if needs_preflight(self.spec) and not self._preflight_passed:
             self.check_hosts(launch_after=True)  # remote hosts: the pre-flight first, off this thread
             return
         self._preflight_passed = False
         self._close_source()
-        run = RunDir.create(self.spec, root=self.runs_root)
-        self._reset_panels()
-        controller = Controller(self.spec, run)
-        controller.subscribe(self.inbox.put)
         # `python main.py ctl` and another window can act on this run, through an owner-only socket.
-        self.control_server = control.ControlServer(controller, run.path)
-        run.update(control_socket=str(self.control_server.start()))
-        self.source = controller
-        controller.start()
+        session = LaunchSession.launch(self.spec, root=self.runs_root)
+        run = session.run
+        self._reset_panels()
+        session.controller.subscribe(self.inbox.put)
+        self.session, self.source = session, session.controller
+        session.start()
         self.editor.set_running(True)
         self.pages.setCurrentWidget(self.monitor)
         self._set_title()
@@ -291,7 +291,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def open_run(self, path: Path) -> bool:
         """Show a run directory: a past run, or one that another TowerDeck process runs."""
-        if self.source is not None and not self.source.done and isinstance(self.source, Controller):
+        if self.source is not None and not self.source.done and self.source.controls_here:
             QtWidgets.QMessageBox.information(
                 self, "TowerDeck", "Stop the running cluster before opening another run in this window."
             )
@@ -331,11 +331,11 @@ class MainWindow(QtWidgets.QMainWindow):
             self.recent_runs_menu.addAction("(none yet)").setEnabled(False)
 
     def _close_source(self) -> None:
-        if self.control_server is not None:
-            self.control_server.close()
-            self.control_server = None
-        if isinstance(self.source, RunReader):
-            self.source.close()
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+        if self.source is not None:
+            self.source.release()
         self.source = None
 
     def _reset_panels(self) -> None:
@@ -405,6 +405,8 @@ class MainWindow(QtWidgets.QMainWindow):
         kind, data = event.kind, event.data
         if kind == "metrics" and event.role:
             self.training.add_samples(event.role, data.get("samples") or [])
+        elif kind == "scalars" and event.role:
+            self.training.add_scalars(event.role, data.get("points") or [])
         elif kind == "sample":
             self.gpus.add_sample(data)
         elif kind == "gpu_status":
@@ -485,7 +487,7 @@ class MainWindow(QtWidgets.QMainWindow):
         phase = f"cluster {status.phase}"
         if status.result:
             phase += f": {status.result} ({status.reason})"
-        if isinstance(self.source, RunReader):
+        if not self.source.controls_here:
             phase = ("live run: " if not self.source.done else "past run: ") + phase
         self.phase_label.setText(phase)
         self._update_actions(status)
@@ -544,29 +546,25 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _attachable(self) -> bool:
         """An opened run whose launcher is gone, but which did not end: its roles may run on."""
-        source = self.source
-        return isinstance(source, RunReader) and source.done and source.info.get("state") not in (None, "done")
+        return self.source is not None and self.source.attachable
 
     def attach(self) -> bool:
         """Take over the opened run: reconnect to its agents and control it from this window."""
         if not self._attachable():
             return False
-        assert isinstance(self.source, RunReader)
+        assert self.source is not None
         path, spec = self.source.path, self.source.spec
         try:
-            run = RunDir.open(path)
-        except (OSError, ValueError) as exc:
-            QtWidgets.QMessageBox.warning(self, "TowerDeck", f"cannot attach to {path}: {exc}")
+            session = LaunchSession.attach(path, spec)
+        except SessionError as exc:
+            QtWidgets.QMessageBox.warning(self, "TowerDeck", str(exc))
             return False
         self._close_source()
         self._reset_panels()
         self.spec = spec
-        controller = Controller(spec, run, attach=True)
-        controller.subscribe(self.inbox.put)
-        self.control_server = control.ControlServer(controller, run.path)
-        run.update(control_socket=str(self.control_server.start()), pid=os.getpid())
-        self.source = controller
-        controller.start()
+        session.controller.subscribe(self.inbox.put)
+        self.session, self.source = session, session.controller
+        session.start()
         self.editor.set_running(True)
         self._set_title()
         self.statusBar().showMessage(f"attached to {path}")

@@ -84,7 +84,7 @@ def row_cells(role: RoleStatus, link_state: str | None, now: float) -> list[str]
         str(role.restarts),
         role.exit_text,
         "" if role.step is None else str(role.step),
-        "" if role.loss is None else f"{role.loss:.4f}",
+        "" if role.loss is None else f"{role.loss:.4f}" + (" (tb)" if role.loss_source == "tb" else ""),
         "" if role.step_time_s is None else f"{role.step_time_s * 1000:.1f} ms",
         "" if role.cpu_percent is None else f"{role.cpu_percent:.0f}%",
         fmt_bytes(role.rss_bytes),

@@ -14,7 +14,6 @@ from typing import Any
 
 from core.problems import ERROR, Problem
 from core.slurm.config import parse_slurm
-from core.stuck_options import parse_stuck_options
 from core.spec.addresses import is_host_name
 from core.spec.model import (
     DEFAULT_STALL_AFTER_S,
@@ -28,6 +27,7 @@ from core.spec.model import (
 )
 from core.spec.reader import Reader, kind
 from core.spec.validate import check_semantics, parse_hosts, parse_job, parse_patterns
+from core.stuck_options import parse_stuck_options
 
 _TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
 

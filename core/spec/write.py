@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from core.slurm.config import slurm_to_data
-from core.stuck_options import stuck_options_to_data
 from core.spec.model import DEFAULT_RESET_AFTER_S, DEFAULT_STALL_AFTER_S, JOB_ORDER, ClusterSpec, RestartPolicy
+from core.stuck_options import stuck_options_to_data
 
 
 def to_data(spec: ClusterSpec, relative_to: Path | None = None) -> dict[str, Any]:

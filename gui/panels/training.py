@@ -1,6 +1,8 @@
 """Training panel: loss against step for every worker, step time per worker, cluster steps/s.
 
-Fed with ``metrics`` events (parsed from each role's output) and the roles' status; redrawn at
+Fed with ``metrics`` events (parsed from each role's output), ``scalars`` events (TensorBoard
+event files: any tag can be picked for the upper plot; a trainer that only writes summaries gets
+its ``loss`` tag there, marked ``(tb)``) and the roles' status; redrawn at
 most once a frame and only when something changed. Every series is a bounded
 :class:`~core.telemetry.series.Series`, read back downsampled to the plot's width, so a whole
 run's history pans and zooms smoothly.
@@ -14,13 +16,16 @@ import time
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core.controller import RoleStatus
+from core.states import RoleStatus
+from core.status import LOSS_TAGS
 from core.telemetry.metrics import MetricSample, WorkerStats, cluster_steps_per_sec, ema
 from core.telemetry.series import Series
 
 MAX_POINTS = 8192  # per curve handed to pyqtgraph, whose NumPy peak downsampling then fits them to the pixels
 SERIES_CAPACITY = 4096
 REFRESH_HZ = 5.0  # curves are recomputed at most this often; the table keeps the frame rate
+MAX_TAGS = 64  # TensorBoard tags offered for plotting; more are a histogram dump, not a curve to read
+LOSS = "loss"
 
 
 def role_colour(index: int) -> QtGui.QColor:
@@ -35,12 +40,13 @@ class TrainingPanel(QtWidgets.QWidget):
         self.loss: dict[str, Series] = {}
         self.step_time: dict[str, Series] = {}
         self.stats: dict[str, WorkerStats] = {}
+        self.scalars: dict[str, dict[str, Series]] = {}  # TensorBoard tag -> role -> series
         self.stragglers: set[str] = set()
         self.loss_curves: dict[str, tuple[pg.PlotDataItem, pg.PlotDataItem]] = {}
         self.time_curves: dict[str, pg.PlotDataItem] = {}
         self._dirty = False
         self._last_refresh = 0.0
-        self._drawn: dict[tuple[str, str], tuple[int, float, bool]] = {}
+        self._drawn: dict[tuple[str, str], tuple[object, ...]] = {}
         self._build()
 
     def _build(self) -> None:
@@ -56,6 +62,10 @@ class TrainingPanel(QtWidgets.QWidget):
         self.smoothing.valueChanged.connect(self._on_smoothing_changed)
         self.log_scale = QtWidgets.QCheckBox("Log scale (loss)")
         self.log_scale.toggled.connect(self._on_log_scale_toggled)
+        self.plot_choice = QtWidgets.QComboBox()
+        self.plot_choice.addItem(LOSS)
+        self.plot_choice.setToolTip("What the upper plot shows: the loss, or any TensorBoard scalar (tb: tag)")
+        self.plot_choice.currentTextChanged.connect(self._on_metric_changed)
         self.rate_label = QtWidgets.QLabel("cluster: no steps yet")
         self.rate_label.setWordWrap(True)
         font = self.rate_label.font()
@@ -65,6 +75,8 @@ class TrainingPanel(QtWidgets.QWidget):
         side = QtWidgets.QVBoxLayout()
         side.addWidget(QtWidgets.QLabel("Workers"))
         side.addWidget(self.workers, 1)
+        side.addWidget(QtWidgets.QLabel("Plot"))
+        side.addWidget(self.plot_choice)
         side.addWidget(self.smoothing_label)
         side.addWidget(self.smoothing)
         side.addWidget(self.log_scale)
@@ -106,6 +118,11 @@ class TrainingPanel(QtWidgets.QWidget):
         self.loss.clear()
         self.step_time.clear()
         self.stats.clear()
+        self.scalars.clear()
+        self.plot_choice.blockSignals(True)
+        self.plot_choice.clear()
+        self.plot_choice.addItem(LOSS)
+        self.plot_choice.blockSignals(False)
         self.loss_curves.clear()
         self.time_curves.clear()
         self._drawn.clear()
@@ -128,6 +145,42 @@ class TrainingPanel(QtWidgets.QWidget):
             if stats.step_time_s is not None:
                 self._series(self.step_time, role).append(float(sample.step), stats.step_time_s * 1000.0)
             self._dirty = True
+
+    def add_scalars(self, role: str, points: list[dict[str, object]]) -> None:
+        """Take a ``scalars`` event's points ({tag, step, wall_time, value}) for ``role``."""
+        for p in points:
+            tag, step, value = p.get("tag"), p.get("step"), p.get("value")
+            if not isinstance(tag, str) or not isinstance(step, int) or not isinstance(value, (int, float)):
+                continue
+            by_role = self.scalars.get(tag)
+            if by_role is None:
+                if len(self.scalars) >= MAX_TAGS:
+                    continue
+                by_role = self.scalars[tag] = {}
+                self.plot_choice.addItem(f"tb: {tag}")
+            if math.isfinite(value):
+                self._series(by_role, role).append(float(step), float(value))
+                self._dirty = True
+
+    def shown_series(self, role: str) -> tuple[Series | None, str]:
+        """The series the upper plot shows for ``role``, and what it is (``loss``, ``loss (tb)``, a tag)."""
+        chosen = self.plot_choice.currentText()
+        if chosen.startswith("tb: "):
+            tag = chosen[4:]
+            return self.scalars.get(tag, {}).get(role), tag
+        if role in self.loss:
+            return self.loss[role], LOSS
+        for tag in LOSS_TAGS:  # no loss in the output: the TensorBoard one
+            series = self.scalars.get(tag, {}).get(role)
+            if series is not None:
+                return series, f"{LOSS} (tb)"
+        return None, LOSS
+
+    def _on_metric_changed(self, text: str) -> None:
+        self.loss_plot.setTitle("Loss by step" if text in ("", LOSS) else f"{text} by step")
+        self.loss_plot.setLabel("left", text[4:] if text.startswith("tb: ") else LOSS)
+        self._drawn.clear()
+        self._dirty = True
 
     def set_status(self, roles: tuple[RoleStatus, ...]) -> None:
         stragglers = {r.role for r in roles if r.straggler}
@@ -186,7 +239,7 @@ class TrainingPanel(QtWidgets.QWidget):
         visible = set(self.visible_roles())
         weight = self.smoothing_weight()
         log = self.log_scale.isChecked()
-        roles = sorted(set(self.loss) | set(self.step_time))
+        roles = sorted(set(self.loss) | set(self.step_time) | {r for by in self.scalars.values() for r in by})
         for i, role in enumerate(roles):
             colour = role_colour(i)
             straggler = role in self.stragglers
@@ -198,11 +251,15 @@ class TrainingPanel(QtWidgets.QWidget):
                 curve.setVisible(shown)
             if not shown:
                 continue
-            if role in self.loss:
-                series = self.loss[role]
-                key = (series.appended, weight, log)
-                if self._drawn.get(("loss", role)) != key:  # recompute only what changed
-                    self._drawn[("loss", role)] = key
+            series, what = self.shown_series(role)
+            if series is None:
+                raw_curve.setData([], [])
+                smooth_curve.setData([], [])
+                self._drawn.pop(("loss", role), None)
+            else:
+                loss_key = (series.appended, weight, log, what)
+                if self._drawn.get(("loss", role)) != loss_key:  # recompute only what changed
+                    self._drawn[("loss", role)] = loss_key
                     x, y = _xy(series)
                     if log:
                         y = [v if v > 0 else math.nan for v in y]
@@ -210,11 +267,11 @@ class TrainingPanel(QtWidgets.QWidget):
                     raw_curve.setData(x, y, connect="finite")
                 raw_curve.setVisible(weight > 0)
             if role in self.step_time:
-                series = self.step_time[role]
-                key = (series.appended, straggler, False)
-                if self._drawn.get(("time", role)) != key:
-                    self._drawn[("time", role)] = key
-                    x, y = _xy(series)
+                times = self.step_time[role]
+                time_key = (times.appended, straggler)
+                if self._drawn.get(("time", role)) != time_key:
+                    self._drawn[("time", role)] = time_key
+                    x, y = _xy(times)
                     time_curve.setData(x, y, connect="finite")
                     time_curve.setPen(pg.mkPen(colour, width=3 if straggler else 1.5, style=_dash(straggler)))
         rate = cluster_steps_per_sec(self.stats)

@@ -137,7 +137,7 @@ def test_gpu_panel_shows_each_gpu_with_the_role_on_it(qtbot, tmp_path: Path, mon
     window.action_stop_all.trigger()
     qtbot.waitUntil(lambda: window.controller.done, timeout=30_000)
     deadline = time.time() + 5
-    while time.time() < deadline and window.control_server is not None and window.control_server.path.exists():
+    while time.time() < deadline and window.session is not None and window.session.server.path.exists():
         qtbot.wait(100)
     assert_nothing_left(ports, marker=str(tmp_path))
 
@@ -209,3 +209,27 @@ def test_gpu_card_names_the_tensorflow_devices_on_it_by_pci_bus_id(qtbot):
     users = card.users.text()
     assert "worker:0 39,936 MiB" in users and "pid 7 (not a role of this run)" in users
     assert "TensorFlow devices: worker:0 /job:worker/replica:0/task:0/device:GPU:0" in users
+
+
+def test_tensorboard_scalars_plot_any_tag_and_stand_in_for_a_missing_loss(qtbot):
+    from gui.panels.training import TrainingPanel
+
+    panel = TrainingPanel()
+    qtbot.addWidget(panel)
+    panel.smoothing.setValue(0)
+    points = [{"tag": "loss", "step": s, "wall_time": 100.0 + s, "value": 2.0 / s} for s in range(1, 6)]
+    points += [{"tag": "learning_rate", "step": s, "wall_time": 100.0 + s, "value": 0.1 * s} for s in range(1, 6)]
+    panel.add_scalars("worker:0", points)
+    panel.refresh(force=True)
+    # No loss in its output: the TensorBoard loss is drawn, and said to be one.
+    series, what = panel.shown_series("worker:0")
+    assert what == "loss (tb)" and series is not None
+    x, y = panel.loss_curves["worker:0"][1].getData()
+    assert list(x) == [1.0, 2.0, 3.0, 4.0, 5.0] and y[0] == 2.0
+    tags = [panel.plot_choice.itemText(i) for i in range(panel.plot_choice.count())]
+    assert tags == ["loss", "tb: loss", "tb: learning_rate"]
+    panel.plot_choice.setCurrentText("tb: learning_rate")
+    panel.refresh(force=True)
+    x, y = panel.loss_curves["worker:0"][1].getData()
+    assert [round(v, 3) for v in y] == [0.1, 0.2, 0.3, 0.4, 0.5]
+    assert panel.loss_plot.getPlotItem().titleLabel.text == "tb: learning_rate by step"

@@ -1,0 +1,127 @@
+"""The run's journal (``events.jsonl``) and the JSON-lines files beside it, written and read streaming.
+
+The journal holds what rebuilds a run's state and nothing else: role states, pids, stalls, cluster
+phases, host states, GPU status, warnings and the users' commands. Telemetry (``metrics``,
+``sample``, ``scalars``) goes to its own files (``roles/<role>/metrics.jsonl``,
+``telemetry/samples-<host>.jsonl``, ``roles/<role>/scalars.jsonl``): a 64-worker run journals a few
+kilobytes an hour while its roles are steady, not gigabytes a day.
+
+Nothing here reads a file whole: :class:`JsonlTail` reads from an offset in bounded chunks and
+keeps a half-written last line for the next read, so the same code follows a file another process
+is still writing and streams a day-long one with constant memory. Run directories written before
+the journal was state-only (with every ``metrics`` batch and ``sample`` in ``events.jsonl``) keep
+opening: :func:`is_state_record` tells the readers to skip those lines, whose data is also in the
+telemetry files.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+EVENTS_FILE = "events.jsonl"
+CHUNK_BYTES = 1 << 20
+MAX_LINE_BYTES = 16 << 20  # a line longer than this is damage, not data: it is skipped
+
+# Published but never journalled: each has its own file (or, for output, the role's log).
+TELEMETRY_KINDS = frozenset({"metrics", "sample", "scalars", "role_output"})
+
+
+def is_state_record(kind: object) -> bool:
+    """True for the event kinds the journal keeps (and replays)."""
+    return isinstance(kind, str) and kind not in TELEMETRY_KINDS
+
+
+def encode(record: dict[str, Any]) -> str:
+    """One compact JSON line."""
+    return json.dumps(record, separators=(",", ":")) + "\n"
+
+
+def append_lines(path: Path, text: str) -> None:
+    """Append whole lines to ``path`` (created with its folder if need be); raises OSError."""
+    try:
+        handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a", encoding="utf-8")  # noqa: SIM115
+    with handle:
+        handle.write(text)
+
+
+class JsonlTail:
+    """Follows one JSON-lines file from where the last read stopped.
+
+    :meth:`read` returns the complete lines that arrived since, decoded; an unparsable or non-object
+    line is skipped and counted in :attr:`skipped`. A missing file reads as empty (it may appear
+    later). At most ``max_bytes`` are read per call, so a caller can share its time between files.
+    """
+
+    def __init__(self, path: Path, offset: int = 0) -> None:
+        self.path = path
+        self.offset = offset
+        self.skipped = 0
+        self._partial = b""
+
+    def read(self, max_bytes: int = CHUNK_BYTES) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read(max_bytes)
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        data = self._partial + data
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        if len(self._partial) > MAX_LINE_BYTES:
+            self._partial = b""
+            self.skipped += 1
+        records = []
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                self.skipped += 1
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+            else:
+                self.skipped += 1
+        return records
+
+    def at_end(self) -> bool:
+        """True when everything written so far has been read (a half-written line excepted)."""
+        try:
+            return self.path.stat().st_size <= self.offset
+        except FileNotFoundError:
+            return True
+
+
+def iter_jsonl(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[dict[str, Any]]:
+    """Every complete record of ``path``, streamed in chunks; nothing if it does not exist."""
+    tail = JsonlTail(path)
+    while True:
+        records = tail.read(chunk_bytes)
+        yield from records
+        if not records and tail.at_end():
+            return
+
+
+def iter_journal(run_path: Path) -> Iterator[dict[str, Any]]:
+    """The state records of a run's journal, oldest first, streamed; old runs' telemetry lines skipped."""
+    for record in iter_jsonl(run_path / EVENTS_FILE):
+        if is_state_record(record.get("kind")):
+            yield record
+
+
+def last_role_states(run_path: Path, roles: set[str] | frozenset[str]) -> dict[str, dict[str, Any]]:
+    """The last ``role_state`` record of each of ``roles``, read streaming (for reattaching)."""
+    last: dict[str, dict[str, Any]] = {}
+    for record in iter_journal(run_path):
+        if record.get("kind") == "role_state" and record.get("role") in roles:
+            last[record["role"]] = record
+    return last

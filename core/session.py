@@ -1,0 +1,137 @@
+"""One launch session for the CLI and the window, and the one protocol both views watch.
+
+:class:`LaunchSession` wires a run directory, a :class:`~core.controller.Controller` and the
+owner-only :class:`~core.control.ControlServer` (so ``ctl`` and other windows can act on the run),
+for a new launch or for attaching to a run whose launcher is gone. :class:`RunSource` is what a view
+(the CLI printer, the window) reads: the live controller, or a :class:`~core.replay.RunReader`
+following a run directory; both satisfy it, so views need no ``isinstance``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from core import control
+from core.checks import check_local
+from core.controller import Controller
+from core.problems import ERROR
+from core.rundir import RunDir
+from core.spec import ClusterSpec, load
+from core.states import ClusterStatus, Event
+
+
+class SessionError(Exception):
+    """A session cannot start; the message names what and the fix."""
+
+
+class RunSource(Protocol):
+    """A run as a view sees it, live or read back."""
+
+    spec: ClusterSpec
+
+    @property
+    def path(self) -> Path:
+        """The run directory."""
+        ...
+
+    @property
+    def done(self) -> bool:
+        """True when nothing can be controlled any more (the run is over, or its launcher gone)."""
+        ...
+
+    @property
+    def controls_here(self) -> bool:
+        """True when this process runs the cluster (closing the view must stop or leave it)."""
+        ...
+
+    @property
+    def attachable(self) -> bool:
+        """True for a run read back whose launcher is gone but which did not end (its roles may run on)."""
+        ...
+
+    def subscribe(self, callback: Callable[[Event], None]) -> None: ...
+    def status(self) -> ClusterStatus: ...
+    def placement(self, role: str) -> dict[str, Any]: ...
+    def stop_role(self, role: str) -> Future[str]: ...
+    def kill_role(self, role: str) -> Future[str]: ...
+    def restart_role(self, role: str) -> Future[str]: ...
+    def stop_all(self) -> Future[str]: ...
+    def kill_all(self) -> Future[str]: ...
+    def restart_all(self) -> Future[str]: ...
+
+    def release(self) -> None:
+        """Stop following; a live cluster is left to its session."""
+        ...
+
+
+def load_checked(path: Path, err: TextIO, check_ports: bool = True) -> ClusterSpec | None:
+    """Load and check a cluster file for launching here; prints problems to ``err``; None on errors."""
+    spec, problems = load(path)
+    if spec is not None:
+        problems = problems + check_local(spec, path.read_text(encoding="utf-8"), check_ports=check_ports)
+    for problem in problems:
+        print(problem.format(str(path)), file=err)
+    if spec is None or any(p.severity == ERROR for p in problems):
+        count = sum(p.severity == ERROR for p in problems)
+        print(f"{path}: {count} error{'s' if count != 1 else ''}", file=err)
+        return None
+    return spec
+
+
+def needs_preflight(spec: ClusterSpec) -> bool:
+    """The rule both views apply: a cluster with a remote host is pre-flighted before launching."""
+    return any(spec.host_config(h).remote for h in {t.host for t in spec.tasks()})
+
+
+class LaunchSession:
+    """A run directory, its controller and its control socket, started and closed together.
+
+    Subscribe to :attr:`controller` before :meth:`start`; :meth:`close` closes the socket once the
+    controller is done (or left the roles running).
+    """
+
+    def __init__(self, controller: Controller, run: RunDir, server: control.ControlServer) -> None:
+        self.controller = controller
+        self.run = run
+        self.server = server
+
+    @classmethod
+    def launch(
+        cls, spec: ClusterSpec, root: Path | None = None, path: Path | None = None, on_disconnect: str = "keep"
+    ) -> LaunchSession:
+        """A new run directory (under ``root``, or exactly ``path``) and its controller; raises
+        OSError when the directory cannot be made."""
+        run = RunDir.create(spec, root=root, path=path)
+        controller = Controller(spec, run, on_disconnect=on_disconnect)
+        server = control.ControlServer(controller, run.path)
+        run.update(control_socket=str(server.start()))
+        return cls(controller, run, server)
+
+    @classmethod
+    def attach(cls, path: Path, spec: ClusterSpec | None = None) -> LaunchSession:
+        """Take over the run in ``path`` (its agents keep its roles); raises SessionError."""
+        try:
+            run = RunDir.open(path)
+        except (OSError, ValueError) as exc:
+            raise SessionError(f"cannot attach to {path}: {exc}") from exc
+        if spec is None:
+            spec, problems = load(path / "cluster.toml")
+            if spec is None:
+                first = problems[0].format() if problems else "unreadable"
+                raise SessionError(f"{path / 'cluster.toml'} cannot be read back: {first}")
+        controller = Controller(spec, run, attach=True)
+        server = control.ControlServer(controller, run.path)
+        run.update(control_socket=str(server.start()), pid=os.getpid())
+        return cls(controller, run, server)
+
+    def start(self) -> None:
+        """Launch (or reattach); returns at once."""
+        self.controller.start()
+
+    def close(self) -> None:
+        """Close the control socket (the controller's own end is its business)."""
+        self.server.close()

@@ -1,0 +1,157 @@
+"""The state-only journal, streaming reads, old run directories, and one status live and replayed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+
+from core import journal
+from core.controller import Controller, Event
+from core.replay import RunReader
+from core.rundir import RunDir
+from core.spec import load
+from core.states import ClusterStatus
+from tests.conftest import ROOT, free_ports
+
+TRAINERS = ROOT / "resources" / "trainers"
+OLD_RUN = ROOT / "tests" / "fixtures" / "run_c23e87e"  # written by commit c23e87e (telemetry journalled)
+
+LIGHT = """
+name = "light"
+strategy = "between_graph"
+launch_style = "flags"
+workdir = "{trainers}"
+command = ["python", "-u", "light_trainer.py", "--steps={steps}", "--rate_hz={rate}"]
+stop_grace_s = 3
+[jobs.ps]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.worker]
+tasks = [{workers}]
+"""
+
+
+def light_cluster(tmp_path: Path, workers: int = 2, steps: int = 60, rate: float = 30.0) -> Path:
+    ports = free_ports(workers + 1)
+    listed = ", ".join(f'"127.0.0.1:{p}"' for p in ports[1:])
+    path = tmp_path / "light.toml"
+    path.write_text(LIGHT.format(trainers=TRAINERS, steps=steps, rate=rate, p=ports, workers=listed))
+    return path
+
+
+def wait_for(condition, timeout_s: float = 60.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+# ---------------------------------------------------------------------------- streaming reads
+
+
+def test_tail_keeps_a_half_written_line_for_the_next_read(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    tail = journal.JsonlTail(path)
+    assert tail.read() == []  # not there yet: empty, not an error
+    path.write_bytes(b'{"a": 1}\n{"b": 2')
+    assert tail.read() == [{"a": 1}]
+    with open(path, "ab") as f:
+        f.write(b'}\nnot json\n[1, 2]\n{"c": 3}\n')
+    assert tail.read() == [{"b": 2}, {"c": 3}]
+    assert tail.skipped == 2  # the damaged line and the non-object, counted, not raised
+    assert tail.at_end()
+
+
+def test_iter_jsonl_streams_in_chunks_smaller_than_a_line(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    records = [{"i": i, "pad": "x" * (i % 50)} for i in range(500)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert list(journal.iter_jsonl(path, chunk_bytes=7)) == records
+
+
+# ---------------------------------------------------------------------------- old run directories
+
+
+def test_a_run_directory_written_before_the_state_only_journal_opens_whole(tmp_path: Path) -> None:
+    run = tmp_path / "old"
+    shutil.copytree(OLD_RUN, run)
+    old_kinds = [json.loads(line)["kind"] for line in (run / "events.jsonl").read_text().splitlines()]
+    assert "metrics" in old_kinds and "sample" in old_kinds  # it really is an old-style journal
+    reader = RunReader(run)
+    events: list[Event] = []
+    lock = threading.Lock()
+
+    def keep(event: Event) -> None:
+        with lock:
+            events.append(event)
+
+    reader.subscribe(keep)
+    reader.start()
+    try:
+        wait_for(lambda: all(r.step == 40 for r in reader.status().roles if r.job == "worker"), 30, "40 steps")
+        status = reader.status()
+    finally:
+        reader.close()
+    assert str(status.phase) == "done" and status.result == "succeeded"
+    assert {r.role: str(r.state) for r in status.roles} == {
+        "ps:0": "stopped",
+        "worker:0": "succeeded",
+        "worker:1": "succeeded",
+    }
+    with lock:
+        for worker in ("worker:0", "worker:1"):
+            steps = [s["step"] for e in events if e.kind == "metrics" and e.role == worker for s in e.data["samples"]]
+            assert steps == list(range(1, 41))  # from metrics.jsonl, once: the journal's copies are skipped
+        replayed = [e.data["state"] for e in events if e.kind == "role_state"]
+    journalled = [
+        json.loads(x)["state"] for x in (run / "events.jsonl").read_text().splitlines() if '"role_state"' in x
+    ]
+    assert replayed == journalled
+
+
+# ---------------------------------------------------------------------------- a real run
+
+
+def test_journal_keeps_state_and_status_replays_field_by_field(tmp_path: Path) -> None:
+    spec, problems = load(light_cluster(tmp_path, workers=2, steps=60, rate=30.0))
+    assert spec is not None, problems
+    run = RunDir.create(spec, root=tmp_path / "runs")
+    controller = Controller(spec, run)
+    controller.start()
+    try:
+        assert controller.wait(90), "the light cluster did not finish"
+    finally:
+        controller.close()
+    live = controller.status()
+    assert live.result == "succeeded"
+    assert all(r.step == 60 and r.loss_source == "output" for r in live.roles if r.job == "worker")
+
+    kinds = {r["kind"] for r in journal.iter_jsonl(run.path / "events.jsonl")}
+    assert kinds <= {"role_state", "role_pid", "cluster_state", "host_state", "gpu_status", "warning", "command"}
+    assert {"role_state", "cluster_state", "command"} <= kinds
+    assert (run.path / "telemetry").is_dir() and any((run.path / "telemetry").glob("samples-*.jsonl"))
+    for worker in ("worker-0", "worker-1"):
+        steps = [r["step"] for r in journal.iter_jsonl(run.path / "roles" / worker / "metrics.jsonl")]
+        assert steps == list(range(1, 61))
+
+    reader = RunReader(run.path)
+    reader.start()
+    try:
+        wait_for(lambda: _same(reader.status(), live), 30, "the replay to catch up")
+    except AssertionError:
+        pass  # the field-by-field comparison below says what differs
+    finally:
+        reader.close()
+    replayed = reader.status()
+    assert (replayed.phase, replayed.result, replayed.reason) == (live.phase, live.result, live.reason)
+    for a, b in zip(live.roles, replayed.roles, strict=True):
+        for f in dataclasses.fields(a):
+            assert getattr(a, f.name) == getattr(b, f.name), (a.role, f.name, getattr(a, f.name), getattr(b, f.name))
+
+
+def _same(a: ClusterStatus, b: ClusterStatus) -> bool:
+    return a == b
