@@ -8,7 +8,8 @@ GPU, all 64 laid out in its scroll area.
 
 TowerDeck at scale: Training = SpreadPlot for loss and step time (median, 10-90 % and min-max
 bands from BinnedWorkers) + the 3 slowest workers on top (their BinnedWorkers rows) + the
-step-time heat map; GPUs = GpuGrid (a tile per GPU with sparklines) + one full card (the selected GPU).
+step-time heat map; GPUs = GpuPanel past 8 GPUs: its GpuGrid (a tile per GPU with sparklines) + the selected GPU's
+full card.
 
 History is built once per kind and copied to every worker/GPU (appending 64 M points one by one
 would take minutes here and changes nothing a frame costs: a Series holds a bounded number of
@@ -33,10 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 from PySide6 import QtWidgets
 
-from core.telemetry.gpu_tiles import GpuTileBoard
 from core.telemetry.series import Series
 from core.telemetry.spread import BinnedWorkers, slowest
-from gui.gpu_grid import GpuGrid
 from gui.panels.gpus import GpuPanel
 from gui.panels.spread import SpreadPlot, StepTimeHeatmap, refresh_from
 from gui.panels.training import TrainingPanel
@@ -154,6 +153,7 @@ def training_at_scale(loss: Series, step_time: Series) -> list[float]:
 
 def gpus_baseline(template: Series) -> list[float]:
     panel = GpuPanel()
+    panel.grid_from = 10**9  # the panel as it was: a plotted card for every GPU
     panel.resize(*SIZE)
     panel.show()
     for h in range(HOSTS):
@@ -173,38 +173,27 @@ def gpus_baseline(template: Series) -> list[float]:
 
 
 def gpus_at_scale(template: Series) -> list[float]:
-    view = QtWidgets.QWidget()
-    layout = QtWidgets.QVBoxLayout(view)
-    grid = GpuGrid(GpuTileBoard())
-    scroll = QtWidgets.QScrollArea()
-    scroll.setWidgetResizable(True)
-    scroll.setWidget(grid)
-    card = GpuPanel()  # the full card of the selected GPU only
-    layout.addWidget(scroll, 3)
-    layout.addWidget(card, 2)
-    view.resize(*SIZE)
-    view.show()
+    panel = GpuPanel()  # past 8 GPUs: the tile grid and the selected GPU's full card
+    panel.resize(*SIZE)
+    panel.show()
     for t in range(DAY_S - 120, DAY_S):
         for h in range(HOSTS):
-            grid.board.add_sample(gpu_sample(f"127.0.0.{h + 1}", float(t)))
-    card.add_sample(
-        gpu_sample("127.0.0.1", float(DAY_S)) | {"gpus": gpu_sample("127.0.0.1", 0.0)["gpus"][:1], "figures": {}}
-    )
-    for c in card.cards.values():
-        c.first, c.second = copy.deepcopy(template), copy.deepcopy(template)
+            panel.add_sample(gpu_sample(f"127.0.0.{h + 1}", float(t)) | {"figures": {}})
+    for key in panel.history:
+        panel.history[key] = (copy.deepcopy(template), copy.deepcopy(template))
+    for key, card in panel.cards.items():
+        if key in panel.history:
+            card.first, card.second = panel.history[key]
+    panel.refresh()
 
     def frame(f: int) -> None:
         for h in range(HOSTS):
-            sample = gpu_sample(f"127.0.0.{h + 1}", float(DAY_S + f + 1))
-            grid.board.add_sample(sample)
-            if h == 0:
-                card.add_sample(sample | {"gpus": sample["gpus"][:1], "figures": {}})  # type: ignore[index]
-        grid.refresh()
-        card.refresh()
-        view.grab()
+            panel.add_sample(gpu_sample(f"127.0.0.{h + 1}", float(DAY_S + f + 1)) | {"figures": {}})
+        panel.refresh()
+        panel.grab()
 
     times = timed(FRAMES, frame)
-    view.close()
+    panel.close()
     return times
 
 

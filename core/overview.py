@@ -18,6 +18,7 @@ __all__ = [
     "CATEGORY_ORDER",
     "HostBox",
     "Overview",
+    "PlannedRole",
     "RoleCell",
     "RoleLike",
     "build_overview",
@@ -93,6 +94,20 @@ def short_role(role: str) -> str:
     job, _, index = role.partition(":")
     prefix = {"worker": "w", "chief": "c", "evaluator": "e", "ps": "ps", "master": "m"}.get(job, job[:3])
     return f"{prefix}{index}"
+
+
+@dataclass(frozen=True)
+class PlannedRole:
+    """A role of the cluster file before a launch: pending, on its host."""
+
+    role: str
+    job: str
+    host: str
+    state: str = "pending"
+    stalled: bool = False
+    steps_per_sec: float | None = None
+    gpus: tuple[int, ...] = ()
+    gpu_utilization_percent: float | None = None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.controller import Controller
+from core.overview import PlannedRole
 from core.problems import ERROR
 from core.replay import RunDirError, RunReader
 from core.session import LaunchSession, RunSource, SessionError, needs_preflight
@@ -29,6 +30,7 @@ from core.states import ClusterStatus, Event
 from gui import settings
 from gui.bridge import EventInbox
 from gui.editor import ClusterEditor
+from gui.overview import ClusterOverview
 from gui.panels.gpus import GpuPanel, normalize_bus_id
 from gui.panels.logs import LogPanel
 from gui.panels.placement import PlacementPanel
@@ -123,9 +125,17 @@ class MainWindow(QtWidgets.QMainWindow):
 
         self.split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         self.split.setObjectName("main-split")
+        # The cluster at a glance above the table: hosts as boxes, roles as tiles by state; a click
+        # selects the role everywhere (table, logs, placement).
+        self.overview = ClusterOverview()
+        self.overview.sig_role_selected.connect(self.select_role)
+        overview_scroll = QtWidgets.QScrollArea()
+        overview_scroll.setWidgetResizable(True)
+        overview_scroll.setWidget(self.overview)
+        self.split.addWidget(overview_scroll)
         self.split.addWidget(self.roles)
         self.split.addWidget(self.tabs)
-        self.split.setSizes([230, 570])
+        self.split.setSizes([150, 200, 450])
         self.monitor = self.split
         # Two pages: the cluster as a form, and the run (roles above, telemetry tabs below).
         self.pages = QtWidgets.QTabWidget()
@@ -479,6 +489,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.phase_label.setText("not launched")
             tasks = self.spec.tasks() if self.spec else []
             self.roles.show_tasks(tasks)
+            self.overview.set_roles([PlannedRole(t.role_id, t.job, t.host) for t in tasks])
             self._update_actions(None)
             self._sync_role_lists([t.role_id for t in tasks])
             return
@@ -492,6 +503,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.phase_label.setText(phase)
         self._update_actions(status)
         self.roles.show_status(status, self.host_states)
+        self.overview.set_roles(status.roles)
         self.training.set_status(status.roles)
         self._sync_role_lists([r.role for r in status.roles])
 
@@ -519,6 +531,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _on_selection_changed(self) -> None:
         roles = self.selected_roles()
+        self.overview.select_role(roles[0] if roles else None)
         if roles:
             self.logs.show_role(roles[0])
             self.placement.set_role(roles[0])

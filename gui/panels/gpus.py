@@ -2,6 +2,10 @@
 power, and which roles (and TensorFlow devices) use it. A host without GPUs says so and shows its
 CPU and memory instead.
 
+Past ``grid_from`` GPUs (default 8: more cards than a screen holds) the panel leads with a
+:class:`~gui.gpu_grid.GpuGrid`, a small tile per GPU grouped by host, and shows the full card of
+the GPU clicked there only; every GPU's history is kept either way, so a card opens with it.
+
 Fed with the agents' ``sample`` and ``gpu_status`` events; every plot reads a bounded
 :class:`~core.telemetry.series.Series`.
 """
@@ -18,10 +22,12 @@ from PySide6 import QtCore, QtWidgets
 # normalize_bus_id is imported by name from here too (gui.main_window): it lives in core.
 from core.telemetry.pci import normalize_bus_id
 from core.telemetry.series import Series
+from gui.gpu_grid import GpuGrid
 
 MAX_POINTS = 1200
 UTIL_COLOUR = "#2b6cb0"
 MEMORY_COLOUR = "#d9822b"
+GRID_FROM = 8
 
 
 def _mib(n: Any) -> str:
@@ -56,6 +62,16 @@ class GpuPanel(QtWidgets.QWidget):
         self.latest: dict[str, dict[str, Any]] = {}  # host -> latest sample
         self.tf_devices: dict[str, list[str]] = {}  # normalized pci bus id -> TF devices by role
         self._dirty = False
+        # Every GPU's two series, whether or not its card exists (a card is made when shown).
+        self.history: dict[tuple[str, int], tuple[Series, Series]] = {}
+        self.grid_from = GRID_FROM
+        self.focus: tuple[str, int] | None = None  # the GPU whose card shows, in grid mode
+        self.grid = GpuGrid()
+        self.grid.sig_gpu_selected.connect(self._on_gpu_selected)
+        self.grid_scroll = QtWidgets.QScrollArea()
+        self.grid_scroll.setWidgetResizable(True)
+        self.grid_scroll.setWidget(self.grid)
+        self.grid_scroll.hide()
         inner = QtWidgets.QWidget()
         self.host_layout = QtWidgets.QVBoxLayout(inner)
         self.host_layout.addStretch(1)
@@ -64,9 +80,27 @@ class GpuPanel(QtWidgets.QWidget):
         scroll = QtWidgets.QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(inner)
+        self.split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
+        self.split.addWidget(self.grid_scroll)
+        self.split.addWidget(scroll)
+        self.split.setSizes([400, 400])
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(scroll)
+        layout.addWidget(self.split)
+
+    @property
+    def grid_mode(self) -> bool:
+        return len(self.history) > self.grid_from
+
+    def shown(self, key: tuple[str, int]) -> bool:
+        """Whether ``key``'s card shows: always for a host's CPU card and below ``grid_from`` GPUs."""
+        return key[1] < 0 or not self.grid_mode or key == self.focus
+
+    def _on_gpu_selected(self, host: str, index: int) -> None:
+        self.focus = (host, index)
+        self._card(host, index)
+        self._dirty = True
+        self.refresh()
 
     def clear(self) -> None:
         for box in self.hosts.values():
@@ -75,6 +109,10 @@ class GpuPanel(QtWidgets.QWidget):
         self.host_status.clear()
         self.cards.clear()
         self.latest.clear()
+        self.history.clear()
+        self.focus = None
+        self.grid.board.clear()
+        self.grid_scroll.hide()
         self.empty.show()
 
     # ------------------------------------------------------------------ input
@@ -96,13 +134,21 @@ class GpuPanel(QtWidgets.QWidget):
         for gpu in data.get("gpus") or []:
             if not isinstance(gpu, dict) or not isinstance(gpu.get("index"), int):
                 continue
-            card = self._card(host, gpu["index"])
+            key = (host, int(gpu["index"]))
+            first, second = self.history.setdefault(key, (Series(capacity=2048), Series(capacity=2048)))
             util = gpu.get("utilization_gpu_percent")
             used, total = gpu.get("memory_used_bytes"), gpu.get("memory_total_bytes")
             if isinstance(util, (int, float)):
-                card.first.append(t, float(util))
+                first.append(t, float(util))
             if isinstance(used, (int, float)) and isinstance(total, (int, float)) and total > 0:
-                card.second.append(t, 100.0 * used / total)
+                second.append(t, 100.0 * used / total)
+        if data.get("gpus"):
+            self.grid.board.add_sample({"host": host, "t": t, "gpus": data.get("gpus")})
+        if self.grid_mode and self.focus is None and self.history:
+            self.focus = min(self.history)
+        for key in self.history:
+            if self.shown(key):
+                self._card(*key)
         self._dirty = True
 
     def set_gpu_status(self, host: str, status: str) -> None:
@@ -164,6 +210,10 @@ class GpuPanel(QtWidgets.QWidget):
         layout.addWidget(users)
         layout.addWidget(plot)
         card = _Card(inner, values, users, plot)
+        if index >= 0:  # the GPU's history, kept from the first sample on
+            card.first, card.second = self.history.setdefault(
+                (host, index), (Series(capacity=2048), Series(capacity=2048))
+            )
         first_name, second_name = ("CPU %", "memory %") if index < 0 else ("utilization %", "memory %")
         first = plot.plot(pen=pg.mkPen(UTIL_COLOUR, width=2), name=first_name)
         second = plot.plot(pen=pg.mkPen(MEMORY_COLOUR, width=2), name=second_name)
@@ -184,7 +234,16 @@ class GpuPanel(QtWidgets.QWidget):
         if not self._dirty:
             return
         self._dirty = False
+        grid_mode = self.grid_mode
+        self.grid_scroll.setVisible(grid_mode)
+        if grid_mode:
+            self.grid.select(*(self.focus or (None, None)))
+            self.grid.refresh()
         for (host, index), card in self.cards.items():
+            shown = self.shown((host, index))
+            card.box.setVisible(shown)
+            if not shown:
+                continue  # only the cards on screen are drawn
             sample = self.latest.get(host, {})
             if index < 0:
                 card.values.setText(self._host_text(sample))

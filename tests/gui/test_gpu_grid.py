@@ -90,3 +90,42 @@ def test_grid_shows_64_gpus_on_8_hosts_and_a_click_selects_one(qtbot):
     grid.board.add_sample(sample("127.0.0.1", 31.0))
     assert grid.refresh() is True
     qtbot.waitUntil(lambda: grid.repaints > painted)
+
+
+def test_gpu_panel_leads_with_the_grid_past_8_gpus_and_shows_one_full_card(qtbot):
+    from PySide6 import QtCore
+
+    from gui.panels.gpus import GpuPanel
+
+    panel = GpuPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1400, 900)
+    panel.show()
+    for t in range(5):
+        for h in range(1, 9):
+            panel.add_sample(sample(f"127.0.0.{h}", float(t)) | {"figures": {"cpu_percent": 10.0}})
+    panel.refresh()
+    assert panel.grid_mode and panel.grid_scroll.isVisible() and len(panel.grid.board) == 64
+    # One full card shows, not 64 plots; cards made before the grid took over stay hidden.
+    assert [k for k, c in panel.cards.items() if k[1] >= 0 and not c.box.isHidden()] == [("127.0.0.1", 0)]
+    assert len([k for k in panel.cards if k[1] >= 0]) <= panel.grid_from + 1
+    assert not panel.cards[("127.0.0.1", 0)].box.isHidden()
+    qtbot.waitUntil(lambda: panel.grid.tile_rect("127.0.0.7", 5) is not None)
+    panel.grid_scroll.ensureVisible(0, panel.grid.tile_rect("127.0.0.7", 5).center().y())
+    qtbot.mouseClick(panel.grid, QtCore.Qt.MouseButton.LeftButton, pos=panel.grid.tile_rect("127.0.0.7", 5).center())
+    assert panel.focus == ("127.0.0.7", 5)
+    card = panel.cards[("127.0.0.7", 5)]
+    assert not card.box.isHidden() and panel.cards[("127.0.0.1", 0)].box.isHidden()
+    assert len(card.first) == 5  # the card opens with the GPU's history, kept before it was shown
+    assert "GPU 5" in card.box.title()
+
+
+def test_gpu_panel_with_few_gpus_keeps_a_card_each(qtbot):
+    from gui.panels.gpus import GpuPanel
+
+    panel = GpuPanel()
+    qtbot.addWidget(panel)
+    panel.add_sample(sample("127.0.0.1", 1.0, gpus=4) | {"figures": {}})
+    panel.refresh()
+    assert not panel.grid_mode and panel.grid_scroll.isHidden()
+    assert {k for k in panel.cards if k[1] >= 0} == {("127.0.0.1", i) for i in range(4)}

@@ -1,0 +1,85 @@
+"""The window on 1 ps + 64 workers spread over 8 loopback "hosts" (each its own agent, each
+seeing 8 GPUs through the NVML double, as this machine has none): the overview shows every role
+on its host, the GPUs tab leads with a grid of 64 tiles, a click on a tile selects the role, and
+stopping the cluster leaves nothing behind. Real processes: the light trainer, no TensorFlow."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.spec import load
+from tests.conftest import ROOT, free_ports
+from tests.helpers.procs import assert_nothing_left
+
+pytestmark = pytest.mark.slow
+
+WORKERS, HOSTS = 64, 8
+FAKE_NVML = str(ROOT / "tests" / "helpers" / "fake_nvml.py")
+
+
+def big_cluster(tmp_path: Path) -> tuple[Path, list[int]]:
+    ports = free_ports(WORKERS + 1)
+    workers = ", ".join(f'"127.0.0.{i % HOSTS + 1}:{ports[i + 1]}"' for i in range(WORKERS))
+    path = tmp_path / "big.toml"
+    path.write_text(
+        f"""name = "big"
+strategy = "between_graph"
+workdir = "{ROOT / "resources" / "trainers"}"
+command = ["{sys.executable}", "-u", "light_trainer.py", "--steps=0", "--rate_hz=2", "--test_marker={tmp_path.name}"]
+stop_grace_s = 3
+
+[jobs.ps]
+tasks = ["127.0.0.1:{ports[0]}"]
+
+[jobs.worker]
+tasks = [{workers}]
+gpus = [0]
+"""
+    )
+    return path, ports
+
+
+def test_64_workers_on_8_hosts_in_the_overview_and_the_gpu_grid(qtbot, tmp_path: Path, monkeypatch):
+    from gui.main_window import MainWindow
+
+    monkeypatch.setenv("TOWERDECK_NVML_MODULE", FAKE_NVML)
+    monkeypatch.setenv("FAKE_NVML_GPUS", "8")
+    cluster, ports = big_cluster(tmp_path)
+    spec, problems = load(cluster)
+    assert spec is not None, problems
+    window = MainWindow(spec, runs_root=tmp_path / "runs")
+    qtbot.addWidget(window)
+    window.resize(1400, 900)
+    window.show()
+    overview = window.overview
+    assert overview.model.role_count == WORKERS + 1 and overview.legend_text() == f"{WORKERS + 1} pending"
+    window.action_launch.trigger()
+    try:
+        qtbot.waitUntil(lambda: overview.legend_text().startswith(f"{WORKERS + 1} running"), timeout=180_000)
+        hosts = overview.model.hosts
+        assert [h.host for h in hosts] == [f"127.0.0.{i}" for i in range(1, HOSTS + 1)]
+        assert [c.role for c in hosts[1].cells] == [f"worker:{i}" for i in range(1, WORKERS, HOSTS)]
+        # Steps arrive: the tiles carry step rates, the cluster's rate is in the legend.
+        qtbot.waitUntil(lambda: "steps/s" in overview.legend_text(), timeout=120_000)
+
+        window.tabs.setCurrentWidget(window.gpus)
+        gpus = window.gpus
+        qtbot.waitUntil(lambda: len(gpus.grid.board) == HOSTS * 8, timeout=60_000)
+        qtbot.waitUntil(lambda: gpus.grid_scroll.isVisible() and len(gpus.grid.headers()) == HOSTS, timeout=10_000)
+        shown = [k for k, c in gpus.cards.items() if k[1] >= 0 and not c.box.isHidden()]
+        assert len(shown) == 1 and len([k for k in gpus.cards if k[1] >= 0]) <= gpus.grid_from + 1
+
+        # A click on a tile in the overview selects that role in the table (and so the logs).
+        rect = overview.cell_rect("worker:37")
+        assert rect is not None
+        from PySide6 import QtCore
+
+        qtbot.mouseClick(overview, QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
+        assert window.selected_roles() == ["worker:37"]
+    finally:
+        window.stop_all()
+        qtbot.waitUntil(lambda: window.source is not None and window.source.done, timeout=120_000)
+    assert_nothing_left(ports, f"--test_marker={tmp_path.name}")
