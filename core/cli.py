@@ -10,28 +10,25 @@ import argparse
 import codecs
 import dataclasses
 import json
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from core import control, rundir
+from core.cli_launch import cmd_attach, cmd_launch
 from core.demo import DEMO_CLUSTER
 from core.diagnosis import waiting_lines
+from core.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from core.exits import print_problems as _print_problems
 from core.importers import from_flags, from_tf_config
-from core.problems import Problem, SpecError
+from core.problems import SpecError
 from core.render import render_all
 from core.spec import dumps, load
-from core.states import ClusterStatus, Event, RoleState
 
 if TYPE_CHECKING:  # launching needs these; `ctl`, `runs`, `validate` do not wait for their imports
-    from core.controller import Controller
-    from core.session import LaunchSession
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+    pass
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
 
     p = sub.add_parser("validate", help="check a cluster file; exit 0 if it can launch, 2 with every problem if not")
+    p.set_defaults(handler=cmd_validate)
     p.add_argument("file", type=Path)
     p.add_argument("--no-ports", action="store_true", help="do not check whether the task ports are free")
     p.add_argument(
@@ -51,11 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="per host, for --remote")
 
     p = sub.add_parser("render", help="print each role's environment and command line, ready to paste")
+    p.set_defaults(handler=cmd_render)
     p.add_argument("file", type=Path)
     p.add_argument("--run-dir", type=Path, help="the run directory to show in paths (default: <run-dir>)")
     p.add_argument("--json", action="store_true", help="print JSON instead of shell lines")
 
     p = sub.add_parser("import", help="turn a pasted command line or TF_CONFIG into a cluster file")
+    p.set_defaults(handler=cmd_import)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument(
         "--flags",
@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", type=Path, help="write the cluster file here instead of printing it")
 
     p = sub.add_parser("launch", help="start every role and manage them until the training is over")
+    p.set_defaults(handler=cmd_launch)
     p.add_argument("file", type=Path)
     p.add_argument("--run-dir", type=Path, help="where to keep this run (default: a new directory under the runs root)")
     p.add_argument(
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = sub.add_parser("attach", help="reattach to a run that is still going (left, or its launcher was killed)")
+    p.set_defaults(handler=cmd_attach)
     p.add_argument("run", help="a run directory, a run id from `runs`, or 'latest'")
     p.add_argument("--follow", metavar="ROLE", action="append", default=[], help="print this role's output ('all')")
     p.add_argument("--tail", type=int, default=20, help="lines of a failed role's output to print (default 20)")
@@ -106,9 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
 
     p = sub.add_parser("runs", help="list past and running runs")
+    p.set_defaults(handler=cmd_runs)
     p.add_argument("--root", type=Path, help="the runs root (default: the user data dir)")
 
     p = sub.add_parser("ctl", help="stop, kill or restart roles of a running launch")
+    p.set_defaults(handler=cmd_ctl)
     p.add_argument("run", help="a run directory, a run id from `runs`, or 'latest'")
     p.add_argument(
         "action",
@@ -120,17 +124,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
 
     p = sub.add_parser("placement", help="summarise TensorFlow's device placement log in a role's output")
+    p.set_defaults(handler=cmd_placement)
     p.add_argument("logfile", type=Path)
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("metrics", help="print the step, loss and step time found in a role's output")
+    p.set_defaults(handler=cmd_metrics)
     p.add_argument("logfile", type=Path)
     p.add_argument("--json", action="store_true", help="print JSON, one object per sample")
 
     p = sub.add_parser("demo-path", help="print the path of the bundled demo cluster file")
+    p.set_defaults(handler=cmd_demo_path)
 
     # export: the cluster for another scheduler (core/tfjob.py); only Kubeflow's TFJob for now.
     p = sub.add_parser("export", help="write the cluster as a Kubeflow TFJob manifest (kubeflow.org/v1)")
+    p.set_defaults(handler=cmd_export)
     p.add_argument("--tfjob", type=Path, required=True, metavar="FILE", help="the cluster file to export")
     p.add_argument("-o", "--output", type=Path, help="write the manifest here instead of printing it")
     p.add_argument("--image", required=True, help="the container image with TensorFlow and your trainer")
@@ -148,7 +156,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     if args.subcommand is None:
         parser.print_help(out)
         return EXIT_USAGE
-    handler = globals()[f"cmd_{args.subcommand.replace('-', '_')}"]
+    handler: Callable[[argparse.Namespace, TextIO, TextIO], int] = args.handler
     try:
         code: int = handler(args, out, err)
         return code
@@ -161,11 +169,6 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
 
 # ------------------------------------------------------------------------------------------
 # Input
-
-
-def _print_problems(problems: list[Problem], source: str, err: TextIO) -> None:
-    for problem in problems:
-        print(problem.format(source), file=err)
 
 
 def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -338,173 +341,6 @@ def cmd_demo_path(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 # ------------------------------------------------------------------------------------------
-# Launch
-
-
-class LaunchPrinter:
-    """Prints the controller's events as lines a person can follow."""
-
-    def __init__(
-        self, out: TextIO, follow: list[str], status: Callable[[], ClusterStatus] | None = None, progress_s: float = 5.0
-    ) -> None:
-        self.out = out
-        self.status = status
-        self.progress_s = progress_s
-        self._next_progress = time.time() + progress_s
-        self.follow_all = "all" in follow
-        self.follow = set(follow)
-        self._partial: dict[str, str] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, event: Event) -> None:
-        stamp = time.strftime("%H:%M:%S", time.localtime(event.t))
-        with self._lock:
-            if event.kind == "role_state":
-                d = event.data
-                state = d["state"].upper() if d["state"] in ("failed",) else d["state"]
-                print(f"{stamp}  {event.role:<12} {state:<10} {d['detail']}", file=self.out, flush=True)
-            elif event.kind == "cluster_state":
-                d = event.data
-                reason = f": {d['reason']}" if d.get("reason") and d["phase"] != "done" else ""
-                print(f"{stamp}  cluster      {d['phase']}{reason}", file=self.out, flush=True)
-            elif (
-                event.kind == "sample"
-                and self.status is not None
-                and self.progress_s > 0
-                and event.t >= self._next_progress
-            ):
-                self._next_progress = event.t + self.progress_s
-                for line in progress_lines(self.status()):
-                    print(f"{stamp}  {line}", file=self.out)
-                self.out.flush()
-            elif event.kind == "role_stalled":
-                d = event.data
-                if d.get("stalled") and d.get("step") is None:  # never printed a step (issue 13)
-                    message = f"STALLED    {d.get('detail')} (start_stall_after_s)"
-                elif d.get("stalled"):
-                    message = (
-                        f"STALLED    no new step for {d.get('stalled_for_s') or 0:.0f} s (stall_after_s = "
-                        f"{d.get('stall_after_s'):g}), last step {d.get('step')}; kill it with "
-                        f"`ctl RUN kill {event.role}`"
-                    )
-                else:
-                    message = f"unstalled  {d.get('detail')}"
-                print(f"{stamp}  {event.role:<12} {message}", file=self.out, flush=True)
-            elif event.kind == "role_waiting" and event.role:  # diagnosis (issue 13)
-                for line in waiting_lines(event.role, event.data):
-                    print(f"{stamp}  {line}", file=self.out, flush=True)
-            elif event.kind == "gpu_status":
-                print(f"{stamp}  {event.data.get('status')}", file=self.out, flush=True)
-            elif event.kind == "warning":
-                print(f"{stamp}  warning: {event.data.get('message')}", file=self.out, flush=True)
-            elif event.kind == "role_output" and event.role and (self.follow_all or event.role in self.follow):
-                text = self._partial.get(event.role, "") + event.data["text"]
-                *lines, rest = text.split("\n")
-                self._partial[event.role] = rest[-4096:]
-                for line in lines:
-                    print(f"{event.role:>12} | {line.rsplit(chr(13), 1)[-1]}", file=self.out)
-                self.out.flush()
-
-
-def progress_lines(status: ClusterStatus) -> list[str]:
-    """One compact line per running training role: step, loss, step time, CPU, RSS, GPU."""
-    lines = []
-    for r in status.roles:
-        if r.state != RoleState.RUNNING or r.job == "ps":
-            continue
-        parts = [f"{r.role:<12}"]
-        parts.append(f"step {r.step}" if r.step is not None else "step -")
-        tb = " (tb)" if r.loss_source == "tb" else ""  # read from TensorBoard files, not the output
-        parts.append(f"loss{tb} {r.loss:.4f}" if r.loss is not None else "loss -")
-        parts.append(f"{r.step_time_s * 1000:.1f} ms/step" if r.step_time_s is not None else "- ms/step")
-        if r.cpu_percent is not None:
-            parts.append(f"cpu {r.cpu_percent:.0f}%")
-        if r.rss_bytes is not None:
-            parts.append(f"rss {r.rss_bytes / 2**20:.0f} MiB")
-        gpus = ",".join(str(g) for g in r.gpus) or "-"
-        util = f" {r.gpu_utilization_percent:.0f}%" if r.gpu_utilization_percent is not None else ""
-        parts.append(f"gpu {gpus}{util}")
-        if r.straggler:
-            parts.append("STRAGGLER")
-        if r.stalled:
-            parts.append(f"STALLED for {r.stalled_for_s or 0:.0f} s (`ctl RUN kill {r.role}` to kill it)")
-        lines.append("  ".join(parts))
-    rates = [r.steps_per_sec for r in status.roles if r.state == RoleState.RUNNING and r.steps_per_sec is not None]
-    if len(rates) > 1:
-        lines.append(f"{'cluster':<12}  {sum(rates):.1f} batches/s over {len(rates)} roles")
-    return lines
-
-
-def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from core.session import LaunchSession, load_checked, needs_preflight
-
-    spec = load_checked(args.file, err)
-    if spec is None:
-        return EXIT_USAGE
-    if not args.no_preflight and needs_preflight(spec):
-        from core.preflight import format_table, preflight
-
-        results = preflight(spec)
-        if not all(r.ok for r in results):
-            print(format_table(results), file=err)
-            print(f"{args.file}: a host cannot launch (see above); fix it, or --no-preflight to try anyway", file=err)
-            return EXIT_USAGE
-    try:
-        session = LaunchSession.launch(
-            spec, path=args.run_dir.resolve() if args.run_dir else None, on_disconnect=args.on_disconnect
-        )
-    except OSError as exc:
-        print(f"--run-dir: cannot create the run directory: {exc}", file=err)
-        return EXIT_USAGE
-    controller = session.controller
-    controller.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
-    print(f"run directory: {session.run.path}", file=out, flush=True)
-    return _supervise(session, args, out, err, time.time())
-
-
-def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    try:
-        path = rundir.resolve(args.run, args.root)
-    except FileNotFoundError as exc:
-        print(f"run: {exc}", file=err)
-        return EXIT_USAGE
-    info = rundir.read_info(path)
-    if info is not None and info.state == "done":
-        print(f"run {info.id} is over ({info.result}); see its logs in {path}", file=err)
-        return EXIT_FAILED
-    spec, problems = load(path / "cluster.toml")
-    if spec is None:
-        _print_problems(problems, str(path / "cluster.toml"), err)
-        return EXIT_USAGE
-    from core.session import LaunchSession, SessionError
-
-    try:
-        session = LaunchSession.attach(path, spec)
-    except SessionError as exc:
-        print(f"run: {exc}", file=err)
-        return EXIT_USAGE
-    controller = session.controller
-    controller.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
-    print(f"run directory: {path}", file=out, flush=True)
-    return _supervise(session, args, out, err, time.time())
-
-
-def _print_summary(
-    status: ClusterStatus, controller: Controller, elapsed_s: float, path: Path, tail: int, out: TextIO
-) -> None:
-    print(f"\n{status.result or 'ended'} after {elapsed_s:.1f} s: {status.reason}", file=out)
-    for role in status.roles:
-        extra = f" ({role.restarts} restart{'s' if role.restarts != 1 else ''})" if role.restarts else ""
-        print(f"  {role.role:<12} {role.state!s:<10} {role.exit_text}{extra}", file=out)
-    for role in status.roles:
-        if role.state == RoleState.FAILED:
-            print(f"\nlast output of {role.role} ({role.log_path}):", file=out)
-            for line in controller.last_lines(role.role, tail):
-                print(f"  {line}", file=out)
-    print(f"\nrun directory: {path}", file=out, flush=True)
-
-
-# ------------------------------------------------------------------------------------------
 # Runs
 
 
@@ -573,42 +409,3 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         print(reply.get("message", "ok"), file=out)
     return EXIT_OK
-
-
-def _supervise(session: LaunchSession, args: argparse.Namespace, out: TextIO, err: TextIO, started: float) -> int:
-    """Wait for a launched or reattached run to end: Ctrl-C or SIGTERM stops it, twice kills."""
-    controller, run = session.controller, session.run
-    interrupts = 0
-
-    def on_signal(signum: int, frame: object) -> None:
-        nonlocal interrupts
-        interrupts += 1
-        if interrupts == 1:
-            print(f"\n{signal.Signals(signum).name}: stopping every role (again to kill)", file=err, flush=True)
-            controller.stop_all()
-        else:
-            controller.kill_all()
-
-    is_main = threading.current_thread() is threading.main_thread()
-    previous: dict[int, Any] = {}
-    if is_main:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, on_signal)
-    try:
-        session.start()
-        while not controller.wait(0.2):
-            pass
-        controller.close()
-    finally:
-        session.close()
-        if is_main:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-    status = controller.status()
-    if status.phase == "detached":
-        print(f"\nleft running; reattach with: python main.py attach {run.path}", file=out, flush=True)
-        return EXIT_OK
-    _print_summary(status, controller, time.time() - started, run.path, args.tail, out)
-    if interrupts:
-        return EXIT_INTERRUPTED
-    return EXIT_OK if status.result == "succeeded" else EXIT_FAILED

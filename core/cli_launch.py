@@ -1,0 +1,229 @@
+"""``launch`` and ``attach``: start or take over a run and follow it to its end, printing what a
+person can follow (state changes, progress, warnings, why a role waits)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from core import rundir
+from core.diagnosis import waiting_lines
+from core.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from core.exits import print_problems as _print_problems
+from core.spec import load
+from core.states import ClusterStatus, Event, RoleState
+
+if TYPE_CHECKING:  # launching needs these; `ctl`, `runs`, `validate` do not wait for their imports
+    from core.controller import Controller
+    from core.session import LaunchSession
+
+
+# ------------------------------------------------------------------------------------------
+# Launch
+
+
+class LaunchPrinter:
+    """Prints the controller's events as lines a person can follow."""
+
+    def __init__(
+        self, out: TextIO, follow: list[str], status: Callable[[], ClusterStatus] | None = None, progress_s: float = 5.0
+    ) -> None:
+        self.out = out
+        self.status = status
+        self.progress_s = progress_s
+        self._next_progress = time.time() + progress_s
+        self.follow_all = "all" in follow
+        self.follow = set(follow)
+        self._partial: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Event) -> None:
+        stamp = time.strftime("%H:%M:%S", time.localtime(event.t))
+        with self._lock:
+            if event.kind == "role_state":
+                d = event.data
+                state = d["state"].upper() if d["state"] in ("failed",) else d["state"]
+                print(f"{stamp}  {event.role:<12} {state:<10} {d['detail']}", file=self.out, flush=True)
+            elif event.kind == "cluster_state":
+                d = event.data
+                reason = f": {d['reason']}" if d.get("reason") and d["phase"] != "done" else ""
+                print(f"{stamp}  cluster      {d['phase']}{reason}", file=self.out, flush=True)
+            elif (
+                event.kind == "sample"
+                and self.status is not None
+                and self.progress_s > 0
+                and event.t >= self._next_progress
+            ):
+                self._next_progress = event.t + self.progress_s
+                for line in progress_lines(self.status()):
+                    print(f"{stamp}  {line}", file=self.out)
+                self.out.flush()
+            elif event.kind == "role_stalled":
+                d = event.data
+                if d.get("stalled") and d.get("step") is None:  # never printed a step (issue 13)
+                    message = f"STALLED    {d.get('detail')} (start_stall_after_s)"
+                elif d.get("stalled"):
+                    message = (
+                        f"STALLED    no new step for {d.get('stalled_for_s') or 0:.0f} s (stall_after_s = "
+                        f"{d.get('stall_after_s'):g}), last step {d.get('step')}; kill it with "
+                        f"`ctl RUN kill {event.role}`"
+                    )
+                else:
+                    message = f"unstalled  {d.get('detail')}"
+                print(f"{stamp}  {event.role:<12} {message}", file=self.out, flush=True)
+            elif event.kind == "role_waiting" and event.role:  # diagnosis (issue 13)
+                for line in waiting_lines(event.role, event.data):
+                    print(f"{stamp}  {line}", file=self.out, flush=True)
+            elif event.kind == "gpu_status":
+                print(f"{stamp}  {event.data.get('status')}", file=self.out, flush=True)
+            elif event.kind == "warning":
+                print(f"{stamp}  warning: {event.data.get('message')}", file=self.out, flush=True)
+            elif event.kind == "role_output" and event.role and (self.follow_all or event.role in self.follow):
+                text = self._partial.get(event.role, "") + event.data["text"]
+                *lines, rest = text.split("\n")
+                self._partial[event.role] = rest[-4096:]
+                for line in lines:
+                    print(f"{event.role:>12} | {line.rsplit(chr(13), 1)[-1]}", file=self.out)
+                self.out.flush()
+
+
+def progress_lines(status: ClusterStatus) -> list[str]:
+    """One compact line per running training role: step, loss, step time, CPU, RSS, GPU."""
+    lines = []
+    for r in status.roles:
+        if r.state != RoleState.RUNNING or r.job == "ps":
+            continue
+        parts = [f"{r.role:<12}"]
+        parts.append(f"step {r.step}" if r.step is not None else "step -")
+        tb = " (tb)" if r.loss_source == "tb" else ""  # read from TensorBoard files, not the output
+        parts.append(f"loss{tb} {r.loss:.4f}" if r.loss is not None else "loss -")
+        parts.append(f"{r.step_time_s * 1000:.1f} ms/step" if r.step_time_s is not None else "- ms/step")
+        if r.cpu_percent is not None:
+            parts.append(f"cpu {r.cpu_percent:.0f}%")
+        if r.rss_bytes is not None:
+            parts.append(f"rss {r.rss_bytes / 2**20:.0f} MiB")
+        gpus = ",".join(str(g) for g in r.gpus) or "-"
+        util = f" {r.gpu_utilization_percent:.0f}%" if r.gpu_utilization_percent is not None else ""
+        parts.append(f"gpu {gpus}{util}")
+        if r.straggler:
+            parts.append("STRAGGLER")
+        if r.stalled:
+            parts.append(f"STALLED for {r.stalled_for_s or 0:.0f} s (`ctl RUN kill {r.role}` to kill it)")
+        lines.append("  ".join(parts))
+    rates = [r.steps_per_sec for r in status.roles if r.state == RoleState.RUNNING and r.steps_per_sec is not None]
+    if len(rates) > 1:
+        lines.append(f"{'cluster':<12}  {sum(rates):.1f} batches/s over {len(rates)} roles")
+    return lines
+
+
+def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from core.session import LaunchSession, load_checked, needs_preflight
+
+    spec = load_checked(args.file, err)
+    if spec is None:
+        return EXIT_USAGE
+    if not args.no_preflight and needs_preflight(spec):
+        from core.preflight import format_table, preflight
+
+        results = preflight(spec)
+        if not all(r.ok for r in results):
+            print(format_table(results), file=err)
+            print(f"{args.file}: a host cannot launch (see above); fix it, or --no-preflight to try anyway", file=err)
+            return EXIT_USAGE
+    try:
+        session = LaunchSession.launch(
+            spec, path=args.run_dir.resolve() if args.run_dir else None, on_disconnect=args.on_disconnect
+        )
+    except OSError as exc:
+        print(f"--run-dir: cannot create the run directory: {exc}", file=err)
+        return EXIT_USAGE
+    controller = session.controller
+    controller.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
+    print(f"run directory: {session.run.path}", file=out, flush=True)
+    return _supervise(session, args, out, err, time.time())
+
+
+def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        path = rundir.resolve(args.run, args.root)
+    except FileNotFoundError as exc:
+        print(f"run: {exc}", file=err)
+        return EXIT_USAGE
+    info = rundir.read_info(path)
+    if info is not None and info.state == "done":
+        print(f"run {info.id} is over ({info.result}); see its logs in {path}", file=err)
+        return EXIT_FAILED
+    spec, problems = load(path / "cluster.toml")
+    if spec is None:
+        _print_problems(problems, str(path / "cluster.toml"), err)
+        return EXIT_USAGE
+    from core.session import LaunchSession, SessionError
+
+    try:
+        session = LaunchSession.attach(path, spec)
+    except SessionError as exc:
+        print(f"run: {exc}", file=err)
+        return EXIT_USAGE
+    controller = session.controller
+    controller.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
+    print(f"run directory: {path}", file=out, flush=True)
+    return _supervise(session, args, out, err, time.time())
+
+
+def _print_summary(
+    status: ClusterStatus, controller: Controller, elapsed_s: float, path: Path, tail: int, out: TextIO
+) -> None:
+    print(f"\n{status.result or 'ended'} after {elapsed_s:.1f} s: {status.reason}", file=out)
+    for role in status.roles:
+        extra = f" ({role.restarts} restart{'s' if role.restarts != 1 else ''})" if role.restarts else ""
+        print(f"  {role.role:<12} {role.state!s:<10} {role.exit_text}{extra}", file=out)
+    for role in status.roles:
+        if role.state == RoleState.FAILED:
+            print(f"\nlast output of {role.role} ({role.log_path}):", file=out)
+            for line in controller.last_lines(role.role, tail):
+                print(f"  {line}", file=out)
+    print(f"\nrun directory: {path}", file=out, flush=True)
+
+
+def _supervise(session: LaunchSession, args: argparse.Namespace, out: TextIO, err: TextIO, started: float) -> int:
+    """Wait for a launched or reattached run to end: Ctrl-C or SIGTERM stops it, twice kills."""
+    controller, run = session.controller, session.run
+    interrupts = 0
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts == 1:
+            print(f"\n{signal.Signals(signum).name}: stopping every role (again to kill)", file=err, flush=True)
+            controller.stop_all()
+        else:
+            controller.kill_all()
+
+    is_main = threading.current_thread() is threading.main_thread()
+    previous: dict[int, Any] = {}
+    if is_main:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, on_signal)
+    try:
+        session.start()
+        while not controller.wait(0.2):
+            pass
+        controller.close()
+    finally:
+        session.close()
+        if is_main:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+    status = controller.status()
+    if status.phase == "detached":
+        print(f"\nleft running; reattach with: python main.py attach {run.path}", file=out, flush=True)
+        return EXIT_OK
+    _print_summary(status, controller, time.time() - started, run.path, args.tail, out)
+    if interrupts:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if status.result == "succeeded" else EXIT_FAILED
