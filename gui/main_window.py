@@ -27,27 +27,48 @@ from core.replay import RunDirError, RunReader
 from core.session import LaunchSession, RunSource, SessionError, needs_preflight
 from core.spec import ClusterSpec
 from core.states import ClusterStatus, Event
-from gui import settings
+from core.telemetry.pci import tf_devices_by_bus
+from gui import dialogs, settings, window_actions
 from gui.bridge import EventInbox
 from gui.editor import ClusterEditor
 from gui.overview import ClusterOverview
-from gui.panels.gpus import GpuPanel, normalize_bus_id
+from gui.panels.gpus import GpuPanel
 from gui.panels.logs import LogPanel
 from gui.panels.placement import PlacementPanel
 from gui.panels.training import TrainingPanel
 from gui.preflight import PreflightDialog
 from gui.roles import RolesView
+from gui.window_actions import TABS
 
 FRAME_HZ = 10
 SLOW_REFRESH_S = 1.0  # placement tables and TF devices: they change slowly and cost more
-
-TABS = ("Training", "GPUs", "Placement", "Logs")
 
 Source = RunSource
 
 
 class MainWindow(QtWidgets.QMainWindow):
     """TowerDeck's window for one cluster, or one run directory."""
+
+    # Built by gui.window_actions.build_actions / add_editor_actions.
+    action_attach: QtGui.QAction
+    action_kill: QtGui.QAction
+    action_kill_all: QtGui.QAction
+    action_launch: QtGui.QAction
+    action_open_run: QtGui.QAction
+    action_preflight: QtGui.QAction
+    action_quit: QtGui.QAction
+    action_restart: QtGui.QAction
+    action_restart_all: QtGui.QAction
+    action_show_editor: QtGui.QAction
+    action_show_log: QtGui.QAction
+    action_show_run: QtGui.QAction
+    action_stop: QtGui.QAction
+    action_stop_all: QtGui.QAction
+    tab_actions: list[QtGui.QAction]
+    file_menu: QtWidgets.QMenu
+    recent_runs_menu: QtWidgets.QMenu
+    view_menu: QtWidgets.QMenu
+    phase_label: QtWidgets.QLabel
 
     def __init__(
         self, spec: ClusterSpec | None, runs_root: Path | None = None, cluster_path: Path | None = None
@@ -81,7 +102,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.timer.setInterval(1000 // FRAME_HZ)
         self.timer.timeout.connect(self._on_frame)
         self.timer.start()
-        self._restore_layout()
+        settings.restore_layout(self, self.split, self.tabs)
         if cluster_path is not None:
             self.editor.open_file(cluster_path)  # keeps job-level settings as the file writes them
         elif spec is not None:
@@ -101,7 +122,7 @@ class MainWindow(QtWidgets.QMainWindow):
     # ------------------------------------------------------------------ layout
 
     def _build(self) -> None:
-        self._build_actions()
+        window_actions.build_actions(self)
         self.roles = RolesView(lambda role, n: self.logs.last_lines(role, n))
         self.banner, self.table = self.roles.banner, self.roles.table
         for action in (self.action_stop, self.action_restart, self.action_kill, self.action_show_log):
@@ -148,101 +169,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.warning_label = QtWidgets.QLabel("")
         self.warning_label.setStyleSheet("QLabel { color: #b45309; font-weight: bold; }")
         self.statusBar().addPermanentWidget(self.warning_label)
-        self._add_editor_actions()
-
-    def _build_actions(self) -> None:
-        def action(text: str, slot: Callable[[], Any], shortcut: str = "", tip: str = "") -> QtGui.QAction:
-            a = QtGui.QAction(text, self)
-            a.triggered.connect(lambda _checked=False: slot())
-            if shortcut:
-                a.setShortcut(QtGui.QKeySequence(shortcut))
-                a.setToolTip(f"{tip or text} ({shortcut})")
-            elif tip:
-                a.setToolTip(tip)
-            return a
-
-        self.action_launch = action("Launch", self.launch, "Ctrl+L", "Launch every role of the cluster")
-        self.action_stop_all = action("Stop all", self.stop_all, "Ctrl+Shift+S", "Stop every role")
-        self.action_restart_all = action("Restart all", lambda: self._act(lambda s: s.restart_all()), "Ctrl+Shift+R")
-        self.action_kill_all = action("Kill all", lambda: self._act(lambda s: s.kill_all()), "Ctrl+Shift+K")
-        self.action_stop = action(
-            "Stop role", lambda: self._on_role_action("stop"), "Ctrl+T", "Stop the selected roles"
-        )
-        self.action_restart = action("Restart role", lambda: self._on_role_action("restart"), "Ctrl+R")
-        self.action_kill = action(
-            "Kill role", lambda: self._on_role_action("kill"), "Ctrl+K", "SIGKILL the selected roles"
-        )
-        self.action_show_log = action("Show log", self.show_log, "Ctrl+G", "Show the selected role's output")
-        self.action_open_run = action("Open run directory...", self.choose_run, "Ctrl+Shift+O")
-        self.action_attach = action(
-            "Attach to this run",
-            self.attach,
-            "Ctrl+Shift+A",
-            "Take over a run whose launcher is gone while its roles still run (they were left running)",
-        )
-        self.action_preflight = action(
-            "Check hosts",
-            self.check_hosts,
-            "Ctrl+Shift+P",
-            "Pre-flight every host: SSH, python, TensorFlow, paths, ports",
-        )
-        self.action_quit = action("Quit", self.close, "Ctrl+Q")
-        self.tab_actions: list[QtGui.QAction] = []
-        for i, name in enumerate(TABS):
-            self.tab_actions.append(action(name, functools.partial(self._show_tab, i), f"Ctrl+{i + 1}"))
-
-        menu = self.menuBar()
-        self.file_menu = menu.addMenu("&File")
-        self.file_menu.addAction(self.action_open_run)
-        self.file_menu.addAction(self.action_attach)
-        self.recent_runs_menu = self.file_menu.addMenu("Recent runs")
-        self.recent_runs_menu.aboutToShow.connect(self._fill_recent_runs)
-        self.file_menu.addSeparator()
-        self.file_menu.addAction(self.action_quit)
-        cluster = menu.addMenu("&Cluster")
-        for a in (self.action_launch, self.action_stop_all, self.action_restart_all, self.action_kill_all):
-            cluster.addAction(a)
-        cluster.addSeparator()
-        cluster.addAction(self.action_preflight)
-        role = menu.addMenu("&Role")
-        for a in (self.action_stop, self.action_restart, self.action_kill, self.action_show_log):
-            role.addAction(a)
-        view = menu.addMenu("&View")
-        for a in self.tab_actions:
-            view.addAction(a)
-        self.view_menu = view
-
-        bar = self.addToolBar("Cluster")
-        bar.setObjectName("cluster-toolbar")
-        bar.setToolButtonStyle(QtCore.Qt.ToolButtonStyle.ToolButtonTextOnly)
-        for a in (self.action_launch, self.action_stop_all, self.action_restart_all):
-            bar.addAction(a)
-        bar.addSeparator()
-        for a in (self.action_stop, self.action_restart, self.action_kill, self.action_show_log):
-            bar.addAction(a)
-        bar.addSeparator()
-        self.phase_label = QtWidgets.QLabel("not launched")
-        self.phase_label.setContentsMargins(12, 0, 12, 0)
-        bar.addWidget(self.phase_label)
-
-    def _add_editor_actions(self) -> None:
-        editor = self.editor
-        first = self.file_menu.actions()[0]
-        for a in (editor.action_new, editor.action_open, editor.action_save, editor.action_save_as):
-            self.file_menu.insertAction(first, a)
-        self.file_menu.insertMenu(first, editor.recent_menu).setText("Recent cluster files")
-        self.file_menu.insertAction(first, editor.action_paste)
-        self.file_menu.insertSeparator(first)
-        self.action_show_editor = QtGui.QAction("Cluster (edit)", self)
-        self.action_show_editor.setShortcut(QtGui.QKeySequence("Ctrl+E"))
-        self.action_show_editor.triggered.connect(lambda _c=False: self.pages.setCurrentWidget(self.editor))
-        self.action_show_run = QtGui.QAction("Run (roles and telemetry)", self)
-        self.action_show_run.setShortcut(QtGui.QKeySequence("Ctrl+M"))
-        self.action_show_run.triggered.connect(lambda _c=False: self.pages.setCurrentWidget(self.monitor))
-        first_view = self.view_menu.actions()[0]
-        self.view_menu.insertAction(first_view, self.action_show_editor)
-        self.view_menu.insertAction(first_view, self.action_show_run)
-        self.view_menu.insertSeparator(first_view)
+        window_actions.add_editor_actions(self)
 
     def _on_editor_spec_changed(self, spec: ClusterSpec | None) -> None:
         """The form changed: it is what the next launch uses (a running cluster keeps its own)."""
@@ -482,7 +409,7 @@ class MainWindow(QtWidgets.QMainWindow):
         elif job is None and self.source is not None and self._last_status is not None:
             source, roles = self.source, [r.role for r in self._last_status.roles if r.gpus]
             if roles:
-                self._devices_job = self._background.submit(_tf_devices, source, roles)
+                self._devices_job = self._background.submit(tf_devices_by_bus, source.placement, roles)
 
     def _refresh_table(self) -> None:
         if self.source is None:
@@ -537,23 +464,6 @@ class MainWindow(QtWidgets.QMainWindow):
             self.placement.set_role(roles[0])
 
     # ------------------------------------------------------------------ settings and closing
-
-    def _ask_close_choice(self) -> str:
-        box = QtWidgets.QMessageBox(self)
-        box.setIcon(QtWidgets.QMessageBox.Icon.Question)
-        box.setWindowTitle("TowerDeck")
-        box.setText("The cluster is still running.")
-        box.setInformativeText(
-            "Stop every role, or leave the cluster running? A cluster left running keeps writing its "
-            "run directory; open it later (File > Open run directory, then Attach) to take it over."
-        )
-        stop = box.addButton("Stop the cluster", QtWidgets.QMessageBox.ButtonRole.DestructiveRole)
-        leave = box.addButton("Leave it running", QtWidgets.QMessageBox.ButtonRole.AcceptRole)
-        box.addButton(QtWidgets.QMessageBox.StandardButton.Cancel)
-        box.setDefaultButton(stop)
-        box.exec()
-        clicked = box.clickedButton()
-        return "stop" if clicked is stop else "leave" if clicked is leave else "cancel"
 
     # ------------------------------------------------------------------ attach and pre-flight
 
@@ -612,32 +522,9 @@ class MainWindow(QtWidgets.QMainWindow):
             return
         PreflightDialog(self, self.preflight_results).open()
 
-    def _restore_layout(self) -> None:
-        store = settings.store()
-        geometry = store.value("window/geometry")
-        if isinstance(geometry, QtCore.QByteArray):
-            self.restoreGeometry(geometry)
-        state = store.value("window/state")
-        if isinstance(state, QtCore.QByteArray):
-            self.restoreState(state)
-        split = store.value("window/split")
-        if isinstance(split, QtCore.QByteArray):
-            self.split.restoreState(split)
-        tab = store.value("window/tab")
-        if tab is not None:
-            self.tabs.setCurrentIndex(int(tab))
-
-    def _save_layout(self) -> None:
-        store = settings.store()
-        store.setValue("window/geometry", self.saveGeometry())
-        store.setValue("window/state", self.saveState())
-        store.setValue("window/split", self.split.saveState())
-        store.setValue("window/tab", self.tabs.currentIndex())
-        store.sync()
-
     def closeEvent(self, event: QtGui.QCloseEvent) -> None:
         if self.controller is not None and not self.controller.done:
-            choice = self.close_choice or self._ask_close_choice()
+            choice = self.close_choice or dialogs.ask_close_choice(self)
             if choice == "cancel":
                 event.ignore()
                 return
@@ -651,19 +538,8 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.statusBar().showMessage("stopping every role before closing...")
             event.ignore()
             return
-        self._save_layout()
+        settings.save_layout(self, self.split, self.tabs)
         self.timer.stop()
         self._close_source()
         self._background.shutdown(wait=False, cancel_futures=True)
         event.accept()
-
-
-def _tf_devices(source: Source, roles: list[str]) -> dict[str, list[str]]:
-    """TensorFlow devices per GPU (by PCI bus id) of ``roles``; runs on a background thread."""
-    out: dict[str, list[str]] = {}
-    for role in roles:
-        for device in source.placement(role).get("devices") or []:
-            bus = normalize_bus_id(device.get("pci_bus_id"))
-            if bus:
-                out.setdefault(bus, []).append(f"{role} {device.get('device', '')}")
-    return out

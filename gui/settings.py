@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PySide6 import QtCore
+from PySide6 import QtCore, QtWidgets
 
 MAX_RECENT = 10
 
@@ -55,3 +55,29 @@ def remember_cluster(path: Path) -> None:
 def last_cluster() -> Path | None:
     value = store().value("last/cluster")
     return Path(str(value)) if value else None
+
+
+def restore_layout(window: QtWidgets.QMainWindow, split: QtWidgets.QSplitter, tabs: QtWidgets.QTabWidget) -> None:
+    """The window's geometry, toolbars, splitter and current tab, as the user left them."""
+    store_ = store()
+    geometry = store_.value("window/geometry")
+    if isinstance(geometry, QtCore.QByteArray):
+        window.restoreGeometry(geometry)
+    state = store_.value("window/state")
+    if isinstance(state, QtCore.QByteArray):
+        window.restoreState(state)
+    split_state = store_.value("window/split")
+    if isinstance(split_state, QtCore.QByteArray):
+        split.restoreState(split_state)
+    tab = store_.value("window/tab")
+    if tab is not None:
+        tabs.setCurrentIndex(int(tab))
+
+
+def save_layout(window: QtWidgets.QMainWindow, split: QtWidgets.QSplitter, tabs: QtWidgets.QTabWidget) -> None:
+    store_ = store()
+    store_.setValue("window/geometry", window.saveGeometry())
+    store_.setValue("window/state", window.saveState())
+    store_.setValue("window/split", split.saveState())
+    store_.setValue("window/tab", tabs.currentIndex())
+    store_.sync()

@@ -8,6 +8,9 @@ compared.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 
 def normalize_bus_id(bus_id: str | None) -> str | None:
     """``00000000:1A:00.0`` (NVML) and ``0000:1a:00.0`` (TensorFlow) -> ``0000:1a:00.0``."""
@@ -21,3 +24,15 @@ def normalize_bus_id(bus_id: str | None) -> str | None:
     except ValueError:
         return bus_id.strip().lower()
     return f"{domain:04x}:{parts[1]}:{parts[2]}"
+
+
+def tf_devices_by_bus(placement: Callable[[str], dict[str, Any]], roles: list[str]) -> dict[str, list[str]]:
+    """TensorFlow's devices of ``roles`` by normalized PCI bus id (``worker:0 /device:GPU:0``);
+    ``placement(role)`` is the source's placement summary (its ``devices`` carry ``pci_bus_id``)."""
+    out: dict[str, list[str]] = {}
+    for role in roles:
+        for device in placement(role).get("devices") or []:
+            bus = normalize_bus_id(device.get("pci_bus_id"))
+            if bus:
+                out.setdefault(bus, []).append(f"{role} {device.get('device', '')}")
+    return out
