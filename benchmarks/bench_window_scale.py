@@ -97,6 +97,7 @@ def timed(frames: int, frame: Callable[[int], None]) -> list[float]:
 
 def training_baseline(loss: Series, step_time: Series) -> list[float]:
     panel = TrainingPanel()
+    panel.spread_from = 10**9  # the panel as it was: a line per worker
     panel.resize(*SIZE)
     panel.show()
     for w in range(WORKERS):

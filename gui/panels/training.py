@@ -6,6 +6,11 @@ its ``loss`` tag there, marked ``(tb)``) and the roles' status; redrawn at
 most once a frame and only when something changed. Every series is a bounded
 :class:`~core.telemetry.series.Series`, read back downsampled to the plot's width, so a whole
 run's history pans and zooms smoothly.
+
+Past ``spread_from`` workers (default 8) a line per worker is a band nobody can read: the tab shows
+the cluster's spread instead (:mod:`gui.panels.spread`): the median loss and step time with their
+10-90 % and min-max bands, the slowest workers and any ticked one drawn on top, and a heat map of
+step time per worker. *Every worker* switches back to a line each.
 """
 
 from __future__ import annotations
@@ -16,16 +21,21 @@ import time
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from core.overview import natural_key
 from core.states import RoleStatus
 from core.status import LOSS_TAGS
 from core.telemetry.metrics import MetricSample, WorkerStats, cluster_steps_per_sec, ema
 from core.telemetry.series import Series
+from core.telemetry.spread import BinnedWorkers, slowest
+from gui.panels.spread import SpreadPlot, StepTimeHeatmap, refresh_from
 
 MAX_POINTS = 8192  # per curve handed to pyqtgraph, whose NumPy peak downsampling then fits them to the pixels
 SERIES_CAPACITY = 4096
 REFRESH_HZ = 5.0  # curves are recomputed at most this often; the table keeps the frame rate
 MAX_TAGS = 64  # TensorBoard tags offered for plotting; more are a histogram dump, not a curve to read
 LOSS = "loss"
+SPREAD_FROM = 8
+SLOWEST_SHOWN = 3
 
 
 def role_colour(index: int) -> QtGui.QColor:
@@ -47,6 +57,10 @@ class TrainingPanel(QtWidgets.QWidget):
         self._dirty = False
         self._last_refresh = 0.0
         self._drawn: dict[tuple[str, str], tuple[object, ...]] = {}
+        self.spread_from = SPREAD_FROM
+        self.loss_bins = BinnedWorkers(origin=0.0)
+        self.time_bins = BinnedWorkers(origin=0.0)
+        self._spread_drawn: tuple[object, ...] | None = None
         self._build()
 
     def _build(self) -> None:
@@ -90,13 +104,31 @@ class TrainingPanel(QtWidgets.QWidget):
         plots.addWidget(self.loss_plot)
         plots.addWidget(self.time_plot)
         plots.setSizes([600, 300])
+        # The cluster's spread, past spread_from workers.
+        self.spread_loss = SpreadPlot("Loss by step: the workers' spread", "loss")
+        self.spread_time = SpreadPlot("Step time by step: the workers' spread", "step time (ms)")
+        self.spread_time.plot.setXLink(self.spread_loss.plot)
+        self.heatmap = StepTimeHeatmap()
+        spread = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
+        for widget in (self.spread_loss, self.spread_time, self.heatmap):
+            spread.addWidget(widget)
+        spread.setSizes([350, 250, 300])
+        self.views = QtWidgets.QStackedWidget()
+        self.views.addWidget(plots)
+        self.views.addWidget(spread)
+        self.every_worker = QtWidgets.QCheckBox("Every worker (a line each)")
+        self.every_worker.setToolTip(
+            f"Past {SPREAD_FROM} workers the plots show the spread; tick to draw a line per worker"
+        )
+        self.every_worker.toggled.connect(lambda _on: self._mark_dirty())
+        side.addWidget(self.every_worker)
 
         layout = QtWidgets.QHBoxLayout(self)
         side_box = QtWidgets.QWidget()
         side_box.setLayout(side)
         side_box.setMaximumWidth(240)
         layout.addWidget(side_box)
-        layout.addWidget(plots, 1)
+        layout.addWidget(self.views, 1)
 
     @staticmethod
     def _plot(title: str, y_label: str) -> pg.PlotWidget:
@@ -128,6 +160,9 @@ class TrainingPanel(QtWidgets.QWidget):
         self._drawn.clear()
         self.workers.clear()
         self.rate_label.setText("cluster: no steps yet")
+        self.loss_bins = BinnedWorkers(origin=0.0)
+        self.time_bins = BinnedWorkers(origin=0.0)
+        self._spread_drawn = None
 
     def add_samples(self, role: str, samples: list[dict[str, object]]) -> None:
         """Take a ``metrics`` event's samples for ``role``."""
@@ -142,8 +177,10 @@ class TrainingPanel(QtWidgets.QWidget):
                 continue
             if sample.loss is not None and math.isfinite(sample.loss):
                 self._series(self.loss, role).append(float(sample.step), sample.loss)
+                self.loss_bins.add(role, float(sample.step), sample.loss)
             if stats.step_time_s is not None:
                 self._series(self.step_time, role).append(float(sample.step), stats.step_time_s * 1000.0)
+                self.time_bins.add(role, float(sample.step), stats.step_time_s * 1000.0)
             self._dirty = True
 
     def add_scalars(self, role: str, points: list[dict[str, object]]) -> None:
@@ -196,14 +233,23 @@ class TrainingPanel(QtWidgets.QWidget):
         return series
 
     def _ensure_worker(self, role: str) -> None:
-        if self.workers.findItems(role, QtCore.Qt.MatchFlag.MatchStartsWith):
+        names = [str(self.workers.item(i).data(QtCore.Qt.ItemDataRole.UserRole)) for i in range(self.workers.count())]
+        if role in names:  # by the exact name: "worker:1" is not "worker:10"
             return
         item = QtWidgets.QListWidgetItem(role)
         item.setData(QtCore.Qt.ItemDataRole.UserRole, role)
         item.setFlags(item.flags() | QtCore.Qt.ItemFlag.ItemIsUserCheckable)
-        item.setCheckState(QtCore.Qt.CheckState.Checked)
-        self.workers.addItem(item)
-        self.workers.sortItems()
+        # Past spread_from workers a tick means "draw it over the spread": none is ticked at first.
+        many = len(names) + 1 > self.spread_from
+        item.setCheckState(QtCore.Qt.CheckState.Unchecked if many else QtCore.Qt.CheckState.Checked)
+        if many and len(names) == self.spread_from:
+            self.workers.blockSignals(True)
+            for i in range(self.workers.count()):
+                self.workers.item(i).setCheckState(QtCore.Qt.CheckState.Unchecked)
+            self.workers.blockSignals(False)
+        key = natural_key(role)  # worker:2 before worker:10
+        row = next((i for i, name in enumerate(names) if natural_key(name) > key), len(names))
+        self.workers.insertItem(row, item)
 
     def _mark_dirty(self) -> None:
         self._dirty = True
@@ -229,6 +275,10 @@ class TrainingPanel(QtWidgets.QWidget):
     def smoothing_weight(self) -> float:
         return self.smoothing.value() / 100.0
 
+    @property
+    def spread_mode(self) -> bool:
+        return self.workers.count() > self.spread_from and not self.every_worker.isChecked()
+
     def refresh(self, force: bool = False) -> None:
         """Redraw what changed, at most ``REFRESH_HZ`` times a second unless ``force``."""
         now = time.monotonic()
@@ -236,10 +286,17 @@ class TrainingPanel(QtWidgets.QWidget):
             return
         self._dirty = False
         self._last_refresh = now
+        self.views.setCurrentIndex(1 if self.spread_mode else 0)
+        if self.spread_mode:
+            self._refresh_spread()
+            self._refresh_rate()
+            return
         visible = set(self.visible_roles())
         weight = self.smoothing_weight()
         log = self.log_scale.isChecked()
-        roles = sorted(set(self.loss) | set(self.step_time) | {r for by in self.scalars.values() for r in by})
+        roles = sorted(
+            set(self.loss) | set(self.step_time) | {r for by in self.scalars.values() for r in by}, key=natural_key
+        )
         for i, role in enumerate(roles):
             colour = role_colour(i)
             straggler = role in self.stragglers
@@ -274,6 +331,27 @@ class TrainingPanel(QtWidgets.QWidget):
                     x, y = _xy(times)
                     time_curve.setData(x, y, connect="finite")
                     time_curve.setPen(pg.mkPen(colour, width=3 if straggler else 1.5, style=_dash(straggler)))
+        self._refresh_rate()
+
+    def _refresh_spread(self) -> None:
+        """The workers' spread, the slowest and the ticked ones on top, the heat map."""
+        times = {r: (s.step_time_s * 1000.0 if s.step_time_s is not None else None) for r, s in self.stats.items()}
+        top = slowest(times, k=SLOWEST_SHOWN)
+        picked = [r for r in self.visible_roles() if r not in top]
+        key = (self.loss_bins.version, self.time_bins.version, tuple(top), tuple(picked))
+        if key == self._spread_drawn:
+            return
+        self._spread_drawn = key
+        columns = max(100, self.spread_time.plot.width())
+        notes = {r: f"{times[r]:.0f} ms" for r in top if times.get(r) is not None}
+        for r in picked:
+            notes[r] = "(ticked)"
+        refresh_from(self.loss_bins, self.spread_loss, None, columns, highlight={r: notes[r] for r in [*top, *picked]})
+        refresh_from(
+            self.time_bins, self.spread_time, self.heatmap, columns, highlight={r: notes[r] for r in [*top, *picked]}
+        )
+
+    def _refresh_rate(self) -> None:
         rate = cluster_steps_per_sec(self.stats)
         if rate is None:
             self.rate_label.setText("cluster: no steps yet")

@@ -1,0 +1,64 @@
+"""The Training tab past a handful of workers: the spread instead of 32 lines, the slowest named
+and drawn on top, workers in natural order, and a line each on demand."""
+
+from __future__ import annotations
+
+
+def feed(panel, workers: int, steps: int, slow: str) -> None:
+    for w in range(workers):
+        role = f"worker:{w}"
+        step_s = 0.2 if role == slow else 0.1
+        samples = [
+            {
+                "t": 1000.0 + s * step_s,
+                "step": s,
+                "loss": 2.0 / (1 + s / 50) + 0.01 * w,
+                "step_time_s": None,
+                "steps_per_sec": None,
+                "extra": {},
+                "source": "classic",
+            }
+            for s in range(steps)
+        ]
+        panel.add_samples(role, samples)
+
+
+def test_32_workers_show_the_spread_and_the_straggler_on_top(qtbot):
+    from gui.panels.training import TrainingPanel
+
+    panel = TrainingPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1300, 900)
+    panel.show()
+    # worker:10 arrives before worker:1: each still gets its own row, in natural order.
+    for w in (10, 1, 2, *range(3, 10), 0, *range(11, 32)):
+        panel._ensure_worker(f"worker:{w}")
+    names = [panel.workers.item(i).text() for i in range(panel.workers.count())]
+    assert names == [f"worker:{w}" for w in range(32)]
+    feed(panel, 32, 200, slow="worker:13")
+    panel.refresh(force=True)
+    assert panel.spread_mode and panel.views.currentIndex() == 1
+    assert panel.visible_roles() == []  # past 8 workers nothing is ticked by default
+    xs, _ys = panel.spread_loss.median.getData()
+    assert len(xs) > 50
+    assert list(panel.spread_time.highlights) == ["worker:13"]  # the straggler, named in the key
+    assert "worker:13 200 ms" in panel.spread_time.key_text()
+    assert panel.heatmap.rows[13] == "worker:13" and panel.heatmap.image.image[13, -1] > 1.5
+    # A ticked worker is drawn on top too.
+    panel.workers.item(5).setCheckState(__import__("PySide6.QtCore").QtCore.Qt.CheckState.Checked)
+    panel.refresh(force=True)
+    assert set(panel.spread_time.highlights) == {"worker:13", "worker:5"}
+    # Every worker: back to a line each.
+    panel.every_worker.setChecked(True)
+    panel.refresh(force=True)
+    assert not panel.spread_mode and panel.views.currentIndex() == 0
+
+
+def test_a_few_workers_keep_a_line_each(qtbot):
+    from gui.panels.training import TrainingPanel
+
+    panel = TrainingPanel()
+    qtbot.addWidget(panel)
+    feed(panel, 3, 50, slow="worker:1")
+    panel.refresh(force=True)
+    assert not panel.spread_mode and sorted(panel.visible_roles()) == ["worker:0", "worker:1", "worker:2"]
