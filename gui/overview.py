@@ -155,11 +155,13 @@ class ClusterOverview(QtWidgets.QWidget):
         return _Layout(tuple(boxes), tuple(cells), QtCore.QSize(cell_w, cell_h), total)
 
     def _ensure_layout(self) -> _Layout:
-        if self._layout is None:
-            self._layout = self._compute_layout(self.width(), self.height())
-            if self._layout.height > self.height():
-                self.setMinimumHeight(self._layout.height)
-        return self._layout
+        layout = self._layout
+        if layout is None:
+            layout = self._layout = self._compute_layout(self.width(), self.height())
+            if layout.height > self.height():
+                # May resize us at once (resizeEvent drops the cached layout): use this one now.
+                self.setMinimumHeight(layout.height)
+        return layout
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:
         self._layout = None

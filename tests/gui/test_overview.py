@@ -136,3 +136,24 @@ def qtbot_left():
     from PySide6 import QtCore
 
     return QtCore.Qt.MouseButton.LeftButton
+
+
+def test_overview_too_small_for_its_tiles_grows_in_its_scroll_area(qtbot):
+    """A window too short for 64 workers: the overview asks for the height it needs (its scroll
+    area scrolls) and paints without error; asking resizes it during the paint."""
+    from PySide6 import QtWidgets
+
+    from gui.overview import ClusterOverview
+
+    view = ClusterOverview()
+    scroll = QtWidgets.QScrollArea()
+    scroll.setWidgetResizable(True)
+    scroll.setWidget(view)
+    qtbot.addWidget(scroll)
+    scroll.resize(500, 120)
+    scroll.show()
+    view.set_roles(big_cluster(64, 8))
+    qtbot.waitUntil(lambda: view.repaints > 0)
+    assert view.minimumHeight() > 120
+    rects = [view.cell_rect(f"worker:{i}") for i in range(64)]
+    assert all(r is not None and r.width() >= 40 for r in rects)
