@@ -79,15 +79,26 @@ class LocalTransport:
         """A child agent cannot outlive this process's pipe: leaving is closing (per on_disconnect)."""
         self.close(timeout_s)
 
+    def argv(self) -> list[str]:
+        """The command line that starts the agent (the shipped zipapp, run by this python)."""
+        return [sys.executable, "-u", str(artifact_file()), "--on-disconnect", self._on_disconnect]
+
+    def env(self) -> dict[str, str] | None:
+        """The agent's environment; None: this process's."""
+        return None
+
     def start(self) -> None:
         log: IO[bytes] = open(self._log_path, "ab")  # noqa: SIM115 - the child holds it
         try:
+            # Own session: a Ctrl-C in the terminal must reach TowerDeck (which stops the roles in
+            # order), not the agent (or srun, which would cancel its step first).
             self._proc = subprocess.Popen(
-                [sys.executable, "-u", str(artifact_file()), "--on-disconnect", self._on_disconnect],
+                self.argv(),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
                 start_new_session=True,
+                env=self.env(),
             )
         finally:
             log.close()
@@ -131,7 +142,12 @@ class LocalTransport:
         try:
             self._proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+            self._on_close_timeout(timeout_s)
         if self._reader is not None:
             self._reader.join(timeout_s)
+
+    def _on_close_timeout(self, timeout_s: float) -> None:
+        """The agent did not end within ``timeout_s`` of its stdin closing: kill it."""
+        assert self._proc is not None
+        self._proc.kill()
+        self._proc.wait()

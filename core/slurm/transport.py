@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import IO
 
 from core.agent import artifact_file
 from core.slurm.client import SlurmClient, step_argv
@@ -69,26 +67,8 @@ class SlurmTransport(LocalTransport):
         argv.insert(1, f"--job-name={step_name_for(self.host)}")
         return self._client.argv(argv)
 
-    def start(self) -> None:
-        log: IO[bytes] = open(self._log_path, "ab")  # noqa: SIM115 - the child holds it
-        try:
-            # Own session: a Ctrl-C in the terminal must reach TowerDeck, not srun (which would
-            # cancel the step before the roles are stopped in order).
-            self._proc = subprocess.Popen(
-                self.argv(),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                start_new_session=True,
-                env=self._client.env,
-            )
-        finally:
-            log.close()
-        self._start_reader()
-
-    def _start_reader(self) -> None:
-        self._reader = threading.Thread(target=self._read, name=f"slurm-agent-reader-{self.host}", daemon=True)
-        self._reader.start()
+    def env(self) -> dict[str, str] | None:
+        return self._client.env
 
     def find_step(self, timeout_s: float = 10.0, poll_s: float = 0.1) -> str | None:
         """The agent's step id (``J.S``) from squeue, once Slurm lists it; None if it never does."""
@@ -105,27 +85,15 @@ class SlurmTransport(LocalTransport):
                 return None
             time.sleep(poll_s)
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Close the agent's stdin (it stops its roles, per its on-disconnect) and wait; past
-        ``timeout_s`` cancel the step itself, then wait for srun."""
-        if self._proc is None:
-            return
-        with self._lock:
-            try:
-                if self._proc.stdin:
-                    self._proc.stdin.close()
-            except OSError:
-                pass
+    def _on_close_timeout(self, timeout_s: float) -> None:
+        """The agent did not end: cancel its step (a killed srun leaves the step running), then
+        kill srun if it still waits."""
+        assert self._proc is not None
+        step = self.step_id or self.find_step(timeout_s=1.0)
+        if step is not None:
+            self._client.cancel_step(step, graceful=False)
         try:
             self._proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
-            step = self.step_id or self.find_step(timeout_s=1.0)
-            if step is not None:
-                self._client.cancel_step(step, graceful=False)
-            try:
-                self._proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        if self._reader is not None:
-            self._reader.join(timeout_s)
+            self._proc.kill()
+            self._proc.wait()
