@@ -44,7 +44,7 @@ MIN_BOX_W = 240
 @dataclass(frozen=True)
 class _Layout:
     boxes: tuple[QtCore.QRect, ...]
-    cells: tuple[tuple[QtCore.QRect, RoleCell], ...]
+    cells: tuple[tuple[QtCore.QRect, str], ...]  # role names: the cells are read from the model at paint
     cell_size: QtCore.QSize
     height: int
 
@@ -103,14 +103,15 @@ class ClusterOverview(QtWidgets.QWidget):
         return " · ".join(parts) if parts else "no roles"
 
     def cell_rect(self, role: str) -> QtCore.QRect | None:
-        return next((rect for rect, cell in self._ensure_layout().cells if cell.role == role), None)
+        return next((rect for rect, name in self._ensure_layout().cells if name == role), None)
 
     def host_rect(self, host: str) -> QtCore.QRect | None:
         layout = self._ensure_layout()
         return next((rect for rect, box in zip(layout.boxes, self._model.hosts, strict=True) if box.host == host), None)
 
     def role_at(self, pos: QtCore.QPoint) -> RoleCell | None:
-        return next((cell for rect, cell in self._ensure_layout().cells if rect.contains(pos)), None)
+        name = next((name for rect, name in self._ensure_layout().cells if rect.contains(pos)), None)
+        return None if name is None else self._model.cell(name)
 
     # -- layout -------------------------------------------------------------------------------
     def _compute_layout(self, width: int, height: int) -> _Layout:
@@ -150,7 +151,7 @@ class ClusterOverview(QtWidgets.QWidget):
                 for k, cell in enumerate(hosts[i].cells):
                     cx = x + PAD + (k % per_row) * (cell_w + CELL_GAP)
                     cy = y + PAD + HEADER_H + (k // per_row) * (cell_h + CELL_GAP)
-                    cells.append((QtCore.QRect(cx, cy, cell_w, cell_h), cell))
+                    cells.append((QtCore.QRect(cx, cy, cell_w, cell_h), cell.role))
             y += row_h + GAP
         return _Layout(tuple(boxes), tuple(cells), QtCore.QSize(cell_w, cell_h), total)
 
@@ -194,8 +195,13 @@ class ClusterOverview(QtWidgets.QWidget):
                 QtCore.Qt.AlignmentFlag.AlignVCenter | QtCore.Qt.AlignmentFlag.AlignLeft,
                 painter.fontMetrics().elidedText(text, QtCore.Qt.TextElideMode.ElideRight, header.width()),
             )
-        for rect, cell in layout.cells:
-            self._paint_cell(painter, rect, cell, layout.cell_size)
+        # The layout is kept while the hosts and their role counts stay; what each tile shows
+        # (state, rate, GPU use) is always the current model's.
+        current = {cell.role: cell for host in self._model.hosts for cell in host.cells}
+        for rect, name in layout.cells:
+            cell = current.get(name)
+            if cell is not None:
+                self._paint_cell(painter, rect, cell, layout.cell_size)
         painter.end()
 
     def _paint_legend(self, painter: QtGui.QPainter, palette: QtGui.QPalette) -> None:

@@ -157,3 +157,28 @@ def test_overview_too_small_for_its_tiles_grows_in_its_scroll_area(qtbot):
     assert view.minimumHeight() > 120
     rects = [view.cell_rect(f"worker:{i}") for i in range(64)]
     assert all(r is not None and r.width() >= 40 for r in rects)
+
+
+def test_tiles_paint_the_current_state_after_a_launch(qtbot):
+    """The layout is cached while the roles stay the same; the colours must still follow the
+    states (pending before a launch, running after it)."""
+    from PySide6 import QtGui
+
+    from core.overview import PlannedRole
+    from gui.overview import CATEGORY_COLOURS, ClusterOverview
+
+    view = ClusterOverview()
+    qtbot.addWidget(view)
+    view.resize(900, 300)
+    view.show()
+
+    def colour_of(role: str) -> str:
+        rect = view.cell_rect(role)
+        assert rect is not None
+        image = view.grab().toImage()
+        return QtGui.QColor(image.pixelColor(rect.x() + 4, rect.y() + rect.height() // 2)).name()
+
+    view.set_roles([PlannedRole(r, r.partition(":")[0], "127.0.0.1") for r in ("ps:0", "worker:0", "worker:1")])
+    assert colour_of("worker:0") == CATEGORY_COLOURS["pending"]
+    view.set_roles([status("ps:0", "127.0.0.1"), status("worker:0", "127.0.0.1"), status("worker:1", "127.0.0.1")])
+    assert colour_of("worker:0") == CATEGORY_COLOURS["running"]
