@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 ERROR = "error"
 WARNING = "warning"
@@ -45,3 +46,15 @@ class SpecError(Exception):
 
 def errors(problems: list[Problem]) -> list[Problem]:
     return [p for p in problems if p.severity == ERROR]
+
+
+def kind(value: Any) -> str:
+    """What a TOML value is, in the words a problem uses ("a list", "true/false")."""
+    return {
+        bool: "true/false",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a table",
+    }.get(type(value), type(value).__name__)

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from core.problems import kind
+
 SLURM_KEYS = {
     "partition": "the Slurm partition to allocate in (default: the cluster's default partition)",
     "time": 'the allocation\'s time limit, e.g. "90", "4:00:00" or "2-00:00:00"',
@@ -60,20 +62,9 @@ class SlurmConfig:
 
 def _string(value: Any, path: tuple[str | int, ...], add: AddProblem, example: str) -> str | None:
     if not isinstance(value, str):
-        add(path, f"must be a string, not {_kind(value)}", f"write it in quotes, e.g. {path[-1]} = {example}")
+        add(path, f"must be a string, not {kind(value)}", f"write it in quotes, e.g. {path[-1]} = {example}")
         return None
     return value
-
-
-def _kind(value: Any) -> str:
-    return {
-        bool: "true/false",
-        int: "a number",
-        float: "a number",
-        str: "a string",
-        list: "a list",
-        dict: "a table",
-    }.get(type(value), type(value).__name__)
 
 
 def _reserved(arg: str) -> str | None:
@@ -91,7 +82,7 @@ def parse_slurm(value: Any, add: AddProblem, path: tuple[str | int, ...] = ("slu
     Returns the config, or None when the table is not a table at all.
     """
     if not isinstance(value, dict):
-        add(path, f"must be a table, not {_kind(value)}", '[slurm] then partition = "gpu", time = "4:00:00"')
+        add(path, f"must be a table, not {kind(value)}", '[slurm] then partition = "gpu", time = "4:00:00"')
         return None
     for key in value:
         if key not in SLURM_KEYS:
@@ -152,7 +143,7 @@ def parse_slurm(value: Any, add: AddProblem, path: tuple[str | int, ...] = ("slu
 def _parse_extra_args(raw: Any, path: tuple[str | int, ...], add: AddProblem) -> tuple[str, ...]:
     example = 'extra_args = ["--gres=gpu:4", "--qos", "high"]'
     if not isinstance(raw, list) or not all(isinstance(a, str) for a in raw):
-        add(path, f"must be a list of strings, not {_kind(raw)}", f"one sbatch argument per string: {example}")
+        add(path, f"must be a list of strings, not {kind(raw)}", f"one sbatch argument per string: {example}")
         return ()
     ok = True
     for i, arg in enumerate(raw):

@@ -10,7 +10,7 @@ import difflib
 import re
 from typing import Any
 
-from core.problems import ERROR, Problem
+from core.problems import ERROR, Problem, kind
 from core.spec.locate import locate, path_text
 from core.spec.model import split_command
 
@@ -123,15 +123,3 @@ class Reader:
             self.add(path, "lists a GPU twice", "list each GPU once")
             return None
         return tuple(value)
-
-
-def kind(value: Any) -> str:
-    """What a TOML value is, in the words a problem uses ("a list", "true/false")."""
-    return {
-        bool: "true/false",
-        int: "a number",
-        float: "a number",
-        str: "a string",
-        list: "a list",
-        dict: "a table",
-    }.get(type(value), type(value).__name__)
