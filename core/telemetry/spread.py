@@ -73,6 +73,9 @@ class BinnedWorkers:
         self._counts = np.zeros((4, bins), dtype=np.int64)
         self._used = 0  # columns that ever held a point
         self.version = 0
+        # One frame asks for the spread, the heat map and a row per highlighted worker at the same
+        # width: the means matrix is built once per (version, width), not once per question.
+        self._means_cache: tuple[tuple[int, int | None], tuple[list[str], FloatArray, FloatArray] | None] | None = None
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -139,6 +142,16 @@ class BinnedWorkers:
         self.version += 1
 
     def _means(self, max_columns: int | None) -> tuple[list[str], FloatArray, FloatArray] | None:
+        """Worker names (natural order), bin edges and the workers x bins means (NaN: no point);
+        read-only, shared by every caller until the next point arrives."""
+        key = (self.version, max_columns)
+        if self._means_cache is not None and self._means_cache[0] == key:
+            return self._means_cache[1]
+        made = self._compute_means(max_columns)
+        self._means_cache = (key, made)
+        return made
+
+    def _compute_means(self, max_columns: int | None) -> tuple[list[str], FloatArray, FloatArray] | None:
         if not self._rows or self._used == 0 or self.origin is None:
             return None
         names = sorted(self._rows, key=natural_key)
