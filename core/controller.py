@@ -46,7 +46,6 @@ from core.states import (
     exit_text,
 )
 from core.status import cluster_status
-from core.stuck_options import chief_success
 from core.supervised import SupervisedRole
 from core.telemetry.live import sample_dict
 from core.transport import EventSink, LocalTransport, Transport
@@ -101,6 +100,7 @@ class Controller(UserCommands, TelemetryIntake, HostConnections):
             t.role_id: SupervisedRole(t, t.host, run.path, spec.metric_patterns) for t in spec.tasks()
         }
         self._completion = set(spec.completion_jobs())
+        self._success_policy = spec.stuck.success_policy
         self._transports: dict[str, Transport] = {}
         self._queue: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
         self._subscribers: list[Callable[[Event], None]] = []
@@ -509,20 +509,12 @@ class Controller(UserCommands, TelemetryIntake, HostConnections):
 
     def _evaluate(self) -> None:
         """Decide what the cluster does after a role changed state (see :func:`core.policy.evaluate`)."""
-        decision = policy.evaluate(self._phase, self._role_facts(), self._completion)
-        if (
-            self._phase == ClusterPhase.RUNNING
-            and (decision is None or decision.phase != ClusterPhase.FAILING)
-            and (chief := chief_success(self.spec.stuck, {n: str(r.state) for n, r in self._roles.items()}))
-        ):
-            # success_policy = "chief" (issue 13): the chief's success ends the run, as in TFJob.
-            reason = f'training finished: {chief} succeeded (success_policy = "chief")'
-            decision = policy.PhaseDecision(ClusterPhase.COMPLETING, "succeeded", reason, True)
+        decision = policy.evaluate(self._phase, self._role_facts(), self._completion, self._success_policy)
         if decision is not None and decision.phase != ClusterPhase.DONE:
             self._set_phase(decision.phase, decision.result, decision.reason)
             if decision.stop_rest:
                 self._stop_rest()
-            decision = policy.evaluate(self._phase, self._role_facts(), self._completion)
+            decision = policy.evaluate(self._phase, self._role_facts(), self._completion, self._success_policy)
         if decision is not None and decision.phase == ClusterPhase.DONE and self._phase != ClusterPhase.DONE:
             self._set_phase(ClusterPhase.DONE)
             self._done.set()

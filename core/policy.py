@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from core.spec import RestartPolicy
 from core.states import TERMINAL, ClusterPhase, RoleState, exit_text
+from core.stuck_options import StuckOptions, chief_success
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ def evaluate(
     phase: ClusterPhase,
     roles: Iterable[tuple[str, str, RoleState, str]],
     completion_jobs: frozenset[str] | set[str],
+    success_policy: str = "all",
 ) -> PhaseDecision | None:
     """What the cluster does after a role changed state; None: nothing changes.
 
@@ -83,6 +85,11 @@ def evaluate(
         completion = [r for r in roles if r[1] in completion_jobs]
         if failed:
             return PhaseDecision(ClusterPhase.FAILING, "failed", f"{failed[0][0]} failed: {failed[0][3]}", True)
+        # success_policy = "chief" (issue 13): the chief's success ends the run, as in TFJob.
+        chief = chief_success(StuckOptions(success_policy=success_policy), {r[0]: str(r[2]) for r in roles})
+        if chief is not None:
+            reason = f'training finished: {chief} succeeded (success_policy = "chief")'
+            return PhaseDecision(ClusterPhase.COMPLETING, "succeeded", reason, True)
         if completion and all(r[2] in TERMINAL for r in completion):
             jobs = sorted(completion_jobs)
             if any(r[2] == RoleState.SUCCEEDED for r in completion):

@@ -63,3 +63,14 @@ def test_completion_and_failure_of_the_cluster() -> None:
     assert evaluate(ClusterPhase.COMPLETING, roles(("ps:0", RoleState.STOPPING)), {"worker"}) is None
     over = evaluate(ClusterPhase.COMPLETING, roles(("ps:0", RoleState.STOPPED)), {"worker"})
     assert over is not None and over.phase == ClusterPhase.DONE
+
+
+def test_success_policy_chief_ends_the_run_when_the_chief_succeeds() -> None:
+    roles = [("ps:0", "ps", RoleState.RUNNING, ""), ("worker:0", "worker", RoleState.SUCCEEDED, "exit code 0")]
+    roles.append(("worker:1", "worker", RoleState.RUNNING, ""))
+    assert evaluate(ClusterPhase.RUNNING, roles, {"worker"}) is None  # default: every worker must end
+    decision = evaluate(ClusterPhase.RUNNING, roles, {"worker"}, success_policy="chief")
+    assert decision is not None and decision.phase == ClusterPhase.COMPLETING and decision.stop_rest
+    assert decision.result == "succeeded" and "worker:0 succeeded" in decision.reason
+    failed = [*roles[:2], ("worker:1", "worker", RoleState.FAILED, "exit code 1")]
+    assert evaluate(ClusterPhase.RUNNING, failed, {"worker"}, success_policy="chief").phase == ClusterPhase.FAILING
