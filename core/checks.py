@@ -88,7 +88,8 @@ def check_local(spec: ClusterSpec, text: str = "", check_ports: bool = True) -> 
         )
         return problems
     checked: set[tuple[str, ...]] = set()
-    for task in spec.tasks():
+    # Counted tasks (tasks = N, on Slurm) have no host yet: their nodes are checked when placed.
+    for task in spec.explicit_tasks():
         if spec.host_config(task.host).remote:
             continue  # checked on its machine by the pre-flight (core.preflight), over SSH
         argv = spec.command_for(task)

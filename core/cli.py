@@ -186,7 +186,7 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if failed:
             print(f"{args.file}: {len(failed)} of {len(results)} hosts cannot launch", file=err)
             return EXIT_USAGE
-    jobs = ", ".join(f"{len(j.tasks)} {name}" for name, j in spec.jobs.items())
+    jobs = ", ".join(f"{j.size} {name}" for name, j in spec.jobs.items())  # size: counted jobs too
     print(
         f"{args.file}: OK - {spec.name}: {jobs}; strategy {spec.strategy}, launch style {spec.launch_style}", file=out
     )

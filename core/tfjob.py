@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 from core.problems import ERROR, WARNING, Problem
-from core.spec import ClusterSpec, Job
+from core.spec import ClusterSpec, Job, Task
 
 API_VERSION = "kubeflow.org/v1"
 KIND = "TFJob"
@@ -58,7 +58,16 @@ def _escape(text: str) -> str:
     return _VAR_REF.sub("$$(", text)
 
 
+def _first(job: Job) -> Task:
+    """Task 0, which every pod of the job is made like; a counted job's from its job-wide settings."""
+    if job.counted:  # tasks = N on Slurm: no host yet, and a pod needs none
+        return Task(job.name, 0, "", 0, job.gpus, job.command, dict(job.env))
+    return job.tasks[0]
+
+
 def _same_for_every_task(job: Job, problems: list[Problem]) -> bool:
+    if job.counted:
+        return True  # one set of job-wide settings for every task
     first = job.tasks[0]
     ok = True
     for task in job.tasks[1:]:
@@ -80,7 +89,7 @@ def _same_for_every_task(job: Job, problems: list[Problem]) -> bool:
 
 
 def _args(spec: ClusterSpec, job: Job, name: str) -> list[str]:
-    task = job.tasks[0]
+    task = _first(job)
     index = f"$({TASK_INDEX_VAR})"
     values = {
         "{job_name}": job.name,
@@ -100,14 +109,14 @@ def _args(spec: ClusterSpec, job: Job, name: str) -> list[str]:
     if spec.launch_style in ("flags", "both"):
         for other in ("ps", "chief", "worker"):
             if other in spec.jobs:
-                hosts = ",".join(_service(name, other, t.index) for t in spec.jobs[other].tasks)
+                hosts = ",".join(_service(name, other, i) for i in range(spec.jobs[other].size))
                 argv.append(f"--{other}_hosts={hosts}")
         argv += [f"--job_name={job.name}", f"--task_index={index}"]
     return argv
 
 
 def _container(spec: ClusterSpec, job: Job, name: str, image: str, workdir: str | None) -> dict[str, Any]:
-    task = job.tasks[0]
+    task = _first(job)
     env: list[dict[str, Any]] = [
         {"name": TASK_INDEX_VAR, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{REPLICA_INDEX_LABEL}']"}}},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
@@ -154,7 +163,7 @@ def to_tfjob(
         )
     if namespace is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", namespace):
         problems.append(Problem("--namespace", f"{namespace!r} is not a namespace name", "e.g. --namespace ml-team"))
-    if "chief" in spec.jobs and len(spec.jobs["chief"].tasks) != 1:
+    if "chief" in spec.jobs and spec.jobs["chief"].size != 1:
         problems.append(Problem("jobs.chief.tasks", "a TFJob has exactly one chief", "keep one task in [jobs.chief]"))
     uniform = [_same_for_every_task(job, problems) for job in spec.jobs.values()]
     if any(p.severity == ERROR for p in problems) or not all(uniform):
@@ -168,7 +177,7 @@ def to_tfjob(
         if job.restart.policy != "Never":
             backoff = max(backoff, job.restart.max_restarts)
         replica_specs[REPLICA_TYPES[job_key]] = {
-            "replicas": len(job.tasks),
+            "replicas": job.size,  # a counted job's count (tasks = N)
             "restartPolicy": job.restart.policy,
             "template": {
                 "metadata": {"labels": {"app.kubernetes.io/managed-by": "towerdeck"}},

@@ -222,7 +222,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.statusBar().showMessage(f"run directory: {run.path}")
         settings.remember_run(run.path)
         self._refresh_table()
-        workers = [t.role_id for t in self.spec.tasks() if t.job in ("chief", "worker")]
+        workers = [r for r in self.spec.role_ids() if r.split(":")[0] in ("chief", "worker")]
         if workers and not self.selected_roles():
             self.select_role(workers[0])
 
@@ -414,7 +414,8 @@ class MainWindow(QtWidgets.QMainWindow):
     def _refresh_table(self) -> None:
         if self.source is None:
             self.phase_label.setText("not launched")
-            tasks = self.spec.tasks() if self.spec else []
+            # explicit_tasks: a counted job (tasks = N on Slurm) has no host before its launch
+            tasks = self.spec.explicit_tasks() if self.spec else []
             self.roles.show_tasks(tasks)
             self.overview.set_roles([PlannedRole(t.role_id, t.job, t.host) for t in tasks])
             self._update_actions(None)

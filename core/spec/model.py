@@ -147,11 +147,40 @@ class Task:
 
 @dataclass(frozen=True)
 class Job:
-    """One job (ps, chief, worker, evaluator): its tasks, in index order, and restart policy."""
+    """One job (ps, chief, worker, evaluator): its tasks, in index order, and restart policy.
+
+    A *counted* job (``tasks = 2``, only with ``[slurm]``) has ``count`` set and no tasks yet:
+    its hosts come from the Slurm allocation and its ports are chosen on the nodes, by
+    :func:`core.slurm.counts.place_counted`, which returns a spec with explicit tasks. Until then
+    ``gpus``/``command``/``env`` hold the job-wide settings each of its tasks will get. Use
+    :attr:`size` for how many tasks a job has, never ``len(tasks)``.
+    """
 
     name: str
     tasks: tuple[Task, ...]
     restart: RestartPolicy = RestartPolicy()
+    count: int | None = None
+    gpus: tuple[int, ...] | None = None
+    command: tuple[str, ...] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        """How many tasks the job has: its count, else its explicit tasks."""
+        return self.count if self.count is not None else len(self.tasks)
+
+    @property
+    def counted(self) -> bool:
+        """True while the job's tasks are a count still to be placed on a Slurm allocation."""
+        return self.count is not None
+
+    def role_ids(self) -> list[str]:
+        """The job's roles, known from the count even before hosts are."""
+        return [role_id(self.name, i) for i in range(self.size)]
+
+
+class UnplacedTasksError(ValueError):
+    """A counted job's tasks were asked for before they were placed on the Slurm allocation."""
 
 
 @dataclass(frozen=True)
@@ -190,21 +219,45 @@ class ClusterSpec:
             return self.hosts[host]
         return HostConfig(host) if is_local(host) else HostConfig(host, ssh=host)
 
+    def counted_jobs(self) -> list[str]:
+        """The jobs whose ``tasks`` is a count not placed yet (launch order); empty when none."""
+        return [name for name in JOB_ORDER if name in self.jobs and self.jobs[name].counted]
+
+    def has_counted(self) -> bool:
+        """True when some job's tasks are a count that needs a Slurm allocation to get hosts."""
+        return bool(self.counted_jobs())
+
     def tasks(self) -> list[Task]:
-        """Every task, in launch order (ps, chief, worker, evaluator)."""
+        """Every task, in launch order (ps, chief, worker, evaluator).
+
+        Raises :class:`UnplacedTasksError` while a job is counted: a task has a host and a port,
+        and a counted job has neither until :func:`core.slurm.counts.place_counted` chose them.
+        """
+        if self.has_counted():
+            counted = ", ".join(f"jobs.{name}.tasks" for name in self.counted_jobs())
+            raise UnplacedTasksError(
+                f"{counted} is a count of tasks: their hosts and ports come from the Slurm allocation; "
+                "place them first (core.slurm.counts.place_counted)"
+            )
+        return self.explicit_tasks()
+
+    def explicit_tasks(self) -> list[Task]:
+        """The tasks that have a host and port already (all of them unless a job is counted)."""
         return [t for name in JOB_ORDER if name in self.jobs for t in self.jobs[name].tasks]
 
     def task(self, role: str) -> Task:
         """The task of ``role`` (any spelling :func:`parse_role_id` takes); KeyError naming the roles."""
         job, index = parse_role_id(role)
+        if job in self.jobs and self.jobs[job].counted and 0 <= index < self.jobs[job].size:
+            raise UnplacedTasksError(f"{role} is one of jobs.{job}.tasks = {self.jobs[job].count}: it has no host yet")
         try:
             return self.jobs[job].tasks[index]
         except (KeyError, IndexError):
             raise KeyError(f"no role {role!r}; roles are {', '.join(self.role_ids())}") from None
 
     def role_ids(self) -> list[str]:
-        """Every role, in launch order."""
-        return [t.role_id for t in self.tasks()]
+        """Every role, in launch order; a counted job's from its count."""
+        return [r for name in JOB_ORDER if name in self.jobs for r in self.jobs[name].role_ids()]
 
     def completion_jobs(self) -> tuple[str, ...]:
         """The jobs whose tasks must all succeed for the training to be over."""

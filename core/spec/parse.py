@@ -91,7 +91,7 @@ def parse_data(
         r.unknown_keys(jobs_data, JOB_ORDER, ("jobs",))
         for job_name in JOB_ORDER:
             if job_name in jobs_data:
-                job = parse_job(r, job_name, jobs_data[job_name], command is not None)
+                job = parse_job(r, job_name, jobs_data[job_name], command is not None, "slurm" in data)
                 if job is not None:
                     jobs[job_name] = job
         if "worker" not in jobs_data:
@@ -138,7 +138,10 @@ def parse_data(
     # [slurm] is checked by core.slurm.config, which reports through the same reader.
     slurm = parse_slurm(data["slurm"], r.add) if "slurm" in data else None
     check_semantics(r, jobs, strategy, style, command)
-    if command is None and "command" not in data and not all(t.command for j in jobs.values() for t in j.tasks):
+    every_task_has_one = all(t.command for j in jobs.values() for t in j.tasks) and all(
+        j.command for j in jobs.values() if j.counted
+    )
+    if command is None and "command" not in data and not every_task_has_one:
         r.add(("command",), "no training command", 'add command = ["python", "-u", "train.py"] at the top')
     if any(p.severity == ERROR for p in r.problems):
         return None, r.problems

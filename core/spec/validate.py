@@ -99,8 +99,11 @@ def parse_patterns(r: Reader, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def parse_job(r: Reader, job_name: str, value: Any, has_command: bool) -> Job | None:
-    """One ``[jobs.NAME]`` table (or its ``jobs.NAME = [...]`` shorthand); None when unusable."""
+def parse_job(r: Reader, job_name: str, value: Any, has_command: bool, slurm: bool = False) -> Job | None:
+    """One ``[jobs.NAME]`` table (or its ``jobs.NAME = [...]`` shorthand); None when unusable.
+
+    With ``slurm`` (the file has a ``[slurm]`` table) ``tasks`` may be a count: a counted job.
+    """
     path: tuple[str | int, ...] = ("jobs", job_name)
     if isinstance(value, list):  # jobs.worker = ["h:p", ...] shorthand
         value = {"tasks": value}
@@ -118,8 +121,11 @@ def parse_job(r: Reader, job_name: str, value: Any, has_command: bool) -> Job | 
     if tasks_value is None:
         r.add((*path, "tasks"), "missing", f'add tasks = ["127.0.0.1:2222"] under [jobs.{job_name}]')
         return None
+    if isinstance(tasks_value, int) and not isinstance(tasks_value, bool):
+        return _counted_job(r, job_name, tasks_value, slurm, restart, job_gpus, job_command, job_env)
     if not isinstance(tasks_value, list) or not tasks_value:
-        r.add((*path, "tasks"), "must be a non-empty list of host:port", 'e.g. tasks = ["127.0.0.1:2222"]')
+        hint = 'e.g. tasks = ["127.0.0.1:2222"]' + (", or a count of tasks, e.g. tasks = 2" if slurm else "")
+        r.add((*path, "tasks"), "must be a non-empty list of host:port", hint)
         return None
     tasks: list[Task] = []
     for index, item in enumerate(tasks_value):
@@ -148,6 +154,31 @@ def parse_job(r: Reader, job_name: str, value: Any, has_command: bool) -> Job | 
             continue
         tasks.append(Task(job_name, index, host, port, gpus, command, env))
     return Job(job_name, tuple(tasks), restart)
+
+
+def _counted_job(
+    r: Reader,
+    job_name: str,
+    count: int,
+    slurm: bool,
+    restart: RestartPolicy,
+    gpus: tuple[int, ...] | None,
+    command: tuple[str, ...] | None,
+    env: dict[str, str],
+) -> Job | None:
+    """``tasks = N``: the hosts come from a Slurm allocation, so only with ``[slurm]``."""
+    path: tuple[str | int, ...] = ("jobs", job_name, "tasks")
+    if not slurm:
+        r.add(
+            path,
+            f"a count of tasks ({count}) needs a [slurm] table: without Slurm there is no allocation to take hosts from",
+            'list the tasks, e.g. tasks = ["127.0.0.1:2222"], or add [slurm] (e.g. partition = "debug") to run on Slurm',
+        )
+        return None
+    if count < 1:
+        r.add(path, f"must be at least 1, not {count}", f"e.g. tasks = 2, or remove [jobs.{job_name}]")
+        return None
+    return Job(job_name, (), restart, count=count, gpus=gpus, command=command, env=env)
 
 
 def parse_restart(r: Reader, value: Any, path: tuple[str | int, ...]) -> RestartPolicy:

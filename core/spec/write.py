@@ -73,6 +73,14 @@ def to_data(spec: ClusterSpec, relative_to: Path | None = None) -> dict[str, Any
             extra = {k: v for k, v in extra.items() if v is not None}
             tasks.append({"address": task.address, **extra} if extra else task.address)
         job_data: dict[str, Any] = {"tasks": tasks}
+        if job.count is not None:  # counted (with [slurm]): the settings its tasks will get are the job's
+            job_data = {"tasks": job.count}
+            if job.gpus != (() if name == "ps" else None) and job.gpus is not None:
+                job_data["gpus"] = list(job.gpus)
+            if job.command and job.command != spec.command:
+                job_data["command"] = list(job.command)
+            if job.env:
+                job_data["env"] = dict(job.env)
         if job.restart != RestartPolicy():
             job_data["restart"] = {
                 "policy": job.restart.policy,

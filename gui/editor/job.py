@@ -68,6 +68,8 @@ class JobEditor(QtWidgets.QWidget):
         self.job = job
         self._suggest_address = suggest_address
         self.extra: dict[str, Any] = {}  # keys the form has no widget for: kept, so validate still names them
+        # tasks = N (a count, on Slurm): kept as it is while the table has no rows, so Save keeps it.
+        self.count: int | None = None
 
         about = QtWidgets.QLabel(JOB_HELP[job])
         about.setWordWrap(True)
@@ -265,6 +267,13 @@ class JobEditor(QtWidgets.QWidget):
             value = {}
         self.table.setRowCount(0)
         tasks = value.get("tasks")
+        self.count = tasks if isinstance(tasks, int) and not isinstance(tasks, bool) else None
+        self.table_marker.help = (  # the marker puts its help back as the table's tooltip
+            f"tasks = {self.count}: hosts and ports come from the Slurm allocation; add rows to list them instead."
+            if self.count is not None
+            else f"The {self.job} tasks; the row number is the task index (/job:{self.job}/task:N)."
+        )
+        self.table.setToolTip(self.table_marker.help)
         for item in tasks if isinstance(tasks, list) else []:
             extra: dict[str, Any] = {}
             gpus = command = env = ""
@@ -331,7 +340,7 @@ class JobEditor(QtWidgets.QWidget):
                     task["env"] = env
             task.update(extra)
             tasks.append(task if len(task) > 1 else task["address"])
-        out: dict[str, Any] = {"tasks": tasks}
+        out: dict[str, Any] = {"tasks": self.count if self.count is not None and not tasks else tasks}
         gpus, p = parse_gpus(self.gpus_edit.text(), f"{prefix}.gpus")
         problems += p
         if gpus is not None:

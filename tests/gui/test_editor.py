@@ -578,3 +578,21 @@ def test_the_paste_action_opens_the_dialog(qtbot, editor):
     [dialog] = [d for d in editor.findChildren(PasteDialog) if d.isVisible()]
     assert dialog.windowTitle() == "Fill the cluster from a command line or TF_CONFIG"
     dialog.reject()
+
+
+def test_a_counted_slurm_cluster_survives_open_save_and_launch(qtbot, editor, tmp_path: Path):
+    """tasks = N (issue 12) has no rows to show: the form keeps the count, so Save writes it back."""
+    cluster = tmp_path / "slurm.toml"
+    cluster.write_text(
+        'name = "counted"\ncommand = "python -u train.py"\n[jobs.ps]\ntasks = 1\n'
+        '[jobs.worker]\ntasks = 3\nenv = { A = "1" }\n[slurm]\npartition = "debug"\n'
+    )
+    loaded, problems = load(cluster)
+    assert loaded is not None, problems
+    open_and_wait(qtbot, editor, cluster)
+    worker = job_tab(editor, "worker")
+    assert worker.table.rowCount() == 0 and "tasks = 3" in worker.table.toolTip()
+    assert editor.current_spec() == loaded and editor.current_spec().role_ids()[-1] == "worker:2"
+    save_and_wait(qtbot, editor)
+    reread, _ = load(cluster)
+    assert reread == loaded and "tasks = 3" in cluster.read_text()
