@@ -12,6 +12,7 @@ this package (:func:`artifact`), over SSH or locally; docs/agent-protocol.md is 
     tbtail      TensorBoard event files read as they grow; scalars: the ``scalars`` events
     serve       serve/attach mode (an owner-only Unix socket that outlives the controller)
     probe       the pre-flight checks; main: the command line; artifact: the zipapp
+    freeports   ``--free-ports N``: ports chosen free on a Slurm node for counted tasks
 """
 
 from __future__ import annotations

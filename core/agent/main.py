@@ -1,4 +1,4 @@
-"""The agent's command line: plain (stdin/stdout), ``--serve``, ``--attach``, ``--probe``."""
+"""The agent's command line: plain (stdin/stdout), ``--serve``, ``--attach``, ``--probe``, ``--free-ports``."""
 
 from __future__ import annotations
 
@@ -30,7 +30,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--probe", metavar="REQUEST", help="run the pre-flight checks of REQUEST (JSON), print one JSON answer, exit"
     )
+    parser.add_argument(
+        "--free-ports",
+        metavar="N",
+        help="choose N distinct free TCP ports on this machine, print them as JSON, exit (counted tasks on Slurm)",
+    )
     args = parser.parse_args(argv)
+    if args.free_ports is not None:
+        from .freeports import main as free_ports_main
+
+        return free_ports_main([args.free_ports])
     if args.probe is not None:
         from .probe import main as probe_main
 
