@@ -25,7 +25,7 @@ from core.exits import print_problems as _print_problems
 from core.importers import from_flags, from_tf_config
 from core.problems import SpecError
 from core.render import render_all
-from core.spec import dumps, load
+from core.spec import UnplacedTasksError, dumps, load
 
 if TYPE_CHECKING:  # launching needs these; `ctl`, `runs`, `validate` do not wait for their imports
     pass
@@ -165,6 +165,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+    except UnplacedTasksError as exc:  # tasks = N: no hosts before a Slurm allocation places them
+        print(f"error: {exc}", file=err)
+        print("    fix: launch it on Slurm, or list the tasks as host:port to use them here", file=err)
+        return EXIT_USAGE
 
 
 # ------------------------------------------------------------------------------------------

@@ -234,10 +234,11 @@ class ClusterSpec:
         and a counted job has neither until :func:`core.slurm.counts.place_counted` chose them.
         """
         if self.has_counted():
-            counted = ", ".join(f"jobs.{name}.tasks" for name in self.counted_jobs())
+            names = self.counted_jobs()
+            counted = ", ".join(f"jobs.{name}.tasks" for name in names)
             raise UnplacedTasksError(
-                f"{counted} is a count of tasks: their hosts and ports come from the Slurm allocation; "
-                "place them first (core.slurm.counts.place_counted)"
+                f"{counted} {'is a count' if len(names) == 1 else 'are counts'} of tasks, whose hosts and ports "
+                "come from the Slurm allocation when the cluster is launched (core.slurm.counts.place_counted)"
             )
         return self.explicit_tasks()
 

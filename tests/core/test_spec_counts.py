@@ -44,7 +44,7 @@ def test_a_count_is_a_counted_job_whose_roles_are_known_before_its_hosts() -> No
     assert spec.role_ids() == ["ps:0", "chief:0", "worker:0", "worker:1", "worker:2"]
     assert [t.role_id for t in spec.explicit_tasks()] == ["chief:0"]
     # Nothing sees a counted job as one with no tasks: asking for them says why there are none.
-    with pytest.raises(UnplacedTasksError, match=r"jobs\.ps\.tasks, jobs\.worker\.tasks is a count"):
+    with pytest.raises(UnplacedTasksError, match=r"jobs\.ps\.tasks, jobs\.worker\.tasks are counts of tasks"):
         spec.tasks()
     with pytest.raises(UnplacedTasksError, match=r"worker:1 is one of jobs\.worker\.tasks = 3"):
         spec.task("worker:1")
@@ -122,3 +122,12 @@ def test_export_tfjob_uses_the_count_as_replicas() -> None:
     assert container["resources"] == {"limits": {"nvidia.com/gpu": 1}}
     assert {"name": "A", "value": "1"} in container["env"]
     assert container["command"][:4] == ["python", "-u", "train.py", "--worker"]
+
+
+def test_a_command_that_needs_hosts_says_so_for_a_counted_cluster(tmp_path: Path) -> None:
+    cluster = tmp_path / "c.toml"
+    cluster.write_text(COUNTED)
+    result = run_cli("render", str(cluster))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "error: jobs.ps.tasks, jobs.worker.tasks are counts of tasks" in result.stderr
+    assert "fix: launch it on Slurm, or list the tasks as host:port" in result.stderr
