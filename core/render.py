@@ -61,6 +61,7 @@ def role_dir(run_dir: Path, task: Task) -> Path:
 
 def render(spec: ClusterSpec, task: Task, run_dir: Path | None = None) -> RoleLaunch:
     """The launch of ``task``; with no run directory, paths in it show as ``<run-dir>``."""
+    spec.require_placed()  # TF_CONFIG and the flags list every task's host:port: none may be missing
     run_text = str(run_dir) if run_dir is not None else "<run-dir>"
     tb_dir = str(role_dir(run_dir, task) / "tensorboard") if run_dir else f"<run-dir>/roles/{task.dir_name}/tensorboard"
     values = {

@@ -396,7 +396,8 @@ class MainWindow(QtWidgets.QMainWindow):
             return
         status = self._last_status
         role_status = next((r for r in status.roles if r.role == role), None) if status else None
-        task = self.spec.task(role) if self.spec and role in self.spec.role_ids() else None
+        known = self.spec is not None and not self.spec.has_counted() and role in self.spec.role_ids()
+        task = self.spec.task(role) if self.spec is not None and known else None
         has_gpu = bool((role_status and role_status.gpus) or (task and task.gpus))
         self._placement_job = (self._background.submit(self.source.placement, role), role, has_gpu)
 
@@ -417,7 +418,9 @@ class MainWindow(QtWidgets.QMainWindow):
             # explicit_tasks: a counted job (tasks = N on Slurm) has no host before its launch
             tasks = self.spec.explicit_tasks() if self.spec else []
             self.roles.show_tasks(tasks)
-            self.overview.set_roles([PlannedRole(t.role_id, t.job, t.host) for t in tasks])
+            hosts = {t.role_id: t.host for t in tasks}
+            roles = self.spec.role_ids() if self.spec else []
+            self.overview.set_roles([PlannedRole(r, r.split(":")[0], hosts.get(r, "Slurm")) for r in roles])
             self._update_actions(None)
             self._sync_role_lists([t.role_id for t in tasks])
             return

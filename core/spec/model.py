@@ -233,6 +233,11 @@ class ClusterSpec:
         Raises :class:`UnplacedTasksError` while a job is counted: a task has a host and a port,
         and a counted job has neither until :func:`core.slurm.counts.place_counted` chose them.
         """
+        self.require_placed()
+        return self.explicit_tasks()
+
+    def require_placed(self) -> None:
+        """Raise :class:`UnplacedTasksError` while a job is counted (no hosts and ports yet)."""
         if self.has_counted():
             names = self.counted_jobs()
             counted = ", ".join(f"jobs.{name}.tasks" for name in names)
@@ -240,7 +245,6 @@ class ClusterSpec:
                 f"{counted} {'is a count' if len(names) == 1 else 'are counts'} of tasks, whose hosts and ports "
                 "come from the Slurm allocation when the cluster is launched (core.slurm.counts.place_counted)"
             )
-        return self.explicit_tasks()
 
     def explicit_tasks(self) -> list[Task]:
         """The tasks that have a host and port already (all of them unless a job is counted)."""

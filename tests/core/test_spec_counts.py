@@ -131,3 +131,12 @@ def test_a_command_that_needs_hosts_says_so_for_a_counted_cluster(tmp_path: Path
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "error: jobs.ps.tasks, jobs.worker.tasks are counts of tasks" in result.stderr
     assert "fix: launch it on Slurm, or list the tasks as host:port" in result.stderr
+
+
+def test_render_refuses_a_listed_task_while_another_job_is_counted() -> None:
+    """The chief's flags and TF_CONFIG would list the workers: with no hosts yet they cannot."""
+    from core.render import render
+
+    spec = _parse(COUNTED)
+    with pytest.raises(UnplacedTasksError):
+        render(spec, spec.jobs["chief"].tasks[0])

@@ -439,3 +439,24 @@ def test_a_full_run_disk_is_a_clear_warning_and_training_goes_on(qtbot, tmp_path
     window.action_stop_all.trigger()
     qtbot.waitUntil(lambda: window.controller.done, timeout=60_000)
     assert_nothing_left(ports, marker="\0none\0")
+
+
+def test_a_counted_slurm_cluster_opens_with_its_roles_before_any_host(qtbot, tmp_path: Path):
+    """tasks = N (issue 12): the roles are known from the counts; their host is "Slurm" until placed."""
+    from gui.main_window import MainWindow
+
+    cluster = tmp_path / "counted.toml"
+    cluster.write_text(
+        'name = "counted"\ncommand = "python -u train.py"\n[jobs.ps]\ntasks = 1\n'
+        '[jobs.chief]\ntasks = ["127.0.0.1:2222"]\n[jobs.worker]\ntasks = 2\n[slurm]\npartition = "debug"\n'
+    )
+    spec, problems = load(cluster)
+    assert spec is not None, problems
+    window = MainWindow(spec)
+    qtbot.addWidget(window)
+    model = window.overview._model
+    assert {h.host: [c.role for c in h.cells] for h in model.hosts} == {
+        "127.0.0.1": ["chief:0"],
+        "Slurm": ["ps:0", "worker:0", "worker:1"],
+    }
+    window.close()
