@@ -15,7 +15,11 @@ Every recognised line was captured from a real TensorFlow 2.21 run (see
   (TensorFlow's C++ INFO log: hidden by ``TF_CPP_MIN_LOG_LEVEL`` >= 1);
 - ``INFO:tensorflow:Waiting for model to be ready.  Ready_for_local_init_op: ...`` (the
   SessionManager of ``MonitoredTrainingSession``'s non-chief; a Python INFO log, shown only with
-  ``tf.compat.v1.logging.set_verbosity(INFO)``).
+  ``tf.compat.v1.logging.set_verbosity(INFO)``);
+- ``coordination_service.cc:502] Waiting for 1/2 tasks to connect.`` then
+  ``coordination_service.cc:505] Example stragglers:`` and ``/job:worker/replica:0/task:1`` on
+  the next line (MultiWorkerMirroredStrategy's coordination-service leader, whose peer has not
+  started its strategy; a C++ INFO log, printed once per task that connects, nothing after).
 
 When those logs are hidden, the same wait is still found from the roles' states: a
 between-graph worker that has printed no step since the chief (or a ps) ended is waiting for it.
@@ -36,10 +40,21 @@ _CREATE_SESSION = re.compile(
     r"CreateSession still waiting for response from worker: /job:(?P<job>[A-Za-z0-9_]+)/replica:\d+/task:(?P<index>\d+)"
 )
 _MODEL_READY = re.compile(r"Waiting for model to be ready\b")
+# The coordination service's leader (MultiWorkerMirroredStrategy's worker:0 or chief:0) says once
+# per task that connects how many it still waits for, then names them on the lines that follow:
+#   coordination_service.cc:502] Waiting for 1/2 tasks to connect.
+#   coordination_service.cc:505] Example stragglers:
+#   /job:worker/replica:0/task:1
+_TASKS_TO_CONNECT = re.compile(
+    r"coordination_service\.cc:\d+\] Waiting for (?P<left>\d+)/(?P<total>\d+) tasks to connect"
+)
+_STRAGGLERS = re.compile(r"coordination_service\.cc:\d+\] Example stragglers:")
+_TASK_NAME = re.compile(r"^\s*/job:(?P<job>[A-Za-z0-9_]+)/replica:\d+/task:(?P<index>\d+)\s*$")
 
 # Kinds of wait, as ``role_waiting`` events name them.
 CREATE_SESSION = "create_session"  # the line names the peer
 MODEL_READY = "model_ready"  # a non-chief waits for the chief to initialise the variables
+COORDINATION_CONNECT = "coordination_connect"  # the leader names a task that has not connected
 SILENT = "silent"  # no line (TensorFlow's INFO logs hidden): inferred from the roles' states
 
 
@@ -165,6 +180,7 @@ class Diagnoser:
         self.long_wait_s = long_wait_s
         self._success_policy = success_policy
         self._partial: dict[str, str] = {}
+        self._stragglers: dict[str, str] = {}  # role -> its last "Waiting for K/N tasks" line, until named
         self._waits: dict[str, _Wait] = {}
         self._last_step_t: dict[str, float] = {}
         self._step_gap_s: dict[str, float] = {}  # between a role's last two step lines
@@ -183,8 +199,12 @@ class Diagnoser:
         lines = text.split("\n")
         self._partial[role] = lines.pop()[-MAX_PARTIAL_CHARS:]
         changed = False
-        for line in lines:
-            sign = recognise(line.rsplit("\r", 1)[-1])
+        for raw in lines:
+            line = raw.rsplit("\r", 1)[-1]
+            if self._coordination(role, line):
+                changed = True
+                continue
+            sign = self._straggler(role, line) or recognise(line)
             if sign is None:
                 continue
             wait = self._waits.get(role)
@@ -195,6 +215,31 @@ class Diagnoser:
                 self._waits[role] = _Wait(sign, t, t)
             changed = True
         return self._judge(t, [role]) if changed else []
+
+    def _coordination(self, role: str, line: str) -> bool:
+        """Note the coordination service's "Waiting for K/N tasks to connect" (the stragglers are
+        named on the lines after "Example stragglers:"); True when every task has now connected
+        and ``role``'s wait for one of them ended."""
+        if "tasks to connect" in line and (m := _TASKS_TO_CONNECT.search(line)) is not None:
+            self._stragglers[role] = line.strip()
+            wait = self._waits.get(role)
+            if int(m["left"]) == 0 and wait is not None and wait.sign.kind == COORDINATION_CONNECT:
+                del self._waits[role]
+                return True
+        elif "Example stragglers" in line and role in self._stragglers and _STRAGGLERS.search(line):
+            self._stragglers[role] += " " + line.strip().split("] ", 1)[-1]
+        return False
+
+    def _straggler(self, role: str, line: str) -> WaitSign | None:
+        """The first straggler named after "Example stragglers:" (the others wait behind it)."""
+        said = self._stragglers.get(role)
+        if said is None or not said.endswith("Example stragglers:"):
+            return None
+        m = _TASK_NAME.match(line)
+        if m is None:
+            return None
+        del self._stragglers[role]
+        return WaitSign(COORDINATION_CONNECT, f"{m['job']}:{int(m['index'])}", f"{said} {line.strip()}")
 
     def on_step(self, role: str, t: float) -> list[Diagnosis]:
         """``role`` printed a new training step: whatever it waited for, it no longer does."""
@@ -220,6 +265,7 @@ class Diagnoser:
             self._last_step_t.pop(role, None)
             self._step_gap_s.pop(role, None)
             self._partial.pop(role, None)
+            self._stragglers.pop(role, None)
             self._attempt_start[role] = t
         return self._judge(t, self._roles)
 
@@ -275,11 +321,21 @@ class Diagnoser:
         kind = wait.sign.kind
         theirs = self._state(peer)
         state = theirs.state if theirs is not None else "pending"
-        what = "initialise the model" if kind == MODEL_READY else "answer its CreateSession"
+        what = {MODEL_READY: "initialise the model", COORDINATION_CONNECT: "connect to the coordination service"}.get(
+            kind, "answer its CreateSession"
+        )
         if theirs is not None and state in TERMINAL_STATES:
             how = _how(theirs)
             ago = _ago(now - theirs.since)
-            if kind == CREATE_SESSION:
+            if kind == COORDINATION_CONNECT:
+                # The leader waits for every task to register before any collective can run: a
+                # task that has exited never will (a new attempt of it would).
+                message = (
+                    f"{role} is waiting for {peer} to {what}, and {peer} exited ({how}) {ago} ago; "
+                    "it will wait forever."
+                )
+                certain = True
+            elif kind == CREATE_SESSION:
                 message = f"{role} is waiting for {peer}, which exited ({how}) {ago} ago; it will wait forever."
                 certain = True
             else:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.diagnosis import (
+    COORDINATION_CONNECT,
     CREATE_SESSION,
     MODEL_READY,
     SILENT,
@@ -263,3 +264,62 @@ def check(d: Diagnoser, changes: list, said: dict[str, bool]) -> None:
             assert (d.current(change.role) is not None) == change.waiting
             if change.waiting:
                 assert change.message and change.fix
+
+
+# MultiWorkerMirroredStrategy's coordination service (TF 2.21): worker:0, the leader, alone
+# (worker:1 never started), and both connecting (worker:1 later killed); recorded by hand with
+# TF_CPP_MIN_LOG_LEVEL=0, as resources/trainers/multi_worker_mirrored.py prints it.
+PEER_MISSING_LOG = (FIXTURES / "mwms_worker0_peer_missing.log").read_text()
+BOTH_CONNECT_LOG = (FIXTURES / "mwms_worker0_peer_killed.log").read_text()
+MWMS = ["worker:0", "worker:1"]
+
+
+def mwms_started(t: float = 0.0) -> Diagnoser:
+    d = Diagnoser(MWMS, strategy="multi_worker_mirrored")
+    for role in MWMS:
+        d.on_state(role, "starting", t)
+        d.on_state(role, "running", t + 1)
+    return d
+
+
+def test_the_coordination_leader_naming_a_straggler_that_exited_waits_forever():
+    d = mwms_started()
+    # worker:1 is still starting: the leader's wait for it is the normal start-up one.
+    assert d.on_output("worker:0", PEER_MISSING_LOG, 10.0) == []
+    [wait] = d.on_state("worker:1", "stopped", 14.0, "stopped (killed by SIGTERM)")
+    assert wait.role == "worker:0" and wait.waiting_for == "worker:1" and wait.cause == COORDINATION_CONNECT
+    assert wait.certain and wait.since == 10.0
+    assert wait.message == (
+        "worker:0 is waiting for worker:1 to connect to the coordination service, and worker:1 exited "
+        "(stopped, killed by SIGTERM) 0 s ago; it will wait forever."
+    )
+    assert wait.fix.startswith("Restart worker:1")
+    assert wait.line == (
+        "I0000 00:00:1795469858.060697   20332 coordination_service.cc:502] Waiting for 1/2 tasks to connect. "
+        "Example stragglers: /job:worker/replica:0/task:1"
+    )
+    # A new attempt of worker:1: a normal wait again, until it connects ("Waiting for 0/2 tasks").
+    [cleared] = d.on_state("worker:1", "starting", 20.0)
+    assert not cleared.waiting and cleared.waiting_for == "worker:1"
+    assert d.tick(10.0 + d.long_wait_s)[0].message.startswith("worker:0 has waited 2 min for worker:1 to connect")
+    connected = line_with("Waiting for 0/2 tasks to connect", BOTH_CONNECT_LOG)
+    [done] = d.on_output("worker:0", connected + "\n", 140.0)
+    assert not done.waiting and d.tick(1000.0) == [] and d.current("worker:0") is None
+
+
+def test_the_coordination_wait_split_anywhere_and_a_straggler_that_connects_in_time():
+    d = mwms_started()
+    d.on_state("worker:1", "stopped", 2.0, "stopped (killed by SIGTERM)")
+    text = PEER_MISSING_LOG
+    said = []
+    for i in range(0, len(text), 7):
+        said += d.on_output("worker:0", text[i : i + 7], 10.0)
+    assert [(s.waiting_for, s.cause, s.certain) for s in said] == [("worker:1", COORDINATION_CONNECT, True)]
+    # Both connecting, as recorded: the straggler is named, then connects; nothing to say.
+    d2 = mwms_started()
+    assert d2.on_output("worker:0", BOTH_CONNECT_LOG, 10.0) == []
+    assert d2.current("worker:0") is None
+    # A task name line without "Example stragglers:" before it is not a wait.
+    d3 = mwms_started()
+    d3.on_state("worker:1", "stopped", 2.0)
+    assert d3.on_output("worker:0", "/job:worker/replica:0/task:1\n", 10.0) == []
