@@ -19,7 +19,10 @@ Every recognised line was captured from a real TensorFlow 2.21 run (see
 - ``coordination_service.cc:502] Waiting for 1/2 tasks to connect.`` then
   ``coordination_service.cc:505] Example stragglers:`` and ``/job:worker/replica:0/task:1`` on
   the next line (MultiWorkerMirroredStrategy's coordination-service leader, whose peer has not
-  started its strategy; a C++ INFO log, printed once per task that connects, nothing after).
+  started its strategy; a C++ INFO log, printed once per task that connects, nothing after);
+- ``ERROR:tensorflow:Worker /job:worker/replica:0/task:0 failed with UnavailableError():...``
+  (ParameterServerStrategy's ClusterCoordinator, on the chief, losing a worker: it waits for it
+  to come back; a Python ERROR log, shown by default).
 
 When those logs are hidden, the same wait is still found from the roles' states: a
 between-graph worker that has printed no step since the chief (or a ps) ended is waiting for it.
@@ -49,12 +52,20 @@ _TASKS_TO_CONNECT = re.compile(
     r"coordination_service\.cc:\d+\] Waiting for (?P<left>\d+)/(?P<total>\d+) tasks to connect"
 )
 _STRAGGLERS = re.compile(r"coordination_service\.cc:\d+\] Example stragglers:")
+# ParameterServerStrategy's ClusterCoordinator (on the chief) losing a worker, e.g.
+#   ERROR:tensorflow:Worker /job:worker/replica:0/task:0 failed with UnavailableError():recvmsg:Connection reset by peer
+# then waits for it to come back (up to an hour per closure), printing nothing more.
+_WORKER_LOST = re.compile(
+    r"Worker /job:(?P<job>[A-Za-z0-9_]+)/replica:\d+/task:(?P<index>\d+) failed with (?P<error>\w+)"
+)
+_WORKER_RECOVERED = re.compile(r"\bWorker /job:[A-Za-z0-9_]+/replica:\d+/task:\d+ has been recovered")
 _TASK_NAME = re.compile(r"^\s*/job:(?P<job>[A-Za-z0-9_]+)/replica:\d+/task:(?P<index>\d+)\s*$")
 
 # Kinds of wait, as ``role_waiting`` events name them.
 CREATE_SESSION = "create_session"  # the line names the peer
 MODEL_READY = "model_ready"  # a non-chief waits for the chief to initialise the variables
 COORDINATION_CONNECT = "coordination_connect"  # the leader names a task that has not connected
+WORKER_LOST = "worker_lost"  # ParameterServerStrategy's coordinator lost the worker the line names
 SILENT = "silent"  # no line (TensorFlow's INFO logs hidden): inferred from the roles' states
 
 
@@ -76,6 +87,10 @@ def recognise(line: str) -> WaitSign | None:
             return WaitSign(CREATE_SESSION, f"{m['job']}:{int(m['index'])}", line.strip())
     if "Waiting for model" in line and _MODEL_READY.search(line):
         return WaitSign(MODEL_READY, None, line.strip())
+    if "failed with" in line:
+        m = _WORKER_LOST.search(line)
+        if m:
+            return WaitSign(WORKER_LOST, f"{m['job']}:{int(m['index'])}", line.strip())
     return None
 
 
@@ -108,7 +123,7 @@ class Diagnosis:
     role: str
     waiting: bool
     waiting_for: str | None
-    cause: str  # create_session, model_ready or silent
+    cause: str  # create_session, model_ready, coordination_connect, worker_lost or silent
     certain: bool
     message: str
     fix: str
@@ -220,7 +235,12 @@ class Diagnoser:
         """Note the coordination service's "Waiting for K/N tasks to connect" (the stragglers are
         named on the lines after "Example stragglers:"); True when every task has now connected
         and ``role``'s wait for one of them ended."""
-        if "tasks to connect" in line and (m := _TASKS_TO_CONNECT.search(line)) is not None:
+        if "has been recovered" in line and _WORKER_RECOVERED.search(line):
+            wait = self._waits.get(role)
+            if wait is not None and wait.sign.kind == WORKER_LOST:
+                del self._waits[role]
+                return True
+        elif "tasks to connect" in line and (m := _TASKS_TO_CONNECT.search(line)) is not None:
             self._stragglers[role] = line.strip()
             wait = self._waits.get(role)
             if int(m["left"]) == 0 and wait is not None and wait.sign.kind == COORDINATION_CONNECT:
@@ -321,9 +341,13 @@ class Diagnoser:
         kind = wait.sign.kind
         theirs = self._state(peer)
         state = theirs.state if theirs is not None else "pending"
-        what = {MODEL_READY: "initialise the model", COORDINATION_CONNECT: "connect to the coordination service"}.get(
-            kind, "answer its CreateSession"
-        )
+        what = {
+            MODEL_READY: "initialise the model",
+            COORDINATION_CONNECT: "connect to the coordination service",
+            WORKER_LOST: "come back",
+        }.get(kind, "answer its CreateSession")
+        if kind == WORKER_LOST:
+            return self._worker_lost(role, peer, wait, now)
         if theirs is not None and state in TERMINAL_STATES:
             how = _how(theirs)
             ago = _ago(now - theirs.since)
@@ -356,6 +380,34 @@ class Diagnoser:
             message = f"{role} is waiting for {peer} to {what}; {peer} is {state}."
             fix = f"{peer} must start for {role} to go on: see its state and log."
         return Diagnosis(role, True, peer, kind, False, message, fix, wait.sign.line, wait.first_t)
+
+    def _worker_lost(self, role: str, peer: str, wait: _Wait, now: float) -> Diagnosis | None:
+        """ParameterServerStrategy's chief lost ``peer``: it trains on with the other workers, and
+        waits for ``peer`` to come back; with no worker left alive it waits forever."""
+        theirs = self._state(peer)
+        job = peer.split(":", 1)[0]
+        alive = [r for r in self._roles if r.split(":", 1)[0] == job and self._state(r) is not None]
+        alive = [r for r in alive if self._states[r].state not in TERMINAL_STATES]
+        if theirs is None or theirs.state not in TERMINAL_STATES:
+            if now - wait.first_t < self.long_wait_s:
+                return None  # it is coming back (a restart), or TensorFlow's error was transient
+            state = theirs.state if theirs is not None else "pending"
+            message = (
+                f"{role} lost {peer} {_ago(now - wait.first_t)} ago and waits for it to come back; {peer} is {state}."
+            )
+            fix = f"Check {peer}'s log and that {role} can reach it."
+            return Diagnosis(role, True, peer, WORKER_LOST, False, message, fix, wait.sign.line, wait.first_t)
+        if alive:
+            return None  # the others train on
+        message = (
+            f"{role} lost {peer}, which exited ({_how(theirs)}) {_ago(now - theirs.since)} ago, and no {job} is left: "
+            f"it waits for {peer} to come back, forever (TensorFlow's ClusterCoordinator waits an hour at a time)."
+        )
+        fix = (
+            f'Restart {peer} (the chief takes it back; or give the {job} job restart = {{ policy = "OnFailure" }} '
+            f"so it comes back by itself), or stop {role}."
+        )
+        return Diagnosis(role, True, peer, WORKER_LOST, True, message, fix, wait.sign.line, wait.first_t)
 
     def _silent(self, role: str, now: float) -> Diagnosis | None:
         """A between-graph worker that printed no step since a role its session needs ended."""

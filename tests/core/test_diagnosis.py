@@ -17,6 +17,7 @@ from core.diagnosis import (
     CREATE_SESSION,
     MODEL_READY,
     SILENT,
+    WORKER_LOST,
     Diagnoser,
     chief_of,
     expects_steps,
@@ -323,3 +324,60 @@ def test_the_coordination_wait_split_anywhere_and_a_straggler_that_connects_in_t
     d3 = mwms_started()
     d3.on_state("worker:1", "stopped", 2.0)
     assert d3.on_output("worker:0", "/job:worker/replica:0/task:1\n", 10.0) == []
+
+
+# ParameterServerStrategy (TF 2.21): chief:0's output when its only worker was stopped mid-training
+# (recorded through the Controller with TF_CPP_MIN_LOG_LEVEL=0; the chief then printed nothing for 60 s).
+PS_CHIEF_LOG = (FIXTURES / "ps_chief_worker_stopped.log").read_text()
+PS = ["chief:0", "ps:0", "worker:0", "worker:1"]
+
+
+def ps_started(roles: list[str]) -> Diagnoser:
+    d = Diagnoser(roles, strategy="parameter_server")
+    for role in roles:
+        d.on_state(role, "starting", 0.0)
+        d.on_state(role, "running", 1.0)
+    return d
+
+
+def test_the_ps_chief_that_lost_its_last_worker_waits_forever():
+    lost = line_with("failed with UnavailableError", PS_CHIEF_LOG)
+    sign = recognise(lost)
+    assert sign is not None and sign.kind == WORKER_LOST and sign.peer == "worker:0"
+    assert all(
+        recognise(line) is None for line in PS_CHIEF_LOG.splitlines() if "failed with UnavailableError" not in line
+    )
+    roles = ["chief:0", "ps:0", "worker:0"]
+    d = ps_started(roles)
+    # The line comes before the worker's exit is seen: nothing certain yet (a restart comes back).
+    assert d.on_output("chief:0", PS_CHIEF_LOG, 20.0) == []
+    [wait] = d.on_state("worker:0", "stopped", 21.0, "stopped (killed by SIGTERM)")
+    assert wait.role == "chief:0" and wait.waiting_for == "worker:0" and wait.cause == WORKER_LOST and wait.certain
+    assert wait.message == (
+        "chief:0 lost worker:0, which exited (stopped, killed by SIGTERM) 0 s ago, and no worker is left: it waits "
+        "for worker:0 to come back, forever (TensorFlow's ClusterCoordinator waits an hour at a time)."
+    )
+    assert wait.fix.startswith("Restart worker:0 (the chief takes it back")
+    # A new attempt of worker:0: the coordinator takes it back ("has been recovered", an INFO line).
+    [cleared] = d.on_state("worker:0", "starting", 30.0)
+    assert not cleared.waiting
+    d.on_output("chief:0", "INFO:tensorflow:Worker /job:worker/replica:0/task:0 has been recovered.\n", 35.0)
+    assert d.tick(1000.0) == [] and d.current("chief:0") is None
+
+
+def test_a_ps_chief_that_lost_one_worker_of_two_trains_on():
+    d = ps_started(PS)
+    d.on_output("chief:0", PS_CHIEF_LOG, 20.0)
+    assert d.on_state("worker:0", "stopped", 21.0) == []
+    assert d.tick(25.0 + d.long_wait_s) == []  # worker:1 still works for it
+    [wait] = d.on_state("worker:1", "failed", 200.0, "exit code 1")
+    assert wait.waiting_for == "worker:0" and wait.certain and "no worker is left" in wait.message
+    # A worker lost for long that TowerDeck sees running (unreachable, say): said after long_wait_s.
+    d2 = ps_started(PS)
+    d2.on_output("chief:0", PS_CHIEF_LOG, 20.0)
+    [long] = d2.tick(20.0 + d2.long_wait_s)
+    assert (
+        not long.certain
+        and long.message == "chief:0 lost worker:0 2 min ago and waits for it to come back; worker:0 is running."
+    )
+    assert d2.on_step("chief:0", 200.0)[0].waiting is False
