@@ -79,3 +79,63 @@ def test_the_leader_waiting_for_a_worker_that_never_connected_is_diagnosed(tmp_p
     finally:
         controller.close()
     assert_nothing_left(ports, marker=str(tmp_path / "run"))
+
+
+PS_ONE_WORKER = """
+name = "ps-one-worker"
+strategy = "parameter_server"
+launch_style = "tf_config"
+workdir = "{trainers}"
+command = ["python", "-u", "parameter_server.py", "--train_steps=100000", "--log_every=20", "--step_sleep=0.05"]
+stop_grace_s = 3
+[jobs.chief]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.ps]
+tasks = ["127.0.0.1:{p[1]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[2]}"]
+"""
+
+
+def test_the_ps_chief_that_lost_its_only_worker_is_diagnosed_as_waiting_for_it(tmp_path):
+    """Measured (TF 2.21): the chief prints ``Worker /job:worker/replica:0/task:0 failed with
+    UnavailableError()`` (a Python ERROR log, shown by default) and then nothing, for good."""
+    from core.controller import Controller, Event
+    from core.rundir import RunDir
+    from core.spec import load
+
+    ports = free_ports(3)
+    spec, problems = load(write_cluster(tmp_path, PS_ONE_WORKER, ports))
+    assert spec is not None, problems
+    controller = Controller(spec, RunDir.create(spec, path=tmp_path / "run"))
+    seen: list[Event] = []
+    controller.subscribe(lambda e: seen.append(e) if e.kind in ("role_waiting", "role_state", "metrics") else None)
+    controller.start()
+    try:
+        wait_for(lambda: [e for e in seen if e.kind == "metrics" and e.role == "chief:0"], 120, "the chief training")
+        assert not [e for e in seen if e.kind == "role_waiting"]
+        controller.stop_role("worker:0").result(30)
+        stopped = wait_for(
+            lambda: [
+                e for e in seen if e.kind == "role_state" and e.role == "worker:0" and e.data["state"] == "stopped"
+            ],
+            30,
+            "worker:0 stopped",
+        )[0]
+        wait = wait_for(
+            lambda: [e for e in seen if e.kind == "role_waiting" and e.data["waiting"]], 30, "the chief's wait"
+        )[0]
+        assert wait.role == "chief:0" and wait.data["waiting_for"] == "worker:0"
+        assert wait.data["cause"] == "worker_lost" and wait.data["certain"] is True
+        assert re.search(r"Worker /job:worker/replica:0/task:0 failed with UnavailableError", wait.data["line"]), (
+            wait.data["line"]
+        )
+        # Certain once both are known: the worker's exit and the chief's line (which follows it).
+        assert wait.t - max(stopped.t, wait.data["since"]) < 3.0, (wait.t, stopped.t, wait.data["since"])
+        assert wait.data["message"].startswith("chief:0 lost worker:0, which exited (stopped"), wait.data["message"]
+        assert "no worker is left" in wait.data["message"]
+        assert wait.data["fix"].startswith("Restart worker:0")
+        assert controller.status().role("chief:0").waiting_for == "worker:0"
+    finally:
+        controller.close()
+    assert_nothing_left(ports, marker=str(tmp_path / "run"))
