@@ -22,7 +22,12 @@ Every recognised line was captured from a real TensorFlow 2.21 run (see
   started its strategy; a C++ INFO log, printed once per task that connects, nothing after);
 - ``ERROR:tensorflow:Worker /job:worker/replica:0/task:0 failed with UnavailableError():...``
   (ParameterServerStrategy's ClusterCoordinator, on the chief, losing a worker: it waits for it
-  to come back; a Python ERROR log, shown by default).
+  to come back; a Python ERROR log, shown by default);
+- ``INFO:tensorflow:An error was raised. This may be due to a preemption in a connected worker or
+  parameter server. The current session will be closed and a new session will be created. ...``
+  followed by the error whose gRPC details name the peer (``from remote target
+  /job:ps/replica:0/task:0``): MonitoredSession recreating its session (TF 2.21's form of a
+  "Recovering session" loop; a Python INFO log).
 
 When those logs are hidden, the same wait is still found from the roles' states: a
 between-graph worker that has printed no step since the chief (or a ps) ended is waiting for it.
@@ -30,68 +35,45 @@ between-graph worker that has printed no step since the chief (or a ps) ended is
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from core.diagnosis_lines import (
+    COORDINATION_CONNECT,
+    CREATE_SESSION,
+    MODEL_READY,
+    RECOVERING,
+    REMOTE_TARGET,
+    SILENT,
+    STRAGGLERS,
+    TASK_NAME,
+    TASKS_TO_CONNECT,
+    WORKER_LOST,
+    WORKER_RECOVERED,
+    WaitSign,
+    recognise,
+)
 
 TERMINAL_STATES = frozenset({"succeeded", "failed", "stopped"})
 ALIVE_STATES = frozenset({"starting", "running", "stopping"})
 MAX_PARTIAL_CHARS = 64 * 1024  # a line longer than this is judged by its last 64 KiB
 
-_CREATE_SESSION = re.compile(
-    r"CreateSession still waiting for response from worker: /job:(?P<job>[A-Za-z0-9_]+)/replica:\d+/task:(?P<index>\d+)"
-)
-_MODEL_READY = re.compile(r"Waiting for model to be ready\b")
-# The coordination service's leader (MultiWorkerMirroredStrategy's worker:0 or chief:0) says once
-# per task that connects how many it still waits for, then names them on the lines that follow:
-#   coordination_service.cc:502] Waiting for 1/2 tasks to connect.
-#   coordination_service.cc:505] Example stragglers:
-#   /job:worker/replica:0/task:1
-_TASKS_TO_CONNECT = re.compile(
-    r"coordination_service\.cc:\d+\] Waiting for (?P<left>\d+)/(?P<total>\d+) tasks to connect"
-)
-_STRAGGLERS = re.compile(r"coordination_service\.cc:\d+\] Example stragglers:")
-# ParameterServerStrategy's ClusterCoordinator (on the chief) losing a worker, e.g.
-#   ERROR:tensorflow:Worker /job:worker/replica:0/task:0 failed with UnavailableError():recvmsg:Connection reset by peer
-# then waits for it to come back (up to an hour per closure), printing nothing more.
-_WORKER_LOST = re.compile(
-    r"Worker /job:(?P<job>[A-Za-z0-9_]+)/replica:\d+/task:(?P<index>\d+) failed with (?P<error>\w+)"
-)
-_WORKER_RECOVERED = re.compile(r"\bWorker /job:[A-Za-z0-9_]+/replica:\d+/task:\d+ has been recovered")
-_TASK_NAME = re.compile(r"^\s*/job:(?P<job>[A-Za-z0-9_]+)/replica:\d+/task:(?P<index>\d+)\s*$")
-
-# Kinds of wait, as ``role_waiting`` events name them.
-CREATE_SESSION = "create_session"  # the line names the peer
-MODEL_READY = "model_ready"  # a non-chief waits for the chief to initialise the variables
-COORDINATION_CONNECT = "coordination_connect"  # the leader names a task that has not connected
-WORKER_LOST = "worker_lost"  # ParameterServerStrategy's coordinator lost the worker the line names
-SILENT = "silent"  # no line (TensorFlow's INFO logs hidden): inferred from the roles' states
-
-
-@dataclass(frozen=True)
-class WaitSign:
-    """One output line that shows a role waiting. ``peer`` is the role the line names
-    (``worker:0``), or None when the diagnoser must work it out (the chief)."""
-
-    kind: str
-    peer: str | None
-    line: str
-
-
-def recognise(line: str) -> WaitSign | None:
-    """The waiting state ``line`` shows, or None. Never raises, whatever the line."""
-    if "CreateSession" in line:
-        m = _CREATE_SESSION.search(line)
-        if m:
-            return WaitSign(CREATE_SESSION, f"{m['job']}:{int(m['index'])}", line.strip())
-    if "Waiting for model" in line and _MODEL_READY.search(line):
-        return WaitSign(MODEL_READY, None, line.strip())
-    if "failed with" in line:
-        m = _WORKER_LOST.search(line)
-        if m:
-            return WaitSign(WORKER_LOST, f"{m['job']}:{int(m['index'])}", line.strip())
-    return None
+__all__ = [
+    "COORDINATION_CONNECT",
+    "CREATE_SESSION",
+    "MODEL_READY",
+    "RECOVERING",
+    "SILENT",
+    "WORKER_LOST",
+    "Diagnoser",
+    "Diagnosis",
+    "WaitSign",
+    "chief_of",
+    "expects_steps",
+    "recognise",
+    "waiting_lines",
+]
 
 
 def chief_of(roles: Iterable[str]) -> str | None:
@@ -123,7 +105,7 @@ class Diagnosis:
     role: str
     waiting: bool
     waiting_for: str | None
-    cause: str  # create_session, model_ready, coordination_connect, worker_lost or silent
+    cause: str  # create_session, model_ready, coordination_connect, worker_lost, recovering or silent
     certain: bool
     message: str
     fix: str
@@ -235,18 +217,24 @@ class Diagnoser:
         """Note the coordination service's "Waiting for K/N tasks to connect" (the stragglers are
         named on the lines after "Example stragglers:"); True when every task has now connected
         and ``role``'s wait for one of them ended."""
-        if "has been recovered" in line and _WORKER_RECOVERED.search(line):
+        wait = self._waits.get(role)
+        if wait is not None and wait.sign.kind == RECOVERING and wait.sign.peer is None and "remote target" in line:
+            m = REMOTE_TARGET.search(line)
+            if m is not None and (peer := f"{m['job']}:{int(m['index'])}") != role:
+                wait.sign = WaitSign(RECOVERING, peer, wait.sign.line)  # the error's gRPC details name it
+                return True
+        if "has been recovered" in line and WORKER_RECOVERED.search(line):
             wait = self._waits.get(role)
             if wait is not None and wait.sign.kind == WORKER_LOST:
                 del self._waits[role]
                 return True
-        elif "tasks to connect" in line and (m := _TASKS_TO_CONNECT.search(line)) is not None:
+        elif "tasks to connect" in line and (m := TASKS_TO_CONNECT.search(line)) is not None:
             self._stragglers[role] = line.strip()
             wait = self._waits.get(role)
             if int(m["left"]) == 0 and wait is not None and wait.sign.kind == COORDINATION_CONNECT:
                 del self._waits[role]
                 return True
-        elif "Example stragglers" in line and role in self._stragglers and _STRAGGLERS.search(line):
+        elif "Example stragglers" in line and role in self._stragglers and STRAGGLERS.search(line):
             self._stragglers[role] += " " + line.strip().split("] ", 1)[-1]
         return False
 
@@ -255,7 +243,7 @@ class Diagnoser:
         said = self._stragglers.get(role)
         if said is None or not said.endswith("Example stragglers:"):
             return None
-        m = _TASK_NAME.match(line)
+        m = TASK_NAME.match(line)
         if m is None:
             return None
         del self._stragglers[role]
@@ -348,6 +336,8 @@ class Diagnoser:
         }.get(kind, "answer its CreateSession")
         if kind == WORKER_LOST:
             return self._worker_lost(role, peer, wait, now)
+        if kind == RECOVERING:
+            return self._recovering(role, peer, wait, now)
         if theirs is not None and state in TERMINAL_STATES:
             how = _how(theirs)
             ago = _ago(now - theirs.since)
@@ -380,6 +370,37 @@ class Diagnoser:
             message = f"{role} is waiting for {peer} to {what}; {peer} is {state}."
             fix = f"{peer} must start for {role} to go on: see its state and log."
         return Diagnosis(role, True, peer, kind, False, message, fix, wait.sign.line, wait.first_t)
+
+    def _recovering(self, role: str, peer: str, wait: _Wait, now: float) -> Diagnosis | None:
+        """MonitoredSession lost ``peer`` and recreates its session, which needs ``peer`` again."""
+        if wait.sign.peer is None:
+            return None  # the error's details have not named the peer (yet)
+        theirs = self._state(peer)
+        if theirs is None or theirs.state not in TERMINAL_STATES:
+            if now - wait.first_t < self.long_wait_s:
+                return None  # a restarted ps: the new session comes up and steps resume
+            state = theirs.state if theirs is not None else "pending"
+            message = (
+                f"{role} lost {peer} {_ago(now - wait.first_t)} ago and has not trained since (it recreates its "
+                f"session, which needs {peer}); {peer} is {state}."
+            )
+            fix = f"Check {peer}'s log: is it serving? Check that {role} can reach it."
+            return Diagnosis(role, True, peer, RECOVERING, False, message, fix, wait.sign.line, wait.first_t)
+        message = (
+            f"{role} lost {peer} and recreates its session, which needs {peer}; {peer} exited "
+            f"({_how(theirs)}) {_ago(now - theirs.since)} ago: it will wait forever."
+        )
+        return Diagnosis(
+            role,
+            True,
+            peer,
+            RECOVERING,
+            True,
+            message,
+            self._fix(role, peer, theirs.state),
+            wait.sign.line,
+            wait.first_t,
+        )
 
     def _worker_lost(self, role: str, peer: str, wait: _Wait, now: float) -> Diagnosis | None:
         """ParameterServerStrategy's chief lost ``peer``: it trains on with the other workers, and

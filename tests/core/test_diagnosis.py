@@ -16,6 +16,7 @@ from core.diagnosis import (
     COORDINATION_CONNECT,
     CREATE_SESSION,
     MODEL_READY,
+    RECOVERING,
     SILENT,
     WORKER_LOST,
     Diagnoser,
@@ -381,3 +382,31 @@ def test_a_ps_chief_that_lost_one_worker_of_two_trains_on():
         and long.message == "chief:0 lost worker:0 2 min ago and waits for it to come back; worker:0 is running."
     )
     assert d2.on_step("chief:0", 200.0)[0].waiting is False
+
+
+# Between-graph (classic) worker:0 when ps:0 was restarted under it (TF 2.21, --tf_verbosity=info):
+# MonitoredSession recreated its session and trained on 20 s later.
+RECOVER_LOG = (FIXTURES / "bg_worker0_ps_restarted.log").read_text()
+
+
+def test_a_session_recreated_after_a_ps_error_names_the_ps_and_is_certain_once_it_is_gone():
+    sign = recognise(line_with("An error was raised", RECOVER_LOG))
+    assert sign is not None and sign.kind == RECOVERING and sign.peer is None
+    d = started(Diagnoser(ROLES))
+    # ps:0 is coming back (restarted): the normal recovery, nothing said; a step clears it.
+    d.on_state("ps:0", "starting", 10.0)
+    assert d.on_output("worker:0", RECOVER_LOG, 11.0) == []
+    [long] = d.tick(11.0 + d.long_wait_s)
+    assert long.waiting_for == "ps:0" and long.cause == RECOVERING and not long.certain
+    assert long.message.startswith("worker:0 lost ps:0 2 min ago and has not trained since")
+    assert not d.on_step("worker:0", 200.0)[0].waiting
+    # ps:0 gone for good: the new session can never be made.
+    d2 = started(Diagnoser(ROLES))
+    d2.on_output("worker:0", RECOVER_LOG, 11.0)
+    [wait] = d2.on_state("ps:0", "stopped", 12.0, "stopped (killed by SIGTERM)")
+    assert wait.role == "worker:0" and wait.waiting_for == "ps:0" and wait.certain
+    assert wait.message == (
+        "worker:0 lost ps:0 and recreates its session, which needs ps:0; ps:0 exited "
+        "(stopped, killed by SIGTERM) 0 s ago: it will wait forever."
+    )
+    assert wait.fix.startswith("Restart ps:0") and wait.line.startswith("INFO:tensorflow:An error was raised.")
