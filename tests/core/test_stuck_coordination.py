@@ -139,3 +139,65 @@ def test_the_ps_chief_that_lost_its_only_worker_is_diagnosed_as_waiting_for_it(t
     finally:
         controller.close()
     assert_nothing_left(ports, marker=str(tmp_path / "run"))
+
+
+RECOVERING_CLUSTER = """
+name = "bg-recovering"
+strategy = "between_graph"
+launch_style = "flags"
+workdir = "{trainers}"
+command = ["python", "-u", "between_graph.py", "--train_steps=100000", "--log_every=20", "--step_sleep=0.05",
+           "--tf_verbosity=info"]
+stop_grace_s = 3
+[jobs.ps]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[1]}", "127.0.0.1:{p[2]}"]
+"""
+
+
+def test_workers_recreating_their_session_after_the_ps_went_are_diagnosed_with_it(tmp_path):
+    """With --tf_verbosity=info a classic worker whose ps is stopped says so: MonitoredSession's
+    ``An error was raised. This may be due to a preemption ...`` and the error naming the ps."""
+    from core.controller import Controller, Event
+    from core.rundir import RunDir
+    from core.spec import load
+
+    ports = free_ports(3)
+    spec, problems = load(write_cluster(tmp_path, RECOVERING_CLUSTER, ports))
+    assert spec is not None, problems
+    controller = Controller(spec, RunDir.create(spec, path=tmp_path / "run"))
+    seen: list[Event] = []
+    controller.subscribe(lambda e: seen.append(e) if e.kind in ("role_waiting", "role_state", "metrics") else None)
+    controller.start()
+    try:
+        wait_for(
+            lambda: {e.role for e in seen if e.kind == "metrics"} == {"worker:0", "worker:1"}, 150, "both training"
+        )
+        controller.stop_role("ps:0").result(30)
+        stopped = wait_for(
+            lambda: [e for e in seen if e.kind == "role_state" and e.role == "ps:0" and e.data["state"] == "stopped"],
+            30,
+            "ps:0 stopped",
+        )[0]
+        waits = wait_for(
+            lambda: (
+                len(w := [e for e in seen if e.kind == "role_waiting" and e.data["cause"] == "recovering"]) == 2 and w
+            ),
+            30,
+            "both workers recreating their sessions",
+        )
+        for wait in waits:
+            assert wait.data["waiting_for"] == "ps:0" and wait.data["certain"] is True
+            assert wait.data["line"].startswith("INFO:tensorflow:An error was raised. This may be due to a preemption")
+            ago = re.fullmatch(
+                rf"{wait.role} lost ps:0 and recreates its session, which needs ps:0; ps:0 exited "
+                r"\(stopped, killed by SIGTERM\) (\d+) s ago: it will wait forever\.",
+                wait.data["message"],
+            )
+            assert ago and abs(int(ago[1]) - (wait.t - stopped.t)) <= 1.5, wait.data["message"]
+            assert wait.t - max(stopped.t, wait.data["since"]) < 3.0
+        assert controller.status().role("worker:1").waiting_for == "ps:0"
+    finally:
+        controller.close()
+    assert_nothing_left(ports, marker=str(tmp_path / "run"))
