@@ -32,6 +32,17 @@ FIXTURES = Path(__file__).parent / "fixtures"
 CREATE_LOG = (FIXTURES / "stuck_worker1_create_session.log").read_text()
 READY_LOG = (FIXTURES / "stuck_worker1_model_ready.log").read_text()
 ROLES = ["ps:0", "worker:0", "worker:1"]
+# MultiWorkerMirroredStrategy's coordination service (TF 2.21): worker:0, the leader, alone
+# (worker:1 never started), and both connecting (worker:1 later killed); recorded by hand with
+# TF_CPP_MIN_LOG_LEVEL=0, as resources/trainers/multi_worker_mirrored.py prints it.
+PEER_MISSING_LOG = (FIXTURES / "mwms_worker0_peer_missing.log").read_text()
+BOTH_CONNECT_LOG = (FIXTURES / "mwms_worker0_peer_killed.log").read_text()
+# ParameterServerStrategy (TF 2.21): chief:0's output when its only worker was stopped mid-training
+# (recorded through the Controller with TF_CPP_MIN_LOG_LEVEL=0; the chief then printed nothing for 60 s).
+PS_CHIEF_LOG = (FIXTURES / "ps_chief_worker_stopped.log").read_text()
+# Between-graph (classic) worker:0 when ps:0 was restarted under it (TF 2.21, --tf_verbosity=info):
+# MonitoredSession recreated its session and trained on 20 s later.
+RECOVER_LOG = (FIXTURES / "bg_worker0_ps_restarted.log").read_text()
 
 
 def line_with(text: str, log: str) -> str:
@@ -222,6 +233,11 @@ def test_cluster_file_keys_parse_round_trip_and_bad_values_name_the_line():
                         line_with("Waiting for model", READY_LOG) + "\n",
                         "CreateSession still waiting for response from worker: /job:chief/replica:0/task:99\n",
                         "CreateSession still waiting for response from worker: /job:worker/replica:0/task:1\n",
+                        "\n".join(PEER_MISSING_LOG.splitlines()[-4:-1]) + "\n",
+                        line_with("Waiting for 0/2 tasks", BOTH_CONNECT_LOG) + "\n",
+                        line_with("failed with UnavailableError", PS_CHIEF_LOG) + "\n",
+                        "INFO:tensorflow:Worker /job:worker/replica:0/task:0 has been recovered.\n",
+                        "\n".join(RECOVER_LOG.splitlines()[12:18]) + "\n",
                     ]
                 ),
             ),
@@ -268,11 +284,6 @@ def check(d: Diagnoser, changes: list, said: dict[str, bool]) -> None:
                 assert change.message and change.fix
 
 
-# MultiWorkerMirroredStrategy's coordination service (TF 2.21): worker:0, the leader, alone
-# (worker:1 never started), and both connecting (worker:1 later killed); recorded by hand with
-# TF_CPP_MIN_LOG_LEVEL=0, as resources/trainers/multi_worker_mirrored.py prints it.
-PEER_MISSING_LOG = (FIXTURES / "mwms_worker0_peer_missing.log").read_text()
-BOTH_CONNECT_LOG = (FIXTURES / "mwms_worker0_peer_killed.log").read_text()
 MWMS = ["worker:0", "worker:1"]
 
 
@@ -327,9 +338,6 @@ def test_the_coordination_wait_split_anywhere_and_a_straggler_that_connects_in_t
     assert d3.on_output("worker:0", "/job:worker/replica:0/task:1\n", 10.0) == []
 
 
-# ParameterServerStrategy (TF 2.21): chief:0's output when its only worker was stopped mid-training
-# (recorded through the Controller with TF_CPP_MIN_LOG_LEVEL=0; the chief then printed nothing for 60 s).
-PS_CHIEF_LOG = (FIXTURES / "ps_chief_worker_stopped.log").read_text()
 PS = ["chief:0", "ps:0", "worker:0", "worker:1"]
 
 
@@ -382,11 +390,6 @@ def test_a_ps_chief_that_lost_one_worker_of_two_trains_on():
         and long.message == "chief:0 lost worker:0 2 min ago and waits for it to come back; worker:0 is running."
     )
     assert d2.on_step("chief:0", 200.0)[0].waiting is False
-
-
-# Between-graph (classic) worker:0 when ps:0 was restarted under it (TF 2.21, --tf_verbosity=info):
-# MonitoredSession recreated its session and trained on 20 s later.
-RECOVER_LOG = (FIXTURES / "bg_worker0_ps_restarted.log").read_text()
 
 
 def test_a_session_recreated_after_a_ps_error_names_the_ps_and_is_certain_once_it_is_gone():
