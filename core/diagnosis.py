@@ -4,12 +4,13 @@ The commonest failure of a distributed TensorFlow run is not a crash but a wait 
 a classic non-chief worker whose session needs a task that has already exited prints
 ``CreateSession still waiting for response from worker: /job:worker/replica:0/task:0`` every
 10 s forever, and looks like a healthy ``running`` role. This module is pure (no processes, no
-Qt, no TensorFlow): :func:`recognise` reads one output line, and a :class:`Diagnoser` is fed
+Qt, no TensorFlow): :func:`recognise` (in :mod:`core.diagnosis_lines`) reads one output line,
+and a :class:`Diagnoser` is fed
 output lines, training steps and role state changes with timestamps, and says which role waits
 for which, what that peer is doing, and the fix.
 
-Every recognised line was captured from a real TensorFlow 2.21 run (see
-``tests/core/fixtures/stuck_*.log`` and ``tests/core/test_stuck.py``):
+Every recognised line was captured from a real TensorFlow 2.21 run (see ``tests/core/fixtures``,
+``tests/core/test_stuck.py`` and ``tests/core/test_stuck_coordination.py``):
 
 - ``master.cc:278] CreateSession still waiting for response from worker: /job:J/replica:0/task:N``
   (TensorFlow's C++ INFO log: hidden by ``TF_CPP_MIN_LOG_LEVEL`` >= 1);
