@@ -4,18 +4,31 @@ The commonest failure of a distributed TensorFlow run is not a crash but a wait 
 a classic non-chief worker whose session needs a task that has already exited prints
 ``CreateSession still waiting for response from worker: /job:worker/replica:0/task:0`` every
 10 s forever, and looks like a healthy ``running`` role. This module is pure (no processes, no
-Qt, no TensorFlow): :func:`recognise` reads one output line, and a :class:`Diagnoser` is fed
+Qt, no TensorFlow): :func:`recognise` (in :mod:`core.diagnosis_lines`) reads one output line,
+and a :class:`Diagnoser` is fed
 output lines, training steps and role state changes with timestamps, and says which role waits
 for which, what that peer is doing, and the fix.
 
-Every recognised line was captured from a real TensorFlow 2.21 run (see
-``tests/core/fixtures/stuck_*.log`` and ``tests/core/test_stuck.py``):
+Every recognised line was captured from a real TensorFlow 2.21 run (see ``tests/core/fixtures``,
+``tests/core/test_stuck.py`` and ``tests/core/test_stuck_coordination.py``):
 
 - ``master.cc:278] CreateSession still waiting for response from worker: /job:J/replica:0/task:N``
   (TensorFlow's C++ INFO log: hidden by ``TF_CPP_MIN_LOG_LEVEL`` >= 1);
 - ``INFO:tensorflow:Waiting for model to be ready.  Ready_for_local_init_op: ...`` (the
   SessionManager of ``MonitoredTrainingSession``'s non-chief; a Python INFO log, shown only with
-  ``tf.compat.v1.logging.set_verbosity(INFO)``).
+  ``tf.compat.v1.logging.set_verbosity(INFO)``);
+- ``coordination_service.cc:502] Waiting for 1/2 tasks to connect.`` then
+  ``coordination_service.cc:505] Example stragglers:`` and ``/job:worker/replica:0/task:1`` on
+  the next line (MultiWorkerMirroredStrategy's coordination-service leader, whose peer has not
+  started its strategy; a C++ INFO log, printed once per task that connects, nothing after);
+- ``ERROR:tensorflow:Worker /job:worker/replica:0/task:0 failed with UnavailableError():...``
+  (ParameterServerStrategy's ClusterCoordinator, on the chief, losing a worker: it waits for it
+  to come back; a Python ERROR log, shown by default);
+- ``INFO:tensorflow:An error was raised. This may be due to a preemption in a connected worker or
+  parameter server. The current session will be closed and a new session will be created. ...``
+  followed by the error whose gRPC details name the peer (``from remote target
+  /job:ps/replica:0/task:0``): MonitoredSession recreating its session (TF 2.21's form of a
+  "Recovering session" loop; a Python INFO log).
 
 When those logs are hidden, the same wait is still found from the roles' states: a
 between-graph worker that has printed no step since the chief (or a ps) ended is waiting for it.
@@ -23,45 +36,45 @@ between-graph worker that has printed no step since the chief (or a ps) ended is
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from core.diagnosis_lines import (
+    COORDINATION_CONNECT,
+    CREATE_SESSION,
+    MODEL_READY,
+    RECOVERING,
+    REMOTE_TARGET,
+    SILENT,
+    STRAGGLERS,
+    TASK_NAME,
+    TASKS_TO_CONNECT,
+    WORKER_LOST,
+    WORKER_RECOVERED,
+    WaitSign,
+    recognise,
+)
 
 TERMINAL_STATES = frozenset({"succeeded", "failed", "stopped"})
 ALIVE_STATES = frozenset({"starting", "running", "stopping"})
 MAX_PARTIAL_CHARS = 64 * 1024  # a line longer than this is judged by its last 64 KiB
 
-_CREATE_SESSION = re.compile(
-    r"CreateSession still waiting for response from worker: /job:(?P<job>[A-Za-z0-9_]+)/replica:\d+/task:(?P<index>\d+)"
-)
-_MODEL_READY = re.compile(r"Waiting for model to be ready\b")
-
-# Kinds of wait, as ``role_waiting`` events name them.
-CREATE_SESSION = "create_session"  # the line names the peer
-MODEL_READY = "model_ready"  # a non-chief waits for the chief to initialise the variables
-SILENT = "silent"  # no line (TensorFlow's INFO logs hidden): inferred from the roles' states
-
-
-@dataclass(frozen=True)
-class WaitSign:
-    """One output line that shows a role waiting. ``peer`` is the role the line names
-    (``worker:0``), or None when the diagnoser must work it out (the chief)."""
-
-    kind: str
-    peer: str | None
-    line: str
-
-
-def recognise(line: str) -> WaitSign | None:
-    """The waiting state ``line`` shows, or None. Never raises, whatever the line."""
-    if "CreateSession" in line:
-        m = _CREATE_SESSION.search(line)
-        if m:
-            return WaitSign(CREATE_SESSION, f"{m['job']}:{int(m['index'])}", line.strip())
-    if "Waiting for model" in line and _MODEL_READY.search(line):
-        return WaitSign(MODEL_READY, None, line.strip())
-    return None
+__all__ = [
+    "COORDINATION_CONNECT",
+    "CREATE_SESSION",
+    "MODEL_READY",
+    "RECOVERING",
+    "SILENT",
+    "WORKER_LOST",
+    "Diagnoser",
+    "Diagnosis",
+    "WaitSign",
+    "chief_of",
+    "expects_steps",
+    "recognise",
+    "waiting_lines",
+]
 
 
 def chief_of(roles: Iterable[str]) -> str | None:
@@ -93,7 +106,7 @@ class Diagnosis:
     role: str
     waiting: bool
     waiting_for: str | None
-    cause: str  # create_session, model_ready or silent
+    cause: str  # create_session, model_ready, coordination_connect, worker_lost, recovering or silent
     certain: bool
     message: str
     fix: str
@@ -165,6 +178,7 @@ class Diagnoser:
         self.long_wait_s = long_wait_s
         self._success_policy = success_policy
         self._partial: dict[str, str] = {}
+        self._stragglers: dict[str, str] = {}  # role -> its last "Waiting for K/N tasks" line, until named
         self._waits: dict[str, _Wait] = {}
         self._last_step_t: dict[str, float] = {}
         self._step_gap_s: dict[str, float] = {}  # between a role's last two step lines
@@ -183,8 +197,12 @@ class Diagnoser:
         lines = text.split("\n")
         self._partial[role] = lines.pop()[-MAX_PARTIAL_CHARS:]
         changed = False
-        for line in lines:
-            sign = recognise(line.rsplit("\r", 1)[-1])
+        for raw in lines:
+            line = raw.rsplit("\r", 1)[-1]
+            if self._coordination(role, line):
+                changed = True
+                continue
+            sign = self._straggler(role, line) or recognise(line)
             if sign is None:
                 continue
             wait = self._waits.get(role)
@@ -195,6 +213,42 @@ class Diagnoser:
                 self._waits[role] = _Wait(sign, t, t)
             changed = True
         return self._judge(t, [role]) if changed else []
+
+    def _coordination(self, role: str, line: str) -> bool:
+        """Note the coordination service's "Waiting for K/N tasks to connect" (the stragglers are
+        named on the lines after "Example stragglers:"); True when every task has now connected
+        and ``role``'s wait for one of them ended."""
+        wait = self._waits.get(role)
+        if wait is not None and wait.sign.kind == RECOVERING and wait.sign.peer is None and "remote target" in line:
+            m = REMOTE_TARGET.search(line)
+            if m is not None and (peer := f"{m['job']}:{int(m['index'])}") != role:
+                wait.sign = WaitSign(RECOVERING, peer, wait.sign.line)  # the error's gRPC details name it
+                return True
+        if "has been recovered" in line and WORKER_RECOVERED.search(line):
+            wait = self._waits.get(role)
+            if wait is not None and wait.sign.kind == WORKER_LOST:
+                del self._waits[role]
+                return True
+        elif "tasks to connect" in line and (m := TASKS_TO_CONNECT.search(line)) is not None:
+            self._stragglers[role] = line.strip()
+            wait = self._waits.get(role)
+            if int(m["left"]) == 0 and wait is not None and wait.sign.kind == COORDINATION_CONNECT:
+                del self._waits[role]
+                return True
+        elif "Example stragglers" in line and role in self._stragglers and STRAGGLERS.search(line):
+            self._stragglers[role] += " " + line.strip().split("] ", 1)[-1]
+        return False
+
+    def _straggler(self, role: str, line: str) -> WaitSign | None:
+        """The first straggler named after "Example stragglers:" (the others wait behind it)."""
+        said = self._stragglers.get(role)
+        if said is None or not said.endswith("Example stragglers:"):
+            return None
+        m = TASK_NAME.match(line)
+        if m is None:
+            return None
+        del self._stragglers[role]
+        return WaitSign(COORDINATION_CONNECT, f"{m['job']}:{int(m['index'])}", f"{said} {line.strip()}")
 
     def on_step(self, role: str, t: float) -> list[Diagnosis]:
         """``role`` printed a new training step: whatever it waited for, it no longer does."""
@@ -220,6 +274,7 @@ class Diagnoser:
             self._last_step_t.pop(role, None)
             self._step_gap_s.pop(role, None)
             self._partial.pop(role, None)
+            self._stragglers.pop(role, None)
             self._attempt_start[role] = t
         return self._judge(t, self._roles)
 
@@ -275,11 +330,27 @@ class Diagnoser:
         kind = wait.sign.kind
         theirs = self._state(peer)
         state = theirs.state if theirs is not None else "pending"
-        what = "initialise the model" if kind == MODEL_READY else "answer its CreateSession"
+        what = {
+            MODEL_READY: "initialise the model",
+            COORDINATION_CONNECT: "connect to the coordination service",
+            WORKER_LOST: "come back",
+        }.get(kind, "answer its CreateSession")
+        if kind == WORKER_LOST:
+            return self._worker_lost(role, peer, wait, now)
+        if kind == RECOVERING:
+            return self._recovering(role, peer, wait, now)
         if theirs is not None and state in TERMINAL_STATES:
             how = _how(theirs)
             ago = _ago(now - theirs.since)
-            if kind == CREATE_SESSION:
+            if kind == COORDINATION_CONNECT:
+                # The leader waits for every task to register before any collective can run: a
+                # task that has exited never will (a new attempt of it would).
+                message = (
+                    f"{role} is waiting for {peer} to {what}, and {peer} exited ({how}) {ago} ago; "
+                    "it will wait forever."
+                )
+                certain = True
+            elif kind == CREATE_SESSION:
                 message = f"{role} is waiting for {peer}, which exited ({how}) {ago} ago; it will wait forever."
                 certain = True
             else:
@@ -300,6 +371,65 @@ class Diagnoser:
             message = f"{role} is waiting for {peer} to {what}; {peer} is {state}."
             fix = f"{peer} must start for {role} to go on: see its state and log."
         return Diagnosis(role, True, peer, kind, False, message, fix, wait.sign.line, wait.first_t)
+
+    def _recovering(self, role: str, peer: str, wait: _Wait, now: float) -> Diagnosis | None:
+        """MonitoredSession lost ``peer`` and recreates its session, which needs ``peer`` again."""
+        if wait.sign.peer is None:
+            return None  # the error's details have not named the peer (yet)
+        theirs = self._state(peer)
+        if theirs is None or theirs.state not in TERMINAL_STATES:
+            if now - wait.first_t < self.long_wait_s:
+                return None  # a restarted ps: the new session comes up and steps resume
+            state = theirs.state if theirs is not None else "pending"
+            message = (
+                f"{role} lost {peer} {_ago(now - wait.first_t)} ago and has not trained since (it recreates its "
+                f"session, which needs {peer}); {peer} is {state}."
+            )
+            fix = f"Check {peer}'s log: is it serving? Check that {role} can reach it."
+            return Diagnosis(role, True, peer, RECOVERING, False, message, fix, wait.sign.line, wait.first_t)
+        message = (
+            f"{role} lost {peer} and recreates its session, which needs {peer}; {peer} exited "
+            f"({_how(theirs)}) {_ago(now - theirs.since)} ago: it will wait forever."
+        )
+        return Diagnosis(
+            role,
+            True,
+            peer,
+            RECOVERING,
+            True,
+            message,
+            self._fix(role, peer, theirs.state),
+            wait.sign.line,
+            wait.first_t,
+        )
+
+    def _worker_lost(self, role: str, peer: str, wait: _Wait, now: float) -> Diagnosis | None:
+        """ParameterServerStrategy's chief lost ``peer``: it trains on with the other workers, and
+        waits for ``peer`` to come back; with no worker left alive it waits forever."""
+        theirs = self._state(peer)
+        job = peer.split(":", 1)[0]
+        alive = [r for r in self._roles if r.split(":", 1)[0] == job and self._state(r) is not None]
+        alive = [r for r in alive if self._states[r].state not in TERMINAL_STATES]
+        if theirs is None or theirs.state not in TERMINAL_STATES:
+            if now - wait.first_t < self.long_wait_s:
+                return None  # it is coming back (a restart), or TensorFlow's error was transient
+            state = theirs.state if theirs is not None else "pending"
+            message = (
+                f"{role} lost {peer} {_ago(now - wait.first_t)} ago and waits for it to come back; {peer} is {state}."
+            )
+            fix = f"Check {peer}'s log and that {role} can reach it."
+            return Diagnosis(role, True, peer, WORKER_LOST, False, message, fix, wait.sign.line, wait.first_t)
+        if alive:
+            return None  # the others train on
+        message = (
+            f"{role} lost {peer}, which exited ({_how(theirs)}) {_ago(now - theirs.since)} ago, and no {job} is left: "
+            f"it waits for {peer} to come back, forever (TensorFlow's ClusterCoordinator waits an hour at a time)."
+        )
+        fix = (
+            f'Restart {peer} (the chief takes it back; or give the {job} job restart = {{ policy = "OnFailure" }} '
+            f"so it comes back by itself), or stop {role}."
+        )
+        return Diagnosis(role, True, peer, WORKER_LOST, True, message, fix, wait.sign.line, wait.first_t)
 
     def _silent(self, role: str, now: float) -> Diagnosis | None:
         """A between-graph worker that printed no step since a role its session needs ended."""

@@ -13,9 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.diagnosis import (
+    COORDINATION_CONNECT,
     CREATE_SESSION,
     MODEL_READY,
+    RECOVERING,
     SILENT,
+    WORKER_LOST,
     Diagnoser,
     chief_of,
     expects_steps,
@@ -29,6 +32,17 @@ FIXTURES = Path(__file__).parent / "fixtures"
 CREATE_LOG = (FIXTURES / "stuck_worker1_create_session.log").read_text()
 READY_LOG = (FIXTURES / "stuck_worker1_model_ready.log").read_text()
 ROLES = ["ps:0", "worker:0", "worker:1"]
+# MultiWorkerMirroredStrategy's coordination service (TF 2.21): worker:0, the leader, alone
+# (worker:1 never started), and both connecting (worker:1 later killed); recorded by hand with
+# TF_CPP_MIN_LOG_LEVEL=0, as resources/trainers/multi_worker_mirrored.py prints it.
+PEER_MISSING_LOG = (FIXTURES / "mwms_worker0_peer_missing.log").read_text()
+BOTH_CONNECT_LOG = (FIXTURES / "mwms_worker0_peer_killed.log").read_text()
+# ParameterServerStrategy (TF 2.21): chief:0's output when its only worker was stopped mid-training
+# (recorded through the Controller with TF_CPP_MIN_LOG_LEVEL=0; the chief then printed nothing for 60 s).
+PS_CHIEF_LOG = (FIXTURES / "ps_chief_worker_stopped.log").read_text()
+# Between-graph (classic) worker:0 when ps:0 was restarted under it (TF 2.21, --tf_verbosity=info):
+# MonitoredSession recreated its session and trained on 20 s later.
+RECOVER_LOG = (FIXTURES / "bg_worker0_ps_restarted.log").read_text()
 
 
 def line_with(text: str, log: str) -> str:
@@ -219,6 +233,11 @@ def test_cluster_file_keys_parse_round_trip_and_bad_values_name_the_line():
                         line_with("Waiting for model", READY_LOG) + "\n",
                         "CreateSession still waiting for response from worker: /job:chief/replica:0/task:99\n",
                         "CreateSession still waiting for response from worker: /job:worker/replica:0/task:1\n",
+                        "\n".join(PEER_MISSING_LOG.splitlines()[-4:-1]) + "\n",
+                        line_with("Waiting for 0/2 tasks", BOTH_CONNECT_LOG) + "\n",
+                        line_with("failed with UnavailableError", PS_CHIEF_LOG) + "\n",
+                        "INFO:tensorflow:Worker /job:worker/replica:0/task:0 has been recovered.\n",
+                        "\n".join(RECOVER_LOG.splitlines()[12:18]) + "\n",
                     ]
                 ),
             ),
@@ -263,3 +282,134 @@ def check(d: Diagnoser, changes: list, said: dict[str, bool]) -> None:
             assert (d.current(change.role) is not None) == change.waiting
             if change.waiting:
                 assert change.message and change.fix
+
+
+MWMS = ["worker:0", "worker:1"]
+
+
+def mwms_started(t: float = 0.0) -> Diagnoser:
+    d = Diagnoser(MWMS, strategy="multi_worker_mirrored")
+    for role in MWMS:
+        d.on_state(role, "starting", t)
+        d.on_state(role, "running", t + 1)
+    return d
+
+
+def test_the_coordination_leader_naming_a_straggler_that_exited_waits_forever():
+    d = mwms_started()
+    # worker:1 is still starting: the leader's wait for it is the normal start-up one.
+    assert d.on_output("worker:0", PEER_MISSING_LOG, 10.0) == []
+    [wait] = d.on_state("worker:1", "stopped", 14.0, "stopped (killed by SIGTERM)")
+    assert wait.role == "worker:0" and wait.waiting_for == "worker:1" and wait.cause == COORDINATION_CONNECT
+    assert wait.certain and wait.since == 10.0
+    assert wait.message == (
+        "worker:0 is waiting for worker:1 to connect to the coordination service, and worker:1 exited "
+        "(stopped, killed by SIGTERM) 0 s ago; it will wait forever."
+    )
+    assert wait.fix.startswith("Restart worker:1")
+    assert wait.line == (
+        "I0000 00:00:1795469858.060697   20332 coordination_service.cc:502] Waiting for 1/2 tasks to connect. "
+        "Example stragglers: /job:worker/replica:0/task:1"
+    )
+    # A new attempt of worker:1: a normal wait again, until it connects ("Waiting for 0/2 tasks").
+    [cleared] = d.on_state("worker:1", "starting", 20.0)
+    assert not cleared.waiting and cleared.waiting_for == "worker:1"
+    assert d.tick(10.0 + d.long_wait_s)[0].message.startswith("worker:0 has waited 2 min for worker:1 to connect")
+    connected = line_with("Waiting for 0/2 tasks to connect", BOTH_CONNECT_LOG)
+    [done] = d.on_output("worker:0", connected + "\n", 140.0)
+    assert not done.waiting and d.tick(1000.0) == [] and d.current("worker:0") is None
+
+
+def test_the_coordination_wait_split_anywhere_and_a_straggler_that_connects_in_time():
+    d = mwms_started()
+    d.on_state("worker:1", "stopped", 2.0, "stopped (killed by SIGTERM)")
+    text = PEER_MISSING_LOG
+    said = []
+    for i in range(0, len(text), 7):
+        said += d.on_output("worker:0", text[i : i + 7], 10.0)
+    assert [(s.waiting_for, s.cause, s.certain) for s in said] == [("worker:1", COORDINATION_CONNECT, True)]
+    # Both connecting, as recorded: the straggler is named, then connects; nothing to say.
+    d2 = mwms_started()
+    assert d2.on_output("worker:0", BOTH_CONNECT_LOG, 10.0) == []
+    assert d2.current("worker:0") is None
+    # A task name line without "Example stragglers:" before it is not a wait.
+    d3 = mwms_started()
+    d3.on_state("worker:1", "stopped", 2.0)
+    assert d3.on_output("worker:0", "/job:worker/replica:0/task:1\n", 10.0) == []
+
+
+PS = ["chief:0", "ps:0", "worker:0", "worker:1"]
+
+
+def ps_started(roles: list[str]) -> Diagnoser:
+    d = Diagnoser(roles, strategy="parameter_server")
+    for role in roles:
+        d.on_state(role, "starting", 0.0)
+        d.on_state(role, "running", 1.0)
+    return d
+
+
+def test_the_ps_chief_that_lost_its_last_worker_waits_forever():
+    lost = line_with("failed with UnavailableError", PS_CHIEF_LOG)
+    sign = recognise(lost)
+    assert sign is not None and sign.kind == WORKER_LOST and sign.peer == "worker:0"
+    assert all(
+        recognise(line) is None for line in PS_CHIEF_LOG.splitlines() if "failed with UnavailableError" not in line
+    )
+    roles = ["chief:0", "ps:0", "worker:0"]
+    d = ps_started(roles)
+    # The line comes before the worker's exit is seen: nothing certain yet (a restart comes back).
+    assert d.on_output("chief:0", PS_CHIEF_LOG, 20.0) == []
+    [wait] = d.on_state("worker:0", "stopped", 21.0, "stopped (killed by SIGTERM)")
+    assert wait.role == "chief:0" and wait.waiting_for == "worker:0" and wait.cause == WORKER_LOST and wait.certain
+    assert wait.message == (
+        "chief:0 lost worker:0, which exited (stopped, killed by SIGTERM) 0 s ago, and no worker is left: it waits "
+        "for worker:0 to come back, forever (TensorFlow's ClusterCoordinator waits an hour at a time)."
+    )
+    assert wait.fix.startswith("Restart worker:0 (the chief takes it back")
+    # A new attempt of worker:0: the coordinator takes it back ("has been recovered", an INFO line).
+    [cleared] = d.on_state("worker:0", "starting", 30.0)
+    assert not cleared.waiting
+    d.on_output("chief:0", "INFO:tensorflow:Worker /job:worker/replica:0/task:0 has been recovered.\n", 35.0)
+    assert d.tick(1000.0) == [] and d.current("chief:0") is None
+
+
+def test_a_ps_chief_that_lost_one_worker_of_two_trains_on():
+    d = ps_started(PS)
+    d.on_output("chief:0", PS_CHIEF_LOG, 20.0)
+    assert d.on_state("worker:0", "stopped", 21.0) == []
+    assert d.tick(25.0 + d.long_wait_s) == []  # worker:1 still works for it
+    [wait] = d.on_state("worker:1", "failed", 200.0, "exit code 1")
+    assert wait.waiting_for == "worker:0" and wait.certain and "no worker is left" in wait.message
+    # A worker lost for long that TowerDeck sees running (unreachable, say): said after long_wait_s.
+    d2 = ps_started(PS)
+    d2.on_output("chief:0", PS_CHIEF_LOG, 20.0)
+    [long] = d2.tick(20.0 + d2.long_wait_s)
+    assert (
+        not long.certain
+        and long.message == "chief:0 lost worker:0 2 min ago and waits for it to come back; worker:0 is running."
+    )
+    assert d2.on_step("chief:0", 200.0)[0].waiting is False
+
+
+def test_a_session_recreated_after_a_ps_error_names_the_ps_and_is_certain_once_it_is_gone():
+    sign = recognise(line_with("An error was raised", RECOVER_LOG))
+    assert sign is not None and sign.kind == RECOVERING and sign.peer is None
+    d = started(Diagnoser(ROLES))
+    # ps:0 is coming back (restarted): the normal recovery, nothing said; a step clears it.
+    d.on_state("ps:0", "starting", 10.0)
+    assert d.on_output("worker:0", RECOVER_LOG, 11.0) == []
+    [long] = d.tick(11.0 + d.long_wait_s)
+    assert long.waiting_for == "ps:0" and long.cause == RECOVERING and not long.certain
+    assert long.message.startswith("worker:0 lost ps:0 2 min ago and has not trained since")
+    assert not d.on_step("worker:0", 200.0)[0].waiting
+    # ps:0 gone for good: the new session can never be made.
+    d2 = started(Diagnoser(ROLES))
+    d2.on_output("worker:0", RECOVER_LOG, 11.0)
+    [wait] = d2.on_state("ps:0", "stopped", 12.0, "stopped (killed by SIGTERM)")
+    assert wait.role == "worker:0" and wait.waiting_for == "ps:0" and wait.certain
+    assert wait.message == (
+        "worker:0 lost ps:0 and recreates its session, which needs ps:0; ps:0 exited "
+        "(stopped, killed by SIGTERM) 0 s ago: it will wait forever."
+    )
+    assert wait.fix.startswith("Restart ps:0") and wait.line.startswith("INFO:tensorflow:An error was raised.")
