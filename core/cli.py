@@ -406,6 +406,11 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     print(f"  {'':<12} | {line}", file=out)
         for host, h in (reply.get("hosts") or {}).items():
             print(f"  host {host:<16} {h.get('state')}: {h.get('reason', '')}", file=out)
+        if reply.get("slurm"):
+            from core.cli_launch import slurm_lines
+
+            for line in slurm_lines({**reply["slurm"], "steps": None}):
+                print(f"  {line}", file=out)
     else:
         print(reply.get("message", "ok"), file=out)
     return EXIT_OK

@@ -1,0 +1,199 @@
+"""``python main.py launch`` / ``attach`` / ``ctl`` with a ``[slurm]`` table, against the real
+Slurm of tests/slurm/conftest.py: one allocation per run, what the CLI says while it waits and
+runs, what Slurm ending the job looks like, and nothing left in squeue, no process, no port."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from core.slurm.client import SlurmClient
+from tests.conftest import ROOT, free_ports, run_cli
+from tests.slurm.conftest import SlurmCluster
+from tests.ssh.conftest import assert_nothing_left_under, kill_strays
+
+pytestmark = pytest.mark.slow
+
+CLUSTER = """
+name = "bg-slurm-cli"
+strategy = "between_graph"
+launch_style = "flags"
+workdir = "{trainers}"
+command = ["python", "-u", "between_graph.py", "--train_steps={steps}", "--log_every=10"]
+stop_grace_s = 3
+[jobs.ps]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[1]}", "127.0.0.1:{p[2]}"]
+[slurm]
+partition = "{partition}"
+time = "10"
+nodes = 1
+{extra}
+"""
+
+
+def write_cluster(tmp_path: Path, slurm: SlurmCluster, steps: int, extra: str = "") -> tuple[Path, list[int]]:
+    ports = free_ports(3)
+    path = tmp_path / "cluster.toml"
+    path.write_text(
+        CLUSTER.format(
+            trainers=ROOT / "resources" / "trainers", p=ports, steps=steps, partition=slurm.partition, extra=extra
+        )
+    )
+    return path, ports
+
+
+class Launcher:
+    """``python main.py launch`` in the background, its output read as it comes."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "main.py"), *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._lock:
+                self.lines.append(line)
+
+    @property
+    def text(self) -> str:
+        with self._lock:
+            return "".join(self.lines)
+
+    def wait_for(self, what: Callable[[], bool], timeout_s: float, label: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not what():
+            assert self.proc.poll() is None or what(), f"launcher ended before {label}:\n{self.text}"
+            assert time.monotonic() < deadline, f"no {label} in {timeout_s:.0f} s:\n{self.text}"
+            time.sleep(0.1)
+
+    def finish(self, timeout_s: float) -> int:
+        code = self.proc.wait(timeout_s)
+        self._reader.join(10)
+        return code
+
+
+@pytest.fixture
+def launched() -> Iterator[list[Launcher]]:
+    started: list[Launcher] = []
+    yield started
+    for launcher in started:
+        if launcher.proc.poll() is None:
+            launcher.proc.kill()
+            launcher.proc.wait()
+
+
+def slurm_record(run_dir: Path) -> dict:
+    try:
+        return json.loads((run_dir / "run.json").read_text()).get("slurm") or {}
+    except (OSError, ValueError):
+        return {}
+
+
+def training(run_dir: Path) -> bool:
+    log = run_dir / "roles" / "worker-1" / "attempt-1.log"
+    return log.is_file() and "Step" in log.read_text()
+
+
+def left_in_squeue(client: SlurmClient, job_id: str) -> str:
+    return client.run(["squeue", "-h", f"--jobs={job_id}", "--states=PENDING,RUNNING,COMPLETING"], check=False)
+
+
+def test_launch_through_slurm_trains_to_success_and_cancels_the_allocation(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
+) -> None:
+    path, ports = write_cluster(tmp_path, slurm, steps=200)
+    run_dir = tmp_path / "run"
+    result = run_cli("launch", str(path), "--run-dir", str(run_dir), timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    record = slurm_record(run_dir)
+    job_id = record["job_id"]
+    assert record["nodes"] == [slurm.node] and record["nodelist"] == slurm.node
+    assert record["partition"] == slurm.partition
+    assert record["hosts"] == {"127.0.0.1": slurm.node}
+    assert record["steps"]["127.0.0.1"].startswith(f"{job_id}.")
+    assert f"Slurm job {job_id} on {slurm.node} (partition {slurm.partition})" in result.stdout
+    assert "succeeded" in result.stdout
+    journal = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert any(r.get("kind") == "slurm" and r.get("state") == "running" for r in journal)
+    client = SlurmClient(env=slurm.env)
+    assert left_in_squeue(client, job_id).strip() == ""
+    end = client.job_end(job_id)
+    assert end is not None and end.state == "CANCELLED"  # cancelled by the run's end, not left to its time limit
+    assert_nothing_left_under(tmp_path, ports)
+
+
+def test_scancel_from_outside_mid_run_says_cancelled_by_slurm_and_leaves_nothing(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path, launched: list[Launcher]
+) -> None:
+    path, ports = write_cluster(tmp_path, slurm, steps=100000)
+    run_dir = tmp_path / "run"
+    launcher = Launcher("launch", str(path), "--run-dir", str(run_dir))
+    launched.append(launcher)
+    launcher.wait_for(lambda: training(run_dir), 180, "training")
+    job_id = slurm_record(run_dir)["job_id"]
+    client = SlurmClient(env=slurm.env)
+    client.run(["scancel", job_id])  # someone else's scancel (an admin, a preemption script)
+    code = launcher.finish(90)
+    assert code != 0, launcher.text
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["reason"] == f"cancelled by Slurm (job {job_id})", info
+    assert info["slurm"]["state"] == "ended", info["slurm"]
+    assert f"cancelled by Slurm (job {job_id})" in launcher.text
+    # Each role's end says whose doing it was, not a bare SIGTERM failure.
+    ends = [line for line in launcher.text.splitlines() if line.startswith(("  ps:0", "  worker:"))]
+    assert len(ends) == 3 and all("cancelled by Slurm" in line for line in ends), launcher.text
+    assert "FAILED" not in launcher.text
+    assert left_in_squeue(client, job_id).strip() == ""
+    assert_nothing_left_under(tmp_path, ports)
+    kill_strays(tmp_path)
+
+
+def test_a_held_job_shows_its_pending_reason_and_ctrl_c_cancels_it(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path, launched: list[Launcher]
+) -> None:
+    path, ports = write_cluster(tmp_path, slurm, steps=200, extra='extra_args = ["--hold"]')
+    run_dir = tmp_path / "run"
+    launcher = Launcher("launch", str(path), "--run-dir", str(run_dir))
+    launched.append(launcher)
+    launcher.wait_for(lambda: "waiting for Slurm job" in launcher.text, 60, "pending line")
+    job_id = slurm_record(run_dir)["job_id"]
+    assert f"waiting for Slurm job {job_id}: pending (JobHeldUser)" in launcher.text
+    status = run_cli("ctl", str(run_dir), "status", "--json", timeout=30)
+    assert status.returncode == 0, status.stderr
+    reply = json.loads(status.stdout)
+    assert reply["slurm"]["state"] == "pending" and reply["slurm"]["reason"] == "JobHeldUser", reply
+    assert reply["slurm"]["job_id"] == job_id
+    text = run_cli("ctl", str(run_dir), "status", timeout=30)
+    assert f"waiting for Slurm job {job_id}: pending (JobHeldUser)" in text.stdout
+    os.kill(launcher.proc.pid, signal.SIGINT)  # Ctrl-C while pending
+    code = launcher.finish(60)
+    assert code == 130 or code != 0, launcher.text
+    assert "Traceback" not in launcher.text
+    client = SlurmClient(env=slurm.env)
+    assert left_in_squeue(client, job_id).strip() == ""
+    end = client.job_end(job_id)
+    assert end is not None and end.state == "CANCELLED"
+    assert not (run_dir / "roles" / "worker-0" / "attempt-1.log").exists()  # nothing started
+    assert_nothing_left_under(tmp_path, ports)
