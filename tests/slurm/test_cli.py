@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from core.slurm.client import SlurmClient
@@ -197,3 +198,61 @@ def test_a_held_job_shows_its_pending_reason_and_ctrl_c_cancels_it(
     assert end is not None and end.state == "CANCELLED"
     assert not (run_dir / "roles" / "worker-0" / "attempt-1.log").exists()  # nothing started
     assert_nothing_left_under(tmp_path, ports)
+
+
+def sruns_of(job_id: str) -> list[psutil.Process]:
+    """srun processes of the job on this machine (they run in the launcher's cwd, not the run's)."""
+    found = []
+    for p in psutil.process_iter(["name", "cmdline", "status"]):
+        alive = p.info["name"] == "srun" and p.info["status"] != psutil.STATUS_ZOMBIE
+        if alive and f"--jobid={job_id}" in (p.info["cmdline"] or []):
+            found.append(p)
+    return found
+
+
+def test_attach_after_the_launcher_is_sigkilled_takes_the_roles_over_and_stop_leaves_nothing(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path, launched: list[Launcher]
+) -> None:
+    path, ports = write_cluster(tmp_path, slurm, steps=100000)
+    run_dir = tmp_path / "run"
+    launcher = Launcher("launch", str(path), "--run-dir", str(run_dir))
+    launched.append(launcher)
+    launcher.wait_for(lambda: training(run_dir), 180, "training")
+    job_id = slurm_record(run_dir)["job_id"]
+    launcher.proc.send_signal(signal.SIGKILL)
+    launcher.finish(30)
+    client = SlurmClient(env=slurm.env)
+    log = run_dir / "roles" / "worker-1" / "attempt-1.log"
+    size = log.stat().st_size
+    deadline = time.monotonic() + 60
+    while log.stat().st_size == size:  # the roles train on with nobody watching
+        assert time.monotonic() < deadline, "the roles did not keep running after the launcher was killed"
+        time.sleep(0.2)
+    assert "RUNNING" in client.run(["squeue", "-h", f"--jobs={job_id}", "-o", "%T"])
+
+    attach = Launcher("attach", str(run_dir))
+    launched.append(attach)
+    attach.wait_for(lambda: attach.text.count("reattached") >= 3, 60, "three reattached roles")
+    status = run_cli("ctl", str(run_dir), "status", "--json", timeout=30)
+    reply = json.loads(status.stdout)
+    assert {r["role"]: r["state"] for r in reply["roles"]} == {
+        "ps:0": "running",
+        "worker:0": "running",
+        "worker:1": "running",
+    }, reply
+    assert reply["slurm"]["job_id"] == job_id and reply["slurm"]["state"] == "running"
+    stop = run_cli("ctl", str(run_dir), "stop-all", timeout=30)
+    assert stop.returncode == 0, stop.stderr
+    code = attach.finish(120)
+    assert code != 0 or "stopped" in attach.text, attach.text
+    assert "Traceback" not in attach.text
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["state"] == "done" and info["result"] == "stopped", info
+    assert left_in_squeue(client, job_id).strip() == ""
+    end = client.job_end(job_id)
+    assert end is not None and end.state == "CANCELLED"
+    assert_nothing_left_under(tmp_path, ports)
+    deadline = time.monotonic() + 20
+    while sruns_of(job_id):  # the killed launcher's srun ends with its step
+        assert time.monotonic() < deadline, [p.cmdline() for p in sruns_of(job_id)]
+        time.sleep(0.1)
