@@ -180,7 +180,12 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.remote:
         from core.preflight import format_table, preflight
 
-        results = preflight(spec, timeout_s=args.timeout, check_ports=not args.no_ports)
+        if spec.slurm is not None:
+            from core.preflight import slurm_preflight
+
+            results = [slurm_preflight(spec)]
+        else:
+            results = preflight(spec, timeout_s=args.timeout, check_ports=not args.no_ports)
         print(format_table(results), file=out)
         failed = [r for r in results if not r.ok]
         if failed:

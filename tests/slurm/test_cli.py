@@ -256,3 +256,20 @@ def test_attach_after_the_launcher_is_sigkilled_takes_the_roles_over_and_stop_le
     while sruns_of(job_id):  # the killed launcher's srun ends with its step
         assert time.monotonic() < deadline, [p.cmdline() for p in sruns_of(job_id)]
         time.sleep(0.1)
+
+
+def test_validate_remote_checks_slurm_and_names_a_wrong_partition(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
+) -> None:
+    path, _ = write_cluster(tmp_path, slurm, steps=200)
+    good = run_cli("validate", "--remote", str(path), timeout=60)
+    assert good.returncode == 0, good.stdout + good.stderr
+    for check in ("sbatch", "srun", "squeue", "controller", "partition"):
+        assert any(line.split()[3:5] == [check, "ok"] for line in good.stdout.splitlines()), good.stdout
+    assert f"{slurm.partition} is up" in good.stdout
+    path.write_text(path.read_text().replace(f'partition = "{slurm.partition}"', 'partition = "nope"'))
+    bad = run_cli("validate", "--remote", str(path), timeout=60)
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert f"partition   FAIL no partition 'nope' (there are: {slurm.partition})" in bad.stdout
+    assert "fix: set [slurm] partition to one of them" in bad.stdout
+    assert "Traceback" not in bad.stderr
