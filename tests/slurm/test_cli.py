@@ -273,3 +273,25 @@ def test_validate_remote_checks_slurm_and_names_a_wrong_partition(
     assert f"partition   FAIL no partition 'nope' (there are: {slurm.partition})" in bad.stdout
     assert "fix: set [slurm] partition to one of them" in bad.stdout
     assert "Traceback" not in bad.stderr
+
+
+def test_a_run_past_its_slurm_time_limit_says_timed_out_by_slurm(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
+) -> None:
+    """One minute is Slurm's smallest limit (and slurmctld checks limits about every 30 s)."""
+    path, ports = write_cluster(tmp_path, slurm, steps=10000000)
+    path.write_text(path.read_text().replace('time = "10"', 'time = "1"'))
+    run_dir = tmp_path / "run"
+    result = run_cli("launch", str(path), "--run-dir", str(run_dir), timeout=400)
+    assert result.returncode == 1, result.stdout + result.stderr
+    info = json.loads((run_dir / "run.json").read_text())
+    job_id = info["slurm"]["job_id"]
+    said = f"timed out by Slurm (time limit 1 min, job {job_id})"
+    assert info["result"] == "failed" and info["reason"] == said, info
+    ends = [line for line in result.stdout.splitlines() if line.startswith(("  ps:0", "  worker:"))]
+    assert len(ends) == 3 and all(said in line for line in ends), result.stdout
+    client = SlurmClient(env=slurm.env)
+    assert left_in_squeue(client, job_id).strip() == ""
+    end = client.job_end(job_id)
+    assert end is not None and end.state == "TIMEOUT"
+    assert_nothing_left_under(tmp_path, ports)
