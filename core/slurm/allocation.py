@@ -52,7 +52,8 @@ def nodes_for_hosts(
         placed.update({host: nodes[0] for host in rest})
         rest = []
     if rest:
-        host = rest[0]
+        # With one node the local hosts would fit: name a host that does not.
+        host = next((h for h in rest if not is_local(h)), rest[0]) if len(nodes) == 1 else rest[0]
         raise PlacementError(
             f"task {hosts[host]} is on {host!r}, which is not a node of Slurm job {job_id} "
             f"(its nodes: {', '.join(nodes) or 'none'}); fix: write each task's host as one of the "

@@ -295,3 +295,33 @@ def test_a_run_past_its_slurm_time_limit_says_timed_out_by_slurm(
     end = client.job_end(job_id)
     assert end is not None and end.state == "TIMEOUT"
     assert_nothing_left_under(tmp_path, ports)
+
+
+def test_a_task_on_a_host_outside_the_allocation_is_refused_and_the_allocation_cancelled(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
+) -> None:
+    path, ports = write_cluster(tmp_path, slurm, steps=200)
+    path.write_text(path.read_text().replace(f'"127.0.0.1:{ports[2]}"', f'"gpu09:{ports[2]}"'))
+    run_dir = tmp_path / "run"
+    result = run_cli("launch", str(path), "--run-dir", str(run_dir), timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    job_id = slurm_record(run_dir)["job_id"]
+    said = f"task worker:1 is on 'gpu09', which is not a node of Slurm job {job_id} (its nodes: {slurm.node})"
+    assert said in result.stdout and "fix: " in result.stdout, result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+    client = SlurmClient(env=slurm.env)
+    assert left_in_squeue(client, job_id).strip() == ""
+    assert not (run_dir / "roles" / "ps-0" / "attempt-1.log").exists()  # nothing started
+    assert_nothing_left_under(tmp_path, ports)
+
+
+def test_an_sbatch_refusal_is_a_clear_error_not_a_traceback(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
+) -> None:
+    path, _ = write_cluster(tmp_path, slurm, steps=200)
+    path.write_text(path.read_text().replace(f'partition = "{slurm.partition}"', 'partition = "nope"'))
+    result = run_cli("launch", str(path), "--run-dir", str(tmp_path / "run"), timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "`sbatch` failed: sbatch: error: Batch job submission failed: Invalid partition name" in result.stdout
+    assert "fix: set [slurm] partition to one that `sinfo -s` lists" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
