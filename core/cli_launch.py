@@ -204,6 +204,9 @@ def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     controller = session.controller
     controller.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
     print(f"run directory: {path}", file=out, flush=True)
+    slurm = controller.slurm_state()
+    if slurm and slurm.get("job_id"):
+        print(f"Slurm job {slurm['job_id']} on {slurm.get('nodelist') or '?'}: reattaching", file=out, flush=True)
     return _supervise(session, args, out, err, time.time())
 
 

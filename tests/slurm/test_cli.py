@@ -233,6 +233,7 @@ def test_attach_after_the_launcher_is_sigkilled_takes_the_roles_over_and_stop_le
     attach = Launcher("attach", str(run_dir))
     launched.append(attach)
     attach.wait_for(lambda: attach.text.count("reattached") >= 3, 60, "three reattached roles")
+    assert f"Slurm job {job_id} on {slurm.node}: reattaching" in attach.text
     status = run_cli("ctl", str(run_dir), "status", "--json", timeout=30)
     reply = json.loads(status.stdout)
     assert {r["role"]: r["state"] for r in reply["roles"]} == {
@@ -325,3 +326,46 @@ def test_an_sbatch_refusal_is_a_clear_error_not_a_traceback(
     assert "`sbatch` failed: sbatch: error: Batch job submission failed: Invalid partition name" in result.stdout
     assert "fix: set [slurm] partition to one that `sinfo -s` lists" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
+
+
+PS_CLUSTER = """
+name = "ps-slurm-cli"
+strategy = "parameter_server"
+launch_style = "tf_config"
+workdir = "{trainers}"
+command = ["python", "-u", "parameter_server.py", "--train_steps=400", "--log_every=20"]
+stop_grace_s = 3
+[jobs.chief]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.ps]
+tasks = ["127.0.0.1:{p[1]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[2]}", "127.0.0.1:{p[3]}"]
+restart = {{ policy = "OnFailure", max_restarts = 2, backoff_s = 0.5 }}
+[slurm]
+partition = "{partition}"
+"""
+
+
+def test_tf2_parameter_server_through_launch_restarts_a_killed_worker_and_succeeds(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path, launched: list[Launcher]
+) -> None:
+    ports = free_ports(4)
+    path = tmp_path / "cluster.toml"
+    path.write_text(PS_CLUSTER.format(trainers=ROOT / "resources" / "trainers", p=ports, partition=slurm.partition))
+    run_dir = tmp_path / "run"
+    launcher = Launcher("launch", str(path), "--run-dir", str(run_dir))
+    launched.append(launcher)
+    chief_log = run_dir / "roles" / "chief-0" / "attempt-1.log"
+    launcher.wait_for(lambda: chief_log.is_file() and "step" in chief_log.read_text().lower(), 180, "chief steps")
+    reply = json.loads(run_cli("ctl", str(run_dir), "status", "--json", timeout=30).stdout)
+    pid = next(r["pid"] for r in reply["roles"] if r["role"] == "worker:1")
+    assert isinstance(pid, int)
+    os.kill(pid, signal.SIGKILL)  # a worker lost mid-training, as a node's OOM killer would
+    code = launcher.finish(300)
+    assert code == 0, launcher.text
+    assert "succeeded" in launcher.text
+    assert (run_dir / "roles" / "worker-1" / "attempt-2.log").exists()
+    job_id = slurm_record(run_dir)["job_id"]
+    assert left_in_squeue(SlurmClient(env=slurm.env), job_id).strip() == ""
+    assert_nothing_left_under(tmp_path, ports)
