@@ -178,7 +178,8 @@ def test_a_held_job_shows_its_pending_reason_and_ctrl_c_cancels_it(
     run_dir = tmp_path / "run"
     launcher = Launcher("launch", str(path), "--run-dir", str(run_dir))
     launched.append(launcher)
-    launcher.wait_for(lambda: "waiting for Slurm job" in launcher.text, 60, "pending line")
+    # Submitted, it pends first with no reason yet; squeue's reason follows on its own line.
+    launcher.wait_for(lambda: ": pending (JobHeldUser)" in launcher.text, 60, "pending reason")
     job_id = slurm_record(run_dir)["job_id"]
     assert f"waiting for Slurm job {job_id}: pending (JobHeldUser)" in launcher.text
     status = run_cli("ctl", str(run_dir), "status", "--json", timeout=30)
