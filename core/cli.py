@@ -184,7 +184,12 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.remote:
         from core.preflight import format_table, preflight
 
-        results = preflight(spec, timeout_s=args.timeout, check_ports=not args.no_ports)
+        if spec.slurm is not None:
+            from core.preflight import slurm_preflight
+
+            results = [slurm_preflight(spec)]
+        else:
+            results = preflight(spec, timeout_s=args.timeout, check_ports=not args.no_ports)
         print(format_table(results), file=out)
         failed = [r for r in results if not r.ok]
         if failed:
@@ -410,6 +415,11 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     print(f"  {'':<12} | {line}", file=out)
         for host, h in (reply.get("hosts") or {}).items():
             print(f"  host {host:<16} {h.get('state')}: {h.get('reason', '')}", file=out)
+        if reply.get("slurm"):
+            from core.cli_launch import slurm_lines
+
+            for line in slurm_lines({**reply["slurm"], "steps": None}):
+                print(f"  {line}", file=out)
     else:
         print(reply.get("message", "ok"), file=out)
     return EXIT_OK

@@ -40,6 +40,7 @@ class LaunchPrinter:
         self.follow_all = "all" in follow
         self.follow = set(follow)
         self._partial: dict[str, str] = {}
+        self._slurm_said: tuple[Any, ...] = ()
         self._lock = threading.Lock()
 
     def __call__(self, event: Event) -> None:
@@ -79,6 +80,12 @@ class LaunchPrinter:
             elif event.kind == "role_waiting" and event.role:  # diagnosis (issue 13)
                 for line in waiting_lines(event.role, event.data):
                     print(f"{stamp}  {line}", file=self.out, flush=True)
+            elif event.kind == "slurm":
+                said = (event.data.get("state"), event.data.get("reason"), bool(event.data.get("steps")))
+                if said != self._slurm_said:  # the record is republished as it fills in
+                    self._slurm_said = said
+                    for line in slurm_lines(event.data):
+                        print(f"{stamp}  {line}", file=self.out, flush=True)
             elif event.kind == "gpu_status":
                 print(f"{stamp}  {event.data.get('status')}", file=self.out, flush=True)
             elif event.kind == "warning":
@@ -90,6 +97,28 @@ class LaunchPrinter:
                 for line in lines:
                     print(f"{event.role:>12} | {line.rsplit(chr(13), 1)[-1]}", file=self.out)
                 self.out.flush()
+
+
+def slurm_lines(record: dict[str, Any]) -> list[str]:
+    """A Slurm run's record (core.slurm.hosting) in lines: why it waits, where it runs, how it ended."""
+    job = record.get("job_id") or "?"
+    state = record.get("state")
+    if state == "pending":
+        reason = record.get("reason")
+        return [f"waiting for Slurm job {job}: pending" + (f" ({reason})" if reason else "")]
+    if state == "running" and not record.get("steps"):
+        partition = f" (partition {record['partition']})" if record.get("partition") else ""
+        return [f"Slurm job {job} on {record.get('nodelist') or '?'}{partition}"]
+    if state == "running":
+        steps = ", ".join(f"{host}: step {step}" for host, step in (record.get("steps") or {}).items())
+        return [f"Slurm job {job} agents: {steps}"]
+    if state == "cancelled":
+        return [f"Slurm job {job} cancelled: {record.get('reason')}"]
+    if state in ("ended", "failed"):
+        return [
+            f"Slurm job {job}: {record.get('reason')}" if record.get("job_id") else f"Slurm: {record.get('reason')}"
+        ]
+    return []
 
 
 def progress_lines(status: ClusterStatus) -> list[str]:
@@ -145,6 +174,9 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     controller = session.controller
     controller.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
     print(f"run directory: {session.run.path}", file=out, flush=True)
+    if spec.slurm is not None:
+        where = f"partition {spec.slurm.partition}" if spec.slurm.partition else "the default partition"
+        print(f"Slurm: submitting one allocation in {where}", file=out, flush=True)
     return _supervise(session, args, out, err, time.time())
 
 
@@ -172,6 +204,9 @@ def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     controller = session.controller
     controller.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
     print(f"run directory: {path}", file=out, flush=True)
+    slurm = controller.slurm_state()
+    if slurm and slurm.get("job_id"):
+        print(f"Slurm job {slurm['job_id']} on {slurm.get('nodelist') or '?'}: reattaching", file=out, flush=True)
     return _supervise(session, args, out, err, time.time())
 
 
@@ -181,7 +216,9 @@ def _print_summary(
     print(f"\n{status.result or 'ended'} after {elapsed_s:.1f} s: {status.reason}", file=out)
     for role in status.roles:
         extra = f" ({role.restarts} restart{'s' if role.restarts != 1 else ''})" if role.restarts else ""
-        print(f"  {role.role:<12} {role.state!s:<10} {role.exit_text}{extra}", file=out)
+        # A role Slurm ended says so (its detail), not only the signal that ended it.
+        how = role.detail if "by Slurm" in role.detail else role.exit_text
+        print(f"  {role.role:<12} {role.state!s:<10} {how}{extra}", file=out)
     for role in status.roles:
         if role.state == RoleState.FAILED:
             print(f"\nlast output of {role.role} ({role.log_path}):", file=out)

@@ -106,6 +106,7 @@ class ControlServer:
                 "reason": status.reason,
                 "roles": roles,
                 "hosts": c.host_states(),
+                "slurm": c.slurm_state(),  # None unless the run is on Slurm
             }
         role = request.get("role")
         future: Future[str]

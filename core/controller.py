@@ -33,6 +33,7 @@ from core.hosts import HostConnections, TransportFactory, remote_run_dir
 from core.intake import TelemetryIntake
 from core.render import render, role_dir
 from core.rundir import RunDir
+from core.slurm.hosting import SlurmHosting
 from core.spec import ClusterSpec, parse_role_id, role_id
 from core.states import (
     ALIVE,
@@ -71,7 +72,7 @@ def local_transport(host: str, sink: EventSink, log_path: Path) -> Transport:
     return LocalTransport(host, sink, log_path)
 
 
-class Controller(UserCommands, TelemetryIntake, HostConnections):
+class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
     """Launches ``spec`` into ``run`` and manages it until every role has ended.
 
     ``transport_factory`` None (the default) reaches each host's agent with
@@ -79,7 +80,8 @@ class Controller(UserCommands, TelemetryIntake, HostConnections):
     the agent in keep mode so the roles outlive a lost connection or a killed TowerDeck.
     ``on_disconnect`` ("keep" or "stop") is what the agents do when nobody is connected any
     more. ``attach=True`` does not launch: it reattaches to the agents of a run that is still
-    going (see :meth:`detach` and ``python main.py attach``).
+    going (see :meth:`detach` and ``python main.py attach``). A spec with ``[slurm]`` and no
+    ``transport_factory`` runs in one Slurm allocation (see :mod:`core.slurm.hosting`).
     """
 
     def __init__(
@@ -121,6 +123,9 @@ class Controller(UserCommands, TelemetryIntake, HostConnections):
         self._diagnoser = Diagnoser(
             self._roles, spec.strategy, success_policy=spec.stuck.success_policy, phase=str(ClusterPhase.IDLE)
         )
+        if spec.slurm is not None and transport_factory is None:
+            self._slurm_setup()
+            self._factory = self._slurm_factory
 
     # ------------------------------------------------------------------ public API (any thread)
 
@@ -270,6 +275,8 @@ class Controller(UserCommands, TelemetryIntake, HostConnections):
                     kind, a, b = item
                     if kind == "agent":
                         self._on_agent_event(a, b)
+                    elif kind == "slurm":
+                        self._on_slurm(a)
                     else:
                         self._on_command(a, b)
                 self._tick()
@@ -280,6 +287,14 @@ class Controller(UserCommands, TelemetryIntake, HostConnections):
                 transport.detach()
             else:
                 transport.close()
+        self._slurm_release()
+
+    def _run_command(self, name: str, arg: Any) -> str:
+        if self._slurm is not None and name == "launch":
+            return self._slurm_launch()  # the roles launch once the allocation runs
+        if self._slurm is not None and name == "attach":
+            self._slurm_attach()
+        return super()._run_command(name, arg)
 
     def _set_state(self, role: SupervisedRole, state: RoleState, detail: str = "") -> None:
         if state not in ALLOWED[role.state] and state != role.state:
@@ -448,12 +463,14 @@ class Controller(UserCommands, TelemetryIntake, HostConnections):
             role.ended_at = now
             role.running_at = None
         how = exit_text(returncode, signal)
+        if not role.stop_requested and (returncode != 0 or signal is not None):
+            self._slurm_check_end()  # Slurm ending the job (scancel, time limit) stops the roles
         if role.stop_requested:
             if role.restart_after_stop and self._phase == ClusterPhase.RUNNING:
                 role.restart_after_stop = False
                 self._launch_role(role)
             else:
-                self._set_state(role, RoleState.STOPPED, f"stopped ({how})")
+                self._set_state(role, RoleState.STOPPED, f"{self._slurm_end or 'stopped'} ({how})")
             return
         decision = policy.decide_exit(
             self.spec.jobs[role.task.job].restart,
@@ -477,6 +494,7 @@ class Controller(UserCommands, TelemetryIntake, HostConnections):
         if not lost and self._phase == ClusterPhase.DONE:
             return
         why = reason or f"exited (code {returncode})"
+        self._slurm_check_end()
         self._publish("warning", message=f"the agent on {host} is lost: {why}")
         for role in lost:
             if local:  # a pid of another machine means nothing here
@@ -485,7 +503,7 @@ class Controller(UserCommands, TelemetryIntake, HostConnections):
                 role.ended_at = time.time()
                 role.pid = None
             state = RoleState.STOPPED if role.stop_requested else RoleState.FAILED
-            self._set_state(role, state, f"the agent on {host} was lost")
+            self._set_state(role, state, self._slurm_end or f"the agent on {host} was lost")
 
     def _tick(self) -> None:
         now = time.time()

@@ -221,6 +221,25 @@ def preflight(
         return [f.result() for f in futures]
 
 
+def slurm_preflight(spec: ClusterSpec) -> HostPreflight:
+    """For a ``[slurm]`` cluster: Slurm's commands are found (here, or on the login node), the
+    controller answers and the partition exists and is up. Its hosts are the allocation's nodes,
+    reached by srun steps, so they are not probed over SSH."""
+    from core.slurm.client import check_slurm
+    from core.slurm.hosting import slurm_client
+
+    assert spec.slurm is not None
+    started = time.monotonic()
+    checks = check_slurm(slurm_client(spec), spec.slurm)
+    where = f"login {spec.slurm.login}" if spec.slurm.login else "this machine"
+    return HostPreflight(
+        "slurm",
+        where,
+        tuple(HostCheck(c.name, c.ok, c.detail, c.fix) for c in checks),
+        time.monotonic() - started,
+    )
+
+
 def format_table(results: list[HostPreflight]) -> str:
     """A plain-text table: one line per check, failures with their fix."""
     lines = [f"{'HOST':<16} {'VIA':<22} {'CHECK':<11} {'':<4} DETAIL"]

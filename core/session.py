@@ -84,6 +84,8 @@ def load_checked(path: Path, err: TextIO, check_ports: bool = True) -> ClusterSp
 
 def needs_preflight(spec: ClusterSpec) -> bool:
     """The rule both views apply: a cluster with a remote host is pre-flighted before launching."""
+    if spec.slurm is not None:
+        return False  # its hosts are Slurm nodes, reached by srun steps, not SSH (`validate --remote`)
     return any(spec.host_config(h).remote for h in {t.host for t in spec.tasks()})
 
 

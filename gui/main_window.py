@@ -25,6 +25,7 @@ from core.overview import PlannedRole
 from core.problems import ERROR
 from core.replay import RunDirError, RunReader
 from core.session import LaunchSession, RunSource, SessionError, needs_preflight
+from core.slurm.hosting import slurm_banner
 from core.spec import ClusterSpec
 from core.states import ClusterStatus, Event
 from core.telemetry.pci import tf_devices_by_bus
@@ -89,6 +90,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._devices_job: Future[dict[str, list[str]]] | None = None
         self._next_spec: ClusterSpec | None = None
         self.host_states: dict[str, dict[str, Any]] = {}  # latest host_state per host (SSH links)
+        self.slurm_text = ""  # "Slurm job J on NODES" for a run on Slurm (issue 12)
         # "stop" or "leave" answers the closing question ahead (scripts, --screenshot, tests).
         self.close_choice: str | None = os.environ.get("TOWERDECK_CLOSE_CHOICE") or None
         self._preflight_job: Future[list[Any]] | None = None
@@ -282,6 +284,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.logs.clear()
         self.warnings.clear()
         self.warning_label.setText("")
+        self.slurm_text = ""
         self._last_status = None
 
     # ------------------------------------------------------------------ actions
@@ -355,6 +358,8 @@ class MainWindow(QtWidgets.QMainWindow):
             self.gpus.set_link_state(host, state, str(data.get("reason") or ""))
             if state not in ("connected", "connecting"):
                 self.statusBar().showMessage(f"host {host}: {state} {data.get('reason') or ''}", 15000)
+        elif kind == "slurm":
+            self.slurm_text = slurm_banner(data)
         elif kind == "warning":
             message = str(data.get("message"))
             self.warnings.append(message)
@@ -431,6 +436,8 @@ class MainWindow(QtWidgets.QMainWindow):
             phase += f": {status.result} ({status.reason})"
         if not self.source.controls_here:
             phase = ("live run: " if not self.source.done else "past run: ") + phase
+        if self.slurm_text:
+            phase += f"  |  {self.slurm_text}"
         self.phase_label.setText(phase)
         self._update_actions(status)
         self.roles.show_status(status, self.host_states)

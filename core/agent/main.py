@@ -7,7 +7,7 @@ import signal
 import sys
 
 from .protocol import MAX_PERIOD_S, MIN_PERIOD_S
-from .serve import LINGER_S, relay, start_detached
+from .serve import LINGER_S, relay, serve_in_step, start_detached
 from .supervisor import Agent
 
 
@@ -26,6 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve", metavar="SOCK", help="run detached, serving on this Unix socket, and relay to it")
     parser.add_argument("--attach", metavar="SOCK", help="relay stdin/stdout to the agent serving on this socket")
     parser.add_argument("--log", metavar="FILE", help="with --serve: where the detached agent writes its stderr")
+    parser.add_argument(
+        "--in-step", action="store_true", help="with --serve: serve in this process, not detached (a Slurm step)"
+    )
     parser.add_argument("--linger", type=float, default=LINGER_S, help=argparse.SUPPRESS)
     parser.add_argument(
         "--probe", metavar="REQUEST", help="run the pre-flight checks of REQUEST (JSON), print one JSON answer, exit"
@@ -47,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.attach:
         return relay(args.attach)
     if args.serve:
-        return start_detached(args)
+        return serve_in_step(args) if args.in_step else start_detached(args)
     agent = Agent(sys.stdout, args.on_disconnect, args.sample_period)
 
     def on_term(signum: int, frame: object) -> None:

@@ -155,6 +155,44 @@ def relay(sock_path: str) -> int:
                 conn.shutdown(socket.SHUT_WR)
 
 
+def serve_in_step(args: argparse.Namespace) -> int:
+    """Serve on ``args.serve`` in this very process, relaying this process's stdio from a thread.
+
+    For a Slurm step (``--in-step``): a daemon would leave the step's process tree, so Slurm's
+    end of the job (scancel, time limit) would not reach it and its roles would outlive the
+    allocation. Here the agent stays the step's task: the step lives while the agent does (a
+    relay that ends, e.g. its controller was killed, does not end it), SIGTERM from Slurm stops
+    the roles, and a later ``srun --overlap ... --attach SOCK`` step reattaches.
+    """
+    import threading
+
+    try:
+        listener = bind_owner_only(args.serve)
+    except OSError as exc:
+        sys.stdout.write(encode_event("attach_failed", message=f"cannot serve on {args.serve}: {exc}"))
+        sys.stdout.flush()
+        return 3
+    os.chdir(os.path.dirname(os.path.abspath(args.serve)))  # the run dir: hello reports it
+    if args.log:
+        log = os.open(os.path.abspath(args.log), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(log, 2)
+    agent = Agent(open(os.devnull, "w"), args.on_disconnect, args.sample_period)  # noqa: SIM115
+    signal.signal(signal.SIGTERM, lambda signum, frame: agent.shutdown(agent.shutdown_grace_s))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    name = os.path.basename(args.serve)
+    with open(name + ".pid", "w") as pid_file:
+        pid_file.write(f"{os.getpid()}\n")
+    threading.Thread(target=relay, args=(name,), name="relay", daemon=True).start()
+    try:
+        serve(agent, listener, args.linger)
+    finally:
+        for path in (name, name + ".pid"):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    return 0
+
+
 def start_detached(args: argparse.Namespace) -> int:
     """Start the serving agent as a daemon (its own session, parent init), then relay to it."""
     try:

@@ -333,7 +333,7 @@ def check_slurm(client: SlurmClient, config: SlurmConfig) -> list[SlurmCheck]:
     """What must hold before a launch on Slurm: the client commands are there, the controller
     answers, and the partition exists and is up. Never raises; each failure says how to fix it."""
     checks: list[SlurmCheck] = []
-    for command in ("sbatch", "srun"):
+    for command in ("sbatch", "srun", "squeue"):
         try:
             version = client.run([command, "--version"]).strip()
             checks.append(SlurmCheck(command, True, version))

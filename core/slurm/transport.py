@@ -18,8 +18,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from core.agent import artifact_file
+from core.link import AgentLink, Endpoint
 from core.slurm.client import SlurmClient, step_argv
 from core.transport import EventSink, LocalTransport
 
@@ -97,3 +99,52 @@ class SlurmTransport(LocalTransport):
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
+
+
+# ------------------------------------------------------------------------------------------
+# The agent a launch uses: serving in its step, so a new step can reattach to it
+
+
+def slurm_endpoint(
+    client: SlurmClient,
+    job_id: str,
+    node: str,
+    host: str,
+    sock: Path,
+    log: Path,
+    on_disconnect: str = "keep",
+    python: str = sys.executable,
+    agent_path: Path | None = None,
+) -> Endpoint:
+    """How to start the agent for ``host`` as a step on ``node``, and how to reach it again.
+
+    The first step runs the agent with ``--serve SOCK --in-step``: it serves on a Unix socket in
+    the run directory (a shared filesystem, as for the agent file) without leaving the step, so
+    scancel and the time limit reach it and its roles. The launcher talks to it through the
+    step's stdio. A reattach (``attach`` after the launcher died) is another step on the same
+    node, ``srun --overlap ... agent.pyz --attach SOCK``, relaying to that socket.
+    """
+    agent = [python, "-u", str(agent_path if agent_path is not None else artifact_file(sock.parent))]
+    first = step_argv(
+        job_id,
+        node,
+        [*agent, "--serve", str(sock), "--in-step", "--log", str(log), "--on-disconnect", on_disconnect],
+    )
+    first.insert(1, f"--job-name={step_name_for(host)}")
+    attach = step_argv(job_id, node, [*agent, "--attach", str(sock)])
+    attach.insert(1, f"--job-name={step_name_for(host)}-attach")
+    return Endpoint(host, False, client.argv(first), client.argv(attach), extra={"job_id": job_id, "node": node})
+
+
+class SlurmLink(AgentLink):
+    """An :class:`AgentLink` whose relay is an srun step: reconnects and reattaches as a local
+    link does. ``node_is_here`` says whether the node is this machine: only then may the
+    controller kill a lost role's pid itself."""
+
+    def __init__(self, endpoint: Endpoint, *args: Any, node_is_here: bool = False, **kwargs: Any) -> None:
+        super().__init__(endpoint, *args, **kwargs)
+        self._node_is_here = node_is_here
+
+    @property
+    def is_local(self) -> bool:
+        return self._node_is_here

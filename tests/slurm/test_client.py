@@ -154,6 +154,7 @@ def test_preflight_names_a_missing_partition_and_passes_a_good_one(slurm: SlurmC
     assert [(c.name, c.ok) for c in good] == [
         ("sbatch", True),
         ("srun", True),
+        ("squeue", True),
         ("controller", True),
         ("partition", True),
     ]
@@ -168,7 +169,7 @@ def test_preflight_names_a_missing_partition_and_passes_a_good_one(slurm: SlurmC
 def test_preflight_without_a_slurm_conf_says_what_to_set(tmp_path: Path) -> None:
     lost = SlurmClient(env={"SLURM_CONF": str(tmp_path / "missing.conf")})
     checks = check_slurm(lost, SlurmConfig())
-    assert [(c.name, c.ok) for c in checks] == [("sbatch", False), ("srun", False)]
+    assert [(c.name, c.ok) for c in checks] == [("sbatch", False), ("srun", False), ("squeue", False)]
     assert "missing.conf', which does not exist" in checks[0].detail
     assert "point SLURM_CONF at your cluster's slurm.conf" in checks[0].fix
 

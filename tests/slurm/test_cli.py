@@ -1,0 +1,372 @@
+"""``python main.py launch`` / ``attach`` / ``ctl`` with a ``[slurm]`` table, against the real
+Slurm of tests/slurm/conftest.py: one allocation per run, what the CLI says while it waits and
+runs, what Slurm ending the job looks like, and nothing left in squeue, no process, no port."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from core.slurm.client import SlurmClient
+from tests.conftest import ROOT, free_ports, run_cli
+from tests.slurm.conftest import SlurmCluster
+from tests.ssh.conftest import assert_nothing_left_under, kill_strays
+
+pytestmark = pytest.mark.slow
+
+CLUSTER = """
+name = "bg-slurm-cli"
+strategy = "between_graph"
+launch_style = "flags"
+workdir = "{trainers}"
+command = ["python", "-u", "between_graph.py", "--train_steps={steps}", "--log_every=10"]
+stop_grace_s = 3
+[jobs.ps]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[1]}", "127.0.0.1:{p[2]}"]
+[slurm]
+partition = "{partition}"
+time = "10"
+nodes = 1
+{extra}
+"""
+
+
+def write_cluster(tmp_path: Path, slurm: SlurmCluster, steps: int, extra: str = "") -> tuple[Path, list[int]]:
+    ports = free_ports(3)
+    path = tmp_path / "cluster.toml"
+    path.write_text(
+        CLUSTER.format(
+            trainers=ROOT / "resources" / "trainers", p=ports, steps=steps, partition=slurm.partition, extra=extra
+        )
+    )
+    return path, ports
+
+
+class Launcher:
+    """``python main.py launch`` in the background, its output read as it comes."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "main.py"), *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._lock:
+                self.lines.append(line)
+
+    @property
+    def text(self) -> str:
+        with self._lock:
+            return "".join(self.lines)
+
+    def wait_for(self, what: Callable[[], bool], timeout_s: float, label: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not what():
+            assert self.proc.poll() is None or what(), f"launcher ended before {label}:\n{self.text}"
+            assert time.monotonic() < deadline, f"no {label} in {timeout_s:.0f} s:\n{self.text}"
+            time.sleep(0.1)
+
+    def finish(self, timeout_s: float) -> int:
+        code = self.proc.wait(timeout_s)
+        self._reader.join(10)
+        return code
+
+
+@pytest.fixture
+def launched() -> Iterator[list[Launcher]]:
+    started: list[Launcher] = []
+    yield started
+    for launcher in started:
+        if launcher.proc.poll() is None:
+            launcher.proc.kill()
+            launcher.proc.wait()
+
+
+def slurm_record(run_dir: Path) -> dict:
+    try:
+        return json.loads((run_dir / "run.json").read_text()).get("slurm") or {}
+    except (OSError, ValueError):
+        return {}
+
+
+def training(run_dir: Path) -> bool:
+    log = run_dir / "roles" / "worker-1" / "attempt-1.log"
+    return log.is_file() and "Step" in log.read_text()
+
+
+def left_in_squeue(client: SlurmClient, job_id: str) -> str:
+    return client.run(["squeue", "-h", f"--jobs={job_id}", "--states=PENDING,RUNNING,COMPLETING"], check=False)
+
+
+def test_launch_through_slurm_trains_to_success_and_cancels_the_allocation(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
+) -> None:
+    path, ports = write_cluster(tmp_path, slurm, steps=200)
+    run_dir = tmp_path / "run"
+    result = run_cli("launch", str(path), "--run-dir", str(run_dir), timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    record = slurm_record(run_dir)
+    job_id = record["job_id"]
+    assert record["nodes"] == [slurm.node] and record["nodelist"] == slurm.node
+    assert record["partition"] == slurm.partition
+    assert record["hosts"] == {"127.0.0.1": slurm.node}
+    assert record["steps"]["127.0.0.1"].startswith(f"{job_id}.")
+    assert f"Slurm job {job_id} on {slurm.node} (partition {slurm.partition})" in result.stdout
+    assert "succeeded" in result.stdout
+    journal = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert any(r.get("kind") == "slurm" and r.get("state") == "running" for r in journal)
+    client = SlurmClient(env=slurm.env)
+    assert left_in_squeue(client, job_id).strip() == ""
+    end = client.job_end(job_id)
+    assert end is not None and end.state == "CANCELLED"  # cancelled by the run's end, not left to its time limit
+    assert_nothing_left_under(tmp_path, ports)
+
+
+def test_scancel_from_outside_mid_run_says_cancelled_by_slurm_and_leaves_nothing(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path, launched: list[Launcher]
+) -> None:
+    path, ports = write_cluster(tmp_path, slurm, steps=100000)
+    run_dir = tmp_path / "run"
+    launcher = Launcher("launch", str(path), "--run-dir", str(run_dir))
+    launched.append(launcher)
+    launcher.wait_for(lambda: training(run_dir), 180, "training")
+    job_id = slurm_record(run_dir)["job_id"]
+    client = SlurmClient(env=slurm.env)
+    client.run(["scancel", job_id])  # someone else's scancel (an admin, a preemption script)
+    code = launcher.finish(90)
+    assert code != 0, launcher.text
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["reason"] == f"cancelled by Slurm (job {job_id})", info
+    assert info["slurm"]["state"] == "ended", info["slurm"]
+    assert f"cancelled by Slurm (job {job_id})" in launcher.text
+    # Each role's end says whose doing it was, not a bare SIGTERM failure.
+    ends = [line for line in launcher.text.splitlines() if line.startswith(("  ps:0", "  worker:"))]
+    assert len(ends) == 3 and all("cancelled by Slurm" in line for line in ends), launcher.text
+    assert "FAILED" not in launcher.text
+    assert left_in_squeue(client, job_id).strip() == ""
+    assert_nothing_left_under(tmp_path, ports)
+    kill_strays(tmp_path)
+
+
+def test_a_held_job_shows_its_pending_reason_and_ctrl_c_cancels_it(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path, launched: list[Launcher]
+) -> None:
+    path, ports = write_cluster(tmp_path, slurm, steps=200, extra='extra_args = ["--hold"]')
+    run_dir = tmp_path / "run"
+    launcher = Launcher("launch", str(path), "--run-dir", str(run_dir))
+    launched.append(launcher)
+    # Submitted, it pends first with no reason yet; squeue's reason follows on its own line.
+    launcher.wait_for(lambda: ": pending (JobHeldUser)" in launcher.text, 60, "pending reason")
+    job_id = slurm_record(run_dir)["job_id"]
+    assert f"waiting for Slurm job {job_id}: pending (JobHeldUser)" in launcher.text
+    status = run_cli("ctl", str(run_dir), "status", "--json", timeout=30)
+    assert status.returncode == 0, status.stderr
+    reply = json.loads(status.stdout)
+    assert reply["slurm"]["state"] == "pending" and reply["slurm"]["reason"] == "JobHeldUser", reply
+    assert reply["slurm"]["job_id"] == job_id
+    text = run_cli("ctl", str(run_dir), "status", timeout=30)
+    assert f"waiting for Slurm job {job_id}: pending (JobHeldUser)" in text.stdout
+    os.kill(launcher.proc.pid, signal.SIGINT)  # Ctrl-C while pending
+    code = launcher.finish(60)
+    assert code == 130, launcher.text  # EXIT_INTERRUPTED
+    assert "Traceback" not in launcher.text
+    client = SlurmClient(env=slurm.env)
+    assert left_in_squeue(client, job_id).strip() == ""
+    end = client.job_end(job_id)
+    assert end is not None and end.state == "CANCELLED"
+    assert not (run_dir / "roles" / "worker-0" / "attempt-1.log").exists()  # nothing started
+    assert_nothing_left_under(tmp_path, ports)
+
+
+def sruns_of(job_id: str) -> list[psutil.Process]:
+    """srun processes of the job on this machine (they run in the launcher's cwd, not the run's)."""
+    found = []
+    for p in psutil.process_iter(["name", "cmdline", "status"]):
+        alive = p.info["name"] == "srun" and p.info["status"] != psutil.STATUS_ZOMBIE
+        if alive and f"--jobid={job_id}" in (p.info["cmdline"] or []):
+            found.append(p)
+    return found
+
+
+def test_attach_after_the_launcher_is_sigkilled_takes_the_roles_over_and_stop_leaves_nothing(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path, launched: list[Launcher]
+) -> None:
+    path, ports = write_cluster(tmp_path, slurm, steps=100000)
+    run_dir = tmp_path / "run"
+    launcher = Launcher("launch", str(path), "--run-dir", str(run_dir))
+    launched.append(launcher)
+    launcher.wait_for(lambda: training(run_dir), 180, "training")
+    job_id = slurm_record(run_dir)["job_id"]
+    launcher.proc.send_signal(signal.SIGKILL)
+    launcher.finish(30)
+    client = SlurmClient(env=slurm.env)
+    log = run_dir / "roles" / "worker-1" / "attempt-1.log"
+    size = log.stat().st_size
+    deadline = time.monotonic() + 60
+    while log.stat().st_size == size:  # the roles train on with nobody watching
+        assert time.monotonic() < deadline, "the roles did not keep running after the launcher was killed"
+        time.sleep(0.2)
+    assert "RUNNING" in client.run(["squeue", "-h", f"--jobs={job_id}", "-o", "%T"])
+
+    attach = Launcher("attach", str(run_dir))
+    launched.append(attach)
+    attach.wait_for(lambda: attach.text.count("reattached") >= 3, 60, "three reattached roles")
+    assert f"Slurm job {job_id} on {slurm.node}: reattaching" in attach.text
+    status = run_cli("ctl", str(run_dir), "status", "--json", timeout=30)
+    reply = json.loads(status.stdout)
+    assert {r["role"]: r["state"] for r in reply["roles"]} == {
+        "ps:0": "running",
+        "worker:0": "running",
+        "worker:1": "running",
+    }, reply
+    assert reply["slurm"]["job_id"] == job_id and reply["slurm"]["state"] == "running"
+    stop = run_cli("ctl", str(run_dir), "stop-all", timeout=30)
+    assert stop.returncode == 0, stop.stderr
+    code = attach.finish(120)
+    assert code != 0 or "stopped" in attach.text, attach.text
+    assert "Traceback" not in attach.text
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["state"] == "done" and info["result"] == "stopped", info
+    assert left_in_squeue(client, job_id).strip() == ""
+    end = client.job_end(job_id)
+    assert end is not None and end.state == "CANCELLED"
+    assert_nothing_left_under(tmp_path, ports)
+    deadline = time.monotonic() + 20
+    while sruns_of(job_id):  # the killed launcher's srun ends with its step
+        assert time.monotonic() < deadline, [p.cmdline() for p in sruns_of(job_id)]
+        time.sleep(0.1)
+
+
+def test_validate_remote_checks_slurm_and_names_a_wrong_partition(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
+) -> None:
+    path, _ = write_cluster(tmp_path, slurm, steps=200)
+    good = run_cli("validate", "--remote", str(path), timeout=60)
+    assert good.returncode == 0, good.stdout + good.stderr
+    for check in ("sbatch", "srun", "squeue", "controller", "partition"):
+        assert any(line.split()[3:5] == [check, "ok"] for line in good.stdout.splitlines()), good.stdout
+    assert f"{slurm.partition} is up" in good.stdout
+    path.write_text(path.read_text().replace(f'partition = "{slurm.partition}"', 'partition = "nope"'))
+    bad = run_cli("validate", "--remote", str(path), timeout=60)
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert f"partition   FAIL no partition 'nope' (there are: {slurm.partition})" in bad.stdout
+    assert "fix: set [slurm] partition to one of them" in bad.stdout
+    assert "Traceback" not in bad.stderr
+
+
+def test_a_run_past_its_slurm_time_limit_says_timed_out_by_slurm(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
+) -> None:
+    """One minute is Slurm's smallest limit (and slurmctld checks limits about every 30 s)."""
+    path, ports = write_cluster(tmp_path, slurm, steps=10000000)
+    path.write_text(path.read_text().replace('time = "10"', 'time = "1"'))
+    run_dir = tmp_path / "run"
+    result = run_cli("launch", str(path), "--run-dir", str(run_dir), timeout=400)
+    assert result.returncode == 1, result.stdout + result.stderr
+    info = json.loads((run_dir / "run.json").read_text())
+    job_id = info["slurm"]["job_id"]
+    said = f"timed out by Slurm (time limit 1 min, job {job_id})"
+    assert info["result"] == "failed" and info["reason"] == said, info
+    ends = [line for line in result.stdout.splitlines() if line.startswith(("  ps:0", "  worker:"))]
+    assert len(ends) == 3 and all(said in line for line in ends), result.stdout
+    client = SlurmClient(env=slurm.env)
+    assert left_in_squeue(client, job_id).strip() == ""
+    end = client.job_end(job_id)
+    assert end is not None and end.state == "TIMEOUT"
+    assert_nothing_left_under(tmp_path, ports)
+
+
+def test_a_task_on_a_host_outside_the_allocation_is_refused_and_the_allocation_cancelled(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
+) -> None:
+    path, ports = write_cluster(tmp_path, slurm, steps=200)
+    path.write_text(path.read_text().replace(f'"127.0.0.1:{ports[2]}"', f'"gpu09:{ports[2]}"'))
+    run_dir = tmp_path / "run"
+    result = run_cli("launch", str(path), "--run-dir", str(run_dir), timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    job_id = slurm_record(run_dir)["job_id"]
+    said = f"task worker:1 is on 'gpu09', which is not a node of Slurm job {job_id} (its nodes: {slurm.node})"
+    assert said in result.stdout and "fix: " in result.stdout, result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+    client = SlurmClient(env=slurm.env)
+    assert left_in_squeue(client, job_id).strip() == ""
+    assert not (run_dir / "roles" / "ps-0" / "attempt-1.log").exists()  # nothing started
+    assert_nothing_left_under(tmp_path, ports)
+
+
+def test_an_sbatch_refusal_is_a_clear_error_not_a_traceback(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
+) -> None:
+    path, _ = write_cluster(tmp_path, slurm, steps=200)
+    path.write_text(path.read_text().replace(f'partition = "{slurm.partition}"', 'partition = "nope"'))
+    result = run_cli("launch", str(path), "--run-dir", str(tmp_path / "run"), timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "`sbatch` failed: sbatch: error: Batch job submission failed: Invalid partition name" in result.stdout
+    assert "fix: set [slurm] partition to one that `sinfo -s` lists" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+PS_CLUSTER = """
+name = "ps-slurm-cli"
+strategy = "parameter_server"
+launch_style = "tf_config"
+workdir = "{trainers}"
+command = ["python", "-u", "parameter_server.py", "--train_steps=400", "--log_every=20"]
+stop_grace_s = 3
+[jobs.chief]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.ps]
+tasks = ["127.0.0.1:{p[1]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[2]}", "127.0.0.1:{p[3]}"]
+restart = {{ policy = "OnFailure", max_restarts = 2, backoff_s = 0.5 }}
+[slurm]
+partition = "{partition}"
+"""
+
+
+def test_tf2_parameter_server_through_launch_restarts_a_killed_worker_and_succeeds(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path, launched: list[Launcher]
+) -> None:
+    ports = free_ports(4)
+    path = tmp_path / "cluster.toml"
+    path.write_text(PS_CLUSTER.format(trainers=ROOT / "resources" / "trainers", p=ports, partition=slurm.partition))
+    run_dir = tmp_path / "run"
+    launcher = Launcher("launch", str(path), "--run-dir", str(run_dir))
+    launched.append(launcher)
+    chief_log = run_dir / "roles" / "chief-0" / "attempt-1.log"
+    launcher.wait_for(lambda: chief_log.is_file() and "step" in chief_log.read_text().lower(), 180, "chief steps")
+    reply = json.loads(run_cli("ctl", str(run_dir), "status", "--json", timeout=30).stdout)
+    pid = next(r["pid"] for r in reply["roles"] if r["role"] == "worker:1")
+    assert isinstance(pid, int)
+    os.kill(pid, signal.SIGKILL)  # a worker lost mid-training, as a node's OOM killer would
+    code = launcher.finish(300)
+    assert code == 0, launcher.text
+    assert "succeeded" in launcher.text
+    assert (run_dir / "roles" / "worker-1" / "attempt-2.log").exists()
+    job_id = slurm_record(run_dir)["job_id"]
+    assert left_in_squeue(SlurmClient(env=slurm.env), job_id).strip() == ""
+    assert_nothing_left_under(tmp_path, ports)
