@@ -99,7 +99,10 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         self._detached = False
         self._factory: TransportFactory = transport_factory or self._link_factory
         self._roles: dict[str, SupervisedRole] = {
-            t.role_id: SupervisedRole(t, t.host, run.path, spec.metric_patterns) for t in spec.tasks()
+            # planned_tasks: a counted job's roles (tasks = N on Slurm) exist before the allocation
+            # gives them a host and a port (core/slurm/hosting.py places them then).
+            t.role_id: SupervisedRole(t, t.host, run.path, spec.metric_patterns)
+            for t in spec.planned_tasks()
         }
         self._completion = set(spec.completion_jobs())
         self._success_policy = spec.stuck.success_policy
@@ -118,7 +121,7 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         # Hosts whose agent tails the roles' TensorBoard files itself (its hello says so); the
         # others' local roles are read here, as a fallback.
         self._agent_tails_tb: dict[str, bool] = {}
-        self._remote_hosts = {h for h in {t.host for t in spec.tasks()} if spec.host_config(h).remote}
+        self._remote_hosts = {h for h in {t.host for t in spec.explicit_tasks()} if spec.host_config(h).remote}
         # Diagnosis (issue 13): which role waits for which, from output and state changes.
         self._diagnoser = Diagnoser(
             self._roles, spec.strategy, success_policy=spec.stuck.success_policy, phase=str(ClusterPhase.IDLE)

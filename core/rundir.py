@@ -131,6 +131,16 @@ class RunDir:
         text = "".join(journal.encode(p) for p in points)
         self._guard("write scalars", lambda: journal.append_lines(self.role_dir(task) / "scalars.jsonl", text))
 
+    def write_spec(self, spec: ClusterSpec) -> None:
+        """Replace cluster.toml atomically: a Slurm run's counted tasks once they are placed."""
+
+        def write() -> None:
+            tmp = self.path / "cluster.toml.tmp"
+            tmp.write_text(dumps(spec), encoding="utf-8")
+            os.replace(tmp, self.path / "cluster.toml")
+
+        self._guard("write cluster.toml", write)
+
     def update(self, **fields: Any) -> None:
         """Merge ``fields`` into run.json, replacing it atomically."""
         self._info.update(fields)

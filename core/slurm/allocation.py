@@ -34,7 +34,8 @@ Post = Callable[[dict[str, Any]], None]
 
 
 class PlacementError(Exception):
-    """The tasks' hosts cannot be placed on the allocation; the message names the task and the fix."""
+    """The tasks cannot be placed on the allocation (a host outside it, a node that cannot give
+    the ports of counted tasks); the message names the task or node and the fix."""
 
 
 def nodes_for_hosts(

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from core.slurm.allocation import PlacementError
 from core.slurm.client import SlurmClient, SlurmError, step_argv
 from core.spec.addresses import canonical_host
 from core.spec.model import JOB_ORDER, ClusterSpec, Job, Task
@@ -30,10 +31,6 @@ from core.spec.model import JOB_ORDER, ClusterSpec, Job, Task
 FreePortsOn = Callable[[str, int], list[int]]
 # The one-shot step's name in squeue, so a look at the job shows what it is.
 FREE_PORTS_STEP_NAME = "towerdeck-free-ports"
-
-
-class PlacementError(RuntimeError):
-    """Counted tasks could not be placed: the message says which node or job and the fix."""
 
 
 def deal(spec: ClusterSpec, nodes: Sequence[str]) -> dict[str, list[str]]:

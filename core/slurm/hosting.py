@@ -21,6 +21,7 @@ from core.locality import is_local_host
 from core.rundir import RunDir
 from core.slurm.allocation import Allocation, PlacementError, nodes_for_hosts, placed_for_allocation
 from core.slurm.client import SlurmClient, job_name_for, ssh_prefix_for
+from core.slurm.counts import free_ports_on_slurm, place_counted
 from core.slurm.transport import SlurmLink, slurm_endpoint, step_name_for
 from core.spec import ClusterSpec
 from core.states import ALIVE, ClusterPhase
@@ -158,9 +159,11 @@ class SlurmHosting:
         assert self._slurm is not None and self._slurm.job_id is not None
         job_id = self._slurm.job_id
         try:
-            # Where the tasks go in the allocation. Explicit host:port tasks are mapped onto its
-            # nodes here; SEAM: counted tasks (tasks = N) get their hosts and ports here too,
-            # before any agent starts (core/slurm/counts.py, place_counted).
+            # Where the tasks go in the allocation, before any agent starts: counted tasks
+            # (tasks = N) get their nodes and ports (each node chooses its own, in a one-shot step),
+            # then every task host is mapped onto its node.
+            if self.spec.has_counted():
+                self._place_counted(job_id, nodes)
             self._slurm_nodes = nodes_for_hosts(self.spec, job_id, nodes)
         except PlacementError as exc:
             self._slurm_update(state="failed", nodelist=nodelist, nodes=nodes, reason=str(exc))
@@ -175,6 +178,17 @@ class SlurmHosting:
         self._slurm_update(steps=self._slurm_steps(job_id))
         for role in self._roles.values():
             self._launch_role(role)
+
+    def _place_counted(self, job_id: str, nodes: list[str]) -> None:
+        """Give the counted jobs' roles their node:port tasks, and keep the placed cluster in the
+        run directory (what ``attach`` and a replay read)."""
+        assert self._slurm is not None
+        self.spec = place_counted(self.spec, nodes, free_ports_on_slurm(self._slurm.client, job_id))
+        for task in self.spec.tasks():
+            role = self._roles[task.role_id]
+            role.task = task
+            role.host_key = task.host
+        self.run.write_spec(self.spec)
 
     def _slurm_steps(self, job_id: str) -> dict[str, str]:
         """Each host's agent step id, from squeue (srun says it only when verbose)."""

@@ -250,6 +250,21 @@ class ClusterSpec:
         """The tasks that have a host and port already (all of them unless a job is counted)."""
         return [t for name in JOB_ORDER if name in self.jobs for t in self.jobs[name].tasks]
 
+    def planned_tasks(self) -> list[Task]:
+        """Every task in launch order, a counted job's as placeholders (host ``""``, port 0) with
+        its job-wide settings: what a controller supervises before the Slurm allocation placed
+        them (:meth:`tasks` refuses a counted spec)."""
+        tasks: list[Task] = []
+        for name in JOB_ORDER:
+            job = self.jobs.get(name)
+            if job is None:
+                continue
+            if job.counted:
+                tasks += [Task(name, i, "", 0, job.gpus, job.command, dict(job.env)) for i in range(job.size)]
+            else:
+                tasks += job.tasks
+        return tasks
+
     def task(self, role: str) -> Task:
         """The task of ``role`` (any spelling :func:`parse_role_id` takes); KeyError naming the roles."""
         job, index = parse_role_id(role)

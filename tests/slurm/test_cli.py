@@ -370,3 +370,52 @@ def test_tf2_parameter_server_through_launch_restarts_a_killed_worker_and_succee
     job_id = slurm_record(run_dir)["job_id"]
     assert left_in_squeue(SlurmClient(env=slurm.env), job_id).strip() == ""
     assert_nothing_left_under(tmp_path, ports)
+
+
+COUNTED = """
+name = "bg-slurm-counted"
+strategy = "between_graph"
+launch_style = "both"
+workdir = "{trainers}"
+command = ["python", "-u", "between_graph.py", "--train_steps=200", "--log_every=10"]
+stop_grace_s = 3
+[jobs.ps]
+tasks = 1
+[jobs.worker]
+tasks = 2
+[slurm]
+partition = "{partition}"
+time = "10"
+nodes = 1
+"""
+
+
+def test_launch_of_counted_tasks_places_them_on_the_allocation_and_trains_to_success(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`tasks = N` through `python main.py launch`: the roles get the allocation's node and ports
+    its agent step chose, the run directory keeps the placed cluster, and nothing is left."""
+    path = tmp_path / "cluster.toml"
+    path.write_text(COUNTED.format(trainers=ROOT / "resources" / "trainers", partition=slurm.partition))
+    run_dir = tmp_path / "run"
+    result = run_cli("launch", str(path), "--run-dir", str(run_dir), timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "succeeded" in result.stdout and "Traceback" not in result.stdout + result.stderr
+    placed = (run_dir / "cluster.toml").read_text()
+    from core.spec import load
+
+    spec, problems = load(run_dir / "cluster.toml")
+    assert spec is not None and not spec.has_counted(), (problems, placed)
+    tasks = spec.tasks()
+    assert [t.role_id for t in tasks] == ["ps:0", "worker:0", "worker:1"]
+    assert {t.host for t in tasks} == {slurm.node}
+    ports = [t.port for t in tasks]
+    assert len(set(ports)) == 3
+    # The ps served on the port its node chose; the workers were told that address.
+    ps_log = (run_dir / "roles" / "ps-0" / "attempt-1.log").read_text()
+    assert f"{slurm.node}:{ports[0]}" in ps_log, ps_log[-2000:]
+    record = slurm_record(run_dir)
+    assert record["hosts"] == {slurm.node: slurm.node}
+    client = SlurmClient(env=slurm.env)
+    assert left_in_squeue(client, record["job_id"]).strip() == ""
+    assert_nothing_left_under(tmp_path, ports)
