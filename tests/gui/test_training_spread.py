@@ -62,3 +62,34 @@ def test_a_few_workers_keep_a_line_each(qtbot):
     feed(panel, 3, 50, slow="worker:1")
     panel.refresh(force=True)
     assert not panel.spread_mode and sorted(panel.visible_roles()) == ["worker:0", "worker:1", "worker:2"]
+
+
+def test_the_per_worker_key_sits_outside_the_plots(qtbot):
+    """The key names each shown worker in its colour, above the plots: its rectangle never
+    meets either plot's view box (a pyqtgraph legend is drawn inside it, over the curves)."""
+    from PySide6 import QtCore
+
+    from gui.panels.training import TrainingPanel, role_colour
+
+    panel = TrainingPanel()
+    qtbot.addWidget(panel)
+    panel.resize(900, 600)
+    panel.show()
+    feed(panel, 4, 100, slow="worker:3")
+    panel.refresh(force=True)
+    assert not panel.spread_mode and panel.views.currentIndex() == 0
+    assert panel.key_text().split(" · ") == ["■ worker:0", "■ worker:1", "■ worker:2", "■ worker:3"]
+    assert role_colour(2).name() in panel.key.text()
+    assert panel.loss_plot.getPlotItem().legend is None and panel.time_plot.getPlotItem().legend is None
+    qtbot.waitUntil(lambda: panel.key.isVisible() and panel.key.height() > 0)
+    key = QtCore.QRect(panel.key.mapTo(panel, QtCore.QPoint(0, 0)), panel.key.size())
+    for plot in (panel.loss_plot, panel.time_plot):
+        vb = plot.getPlotItem().vb
+        scene_rect = vb.mapRectToScene(vb.boundingRect())
+        top_left = plot.mapTo(panel, plot.mapFromScene(scene_rect.topLeft()))
+        view_box = QtCore.QRect(top_left, scene_rect.size().toSize())
+        assert view_box.height() > 50 and not key.intersects(view_box), (key, view_box)
+    # Unticking a worker takes it out of the key.
+    panel.workers.item(1).setCheckState(QtCore.Qt.CheckState.Unchecked)
+    panel.refresh(force=True)
+    assert "worker:1" not in panel.key_text() and "worker:2" in panel.key_text()
