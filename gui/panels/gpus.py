@@ -135,7 +135,10 @@ class GpuPanel(QtWidgets.QWidget):
             if not isinstance(gpu, dict) or not isinstance(gpu.get("index"), int):
                 continue
             key = (host, int(gpu["index"]))
-            first, second = self.history.setdefault(key, (Series(capacity=2048), Series(capacity=2048)))
+            pair = self.history.get(key)
+            if pair is None:  # not setdefault: it built two 2048-point Series per GPU per sample
+                pair = self.history[key] = (Series(capacity=2048), Series(capacity=2048))
+            first, second = pair
             util = gpu.get("utilization_gpu_percent")
             used, total = gpu.get("memory_used_bytes"), gpu.get("memory_total_bytes")
             if isinstance(util, (int, float)):
