@@ -206,6 +206,8 @@ class GpuPanel(QtWidgets.QWidget):
         plot.setYRange(0, 100, padding=0.02)
         plot.setMouseEnabled(x=True, y=False)
         plot.showGrid(x=True, y=True, alpha=0.3)
+        for axis in ("left", "bottom"):
+            plot.getAxis(axis).setStyle(maxTickLevel=0)  # major grid lines only: see SpreadPlot
         plot.setLabel("left", "%")
         plot.addLegend(offset=(5, 5))
         layout = QtWidgets.QVBoxLayout(inner)

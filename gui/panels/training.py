@@ -146,6 +146,8 @@ class TrainingPanel(QtWidgets.QWidget):
         plot = pg.PlotWidget(title=title)
         plot.setBackground("w")
         plot.showGrid(x=True, y=True, alpha=0.3)
+        for axis in ("left", "bottom"):
+            plot.getAxis(axis).setStyle(maxTickLevel=0)  # major grid lines only: see SpreadPlot
         plot.setLabel("bottom", "step")
         plot.setLabel("left", y_label)
         plot.getAxis("left").enableAutoSIPrefix(False)
