@@ -119,6 +119,12 @@ class TrainingPanel(QtWidgets.QWidget):
         self.spread_loss = SpreadPlot("Loss by step: the workers' spread", "loss")
         self.spread_time = SpreadPlot("Step time by step: the workers' spread", "step time (ms)")
         self.spread_time.plot.setXLink(self.spread_loss.plot)
+        # A linked view that changes range turns its partner's X auto-range off (pyqtgraph's
+        # linkedViewChanged), which left both spread plots stuck at [-0.5, 0.5] in a live run:
+        # each refresh turns it back on in the leading plot until the user zooms or pans.
+        self._spread_zoomed = False
+        for plot in (self.spread_loss.plot, self.spread_time.plot):
+            plot.getViewBox().sigRangeChangedManually.connect(self._on_spread_zoomed)
         self.heatmap = StepTimeHeatmap()
         spread = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         for widget in (self.spread_loss, self.spread_time, self.heatmap):
@@ -369,8 +375,13 @@ class TrainingPanel(QtWidgets.QWidget):
         """The per-worker key as plain text (what a user reads above the plots)."""
         return QtGui.QTextDocumentFragment.fromHtml(self.key.text()).toPlainText()
 
+    def _on_spread_zoomed(self, *_args: object) -> None:
+        self._spread_zoomed = True
+
     def _refresh_spread(self) -> None:
         """The workers' spread, the slowest and the ticked ones on top, the heat map."""
+        if not self._spread_zoomed:
+            self.spread_loss.plot.getViewBox().enableAutoRange(axis=pg.ViewBox.XAxis)
         times = {r: (s.step_time_s * 1000.0 if s.step_time_s is not None else None) for r, s in self.stats.items()}
         top = slowest(times, k=SLOWEST_SHOWN)
         picked = [r for r in self.visible_roles() if r not in top]

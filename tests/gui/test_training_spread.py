@@ -41,6 +41,11 @@ def test_32_workers_show_the_spread_and_the_straggler_on_top(qtbot):
     assert panel.visible_roles() == []  # past 8 workers nothing is ticked by default
     xs, _ys = panel.spread_loss.median.getData()
     assert len(xs) > 50
+    # Both linked spread plots show the steps (pyqtgraph's link had turned X auto-range off).
+    qtbot.waitUntil(lambda: panel.spread_loss.plot.getViewBox().viewRange()[0][1] > 150)
+    for plot in (panel.spread_loss.plot, panel.spread_time.plot):
+        low, high = plot.getViewBox().viewRange()[0]
+        assert low <= 1 and high >= 198, (low, high)
     assert list(panel.spread_time.highlights) == ["worker:13"]  # the straggler, named in the key
     assert "worker:13 200 ms" in panel.spread_time.key_text()
     assert panel.heatmap.rows[13] == "worker:13" and panel.heatmap.image.image[13, -1] > 1.5
