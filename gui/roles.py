@@ -182,6 +182,7 @@ class RolesView(QtWidgets.QWidget):
         header.setStretchLastSection(True)
         self._collapsed: set[str] = set()
         self._last_selection: list[str] = []
+        self._hidden_selection: list[str] = []
         self.table.selectionModel().selectionChanged.connect(lambda *_: self._on_selection_changed())
         self.table.collapsed.connect(lambda index: self._collapsed.add(index.data(GROUP_ROLE)))
         self.table.expanded.connect(lambda index: self._collapsed.discard(index.data(GROUP_ROLE)))
@@ -253,8 +254,14 @@ class RolesView(QtWidgets.QWidget):
         if self.filter.text() != text:
             self.filter.setText(text)  # comes back here through textChanged
             return
+        # Roles the filter hides lose Qt's selection: remember them, and select them again when a
+        # later filter shows them (the logs and placement follow the selection).
+        wanted = self.selected_roles() or self._hidden_selection
+        scroll = self.table.verticalScrollBar().value()
         self.proxy.set_filter_text(text)
-        self._after_reset()
+        shown = [name for name in wanted if self._index_of(name).isValid()]
+        self._hidden_selection = wanted if len(shown) < len(wanted) else []
+        self._restore(shown, scroll)
 
     def shown_roles(self) -> list[str]:
         """The role rows as the table shows them now (filtered, sorted, groups expanded or not)."""

@@ -93,6 +93,7 @@ def test_natural_order_and_group_by_host_with_counts_per_state(view):
 
 
 def test_filter_by_state_name_and_host(view):
+    view.select_role("worker:13")
     view.set_filter("failed")
     assert view.shown_roles() == ["worker:13"] and view.count.text() == "1 of 65 roles"
     view.set_filter("worker:1")  # not worker:10..19
@@ -105,6 +106,8 @@ def test_filter_by_state_name_and_host(view):
     assert len(view.shown_roles()) == 7 and "worker:13" not in view.shown_roles()
     view.set_filter("")
     assert len(view.shown_roles()) == WORKERS + 1
+    # The selected role, hidden by a filter, is selected again once a filter shows it.
+    assert view.selected_roles() == ["worker:13"]
 
 
 def test_sort_numbers_as_numbers_and_names_naturally(view):
