@@ -15,7 +15,7 @@ GPUs so both are drawn. After each simulated hour: ``gc.collect()`` and the proc
 
 Reports RSS per hour, its slope after WARMUP_H hours (least squares, MiB/h) and max, and the
 speed-up over real time, as one JSON line last. Settings from the environment: HOURS (24),
-WARMUP_H (3), STEP_HZ (1), FRAME_S (60). Run from the repo root:
+WARMUP_H (3), STEP_HZ (1), FRAME_S (60), LOGS (1; 0 sends no log lines). Run from the repo root:
 `python benchmarks/bench_window_memory.py`.
 """
 
@@ -42,6 +42,7 @@ from core.states import Event
 
 WORKERS, HOSTS, GPUS_PER_HOST = 64, 8, 8
 GIB = 2**30
+LOGS = os.environ.get("LOGS", "1") != "0"  # LOGS=0 leaves the log lines out (to see what they weigh)
 
 
 def cluster_file(folder: Path) -> Path:
@@ -133,7 +134,8 @@ def feed_frame(window: object, t0: float, sim_s: float, frame_s: float, step_hz:
             f"INFO step {first + k} loss {samples[k]['loss']:.4f} ({role})\n"
             for k in range(0, steps, int(10 * step_hz) or 1)
         )
-        inbox.put(Event("role_output", t0 + sim_s, role, {"text": lines}))
+        if LOGS:
+            inbox.put(Event("role_output", t0 + sim_s, role, {"text": lines}))
 
 
 def rss_mib() -> float:
