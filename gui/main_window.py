@@ -129,7 +129,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.banner, self.table = self.roles.banner, self.roles.table
         for action in (self.action_stop, self.action_restart, self.action_kill, self.action_show_log):
             self.table.addAction(action)
-        self.table.itemSelectionChanged.connect(self._on_selection_changed)
+        self.roles.sig_selection_changed.connect(self._on_selection_changed)
         self.table.doubleClicked.connect(lambda _index: self.show_log())
 
         self.training = TrainingPanel()

@@ -10,10 +10,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6 import QtCore, QtWidgets
 
 from core.controller import ClusterStatus, RoleState, RoleStatus
+from core.overview import natural_key
 from core.spec import Task
+from gui.roles_model import GROUP_ROLE, GROUPINGS, NAME_ROLE, RoleRow, RolesModel, RolesProxy
 
 STATE_COLOURS = {
     RoleState.PENDING: "#8a8a8a",
@@ -25,7 +27,6 @@ STATE_COLOURS = {
     RoleState.FAILED: "#c62828",
     RoleState.STOPPED: "#6b6b6b",
 }
-FAILED_ROW = QtGui.QColor("#fde2e2")
 STALLED_COLOUR = "#b45309"
 COLUMNS = (
     "Role",
@@ -72,6 +73,11 @@ def html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _num(value: float | int | None) -> tuple[Any, ...]:
+    """Sort key of a number: by value, empty cells after every number (ascending)."""
+    return (1,) if value is None else (0, value)
+
+
 def row_cells(role: RoleStatus, link_state: str | None, now: float) -> list[str]:
     """The table's cells for ``role``; ``link_state`` is its host's SSH link state, if any."""
     alive = role.state in (RoleState.RUNNING, RoleState.STARTING, RoleState.STOPPING)
@@ -92,8 +98,63 @@ def row_cells(role: RoleStatus, link_state: str | None, now: float) -> list[str]
     ]
 
 
+def sort_keys(role: RoleStatus, cells: list[str], now: float) -> list[tuple[Any, ...]]:
+    """One key per column: natural order for names, hosts and text, numeric for numbers."""
+    alive = role.state in (RoleState.RUNNING, RoleState.STARTING, RoleState.STOPPING)
+    keys: list[tuple[Any, ...]] = [(0, natural_key(text)) if text else (1,) for text in cells]
+    keys[COLUMNS.index("PID")] = _num(role.pid)
+    keys[COLUMNS.index("Uptime")] = _num(now - role.started_at if role.started_at and alive else None)
+    keys[COLUMNS.index("Restarts")] = _num(role.restarts)
+    keys[COLUMNS.index("Step")] = _num(role.step)
+    keys[COLUMNS.index("Loss")] = _num(role.loss)
+    keys[COLUMNS.index("Step time")] = _num(role.step_time_s)
+    keys[COLUMNS.index("CPU")] = _num(role.cpu_percent)
+    keys[COLUMNS.index("RSS")] = _num(role.rss_bytes)
+    return keys
+
+
+def role_row(role: RoleStatus, link_state: str | None, now: float) -> RoleRow:
+    """How ``role`` reads in the table: cells, sort keys, colours and the state's tooltip."""
+    cells = row_cells(role, link_state, now)
+    failed = role.state == RoleState.FAILED
+    stalled = (role.stalled or bool(role.waiting_for)) and role.state == RoleState.RUNNING  # issue 13
+    tooltip = (
+        f"{role.waiting_message}\nFix: {role.waiting_fix}"  # diagnosis (issue 13)
+        if role.waiting_for
+        else f"no new step for {fmt_duration(role.stalled_for_s or 0)}: hung? Kill it (Ctrl+K) or restart it"
+        if stalled
+        else role.detail
+    )
+    return RoleRow(
+        name=role.role,
+        job=role.job,
+        host=role.host,
+        state=str(role.state),
+        cells=cells,
+        sort_keys=sort_keys(role, cells, now),
+        failed=failed,
+        emphasised=failed or stalled,
+        state_colour=STALLED_COLOUR if stalled else STATE_COLOURS[role.state],
+        state_tooltip=tooltip,
+    )
+
+
+def task_row(task: Task) -> RoleRow:
+    """A role of the cluster before a launch."""
+    cells = [task.role_id, task.host, "", "not launched", *[""] * 8, "-"]
+    keys: list[tuple[Any, ...]] = [(0, natural_key(text)) if text else (1,) for text in cells]
+    return RoleRow(task.role_id, task.job, task.host, "not launched", cells, keys)
+
+
 class RolesView(QtWidgets.QWidget):
-    """The banner (failed and stalled roles, with why) above the roles table."""
+    """The banner (failed and stalled roles, with why) above the roles table, which can be
+    grouped by job or host, filtered and sorted by any column (see :mod:`gui.roles_model`).
+
+    Signals: ``sig_selection_changed()`` when the selected roles change (by the user, or as rows
+    come and go).
+    """
+
+    sig_selection_changed = QtCore.Signal()
 
     def __init__(self, last_lines: Callable[[str, int], list[str]]) -> None:
         super().__init__()
@@ -103,49 +164,190 @@ class RolesView(QtWidgets.QWidget):
         self.banner.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         self.banner.setStyleSheet("QLabel { background: #fde2e2; color: #7f1d1d; padding: 6px; }")
         self.banner.hide()
-        self.table = QtWidgets.QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        self.model = RolesModel(COLUMNS, STATE_COLUMN)
+        self.proxy = RolesProxy(STATE_COLUMN, COLUMNS.index("Host"))
+        self.proxy.setSourceModel(self.model)
+        self.table = QtWidgets.QTreeView()
+        self.table.setModel(self.proxy)
+        self.table.setUniformRowHeights(True)  # lets the view skip measuring 65 rows a frame
+        self.table.setRootIsDecorated(False)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(-1, QtCore.Qt.SortOrder.AscendingOrder)  # the cluster's order until a click
         self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.verticalHeader().setVisible(False)
         self.table.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.ActionsContextMenu)
-        header = self.table.horizontalHeader()
+        header = self.table.header()
         header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
+        self._collapsed: set[str] = set()
+        self._last_selection: list[str] = []
+        self._hidden_selection: list[str] = []
+        self.table.selectionModel().selectionChanged.connect(lambda *_: self._on_selection_changed())
+        self.table.collapsed.connect(lambda index: self._collapsed.add(index.data(GROUP_ROLE)))
+        self.table.expanded.connect(lambda index: self._collapsed.discard(index.data(GROUP_ROLE)))
+
+        self.filter = QtWidgets.QLineEdit()
+        self.filter.setPlaceholderText("Filter roles: worker:1, failed, 127.0.0.3 ...")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.setToolTip(
+            "Words a role must all match, in its name, host or state: worker:1 (not worker:10), "
+            "worker, failed, stalled, 127.0.0.3"
+        )
+        self.filter.textChanged.connect(self.set_filter)
+        self.group_by = QtWidgets.QComboBox()
+        self.group_by.addItems(["No groups", "Group by job", "Group by host"])
+        self.group_by.setToolTip("Collapsible group rows, each with its count of roles per state")
+        self.group_by.currentIndexChanged.connect(lambda i: self.set_grouping(GROUPINGS[i]))
+        self.count = QtWidgets.QLabel()
+        bar = QtWidgets.QHBoxLayout()
+        bar.setContentsMargins(0, 0, 0, 0)
+        bar.addWidget(self.filter, 1)
+        bar.addWidget(self.group_by)
+        bar.addWidget(self.count)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.banner)
+        layout.addLayout(bar)
         layout.addWidget(self.table)
 
     # ------------------------------------------------------------------ selection
 
+    def _index_of(self, role: str) -> QtCore.QModelIndex:
+        hits = self.proxy.match(
+            self.proxy.index(0, 0), NAME_ROLE, role, 1,
+            QtCore.Qt.MatchFlag.MatchExactly | QtCore.Qt.MatchFlag.MatchRecursive,
+        )  # fmt: skip
+        return hits[0] if hits else QtCore.QModelIndex()
+
     def select_role(self, role: str) -> None:
-        for row in range(self.table.rowCount()):
-            item = self.table.item(row, 0)
-            if item is not None and item.text() == role:
-                self.table.selectRow(row)
-                return
+        index = self._index_of(role)
+        if index.isValid():
+            self.table.selectionModel().select(
+                index,
+                QtCore.QItemSelectionModel.SelectionFlag.ClearAndSelect | QtCore.QItemSelectionModel.SelectionFlag.Rows,
+            )
+            self.table.setCurrentIndex(index)
+            self.table.scrollTo(index)
 
     def selected_roles(self) -> list[str]:
-        rows = sorted({index.row() for index in self.table.selectedIndexes()})
-        items = [self.table.item(row, 0) for row in rows]
-        return [item.text() for item in items if item is not None]
+        """The selected roles, top to bottom as shown (group rows are never roles)."""
+        rows = self.table.selectionModel().selectedRows()
+        rows.sort(key=lambda index: self.table.visualRect(index).top())
+        return [name for name in (index.data(NAME_ROLE) for index in rows) if name is not None]
+
+    def _on_selection_changed(self) -> None:
+        selected = self.selected_roles()
+        if selected != self._last_selection:
+            self._last_selection = selected
+            self.sig_selection_changed.emit()
+
+    # ------------------------------------------------------------------ grouping, filter, reading
+
+    def set_grouping(self, grouping: str) -> None:
+        """``none``, ``job`` or ``host``; the selection and the sort order are kept."""
+        if grouping != self.model.grouping:
+            self.group_by.setCurrentIndex(GROUPINGS.index(grouping))
+            self._keeping_selection(lambda: self.model.set_grouping(grouping))
+
+    def set_filter(self, text: str) -> None:
+        if self.filter.text() != text:
+            self.filter.setText(text)  # comes back here through textChanged
+            return
+        # Roles the filter hides lose Qt's selection: remember them, and select them again when a
+        # later filter shows them (the logs and placement follow the selection).
+        wanted = self.selected_roles() or self._hidden_selection
+        scroll = self.table.verticalScrollBar().value()
+        self.proxy.set_filter_text(text)
+        shown = [name for name in wanted if self._index_of(name).isValid()]
+        self._hidden_selection = wanted if len(shown) < len(wanted) else []
+        self._restore(shown, scroll)
+
+    def shown_roles(self) -> list[str]:
+        """The role rows as the table shows them now (filtered, sorted, groups expanded or not)."""
+        names: list[str] = []
+        for row in range(self.proxy.rowCount()):
+            index = self.proxy.index(row, 0)
+            if index.data(NAME_ROLE) is not None:
+                names.append(index.data(NAME_ROLE))
+            elif self.table.isExpanded(index):
+                names += [self.proxy.index(r, 0, index).data(NAME_ROLE) for r in range(self.proxy.rowCount(index))]
+        return names
+
+    def shown_groups(self) -> list[str]:
+        """The group rows' titles as shown, e.g. ``127.0.0.3: 8 roles (7 running, 1 failed)``."""
+        if self.model.grouping == "none":
+            return []
+        return [self.proxy.index(row, 0).data() for row in range(self.proxy.rowCount())]
+
+    def cell(self, role: str, column: str) -> str:
+        """The text of ``role``'s cell in ``column`` (one of :data:`COLUMNS`)."""
+        row = next((r for r in self.model.role_rows() if r.name == role), None)
+        if row is None:
+            raise KeyError(f"no row for {role}")
+        return row.cells[COLUMNS.index(column)]
+
+    def state_index(self, role: str) -> QtCore.QModelIndex:
+        """The state cell of ``role`` in the view (for its colour, font and tooltip)."""
+        index = self._index_of(role)
+        return index.siblingAtColumn(STATE_COLUMN) if index.isValid() else index
 
     # ------------------------------------------------------------------ contents
 
     def show_tasks(self, tasks: list[Task]) -> None:
         """Before a launch: the cluster's roles, not launched."""
-        self.table.setRowCount(len(tasks))
-        for r, task in enumerate(tasks):
-            self._set_row(r, [task.role_id, task.host, "", "not launched", *[""] * 8, "-"], None)
+        self._show_rows([task_row(task) for task in tasks])
         self.banner.hide()
 
     def show_status(self, status: ClusterStatus, host_states: dict[str, dict[str, Any]]) -> None:
-        self.table.setRowCount(len(status.roles))
         now = time.time()
-        for r, role in enumerate(status.roles):
-            self._set_row(r, row_cells(role, host_states.get(role.host, {}).get("state"), now), role)
+        self._show_rows([role_row(role, host_states.get(role.host, {}).get("state"), now) for role in status.roles])
         self._update_banner(status)
+
+    def _show_rows(self, rows: list[RoleRow]) -> None:
+        selected = self.selected_roles()
+        scroll = self.table.verticalScrollBar().value()
+        if self.model.set_rows(rows):  # the set of roles changed: put back what can be
+            self._restore(selected, scroll)
+        elif self.filter.text():
+            self._update_count()  # a role's new state may enter or leave the filter
+
+    def _keeping_selection(self, change: Callable[[], None]) -> None:
+        selected = self.selected_roles()
+        scroll = self.table.verticalScrollBar().value()
+        change()
+        self._restore(selected, scroll)
+
+    def _restore(self, selected: list[str], scroll: int) -> None:
+        self._after_reset()
+        flags = QtCore.QItemSelectionModel.SelectionFlag.Select | QtCore.QItemSelectionModel.SelectionFlag.Rows
+        for name in selected:
+            index = self._index_of(name)
+            if index.isValid():
+                self.table.selectionModel().select(index, flags)
+        self.table.verticalScrollBar().setValue(scroll)
+        self._on_selection_changed()
+
+    def _after_reset(self) -> None:
+        """Group rows span the table and open unless the user closed them; the count follows."""
+        grouped = self.model.grouping != "none"
+        self.table.setRootIsDecorated(grouped)
+        for row in range(self.proxy.rowCount() if grouped else 0):
+            index = self.proxy.index(row, 0)
+            self.table.setFirstColumnSpanned(row, QtCore.QModelIndex(), True)
+            self.table.setExpanded(index, index.data(GROUP_ROLE) not in self._collapsed)
+        self._update_count()
+
+    def _update_count(self) -> None:
+        total = len(self.model.role_rows())
+        if not self.filter.text():
+            self.count.setText(f"{total} roles")
+            return
+        parents = [QtCore.QModelIndex()]
+        if self.model.grouping != "none":
+            parents = [self.proxy.index(row, 0) for row in range(self.proxy.rowCount())]
+        shown = sum(self.proxy.rowCount(parent) for parent in parents)
+        self.count.setText(f"{shown} of {total} roles")
 
     def _update_banner(self, status: ClusterStatus) -> None:
         failed = [r for r in status.roles if r.state == RoleState.FAILED]
@@ -171,30 +373,3 @@ class RolesView(QtWidgets.QWidget):
             parts.append(text)
         self.banner.setText("<br>".join(parts))
         self.banner.show()
-
-    def _set_row(self, row: int, cells: list[str], role: RoleStatus | None) -> None:
-        failed = role is not None and role.state == RoleState.FAILED
-        for column, text in enumerate(cells):
-            item = self.table.item(row, column)
-            if item is None:
-                item = QtWidgets.QTableWidgetItem()
-                self.table.setItem(row, column, item)
-            if item.text() != text:
-                item.setText(text)
-            background = FAILED_ROW if failed else QtGui.QColor(0, 0, 0, 0)
-            if item.background().color() != background:
-                item.setBackground(background)
-            if column == STATE_COLUMN and role is not None:
-                stalled = (role.stalled or bool(role.waiting_for)) and role.state == RoleState.RUNNING  # issue 13
-                item.setForeground(QtGui.QColor(STALLED_COLOUR if stalled else STATE_COLOURS[role.state]))
-                font = item.font()
-                if font.bold() != (failed or stalled):
-                    font.setBold(failed or stalled)
-                    item.setFont(font)
-                item.setToolTip(
-                    f"{role.waiting_message}\nFix: {role.waiting_fix}"  # diagnosis (issue 13)
-                    if role.waiting_for
-                    else f"no new step for {fmt_duration(role.stalled_for_s or 0)}: hung? Kill it (Ctrl+K) or restart it"
-                    if stalled
-                    else role.detail
-                )

@@ -135,7 +135,10 @@ class GpuPanel(QtWidgets.QWidget):
             if not isinstance(gpu, dict) or not isinstance(gpu.get("index"), int):
                 continue
             key = (host, int(gpu["index"]))
-            first, second = self.history.setdefault(key, (Series(capacity=2048), Series(capacity=2048)))
+            pair = self.history.get(key)
+            if pair is None:  # not setdefault: it built two 2048-point Series per GPU per sample
+                pair = self.history[key] = (Series(capacity=2048), Series(capacity=2048))
+            first, second = pair
             util = gpu.get("utilization_gpu_percent")
             used, total = gpu.get("memory_used_bytes"), gpu.get("memory_total_bytes")
             if isinstance(util, (int, float)):
@@ -203,6 +206,8 @@ class GpuPanel(QtWidgets.QWidget):
         plot.setYRange(0, 100, padding=0.02)
         plot.setMouseEnabled(x=True, y=False)
         plot.showGrid(x=True, y=True, alpha=0.3)
+        for axis in ("left", "bottom"):
+            plot.getAxis(axis).setStyle(maxTickLevel=0)  # major grid lines only: see SpreadPlot
         plot.setLabel("left", "%")
         plot.addLegend(offset=(5, 5))
         layout = QtWidgets.QVBoxLayout(inner)

@@ -100,14 +100,31 @@ class TrainingPanel(QtWidgets.QWidget):
         self.loss_plot = self._plot("Loss by step", "loss")
         self.time_plot = self._plot("Step time by step", "step time (ms)")
         self.time_plot.setXLink(self.loss_plot)
-        plots = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
-        plots.addWidget(self.loss_plot)
-        plots.addWidget(self.time_plot)
-        plots.setSizes([600, 300])
+        split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
+        split.addWidget(self.loss_plot)
+        split.addWidget(self.time_plot)
+        split.setSizes([600, 300])
+        # The key sits above the plots, never over the curves (a pyqtgraph legend is drawn inside
+        # the view box and hid the data): the spread mode's kind of key, a line per shown worker.
+        self.key = QtWidgets.QLabel()
+        self.key.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.key.setWordWrap(True)
+        self._key_drawn: tuple[object, ...] | None = None
+        plots = QtWidgets.QWidget()
+        plots_layout = QtWidgets.QVBoxLayout(plots)
+        plots_layout.setContentsMargins(0, 0, 0, 0)
+        plots_layout.addWidget(self.key)
+        plots_layout.addWidget(split, 1)
         # The cluster's spread, past spread_from workers.
         self.spread_loss = SpreadPlot("Loss by step: the workers' spread", "loss")
         self.spread_time = SpreadPlot("Step time by step: the workers' spread", "step time (ms)")
         self.spread_time.plot.setXLink(self.spread_loss.plot)
+        # A linked view that changes range turns its partner's X auto-range off (pyqtgraph's
+        # linkedViewChanged), which left both spread plots stuck at [-0.5, 0.5] in a live run:
+        # each refresh turns it back on in the leading plot until the user zooms or pans.
+        self._spread_zoomed = False
+        for plot in (self.spread_loss.plot, self.spread_time.plot):
+            plot.getViewBox().sigRangeChangedManually.connect(self._on_spread_zoomed)
         self.heatmap = StepTimeHeatmap()
         spread = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         for widget in (self.spread_loss, self.spread_time, self.heatmap):
@@ -135,11 +152,12 @@ class TrainingPanel(QtWidgets.QWidget):
         plot = pg.PlotWidget(title=title)
         plot.setBackground("w")
         plot.showGrid(x=True, y=True, alpha=0.3)
+        for axis in ("left", "bottom"):
+            plot.getAxis(axis).setStyle(maxTickLevel=0)  # major grid lines only: see SpreadPlot
         plot.setLabel("bottom", "step")
         plot.setLabel("left", y_label)
         plot.getAxis("left").enableAutoSIPrefix(False)
         plot.getAxis("bottom").enableAutoSIPrefix(False)
-        plot.addLegend(offset=(-10, 10))
         return plot
 
     # ------------------------------------------------------------------ input
@@ -158,6 +176,8 @@ class TrainingPanel(QtWidgets.QWidget):
         self.loss_curves.clear()
         self.time_curves.clear()
         self._drawn.clear()
+        self._key_drawn = None
+        self.key.clear()
         self.workers.clear()
         self.rate_label.setText("cluster: no steps yet")
         self.loss_bins = BinnedWorkers(origin=0.0)
@@ -292,6 +312,7 @@ class TrainingPanel(QtWidgets.QWidget):
             self._refresh_rate()
             return
         visible = set(self.visible_roles())
+        self._refresh_key(visible)
         weight = self.smoothing_weight()
         log = self.log_scale.isChecked()
         roles = sorted(
@@ -333,8 +354,34 @@ class TrainingPanel(QtWidgets.QWidget):
                     time_curve.setPen(pg.mkPen(colour, width=3 if straggler else 1.5, style=_dash(straggler)))
         self._refresh_rate()
 
+    def _refresh_key(self, visible: set[str]) -> None:
+        """One coloured name per shown worker (dashed stragglers say so), above the plots."""
+        roles = sorted(
+            set(self.loss) | set(self.step_time) | {r for by in self.scalars.values() for r in by}, key=natural_key
+        )
+        shown = [(i, role) for i, role in enumerate(roles) if role in visible]
+        key = (tuple(shown), tuple(sorted(self.stragglers & visible)))
+        if key == self._key_drawn:
+            return
+        self._key_drawn = key
+        parts = [
+            f'<span style="color:{role_colour(i).name()}">&#9632; <b>{role}</b>'
+            f"{' (straggler, dashed)' if role in self.stragglers else ''}</span>"
+            for i, role in shown
+        ]
+        self.key.setText(" · ".join(parts) if parts else "no worker ticked")
+
+    def key_text(self) -> str:
+        """The per-worker key as plain text (what a user reads above the plots)."""
+        return QtGui.QTextDocumentFragment.fromHtml(self.key.text()).toPlainText()
+
+    def _on_spread_zoomed(self, *_args: object) -> None:
+        self._spread_zoomed = True
+
     def _refresh_spread(self) -> None:
         """The workers' spread, the slowest and the ticked ones on top, the heat map."""
+        if not self._spread_zoomed:
+            self.spread_loss.plot.getViewBox().enableAutoRange(axis=pg.ViewBox.XAxis)
         times = {r: (s.step_time_s * 1000.0 if s.step_time_s is not None else None) for r, s in self.stats.items()}
         top = slowest(times, k=SLOWEST_SHOWN)
         picked = [r for r in self.visible_roles() if r not in top]
@@ -381,7 +428,7 @@ class TrainingPanel(QtWidgets.QWidget):
             faint = QtGui.QColor(colour)
             faint.setAlpha(60)
             raw = self.loss_plot.plot(pen=pg.mkPen(faint, width=1))
-            smooth = self.loss_plot.plot(pen=pg.mkPen(colour, width=2), name=role)
+            smooth = self.loss_plot.plot(pen=pg.mkPen(colour, width=2))
             for curve in (raw, smooth):
                 # Set after the curve exists: pyqtgraph ignores these at creation.
                 curve.setDownsampling(auto=True, method="peak")
@@ -392,7 +439,7 @@ class TrainingPanel(QtWidgets.QWidget):
     def _time_curve(self, role: str, colour: QtGui.QColor) -> pg.PlotDataItem:
         curve = self.time_curves.get(role)
         if curve is None:
-            curve = self.time_plot.plot(pen=pg.mkPen(colour, width=1.5), name=role)
+            curve = self.time_plot.plot(pen=pg.mkPen(colour, width=1.5))
             curve.setDownsampling(auto=True, method="peak")
             curve.setClipToView(True)
             self.time_curves[role] = curve

@@ -20,12 +20,10 @@ __all__ = ["small_disk"]  # a fixture, used by name
 
 
 def cell(window, role: str, column: str) -> str:
-    from gui.roles import COLUMNS
-
-    for row in range(window.table.rowCount()):
-        if window.table.item(row, 0).text() == role:
-            return window.table.item(row, COLUMNS.index(column)).text()
-    raise AssertionError(f"no row for {role}")
+    try:
+        return window.roles.cell(role, column)
+    except KeyError as e:
+        raise AssertionError(f"no row for {role}") from e
 
 
 def placement_cluster(tmp_path: Path, steps: int, sleep: float) -> tuple[Path, list[int]]:
@@ -169,8 +167,9 @@ def test_a_failed_role_stands_out_with_its_reason_and_last_lines(qtbot, tmp_path
     assert cell(window, "worker:0", "Exit") == "exit code 3"
     qtbot.waitUntil(lambda: "bad shard 7" in window.banner.text(), timeout=5_000)
     assert window.banner.isVisible() and "worker:0 failed" in window.banner.text()
-    row = next(r for r in range(window.table.rowCount()) if window.table.item(r, 0).text() == "worker:0")
-    assert window.table.item(row, 3).font().bold()
+    from PySide6 import QtCore
+
+    assert window.roles.state_index("worker:0").data(QtCore.Qt.ItemDataRole.FontRole).bold()
 
 
 def test_a_past_run_reopens_with_its_table_curves_and_logs(qtbot, tmp_path: Path):

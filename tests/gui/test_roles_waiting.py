@@ -37,6 +37,8 @@ def role(name: str, state: RoleState, **extra: object) -> RoleStatus:
 
 
 def test_a_waiting_role_reads_waiting_for_its_peer_with_the_fix(qtbot):
+    from PySide6 import QtCore
+
     from gui.roles import STATE_COLUMN, RolesView
 
     # The diagnosis of the recorded real output, as the controller makes it.
@@ -65,9 +67,10 @@ def test_a_waiting_role_reads_waiting_for_its_peer_with_the_fix(qtbot):
         ),
     )
     view.show_status(status, {})
-    cell = view.table.item(2, STATE_COLUMN)
-    assert cell is not None and cell.text() == "running (waiting for worker:0)"
-    assert cell.font().bold() and "device_filters" in cell.toolTip()
+    cell = view.state_index("worker:1")
+    assert cell.column() == STATE_COLUMN and cell.data() == "running (waiting for worker:0)"
+    R = QtCore.Qt.ItemDataRole
+    assert cell.data(R.FontRole).bold() and "device_filters" in cell.data(R.ToolTipRole)
     assert not view.banner.isHidden()
     banner = view.banner.text()
     assert "<b>worker:1 is waiting for worker:0</b>" in banner
@@ -77,7 +80,7 @@ def test_a_waiting_role_reads_waiting_for_its_peer_with_the_fix(qtbot):
     cleared = status.roles[2].__class__(**{**status.roles[2].__dict__, "waiting_for": None})
     view.show_status(ClusterStatus(ClusterPhase.RUNNING, None, "", (*status.roles[:2], cleared)), {})
     assert view.banner.isHidden()
-    assert view.table.item(2, STATE_COLUMN).text() == "running"
+    assert view.cell("worker:1", "State") == "running"
 
 
 def test_the_cluster_form_keeps_the_stuck_cluster_keys_it_has_no_field_for(qtbot):

@@ -41,6 +41,11 @@ def test_32_workers_show_the_spread_and_the_straggler_on_top(qtbot):
     assert panel.visible_roles() == []  # past 8 workers nothing is ticked by default
     xs, _ys = panel.spread_loss.median.getData()
     assert len(xs) > 50
+    # Both linked spread plots show the steps (pyqtgraph's link had turned X auto-range off).
+    qtbot.waitUntil(lambda: panel.spread_loss.plot.getViewBox().viewRange()[0][1] > 150)
+    for plot in (panel.spread_loss.plot, panel.spread_time.plot):
+        low, high = plot.getViewBox().viewRange()[0]
+        assert low <= 1 and high >= 198, (low, high)
     assert list(panel.spread_time.highlights) == ["worker:13"]  # the straggler, named in the key
     assert "worker:13 200 ms" in panel.spread_time.key_text()
     assert panel.heatmap.rows[13] == "worker:13" and panel.heatmap.image.image[13, -1] > 1.5
@@ -62,3 +67,34 @@ def test_a_few_workers_keep_a_line_each(qtbot):
     feed(panel, 3, 50, slow="worker:1")
     panel.refresh(force=True)
     assert not panel.spread_mode and sorted(panel.visible_roles()) == ["worker:0", "worker:1", "worker:2"]
+
+
+def test_the_per_worker_key_sits_outside_the_plots(qtbot):
+    """The key names each shown worker in its colour, above the plots: its rectangle never
+    meets either plot's view box (a pyqtgraph legend is drawn inside it, over the curves)."""
+    from PySide6 import QtCore
+
+    from gui.panels.training import TrainingPanel, role_colour
+
+    panel = TrainingPanel()
+    qtbot.addWidget(panel)
+    panel.resize(900, 600)
+    panel.show()
+    feed(panel, 4, 100, slow="worker:3")
+    panel.refresh(force=True)
+    assert not panel.spread_mode and panel.views.currentIndex() == 0
+    assert panel.key_text().split(" · ") == ["■ worker:0", "■ worker:1", "■ worker:2", "■ worker:3"]
+    assert role_colour(2).name() in panel.key.text()
+    assert panel.loss_plot.getPlotItem().legend is None and panel.time_plot.getPlotItem().legend is None
+    qtbot.waitUntil(lambda: panel.key.isVisible() and panel.key.height() > 0)
+    key = QtCore.QRect(panel.key.mapTo(panel, QtCore.QPoint(0, 0)), panel.key.size())
+    for plot in (panel.loss_plot, panel.time_plot):
+        vb = plot.getPlotItem().vb
+        scene_rect = vb.mapRectToScene(vb.boundingRect())
+        top_left = plot.mapTo(panel, plot.mapFromScene(scene_rect.topLeft()))
+        view_box = QtCore.QRect(top_left, scene_rect.size().toSize())
+        assert view_box.height() > 50 and not key.intersects(view_box), (key, view_box)
+    # Unticking a worker takes it out of the key.
+    panel.workers.item(1).setCheckState(QtCore.Qt.CheckState.Unchecked)
+    panel.refresh(force=True)
+    assert "worker:1" not in panel.key_text() and "worker:2" in panel.key_text()

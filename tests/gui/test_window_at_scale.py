@@ -77,7 +77,29 @@ def test_64_workers_on_8_hosts_in_the_overview_and_the_gpu_grid(qtbot, tmp_path:
         assert rect is not None
         from PySide6 import QtCore
 
+        from gui.roles import COLUMNS
+
         qtbot.mouseClick(overview, QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
+        assert window.selected_roles() == ["worker:37"]
+
+        # The roles table at scale: grouped by host with counts per state, filtered, sorted by
+        # step (numbers), the selection kept over live frames and a regroup.
+        roles = window.roles
+        roles.set_grouping("host")
+        groups = roles.shown_groups()
+        assert len(groups) == HOSTS and groups[0] == "127.0.0.1: 9 roles (9 running)"
+        assert groups[1:] == [f"127.0.0.{h}: 8 roles (8 running)" for h in range(2, HOSTS + 1)]
+        roles.set_filter("127.0.0.3")
+        assert roles.shown_roles() == [f"worker:{i}" for i in range(2, WORKERS, HOSTS)]
+        roles.set_filter("")
+        roles.set_grouping("none")
+        roles.table.sortByColumn(COLUMNS.index("Step"), QtCore.Qt.SortOrder.DescendingOrder)
+        before = {r: roles.cell(r, "Step") for r in roles.shown_roles()}
+        qtbot.waitUntil(lambda: sum(roles.cell(r, "Step") != before[r] for r in before) > WORKERS // 2, timeout=30_000)
+        steps = [int(roles.cell(r, "Step") or -1) for r in roles.shown_roles()]
+        assert steps == sorted(steps, reverse=True) and roles.shown_roles()[-1] == "ps:0"
+        assert window.selected_roles() == ["worker:37"]
+        roles.set_grouping("job")
         assert window.selected_roles() == ["worker:37"]
     finally:
         window.stop_all()

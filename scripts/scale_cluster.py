@@ -1,0 +1,55 @@
+"""Writes the cluster of the scale screenshots and tests: 1 ps + 64 light workers on 8 loopback
+"hosts" (127.0.0.1-8, each its own agent), each worker on its own GPU of its host (0-7).
+
+Usage: python scripts/scale_cluster.py OUT.toml. Then, with the NVML double for 8 GPUs a host
+(this machine has no NVIDIA GPU), e.g.:
+
+    TOWERDECK_NVML_MODULE=$PWD/tests/helpers/fake_nvml.py FAKE_NVML_GPUS=8 PATH=$PWD/.venv/bin:$PATH \\
+    xvfb-run -a -s "-screen 0 1400x900x24" .venv/bin/python main.py OUT.toml --launch --tab training \\
+        --screenshot docs/scale-training.png --after 60
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKERS, HOSTS = 64, 8
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python scripts/scale_cluster.py OUT.toml", file=sys.stderr)
+        return 2
+    tasks = ",\n  ".join(
+        f'{{ address = "127.0.0.{i % HOSTS + 1}:{free_port()}", gpus = [{i // HOSTS}] }}' for i in range(WORKERS)
+    )
+    Path(argv[0]).write_text(
+        f"""name = "scale-64"
+strategy = "between_graph"
+workdir = "{ROOT / "resources" / "trainers"}"
+command = ["python", "-u", "light_trainer.py", "--steps=0", "--rate_hz=2"]
+stop_grace_s = 3
+
+[jobs.ps]
+tasks = ["127.0.0.1:{free_port()}"]
+
+[jobs.worker]
+tasks = [
+  {tasks},
+]
+"""
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

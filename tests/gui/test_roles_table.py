@@ -1,0 +1,168 @@
+"""The roles table at scale (issue 11): 1 ps + 64 workers on 8 hosts, grouped by job or host,
+filtered, sorted by any column, with the selection and scroll kept across frames and regrouping.
+
+The statuses are the controller's own :class:`RoleStatus` records, built here with varied
+figures so that a wrong order or count shows; the live 64-worker window is driven in
+test_window_at_scale.py."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from core.controller import ClusterPhase, ClusterStatus, RoleState, RoleStatus
+
+WORKERS, HOSTS = 64, 8
+
+
+def role(name: str, host: str, state: RoleState, **extra: object) -> RoleStatus:
+    job, index = name.split(":")
+    now = time.time()
+    fields: dict[str, object] = dict(
+        role=name,
+        job=job,
+        index=int(index),
+        host=host,
+        address=f"{host}:1",
+        state=state,
+        state_since=now,
+        pid=1000 + int(index),
+        attempt=1,
+        restarts=0,
+        returncode=None,
+        signal=None,
+        started_at=now - 60,
+        ended_at=None,
+        detail="",
+        log_path=None,
+    )
+    fields.update(extra)
+    return RoleStatus(**fields)  # type: ignore[arg-type]
+
+
+def cluster(frame: int, failed: str = "worker:13") -> ClusterStatus:
+    """The 65 roles at a frame: steps advance, CPU and step time vary by worker and frame."""
+    rng = random.Random(frame)
+    roles = [role("ps:0", "127.0.0.1", RoleState.RUNNING, cpu_percent=3.0)]
+    for i in range(WORKERS):
+        name = f"worker:{i}"
+        roles.append(
+            role(
+                name,
+                f"127.0.0.{i % HOSTS + 1}",
+                RoleState.FAILED if name == failed else RoleState.RUNNING,
+                step=frame * 10 + i * 7 % 50,
+                step_time_s=0.01 + rng.random() / 10,
+                cpu_percent=rng.uniform(1, 300),
+                returncode=1 if name == failed else None,
+            )
+        )
+    return ClusterStatus(ClusterPhase.RUNNING, None, "", tuple(roles))
+
+
+@pytest.fixture
+def view(qtbot):
+    from gui.roles import RolesView
+
+    view = RolesView(lambda role, n: [])
+    qtbot.addWidget(view)
+    view.resize(1200, 400)
+    view.show()
+    view.show_status(cluster(0), {})
+    return view
+
+
+def test_natural_order_and_group_by_host_with_counts_per_state(view):
+    assert view.shown_roles()[:12] == ["ps:0", *[f"worker:{i}" for i in range(11)]]
+    view.set_grouping("host")
+    groups = view.shown_groups()
+    assert len(groups) == HOSTS
+    assert groups[0] == "127.0.0.1: 9 roles (9 running)"
+    # worker:13 sits on 127.0.0.6 (13 % 8 + 1) and failed.
+    assert groups[5] == "127.0.0.6: 8 roles (7 running, 1 failed)"
+    assert all(g.endswith(": 8 roles (8 running)") for i, g in enumerate(groups) if i not in (0, 5))
+    assert view.shown_roles()[:3] == ["ps:0", "worker:0", "worker:8"]
+    view.set_grouping("job")
+    assert view.shown_groups() == ["ps: 1 role (1 running)", "worker: 64 roles (63 running, 1 failed)"]
+    # A collapsed group hides its roles, and stays collapsed over frames.
+    view.table.collapse(view.proxy.index(1, 0))
+    view.show_status(cluster(1), {})
+    assert view.shown_roles() == ["ps:0"]
+
+
+def test_filter_by_state_name_and_host(view):
+    view.select_role("worker:13")
+    view.set_filter("failed")
+    assert view.shown_roles() == ["worker:13"] and view.count.text() == "1 of 65 roles"
+    view.set_filter("worker:1")  # not worker:10..19
+    assert view.shown_roles() == ["worker:1"]
+    view.set_filter("127.0.0.3")
+    assert view.shown_roles() == [f"worker:{i}" for i in range(2, WORKERS, HOSTS)]
+    view.set_grouping("host")  # the filter holds in groups, and keeps only the matching group
+    assert view.shown_groups() == ["127.0.0.3: 8 roles (8 running)"]
+    view.set_filter("worker running 127.0.0.6")  # every word must match
+    assert len(view.shown_roles()) == 7 and "worker:13" not in view.shown_roles()
+    view.set_filter("")
+    assert len(view.shown_roles()) == WORKERS + 1
+    # The selected role, hidden by a filter, is selected again once a filter shows it.
+    assert view.selected_roles() == ["worker:13"]
+
+
+def test_sort_numbers_as_numbers_and_names_naturally(view):
+    from gui.roles import COLUMNS
+
+    status = cluster(0)
+    by_cpu = [r.role for r in sorted(status.roles, key=lambda r: r.cpu_percent or 0.0)]
+    view.table.sortByColumn(COLUMNS.index("CPU"), view.table.header().sortIndicatorOrder().AscendingOrder)
+    assert view.shown_roles() == by_cpu
+    # A new frame with other figures re-sorts in place.
+    status = cluster(1)
+    view.show_status(status, {})
+    assert view.shown_roles() == [r.role for r in sorted(status.roles, key=lambda r: r.cpu_percent or 0.0)]
+    view.table.sortByColumn(COLUMNS.index("Step"), view.table.header().sortIndicatorOrder().DescendingOrder)
+    steps = [int(view.cell(name, "Step") or -1) for name in view.shown_roles()]
+    assert steps == sorted(steps, reverse=True) and steps[0] > 9  # numbers, not text ("9" > "10")
+    view.table.sortByColumn(COLUMNS.index("Role"), view.table.header().sortIndicatorOrder().DescendingOrder)
+    assert view.shown_roles()[:3] == ["worker:63", "worker:62", "worker:61"]
+    assert view.shown_roles()[-1] == "ps:0"
+
+
+def test_selection_and_scroll_survive_updates_sorting_and_regrouping(view, qtbot):
+    from gui.roles import COLUMNS
+
+    view.resize(1200, 200)  # a view that scrolls
+    view.select_role("worker:50")
+    scroll = view.table.verticalScrollBar().value()
+    assert scroll > 0 and view.selected_roles() == ["worker:50"]
+    changes: list[list[str]] = []
+    view.sig_selection_changed.connect(lambda: changes.append(view.selected_roles()))
+    for frame in range(1, 11):
+        view.show_status(cluster(frame), {})
+        assert view.selected_roles() == ["worker:50"]
+        assert view.table.verticalScrollBar().value() == scroll
+    view.table.sortByColumn(COLUMNS.index("CPU"), view.table.header().sortIndicatorOrder().AscendingOrder)
+    view.show_status(cluster(11), {})
+    assert view.selected_roles() == ["worker:50"]
+    view.set_grouping("host")
+    assert view.selected_roles() == ["worker:50"]
+    view.set_grouping("job")
+    view.show_status(cluster(12, failed="worker:50"), {})
+    assert view.selected_roles() == ["worker:50"] and changes == []
+    # A role leaving the table takes its selection with it, and says so.
+    smaller = cluster(13)
+    view.show_status(
+        ClusterStatus(smaller.phase, None, "", tuple(r for r in smaller.roles if r.role != "worker:50")), {}
+    )
+    assert view.selected_roles() == [] and changes == [[]]
+
+
+def test_state_cell_colour_font_and_failed_row(view):
+    from PySide6 import QtCore
+
+    index = view.state_index("worker:13")
+    assert index.data() == "failed"
+    assert index.data(QtCore.Qt.ItemDataRole.FontRole).bold()
+    assert index.data(QtCore.Qt.ItemDataRole.BackgroundRole).name() == "#fde2e2"
+    assert view.state_index("worker:12").data(QtCore.Qt.ItemDataRole.BackgroundRole) is None
