@@ -31,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="save the window to PNG after --after seconds, then stop and quit",
     )
     parser.add_argument(
+        "--size", metavar="WxH", help="the window's size in pixels, e.g. 1920x1080 (default: the last session's)"
+    )
+    parser.add_argument(
         "--after", type=float, default=10.0, metavar="SECONDS", help="delay before --screenshot (default 10)"
     )
     return parser
@@ -77,6 +80,13 @@ def main(argv: list[str]) -> int:
 
     # The demo opens as an unsaved copy: Save asks where, so the bundled file is never changed.
     window = MainWindow(spec, cluster_path=None if args.demo or path is None else path)
+    if args.size:
+        try:
+            width, height = (int(v) for v in args.size.lower().split("x"))
+        except ValueError:
+            print(f"--size {args.size!r}: give WIDTHxHEIGHT in pixels, e.g. 1920x1080", file=sys.stderr)
+            return 2
+        window.resize(width, height)
     window.show()
     if run_path is not None:
         window.open_run(run_path)

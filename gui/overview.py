@@ -38,7 +38,7 @@ LEGEND_H = 24
 CELL_GAP = 4
 MAX_CELL = QtCore.QSize(112, 56)
 MIN_CELL = QtCore.QSize(40, 30)
-MIN_BOX_W = 240
+MIN_BOX_W = 200  # 8 hosts side by side on a 1920-pixel screen; a long host name is elided
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ Usage: python scripts/scale_cluster.py OUT.toml. Then, with the NVML double for 
 (this machine has no NVIDIA GPU), e.g.:
 
     TOWERDECK_NVML_MODULE=$PWD/tests/helpers/fake_nvml.py FAKE_NVML_GPUS=8 PATH=$PWD/.venv/bin:$PATH \\
-    xvfb-run -a -s "-screen 0 1400x900x24" .venv/bin/python main.py OUT.toml --launch --tab training \\
+    xvfb-run -a -s "-screen 0 1920x1200x24" .venv/bin/python main.py OUT.toml --launch --tab training --size 1920x1200 \\
         --screenshot docs/scale-training.png --after 60
 """
 
