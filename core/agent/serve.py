@@ -16,6 +16,7 @@ import select
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from .protocol import encode_event, now
@@ -177,20 +178,35 @@ def serve_in_step(args: argparse.Namespace) -> int:
         log = os.open(os.path.abspath(args.log), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         os.dup2(log, 2)
     agent = Agent(open(os.devnull, "w"), args.on_disconnect, args.sample_period)  # noqa: SIM115
+    serve_here(
+        agent,
+        listener,
+        args,
+        lambda name: threading.Thread(target=relay, args=(name,), name="relay", daemon=True).start(),
+    )
+    return 0
+
+
+def serve_here(
+    agent: Agent, listener: socket.socket, args: argparse.Namespace, before: Callable[[str], None] | None = None
+) -> None:
+    """Serve in this process, from the socket's directory: SIGTERM stops the roles, the pid file
+    says who serves, and the socket and pid file go when it ends. ``before(name)`` runs once the
+    pid file is written (the in-step agent starts its own relay there)."""
     signal.signal(signal.SIGTERM, lambda signum, frame: agent.shutdown(agent.shutdown_grace_s))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     name = os.path.basename(args.serve)
     with open(name + ".pid", "w") as pid_file:
         pid_file.write(f"{os.getpid()}\n")
-    threading.Thread(target=relay, args=(name,), name="relay", daemon=True).start()
+    if before is not None:
+        before(name)
     try:
         serve(agent, listener, args.linger)
     finally:
         for path in (name, name + ".pid"):
             with contextlib.suppress(OSError):
                 os.unlink(path)
-    return 0
 
 
 def start_detached(args: argparse.Namespace) -> int:
@@ -215,18 +231,7 @@ def start_detached(args: argparse.Namespace) -> int:
             os.dup2(log, 2)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         agent = Agent(sys.stdout, args.on_disconnect, args.sample_period)
-        signal.signal(signal.SIGTERM, lambda signum, frame: agent.shutdown(agent.shutdown_grace_s))
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        name = os.path.basename(args.serve)
-        with open(name + ".pid", "w") as pid_file:
-            pid_file.write(f"{os.getpid()}\n")
-        try:
-            serve(agent, listener, args.linger)
-        finally:
-            for path in (name, name + ".pid"):
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
+        serve_here(agent, listener, args)
         os._exit(0)
     listener.close()
     os.wait()  # the first child exits at once; the daemon is init's
