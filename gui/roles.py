@@ -98,10 +98,15 @@ def row_cells(role: RoleStatus, link_state: str | None, now: float) -> list[str]
     ]
 
 
+def text_keys(cells: list[str]) -> list[tuple[Any, ...]]:
+    """A sort key per cell in natural order (``worker:2`` before ``worker:10``), empty cells last."""
+    return [(0, natural_key(text)) if text else (1,) for text in cells]
+
+
 def sort_keys(role: RoleStatus, cells: list[str], now: float) -> list[tuple[Any, ...]]:
     """One key per column: natural order for names, hosts and text, numeric for numbers."""
     alive = role.state in (RoleState.RUNNING, RoleState.STARTING, RoleState.STOPPING)
-    keys: list[tuple[Any, ...]] = [(0, natural_key(text)) if text else (1,) for text in cells]
+    keys = text_keys(cells)
     keys[COLUMNS.index("PID")] = _num(role.pid)
     keys[COLUMNS.index("Uptime")] = _num(now - role.started_at if role.started_at and alive else None)
     keys[COLUMNS.index("Restarts")] = _num(role.restarts)
@@ -142,8 +147,7 @@ def role_row(role: RoleStatus, link_state: str | None, now: float) -> RoleRow:
 def task_row(task: Task) -> RoleRow:
     """A role of the cluster before a launch."""
     cells = [task.role_id, task.host, "", "not launched", *[""] * 8, "-"]
-    keys: list[tuple[Any, ...]] = [(0, natural_key(text)) if text else (1,) for text in cells]
-    return RoleRow(task.role_id, task.job, task.host, "not launched", cells, keys)
+    return RoleRow(task.role_id, task.job, task.host, "not launched", cells, text_keys(cells))
 
 
 class RolesView(QtWidgets.QWidget):
