@@ -423,9 +423,9 @@ class MainWindow(QtWidgets.QMainWindow):
             # explicit_tasks: a counted job (tasks = N on Slurm) has no host before its launch
             tasks = self.spec.explicit_tasks() if self.spec else []
             self.roles.show_tasks(tasks)
-            hosts = {t.role_id: t.host for t in tasks}
-            roles = self.spec.role_ids() if self.spec else []
-            self.overview.set_roles([PlannedRole(r, r.split(":")[0], hosts.get(r, "Slurm")) for r in roles])
+            # A counted job's roles (no host until the allocation places them) under "Slurm".
+            planned = self.spec.planned_tasks() if self.spec else []
+            self.overview.set_roles([PlannedRole(t.role_id, t.job, t.host or "Slurm") for t in planned])
             self._update_actions(None)
             self._sync_role_lists([t.role_id for t in tasks])
             return
