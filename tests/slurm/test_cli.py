@@ -419,3 +419,49 @@ def test_launch_of_counted_tasks_places_them_on_the_allocation_and_trains_to_suc
     client = SlurmClient(env=slurm.env)
     assert left_in_squeue(client, record["job_id"]).strip() == ""
     assert_nothing_left_under(tmp_path, ports)
+
+
+LIGHT_32 = """
+name = "light-slurm-32"
+strategy = "between_graph"
+launch_style = "both"
+workdir = "{trainers}"
+command = ["python", "-u", "light_trainer.py", "--steps=40", "--rate_hz=4"]
+stop_grace_s = 3
+[jobs.ps]
+tasks = 1
+[jobs.worker]
+tasks = 32
+[slurm]
+partition = "{partition}"
+time = "10"
+nodes = 1
+"""
+
+
+def test_launch_of_32_counted_light_workers_on_slurm_succeeds_and_leaves_nothing(
+    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
+) -> None:
+    """At the size users run: 1 ps + 32 counted workers (the light trainer) through one allocation:
+    33 distinct ports chosen on the node in one step, every worker trains to the end, and the
+    allocation, processes and ports are gone afterwards."""
+    path = tmp_path / "cluster.toml"
+    path.write_text(LIGHT_32.format(trainers=ROOT / "resources" / "trainers", partition=slurm.partition))
+    run_dir = tmp_path / "run"
+    result = run_cli("launch", str(path), "--run-dir", str(run_dir), timeout=400)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    from core.spec import load
+
+    spec, problems = load(run_dir / "cluster.toml")
+    assert spec is not None and not spec.has_counted(), problems
+    tasks = spec.tasks()
+    assert len(tasks) == 33 and len({t.port for t in tasks}) == 33
+    ends = [line.split() for line in result.stdout.splitlines() if line.startswith("  worker:")]
+    assert len(ends) == 32 and all(end[1] == "succeeded" for end in ends), result.stdout[-4000:]
+    for i in range(32):
+        log = (run_dir / "roles" / f"worker-{i}" / "attempt-1.log").read_text()
+        assert "Step: 39," in log, (i, log[-500:])
+    record = slurm_record(run_dir)
+    client = SlurmClient(env=slurm.env)
+    assert left_in_squeue(client, record["job_id"]).strip() == ""
+    assert_nothing_left_under(tmp_path, [t.port for t in tasks])
