@@ -77,9 +77,7 @@ class HostConnections:
                 config, ssh_config_path(self.spec), remote_run_dir(config, self.run), self._on_disconnect
             )
         else:
-            agents = self.run.path / "agents"
-            agents.mkdir(exist_ok=True)
-            endpoint = local_endpoint(host, agents / f"{_safe_host(host)}.sock", log_path, self._on_disconnect)
+            endpoint = local_endpoint(host, agent_socket(self.run, host), log_path, self._on_disconnect)
         return AgentLink(endpoint, sink, self.run.path, log_path, attach=self._attaching)
 
     def _reattach(self) -> str:
@@ -137,5 +135,9 @@ def remote_run_dir(host: HostConfig, run: RunDir) -> str:
     return f"{host.run_root.rstrip('/')}/{run.path.name}"
 
 
-def _safe_host(host: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in host)
+def agent_socket(run: RunDir, host: str) -> Path:
+    """Where the serving agent for ``host`` listens on this machine (or on a node that shares
+    the run directory): ``agents/HOST.sock`` in the run directory, made when first asked for."""
+    agents = run.path / "agents"
+    agents.mkdir(exist_ok=True)
+    return agents / f"{''.join(c if c.isalnum() or c in '-_.' else '_' for c in host)}.sock"

@@ -130,7 +130,13 @@ def sbatch_argv(config: SlurmConfig, job_name: str) -> list[str]:
 
 
 def step_argv(
-    job_id: str, node: str, command: Sequence[str], *, exact: bool = False, overlap: bool = True
+    job_id: str,
+    node: str,
+    command: Sequence[str],
+    *,
+    exact: bool = False,
+    overlap: bool = True,
+    name: str | None = None,
 ) -> list[str]:
     """``srun`` arguments that start ``command`` as one task on ``node`` inside job ``job_id``.
 
@@ -139,9 +145,11 @@ def step_argv(
     ``--overlap`` lets further steps on the node (a reattach, a check) start beside it instead of
     waiting for it to end. ``exact=True, overlap=False`` gives a step only what it asks for, so
     several such steps share an allocation. ``--unbuffered`` passes the task's stdout on as it is
-    written: a JSON-lines protocol must not sit in srun's buffer.
+    written: a JSON-lines protocol must not sit in srun's buffer. ``name`` is the step's name in
+    squeue (``--job-name``), how :meth:`SlurmClient.named_steps` finds its id again.
     """
-    argv = ["srun", f"--jobid={job_id}", "--nodes=1", "--ntasks=1", f"--nodelist={node}"]
+    argv = ["srun", *([f"--job-name={name}"] if name is not None else []), f"--jobid={job_id}"]
+    argv += ["--nodes=1", "--ntasks=1", f"--nodelist={node}"]
     if exact:
         argv.append("--exact")
     if overlap:
@@ -274,6 +282,17 @@ class SlurmClient:
         """The ids (``J.S``) of the job's running steps, the holder's batch step left out."""
         out = self.run(["squeue", "-h", "--steps", f"--jobs={job_id}", "-o", "%i"], check=False)
         return [s for s in out.split() if s.startswith(f"{job_id}.") and not s.endswith((".batch", ".extern"))]
+
+    def named_steps(self, job_id: str) -> dict[str, str]:
+        """The job's running steps by name: ``{step name: J.S}`` (srun gives a step's id only when
+        verbose; its ``--job-name`` finds it again)."""
+        out = self.run(["squeue", "-h", "--steps", f"--jobs={job_id}", "-o", "%i|%j"], check=False)
+        found: dict[str, str] = {}
+        for line in out.splitlines():
+            step, _, name = line.strip().partition("|")
+            if step:
+                found.setdefault(name, step)
+        return found
 
     def job_end(self, job_id: str) -> JobEnd | None:
         """How the job ended (``scontrol show job``); None while it has not ended, or once Slurm

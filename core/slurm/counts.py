@@ -123,9 +123,7 @@ def parse_free_ports_answer(node: str, text: str) -> list[int]:
 
 def free_ports_argv(job_id: str, node: str, count: int, python: str, agent_path: Path) -> list[str]:
     """``srun --jobid=J --nodes=1 --ntasks=1 --nodelist=NODE --overlap ... agent.pyz --free-ports N``."""
-    argv = step_argv(job_id, node, [python, str(agent_path), "--free-ports", str(count)])
-    argv.insert(1, f"--job-name={FREE_PORTS_STEP_NAME}")
-    return argv
+    return step_argv(job_id, node, [python, str(agent_path), "--free-ports", str(count)], name=FREE_PORTS_STEP_NAME)
 
 
 def free_ports_on_slurm(

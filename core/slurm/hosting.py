@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.hosts import agent_socket
 from core.locality import is_local_host
 from core.rundir import RunDir
 from core.slurm.allocation import Allocation, PlacementError, nodes_for_hosts, placed_for_allocation
@@ -191,29 +192,20 @@ class SlurmHosting:
         self.run.write_spec(self.spec)
 
     def _slurm_steps(self, job_id: str) -> dict[str, str]:
-        """Each host's agent step id, from squeue (srun says it only when verbose)."""
+        """Each host's agent step id, found by the step's name."""
         assert self._slurm is not None
-        names = {step_name_for(host): host for host in self._slurm_nodes}
-        out = self._slurm.client.run(["squeue", "-h", "--steps", f"--jobs={job_id}", "-o", "%i|%j"], check=False)
-        steps: dict[str, str] = {}
-        for line in out.splitlines():
-            step, _, name = line.strip().partition("|")
-            if name in names:
-                steps[names[name]] = step
-        return steps
+        named = self._slurm.client.named_steps(job_id)
+        return {host: named[step_name_for(host)] for host in self._slurm_nodes if step_name_for(host) in named}
 
     def _slurm_factory(self, host: str, sink: EventSink, log_path: Path) -> Transport:
         assert self._slurm is not None and self._slurm_record.get("job_id")
         node = self._slurm_nodes[host]
-        agents = self.run.path / "agents"
-        agents.mkdir(exist_ok=True)
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in host)
         endpoint = slurm_endpoint(
             self._slurm.client,
             str(self._slurm_record["job_id"]),
             node,
             host,
-            agents / f"{safe}.sock",
+            agent_socket(self.run, host),
             log_path,
             self._on_disconnect,
         )

@@ -64,10 +64,8 @@ class SlurmTransport(LocalTransport):
     def argv(self) -> list[str]:
         """The srun command line that starts the agent on the node (through a login node if any)."""
         agent = [self._python, "-u", str(self._agent_path), "--on-disconnect", self._on_disconnect]
-        argv = step_argv(self.job_id, self.node, agent)
         # The step's name lets squeue give its id back (srun prints it only with --verbose).
-        argv.insert(1, f"--job-name={step_name_for(self.host)}")
-        return self._client.argv(argv)
+        return self._client.argv(step_argv(self.job_id, self.node, agent, name=step_name_for(self.host)))
 
     def env(self) -> dict[str, str] | None:
         return self._client.env
@@ -77,12 +75,10 @@ class SlurmTransport(LocalTransport):
         deadline = time.monotonic() + timeout_s
         name = step_name_for(self.host)
         while True:
-            out = self._client.run(["squeue", "-h", "--steps", f"--jobs={self.job_id}", "-o", "%i|%j"], check=False)
-            for line in out.splitlines():
-                step, _, step_name = line.strip().partition("|")
-                if step_name == name:
-                    self.step_id = step
-                    return step
+            step = self._client.named_steps(self.job_id).get(name)
+            if step is not None:
+                self.step_id = step
+                return step
             if time.monotonic() > deadline or (self._proc is not None and self._proc.poll() is not None):
                 return None
             time.sleep(poll_s)
@@ -129,10 +125,9 @@ def slurm_endpoint(
         job_id,
         node,
         [*agent, "--serve", str(sock), "--in-step", "--log", str(log), "--on-disconnect", on_disconnect],
+        name=step_name_for(host),
     )
-    first.insert(1, f"--job-name={step_name_for(host)}")
-    attach = step_argv(job_id, node, [*agent, "--attach", str(sock)])
-    attach.insert(1, f"--job-name={step_name_for(host)}-attach")
+    attach = step_argv(job_id, node, [*agent, "--attach", str(sock)], name=f"{step_name_for(host)}-attach")
     return Endpoint(host, False, client.argv(first), client.argv(attach), extra={"job_id": job_id, "node": node})
 
 
