@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from core import control, rundir
+from core.cli_export import add_csv_arguments, cmd_export_csv, wants_csv
 from core.cli_launch import cmd_attach, cmd_launch
 from core.demo import DEMO_CLUSTER
 from core.diagnosis import waiting_lines
@@ -137,11 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_demo_path)
 
     # export: the cluster for another scheduler (core/tfjob.py); only Kubeflow's TFJob for now.
-    p = sub.add_parser("export", help="write the cluster as a Kubeflow TFJob manifest (kubeflow.org/v1)")
+    # export RUN --csv DIR: a run's figures as CSV (core/cli_export.py).
+    p = sub.add_parser(
+        "export", help="write the cluster as a Kubeflow TFJob manifest (kubeflow.org/v1), or a run's figures as CSV"
+    )
     p.set_defaults(handler=cmd_export)
-    p.add_argument("--tfjob", type=Path, required=True, metavar="FILE", help="the cluster file to export")
+    p.add_argument("--tfjob", type=Path, metavar="FILE", help="the cluster file to export")
+    add_csv_arguments(p)
     p.add_argument("-o", "--output", type=Path, help="write the manifest here instead of printing it")
-    p.add_argument("--image", required=True, help="the container image with TensorFlow and your trainer")
+    p.add_argument("--image", help="the container image with TensorFlow and your trainer (with --tfjob)")
     p.add_argument("--name", help="the TFJob's name (default: from the cluster's name, as a DNS-1035 label)")
     p.add_argument("--namespace", help="the Kubernetes namespace (default: kubectl's current one)")
     p.add_argument("--workdir", help="the directory the trainer starts in inside the image (default: the image's)")
@@ -327,6 +332,13 @@ def cmd_export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``export --tfjob``: the manifest as JSON, which ``kubectl apply -f`` reads like YAML."""
     from core.tfjob import to_tfjob
 
+    if wants_csv(args):
+        return cmd_export_csv(args, out, err)
+    if args.tfjob is None or not args.image:
+        print(
+            "export: give --tfjob FILE --image IMAGE (a TFJob manifest), or RUN --csv DIR (a run's figures)", file=err
+        )
+        return EXIT_USAGE
     spec, problems = load(args.tfjob)
     _print_problems(problems, str(args.tfjob), err)
     if spec is None:
