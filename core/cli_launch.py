@@ -172,7 +172,7 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"--run-dir: cannot create the run directory: {exc}", file=err)
         return EXIT_USAGE
     controller = session.controller
-    controller.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
+    session.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
     print(f"run directory: {session.run.path}", file=out, flush=True)
     if spec.slurm is not None:
         where = f"partition {spec.slurm.partition}" if spec.slurm.partition else "the default partition"
@@ -202,7 +202,7 @@ def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"run: {exc}", file=err)
         return EXIT_USAGE
     controller = session.controller
-    controller.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
+    session.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
     print(f"run directory: {path}", file=out, flush=True)
     slurm = controller.slurm_state()
     if slurm and slurm.get("job_id"):

@@ -18,6 +18,7 @@ from typing import Any, Protocol, TextIO
 from core import control
 from core.checks import check_local
 from core.controller import Controller
+from core.notify import Notifier
 from core.problems import ERROR
 from core.rundir import RunDir
 from core.spec import ClusterSpec, load
@@ -100,6 +101,16 @@ class LaunchSession:
         self.controller = controller
         self.run = run
         self.server = server
+        # [notify] (issue 23): the user's command hears of the run's notifications, off this thread.
+        self.notifier = notifier_for(controller.spec, run)
+        if self.notifier is not None:
+            controller.subscribe(self.notifier.on_event)
+
+    def subscribe(self, callback: Callable[[Event], None]) -> None:
+        """``callback(event)`` for the controller's events and the notifier's reports (warnings)."""
+        self.controller.subscribe(callback)
+        if self.notifier is not None:
+            self.notifier.subscribe(callback)
 
     @classmethod
     def launch(
@@ -132,8 +143,22 @@ class LaunchSession:
 
     def start(self) -> None:
         """Launch (or reattach); returns at once."""
+        if self.notifier is not None:
+            self.notifier.start()
         self.controller.start()
 
-    def close(self) -> None:
-        """Close the control socket (the controller's own end is its business)."""
+    def close(self, notify_wait_s: float | None = None) -> None:
+        """Close the control socket (the controller's own end is its business); let the notifier
+        deliver what it has queued, each command within its timeout (at most ``notify_wait_s``
+        here: the window passes 0 and its notifier thread finishes on its own)."""
         self.server.close()
+        if self.notifier is not None:
+            self.notifier.close(notify_wait_s)
+
+
+def notifier_for(spec: ClusterSpec, run: RunDir) -> Notifier | None:
+    """The run's :class:`~core.notify.Notifier` when the cluster file has ``[notify]``."""
+    if spec.notify is None:
+        return None
+    about = {"run": run.path.name, "run_dir": str(run.path), "cluster": spec.name}
+    return Notifier(spec.notify, about, journal=run.record)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from core.locality import is_local_host
+from core.notify.config import NotifyConfig
 from core.slurm.config import SlurmConfig
 from core.stuck_options import KEYS as STUCK_KEYS
 from core.stuck_options import StuckOptions
@@ -42,6 +43,7 @@ TOP_KEYS = {
     "hosts": 'how to reach other machines: [hosts."ADDRESS"] ssh, python, run_root, workdir',
     "ssh_config": "an ssh client config file to use instead of ~/.ssh/config (relative to the cluster file)",
     "slurm": "run on Slurm: [slurm] partition, time, nodes, account, extra_args, login",
+    "notify": "run your command with each notification: [notify] command, events, timeout_s",
 }
 TOP_KEYS.update(STUCK_KEYS)  # diagnosis (issue 13): start_stall_after_s, success_policy
 HOST_KEYS = {
@@ -208,6 +210,7 @@ class ClusterSpec:
     stall_after_s: float = DEFAULT_STALL_AFTER_S
     # Diagnosis of stuck clusters (issue 13): start_stall_after_s, success_policy.
     stuck: StuckOptions = field(default_factory=StuckOptions)
+    notify: NotifyConfig | None = None  # [notify]: the user's command for notifications (core/notify)
 
     def host_config(self, host: str, is_local: Callable[[str], bool] = is_local_host) -> HostConfig:
         """How to reach ``host``: its [hosts] entry, else SSH to it unless ``is_local(host)``.

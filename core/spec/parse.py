@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from core.notify.config import parse_notify
 from core.problems import ERROR, Problem
 from core.slurm.config import parse_slurm
 from core.spec.addresses import is_host_name
@@ -137,6 +138,7 @@ def parse_data(
                 )
     # [slurm] is checked by core.slurm.config, which reports through the same reader.
     slurm = parse_slurm(data["slurm"], r.add) if "slurm" in data else None
+    notify = parse_notify(data["notify"], r) if "notify" in data else None
     check_semantics(r, jobs, strategy, style, command)
     every_task_has_one = all(t.command for j in jobs.values() for t in j.tasks) and all(
         j.command for j in jobs.values() if j.counted
@@ -163,6 +165,7 @@ def parse_data(
         stall_after_s=stall_after_s if stall_after_s is not None else DEFAULT_STALL_AFTER_S,
         slurm=slurm,
         stuck=stuck,
+        notify=notify,
     )
     return spec, r.problems
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from core.notify.config import notify_to_data
 from core.slurm.config import slurm_to_data
 from core.spec.model import DEFAULT_RESET_AFTER_S, DEFAULT_STALL_AFTER_S, JOB_ORDER, ClusterSpec, RestartPolicy
 from core.stuck_options import stuck_options_to_data
@@ -106,6 +107,8 @@ def to_data(spec: ClusterSpec, relative_to: Path | None = None) -> dict[str, Any
         data["hosts"] = hosts
     if spec.slurm is not None:
         data["slurm"] = slurm_to_data(spec.slurm)
+    if spec.notify is not None:
+        data["notify"] = notify_to_data(spec.notify)
     return data
 
 

@@ -1,0 +1,203 @@
+"""Runs the user's ``[notify]`` command with each notification, off the controller's thread.
+
+:meth:`Notifier.on_event` is a controller subscriber: it only classifies the event
+(:func:`core.notify.events.classify`) and queues it (bounded), so the cluster never waits on the
+command. A small thread runs the command with the notification as one JSON object on stdin, in its
+own process group, killed (the whole group) after ``timeout_s``.
+
+At most one notification per kind per ``min_interval_s`` (a minute): one that comes sooner is held,
+the newest of a burst replacing the older ones, and sent when the minute is up with ``folded``
+saying how many it stands for. ``run_finished`` carries the ones still held (``unsent``), so nothing
+is lost when the run ends. A command that fails, times out or cannot start is reported (a
+``warning`` event to :meth:`subscribe`-rs, and the run's journal) and never stops the run; every
+attempt is journalled as a ``notify`` record.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from core.notify.config import NotifyConfig
+from core.notify.events import Notification, classify
+from core.states import Event
+
+MIN_INTERVAL_S = 60.0
+QUEUE_SIZE = 16
+POLL_S = 0.2
+
+
+class Notifier:
+    """Notifications for one run; start with :meth:`start`, end with :meth:`close`.
+
+    ``run`` is what every payload says about the run (``run``, ``run_dir``, ``cluster``);
+    ``journal(record)`` keeps a record in the run's journal (it must be safe from another thread).
+    """
+
+    def __init__(
+        self,
+        config: NotifyConfig,
+        run: dict[str, Any],
+        journal: Callable[[dict[str, Any]], None] | None = None,
+        min_interval_s: float = MIN_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.run = dict(run)
+        self._journal = journal
+        self.min_interval_s = min_interval_s
+        self._clock = clock
+        self._queue: queue.Queue[tuple[Notification, int, list[dict[str, Any]]]] = queue.Queue(QUEUE_SIZE)
+        self._lock = threading.Lock()
+        self._last_sent: dict[str, float] = {}
+        self._held: dict[str, tuple[Notification, int]] = {}  # kind -> (newest, how many it stands for)
+        self._subscribers: list[Callable[[Event], None]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.dropped = 0
+        self.sent: collections.deque[dict[str, Any]] = collections.deque(maxlen=100)  # the latest payloads sent
+
+    def subscribe(self, callback: Callable[[Event], None]) -> None:
+        """``callback(event)`` gets the notifier's reports (``warning`` events), on its thread."""
+        self._subscribers.append(callback)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="notifier", daemon=True)
+        self._thread.start()
+
+    def on_event(self, event: Event) -> None:
+        """A controller subscriber: never blocks, never raises."""
+        notification = classify(event)
+        if notification is None or notification.kind not in self.config.events:
+            return
+        self.offer(notification)
+
+    def offer(self, notification: Notification) -> None:
+        """Send ``notification`` now, or hold it until its kind's minute is up."""
+        now = self._clock()
+        with self._lock:
+            unsent: list[dict[str, Any]] = []
+            if notification.kind == "run_finished":
+                for kind, (held, count) in sorted(self._held.items()):
+                    unsent.append({"kind": kind, "title": held.title, "message": held.message, "count": count})
+                self._held.clear()
+            last = self._last_sent.get(notification.kind)
+            if last is not None and now - last < self.min_interval_s:
+                _, count = self._held.get(notification.kind, (notification, 0))
+                self._held[notification.kind] = (notification, count + 1)
+                return
+            self._last_sent[notification.kind] = now
+        self._enqueue(notification, 0, unsent)
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Deliver what is queued (each command within its timeout), then stop the thread.
+        Notifications still held by the rate limit are reported as not sent."""
+        with self._lock:
+            held = sum(count for _, count in self._held.values())
+            self._held.clear()
+        if held:
+            self._report(f"{held} notification(s) held by the one-a-minute limit were not sent (the run is over)")
+        self._stop.set()
+        if self._thread is not None:
+            wait_s = timeout_s if timeout_s is not None else (self._queue.qsize() + 1) * (self.config.timeout_s + 2)
+            self._thread.join(wait_s)
+
+    # ------------------------------------------------------------------ the notifier thread
+
+    def _enqueue(self, notification: Notification, folded: int, unsent: list[dict[str, Any]]) -> None:
+        try:
+            self._queue.put_nowait((notification, folded, unsent))
+        except queue.Full:
+            self.dropped += 1
+            self._report(f"notification dropped ({notification.title}): {QUEUE_SIZE} are already waiting")
+
+    def _release_due(self) -> None:
+        now = self._clock()
+        due = []
+        with self._lock:
+            for kind, (notification, count) in list(self._held.items()):
+                if now - self._last_sent.get(kind, 0.0) >= self.min_interval_s:
+                    del self._held[kind]
+                    self._last_sent[kind] = now
+                    due.append((notification, count - 1))
+        for notification, folded in due:
+            self._enqueue(notification, folded, [])
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                item = self._queue.get(timeout=POLL_S)
+            except queue.Empty:
+                if self._stop.is_set():
+                    return
+                self._release_due()
+                continue
+            try:
+                self._deliver(*item)
+            except Exception as exc:  # the notifier must outlive anything a command does
+                self._report(f"notify: internal error: {exc!r}")
+
+    def _deliver(self, notification: Notification, folded: int, unsent: list[dict[str, Any]]) -> None:
+        payload = notification.payload(self.run, folded, unsent)
+        self.sent.append(payload)
+        error = run_command(self.config.command, json.dumps(payload) + "\n", self.config.timeout_s)
+        self._journal_record(
+            {"t": round(time.time(), 3), "kind": "notify", "notification": notification.kind, "folded": folded}
+            | ({"error": error} if error else {"ok": True})
+        )
+        if error:
+            self._report(f"notify command for {notification.kind} ({notification.title}) {error}; the run goes on")
+
+    def _report(self, message: str) -> None:
+        self._journal_record({"t": round(time.time(), 3), "kind": "warning", "message": message})
+        event = Event("warning", time.time(), None, {"message": message})
+        for callback in list(self._subscribers):
+            with contextlib.suppress(Exception):
+                callback(event)
+
+    def _journal_record(self, record: dict[str, Any]) -> None:
+        if self._journal is not None:
+            with contextlib.suppress(Exception):
+                self._journal(record)
+
+
+def run_command(argv: tuple[str, ...], stdin_text: str, timeout_s: float) -> str | None:
+    """Run ``argv`` with ``stdin_text`` in its own process group; None on exit 0, else what went
+    wrong (its exit code and last line of stderr, a timeout, or why it could not start)."""
+    with tempfile.TemporaryFile() as errors:
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+                start_new_session=True,  # its own process group: a timeout kills all of it
+                close_fds=True,
+            )
+        except OSError as exc:
+            return f"could not start ({argv[0]}: {exc.strerror or exc})"
+        try:
+            proc.communicate(stdin_text.encode("utf-8"), timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5.0)
+            return f"timed out after {timeout_s:g} s (killed)"
+        if proc.returncode == 0:
+            return None
+        errors.seek(0)
+        lines = errors.read()[-4096:].decode("utf-8", "replace").strip().splitlines()
+        last = f": {lines[-1]}" if lines else ""
+        how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited with code {proc.returncode}"
+        return how + last

@@ -1,0 +1,237 @@
+"""Notifications (``[notify]``): the user's command gets each one as JSON on stdin, with a
+timeout, at most one per kind a minute, its failures reported and never fatal to the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from core import journal
+from core.notify import Notification, Notifier, NotifyConfig
+from core.session import LaunchSession
+from core.spec import dumps, load, parse_text
+from core.states import Event
+from tests.conftest import ROOT, free_ports
+from tests.core.test_journal import TRAINERS, wait_for
+from tests.core.test_launch import Launch, launches  # noqa: F401 - the fixture
+
+SINK = ROOT / "tests" / "helpers" / "notify_sink.py"
+
+CLUSTER = """
+name = "notified"
+workdir = "{trainers}"
+command = ["python", "-u", "light_trainer.py", "--steps={steps}", "--rate_hz=20"]
+stop_grace_s = 3
+stall_after_s = {stall}
+[jobs.ps]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[1]}", "127.0.0.1:{p[2]}"]
+restart = "Never"
+[notify]
+command = {command}
+timeout_s = {timeout}
+events = {events}
+"""
+
+
+def cluster_file(
+    tmp_path: Path,
+    command: list[str],
+    steps: int = 0,
+    timeout: float = 10,
+    stall: float = 0,
+    events: tuple[str, ...] = ("run_finished", "role_failed", "stalled", "host_lost"),
+) -> Path:
+    path = tmp_path / "notified.toml"
+    text = CLUSTER.format(
+        trainers=TRAINERS,
+        steps=steps,
+        p=free_ports(3),
+        command=json.dumps(command),
+        timeout=timeout,
+        stall=stall,
+        events=json.dumps(list(events)),
+    )
+    path.write_text(text)
+    return path
+
+
+def received(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+# ---------------------------------------------------------------------------- the cluster file
+
+
+def test_notify_table_parses_checks_and_writes_back() -> None:
+    base = 'command = ["python", "t.py"]\n[jobs.ps]\ntasks = ["127.0.0.1:2222"]\n[jobs.worker]\ntasks = ["127.0.0.1:2223"]\n'
+    spec, problems = parse_text(base + '[notify]\ncommand = "tell-me --to ops"\nevents = ["role_failed"]\n')
+    assert spec is not None and spec.notify is not None, problems
+    assert spec.notify.command == ("tell-me", "--to", "ops") and spec.notify.events == ("role_failed",)
+    again, _ = parse_text(dumps(spec))
+    assert again is not None and again.notify == spec.notify
+
+    _, problems = parse_text(base + '[notify]\ncommand = []\nevents = ["stalld"]\ntimeout_s = -1\nmail = 1\n')
+    text = "\n".join(p.format("c.toml") for p in problems)
+    assert "notify.command: is empty" in text
+    assert "notify.events[0]: 'stalld' is not an event kind" in text and "did you mean 'stalled'?" in text
+    assert "notify.timeout_s: must be at least 0.1" in text
+    assert "notify.mail: unknown key 'mail'" in text
+    _, problems = parse_text("notify = 3\n" + base)
+    assert any("notify: must be a table" in p.format() for p in problems)
+    _, problems = parse_text(base + "[notify]\nevents = []\n")
+    assert [p.field for p in problems] == ["notify.command"]  # missing: nothing else can be used
+
+
+# ---------------------------------------------------------------------------- the rate limit
+
+
+def test_one_notification_per_kind_a_minute_the_rest_folded(tmp_path: Path) -> None:
+    out = tmp_path / "got.jsonl"
+    now = [1000.0]
+    notifier = Notifier(NotifyConfig((sys.executable, str(SINK), str(out))), {"run": "r1"}, clock=lambda: now[0])
+    notifier.start()
+    try:
+
+        def failed(role: str) -> Event:
+            return Event("role_state", time.time(), role, {"state": "failed", "detail": f"{role} died", "restarts": 0})
+
+        notifier.on_event(failed("worker:0"))  # sent at once
+        wait_for(lambda: len(received(out)) == 1, 30, "the first notification")
+        for role in ("worker:1", "worker:2", "worker:3"):
+            now[0] += 5
+            notifier.on_event(failed(role))  # within the minute: held, the newest kept
+        notifier.on_event(Event("role_state", time.time(), "worker:4", {"state": "running"}))  # not a notification
+        notifier.on_event(Event("role_stalled", time.time(), "worker:5", {"stalled": True, "detail": "no step"}))
+        wait_for(lambda: len(received(out)) == 2, 30, "the other kind, not held")
+        time.sleep(0.5)  # the notifier thread polls several times: nothing more may come yet
+        assert [p["kind"] for p in received(out)] == ["role_failed", "stalled"]
+
+        now[0] += 46  # 61 s after the first role_failed
+        wait_for(lambda: len(received(out)) == 3, 30, "the held one, when its minute is up")
+        folded = received(out)[2]
+        assert folded["kind"] == "role_failed" and folded["role"] == "worker:3" and folded["folded"] == 2
+
+        now[0] += 1
+        notifier.on_event(failed("worker:6"))  # held again (1 s after the last)
+        notifier.on_event(
+            Event("cluster_state", time.time(), None, {"phase": "done", "result": "failed", "reason": "x"})
+        )
+        wait_for(lambda: len(received(out)) == 4, 30, "run_finished")
+        final = received(out)[3]
+        assert final["kind"] == "run_finished" and final["event"]["result"] == "failed"
+        assert final["unsent"] == [
+            {"kind": "role_failed", "title": "worker:6 failed", "message": "worker:6 died", "count": 1}
+        ]
+    finally:
+        notifier.close()
+    assert received(out)[0] | {"time": "", "t": 0} == {
+        "towerdeck_notification": 1,
+        "kind": "role_failed",
+        "title": "worker:0 failed",
+        "message": "worker:0 died",
+        "t": 0,
+        "time": "",
+        "role": "worker:0",
+        "host": None,
+        "run": "r1",
+        "event": {"state": "failed", "detail": "worker:0 died", "restarts": 0},
+        "folded": 0,
+    }
+
+
+def test_a_failing_command_is_reported_not_raised(tmp_path: Path) -> None:
+    reports: list[Event] = []
+    kept: list[dict[str, Any]] = []
+    notifier = Notifier(
+        NotifyConfig((sys.executable, str(SINK), str(tmp_path / "x"), "--fail")), {}, journal=kept.append
+    )
+    notifier.subscribe(reports.append)
+    notifier.start()
+    notifier.offer(Notification("run_finished", "run succeeded", "", time.time()))
+    notifier.close()
+    assert [e.kind for e in reports] == ["warning"]
+    assert "exited with code 3: mail server said no" in reports[0].data["message"]
+    assert {
+        "kind": "notify",
+        "notification": "run_finished",
+        "error": "exited with code 3: mail server said no",
+    }.items() <= kept[0].items()
+    missing = Notifier(NotifyConfig((str(tmp_path / "no-such-program"),)), {})
+    missing.subscribe(reports.append)
+    missing.start()
+    missing.offer(Notification("run_finished", "run succeeded", "", time.time()))
+    missing.close()
+    assert "could not start" in reports[-1].data["message"]
+
+
+# ---------------------------------------------------------------------------- real runs
+
+
+def test_a_killed_role_sends_its_json_to_the_command(tmp_path: Path, launches: list[Launch]) -> None:  # noqa: F811
+    out = tmp_path / "got.jsonl"
+    cluster = cluster_file(tmp_path, [sys.executable, str(SINK), str(out)])
+    launch = Launch(cluster, tmp_path / "run")
+    launches.append(launch)
+    worker = launch.wait_role("worker:1", "running")
+    launch.wait_output("worker:1", r"Step: \d+")
+    killed = launch.ctl("signal", "worker:1", "KILL")  # a crash: `ctl kill` would be a stop the user asked for
+    assert killed.returncode == 0, killed.stderr
+    code, printed = launch.finish()
+    assert code == 1, printed  # the run failed: worker:1 failed for good (restart policy Never)
+    got = received(out)
+    assert [p["kind"] for p in got] == ["role_failed", "run_finished"], got
+    role_failed, finished = got
+    assert role_failed["role"] == "worker:1" and role_failed["title"] == "worker:1 failed"
+    assert role_failed["event"]["signal"] == 9 and role_failed["event"]["state"] == "failed"
+    assert role_failed["event"]["pid"] is None and worker["pid"] > 0
+    assert role_failed["run"] == "run" and role_failed["run_dir"] == str(tmp_path / "run")
+    assert role_failed["cluster"] == "notified" and role_failed["folded"] == 0
+    assert finished["event"]["result"] == "failed" and "worker:1 failed" in finished["message"]
+    records = [r for r in journal.iter_journal(tmp_path / "run") if r["kind"] == "notify"]
+    assert [(r["notification"], r.get("ok")) for r in records] == [("role_failed", True), ("run_finished", True)]
+
+
+def test_a_hanging_command_is_killed_and_reported_while_the_run_goes_on(tmp_path: Path) -> None:
+    out = tmp_path / "hang"
+    cluster = cluster_file(
+        tmp_path, [sys.executable, str(SINK), str(out), "--hang"], steps=0, timeout=3, stall=1, events=("stalled",)
+    )
+    spec, problems = load(cluster)
+    assert spec is not None, problems
+    session = LaunchSession.launch(spec, root=tmp_path / "runs")
+    events: list[Event] = []
+    session.subscribe(events.append)
+    session.start()
+    controller = session.controller
+    pid_file = Path(str(out) + ".pid")
+    try:
+        wait_for(lambda: (controller.status().roles[2].step or 0) > 5, 60, "worker:1 training")
+        controller.signal_role("worker:1", "STOP").result(10)  # no more steps: stalled after 1 s
+        wait_for(pid_file.exists, 60, "the notification command to start")
+        hung = psutil.Process(int(pid_file.read_text()))
+        step = controller.status().roles[1].step or 0
+        # The run goes on while the command hangs: worker:0 keeps training.
+        wait_for(lambda: (controller.status().roles[1].step or 0) > step + 10, 30, "worker:0 to go on")
+        assert hung.is_running() and not any("timed out" in str(e.data.get("message")) for e in events)
+        wait_for(lambda: any("timed out after 3 s" in str(e.data.get("message")) for e in events), 30, "the report")
+        wait_for(lambda: not hung.is_running() or hung.status() == psutil.STATUS_ZOMBIE, 10, "the command killed")
+        assert controller.status().phase == "running"
+        controller.signal_role("worker:1", "CONT").result(10)
+    finally:
+        controller.stop_all()
+        controller.wait(60)
+        controller.close()
+        session.close()
+    warnings = [r["message"] for r in journal.iter_journal(session.run.path) if r["kind"] == "warning"]
+    assert any(
+        m.startswith("notify command for stalled (worker:1 stalled) timed out after 3 s (killed)") for m in warnings
+    )
+    assert not os.path.exists(out)  # it never got past its sleep
