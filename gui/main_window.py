@@ -31,7 +31,9 @@ from core.states import ClusterStatus, Event
 from core.telemetry.pci import tf_devices_by_bus
 from gui import dialogs, settings, window_actions
 from gui.bridge import EventInbox
+from gui.desktop_notify import DesktopNotifier
 from gui.editor import ClusterEditor
+from gui.exporting import Exporter
 from gui.overview import ClusterOverview
 from gui.panels.gpus import GpuPanel
 from gui.panels.logs import LogPanel
@@ -172,6 +174,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.warning_label.setStyleSheet("QLabel { color: #b45309; font-weight: bold; }")
         self.statusBar().addPermanentWidget(self.warning_label)
         window_actions.add_editor_actions(self)
+        self.exporter = Exporter(self)  # issue 23: File > Export plot / run figures as CSV
+        self.desktop_notifier = DesktopNotifier(self)
 
     def _on_editor_spec_changed(self, spec: ClusterSpec | None) -> None:
         """The form changed: it is what the next launch uses (a running cluster keeps its own)."""
@@ -215,7 +219,7 @@ class MainWindow(QtWidgets.QMainWindow):
         session = LaunchSession.launch(self.spec, root=self.runs_root)
         run = session.run
         self._reset_panels()
-        session.controller.subscribe(self.inbox.put)
+        session.subscribe(self.inbox.put)  # the controller's events and the [notify] reports
         self.session, self.source = session, session.controller
         session.start()
         self.editor.set_running(True)
@@ -271,7 +275,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _close_source(self) -> None:
         if self.session is not None:
-            self.session.close()
+            self.session.close(notify_wait_s=0)  # its notifier thread finishes on its own
             self.session = None
         if self.source is not None:
             self.source.release()
@@ -343,6 +347,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _dispatch(self, event: Event) -> None:
         kind, data = event.kind, event.data
+        self.desktop_notifier.on_event(event)  # issue 23: the system tray, when not the active window
         if kind == "metrics" and event.role:
             self.training.add_samples(event.role, data.get("samples") or [])
         elif kind == "scalars" and event.role:
@@ -496,7 +501,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._close_source()
         self._reset_panels()
         self.spec = spec
-        session.controller.subscribe(self.inbox.put)
+        session.subscribe(self.inbox.put)  # the controller's events and the [notify] reports
         self.session, self.source = session, session.controller
         session.start()
         self.editor.set_running(True)

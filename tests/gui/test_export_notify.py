@@ -1,0 +1,127 @@
+"""The window's export (the current tab's plots as PNG and SVG, the run's figures as CSV, off the
+GUI thread), pyqtgraph's right-click export on our plots, [notify] from a window launch, and the
+desktop notification when the window is not the active one. Real light-trainer processes."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from core import journal
+from core.csv_export import read_csv
+from core.spec import load
+from core.states import Event
+from tests.conftest import ROOT, free_ports
+
+SINK = ROOT / "tests" / "helpers" / "notify_sink.py"
+
+
+def light_cluster(tmp_path: Path, sink_out: Path) -> Path:
+    p = free_ports(3)
+    path = tmp_path / "light.toml"
+    path.write_text(
+        f"""name = "exported"
+workdir = "{ROOT / "resources" / "trainers"}"
+command = ["{sys.executable}", "-u", "light_trainer.py", "--steps=150", "--rate_hz=20"]
+stop_grace_s = 3
+[jobs.ps]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[1]}", "127.0.0.1:{p[2]}"]
+[notify]
+command = {json.dumps([sys.executable, str(SINK), str(sink_out)])}
+events = ["run_finished"]
+"""
+    )
+    return path
+
+
+def test_export_plots_and_csv_from_a_live_run_and_notify_when_it_ends(qtbot, tmp_path: Path) -> None:
+    from PySide6 import QtGui
+
+    from gui.exporting import visible_plots
+    from gui.main_window import MainWindow
+
+    sink_out = tmp_path / "notified.jsonl"
+    spec, problems = load(light_cluster(tmp_path, sink_out))
+    assert spec is not None, problems
+    window = MainWindow(spec, runs_root=tmp_path / "runs")
+    qtbot.addWidget(window)
+    window.show()
+    window.action_launch.trigger()
+    window.tabs.setCurrentWidget(window.training)
+    qtbot.waitUntil(lambda: (window.source.status().roles[1].step or 0) > 30, timeout=60_000)
+    qtbot.wait(300)  # a few frames: the curves are drawn
+
+    # File > Export plot: every plot of the tab, PNG then SVG, written off the GUI thread.
+    plots = visible_plots(window.training)
+    assert len(plots) >= 2
+    exporter = window.exporter
+    exporter.export_plots(tmp_path / "training.png")
+    qtbot.waitUntil(lambda: len(exporter.last_written) == len(plots), timeout=10_000)
+    assert exporter.last_error is None
+    for path in exporter.last_written:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        image = QtGui.QImage(str(path))
+        assert not image.isNull() and image.width() > 100 and image.height() > 50
+    exporter.last_written = []
+    exporter.export_plots(tmp_path / "training.svg")
+    qtbot.waitUntil(lambda: len(exporter.last_written) == len(plots), timeout=10_000)
+    for path in exporter.last_written:
+        root = ET.parse(path).getroot()
+        assert root.tag.endswith("svg")
+        assert any(el.tag.endswith("path") or el.tag.endswith("polyline") for el in root.iter()), path
+
+    # Right-click > Export... (pyqtgraph's dialog) is there for our plots, offers PNG and SVG, and
+    # its SVG export works (it shares the exporter fixed in gui/exporting.py).
+    scene = plots[0].scene()
+    assert [a.text() for a in scene.contextMenu] == ["Export..."]
+    scene.contextMenuItem = plots[0].getPlotItem().getViewBox()  # what a right-click on the curves sets
+    scene.contextMenu[0].trigger()
+    dialog = scene.exportDialog
+    assert dialog is not None
+    names = [dialog.ui.formatList.item(i).text() for i in range(dialog.ui.formatList.count())]
+    assert any("PNG" in n for n in names) and any("SVG" in n for n in names)
+    dialog.ui.formatList.setCurrentRow(next(i for i, n in enumerate(names) if "SVG" in n))
+    dialog.currentExporter.export(str(tmp_path / "dialog.svg"))
+    assert ET.parse(tmp_path / "dialog.svg").getroot().tag.endswith("svg")
+    dialog.close()
+
+    # File > Export run figures as CSV, while the run is live: a consistent snapshot.
+    csv_dir = tmp_path / "csv"
+    exporter.export_csv(csv_dir)
+    qtbot.waitUntil(lambda: exporter.last_written == [csv_dir], timeout=20_000)
+    rows = read_csv(csv_dir / "metrics.csv")
+    worker0 = [int(r["step"]) for r in rows if r["role"] == "worker:0"]
+    assert worker0 and worker0 == list(range(1, len(worker0) + 1))
+
+    # The run ends: [notify] runs the command from the window's launch too.
+    qtbot.waitUntil(lambda: window.source.done, timeout=120_000)
+    qtbot.waitUntil(lambda: sink_out.exists(), timeout=30_000)
+    got = [json.loads(line) for line in sink_out.read_text().splitlines()]
+    assert [(g["kind"], g["event"]["result"]) for g in got] == [("run_finished", "succeeded")]
+    run_path = window.source.path
+    qtbot.waitUntil(lambda: any(r["kind"] == "notify" for r in journal.iter_journal(run_path)), timeout=10_000)
+
+
+def test_desktop_notification_only_when_the_window_is_not_active(qtbot, monkeypatch) -> None:
+    from gui.main_window import MainWindow
+
+    window = MainWindow(None)
+    qtbot.addWidget(window)
+    notifier = window.desktop_notifier
+    failed = Event("role_state", time.time(), "worker:1", {"state": "failed", "detail": "killed by SIGKILL"})
+    monkeypatch.setattr(window, "isActiveWindow", lambda: True)
+    notifier.on_event(failed)
+    assert notifier.shown == []  # the user is looking at the window
+    monkeypatch.setattr(window, "isActiveWindow", lambda: False)
+    notifier.on_event(Event("role_state", time.time(), "worker:1", {"state": "running"}))
+    notifier.on_event(Event("role_state", time.time() - 3600, "worker:1", {"state": "failed"}))  # read back: old
+    assert notifier.shown == []
+    notifier.on_event(failed)
+    assert [(n.kind, n.title, n.message) for n in notifier.shown] == [
+        ("role_failed", "worker:1 failed", "killed by SIGKILL")
+    ]
