@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from core import control, rundir
 from core.cli_export import add_csv_arguments, cmd_export_csv, wants_csv
 from core.cli_launch import cmd_attach, cmd_launch
+from core.cli_tensorboard import add_tensorboard_arguments, cmd_runs_tensorboard
 from core.demo import DEMO_CLUSTER
 from core.diagnosis import waiting_lines
 from core.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
@@ -108,9 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress-every", type=float, default=5.0, metavar="SECONDS", help="0: never; default 5")
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
 
-    p = sub.add_parser("runs", help="list past and running runs")
+    p = sub.add_parser("runs", help="list past and running runs; `runs tensorboard RUN` opens one in TensorBoard")
     p.set_defaults(handler=cmd_runs)
     p.add_argument("--root", type=Path, help="the runs root (default: the user data dir)")
+    add_tensorboard_arguments(p)  # core/cli_tensorboard.py
 
     p = sub.add_parser("ctl", help="stop, kill or restart roles of a running launch")
     p.set_defaults(handler=cmd_ctl)
@@ -366,6 +368,8 @@ def cmd_demo_path(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.action == "tensorboard":
+        return cmd_runs_tensorboard(args, out, err)
     root = args.root or rundir.runs_root()
     runs = rundir.list_runs(root)
     if not runs:

@@ -1,0 +1,72 @@
+"""``runs tensorboard RUN``: the run's event files in the pinned TensorBoard, on 127.0.0.1, until
+Ctrl-C or SIGTERM (:mod:`core.tensorboard_serve`); nothing is left running after."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+import webbrowser
+from typing import Any, TextIO
+
+from core import rundir
+from core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from core.spec import load
+
+
+def add_tensorboard_arguments(parser: argparse.ArgumentParser) -> None:
+    """``runs [tensorboard RUN [--no-browser]]``."""
+    parser.add_argument(
+        "action", nargs="?", choices=("tensorboard",), help="tensorboard RUN: open the run in TensorBoard"
+    )
+    parser.add_argument("run", nargs="?", help="a run directory, a run id from `runs`, or 'latest'")
+    parser.add_argument(
+        "--no-browser", action="store_true", help="with tensorboard: print the address, open no browser"
+    )
+
+
+def cmd_runs_tensorboard(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from core.tensorboard_serve import TensorBoardError, start
+
+    if args.run is None:
+        print("runs tensorboard: name the run, e.g. `runs tensorboard latest`", file=err)
+        return EXIT_USAGE
+    try:
+        path = rundir.resolve(args.run, args.root)
+    except FileNotFoundError as exc:
+        print(f"run: {exc}", file=err)
+        return EXIT_USAGE
+    spec, problems = load(path / "cluster.toml")
+    if spec is None:
+        first = problems[0].format() if problems else "unreadable"
+        print(f"{path / 'cluster.toml'}: {first}", file=err)
+        return EXIT_USAGE
+    stop = threading.Event()
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    try:
+        try:
+            server = start(path, spec)
+        except TensorBoardError as exc:
+            print(f"tensorboard: {exc}", file=err)
+            return EXIT_FAILED
+        try:
+            print(f"TensorBoard on {server.url} (pid {server.pid}): {', '.join(server.dirs.local)}", file=out)
+            for role, why in server.dirs.missing.items():
+                print(f"  not shown: {role} {why}", file=out)
+            print("Ctrl-C stops it", file=out, flush=True)
+            if not args.no_browser:
+                webbrowser.open(server.url)
+            while not stop.wait(0.5):
+                if not server.alive():
+                    print("tensorboard exited: " + " | ".join(server.log_tail(3)), file=err)
+                    return EXIT_FAILED
+        finally:
+            server.stop()
+        print("TensorBoard stopped", file=out)
+        return EXIT_OK
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

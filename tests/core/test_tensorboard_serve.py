@@ -1,0 +1,111 @@
+"""``runs tensorboard RUN``: the pinned TensorBoard on a real run's event files (a TensorFlow
+trainer that writes summaries), named by role, answering on 127.0.0.1, and gone after Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from core.spec import load
+from core.tensorboard_serve import event_dirs
+from tests.conftest import ROOT, free_ports, run_cli
+
+pytestmark = pytest.mark.slow
+TRAINERS = ROOT / "resources" / "trainers"
+
+CLUSTER = """
+name = "tb"
+strategy = "multi_worker_mirrored"
+launch_style = "tf_config"
+workdir = "{trainers}"
+command = ["python", "-u", "tb_only_trainer.py", "--logdir={{tb_dir}}", "--steps=40", "--step_sleep=0.01"]
+stop_grace_s = 3
+[jobs.worker]
+tasks = ["127.0.0.1:{p[0]}", "127.0.0.1:{p[1]}"]
+[hosts."10.254.0.9"]
+ssh = "nobody@10.254.0.9"
+"""
+
+
+def _get(url: str) -> object:
+    with urllib.request.urlopen(url, timeout=10) as reply:  # 127.0.0.1 only
+        return json.loads(reply.read())
+
+
+def test_runs_tensorboard_serves_the_roles_event_files_and_leaves_nothing(tmp_path: Path) -> None:
+    cluster = tmp_path / "tb.toml"
+    cluster.write_text(CLUSTER.format(trainers=TRAINERS, p=free_ports(2)))
+    run = tmp_path / "run"
+    launched = run_cli("launch", str(cluster), "--run-dir", str(run), "--progress-every", "0")
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+
+    spec, _ = load(run / "cluster.toml")
+    assert spec is not None
+    assert sorted(event_dirs(run, spec).local) == ["worker-0", "worker-1"]
+
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "main.py"), "runs", "tensorboard", str(run), "--no-browser"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stdout is not None
+    stdout = proc.stdout
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True)
+    reader.start()
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not any("Ctrl-C" in line for line in seen) and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                seen.append(lines.get(timeout=1))
+            except queue.Empty:
+                continue
+        text = "".join(seen)
+        m = re.search(r"TensorBoard on (http://127\.0\.0\.1:(\d+)/) \(pid (\d+)\): worker-0, worker-1", text)
+        assert m, text
+        url, port, pid = m.group(1), int(m.group(2)), int(m.group(3))
+        tensorboard = psutil.Process(pid)
+        assert any(c.laddr.port == port and c.laddr.ip == "127.0.0.1" for c in tensorboard.net_connections("tcp"))
+        runs: object = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # it loads the event files in the background
+            runs = _get(url + "data/runs")
+            if isinstance(runs, list) and {r.split("/")[0] for r in runs} == {"worker-0", "worker-1"}:
+                break
+            time.sleep(0.5)
+        # Named by role (TensorBoard adds the subdirectory: "worker-0/.").
+        assert isinstance(runs, list) and {r.split("/")[0] for r in runs} == {"worker-0", "worker-1"}, runs
+        tags = _get(url + "data/plugin/scalars/tags")
+        assert isinstance(tags, dict) and all("loss" in tags[r] for r in runs), tags
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        reader.join(10)
+    rest = "".join(lines.queue)
+    assert proc.returncode == 0, text + rest
+    assert "TensorBoard stopped" in rest
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    with pytest.raises(OSError):
+        _get(url + "data/runs")  # nothing listens there any more
+
+
+def test_runs_tensorboard_without_event_files_says_so(tmp_path: Path) -> None:
+    old = ROOT / "tests" / "fixtures" / "run_c23e87e"
+    result = run_cli("runs", "tensorboard", str(old), "--no-browser")
+    assert result.returncode == 1
+    assert "no role of run_c23e87e has TensorBoard event files here" in result.stderr
+    missing = run_cli("runs", "tensorboard")
+    assert missing.returncode == 2 and "name the run" in missing.stderr
