@@ -41,6 +41,7 @@ from gui.panels.placement import PlacementPanel
 from gui.panels.training import TrainingPanel
 from gui.preflight import PreflightDialog
 from gui.roles import RolesView
+from gui.tensorboard_action import TensorBoardAction
 from gui.window_actions import TABS
 
 FRAME_HZ = 10
@@ -176,6 +177,7 @@ class MainWindow(QtWidgets.QMainWindow):
         window_actions.add_editor_actions(self)
         self.exporter = Exporter(self)  # issue 23: File > Export plot / run figures as CSV
         self.desktop_notifier = DesktopNotifier(self)
+        self.tensorboard = TensorBoardAction(self)  # File > Open in TensorBoard
 
     def _on_editor_spec_changed(self, spec: ClusterSpec | None) -> None:
         """The form changed: it is what the next launch uses (a running cluster keeps its own)."""
@@ -274,6 +276,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.recent_runs_menu.addAction("(none yet)").setEnabled(False)
 
     def _close_source(self) -> None:
+        self.tensorboard.stop()  # issue 23: its TensorBoard goes with the run it showed
         if self.session is not None:
             self.session.close(notify_wait_s=0)  # its notifier thread finishes on its own
             self.session = None

@@ -5,10 +5,13 @@ desktop notification when the window is not the active one. Real light-trainer p
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+import pytest
 
 from core import journal
 from core.csv_export import read_csv
@@ -125,3 +128,40 @@ def test_desktop_notification_only_when_the_window_is_not_active(qtbot, monkeypa
     assert [(n.kind, n.title, n.message) for n in notifier.shown] == [
         ("role_failed", "worker:1 failed", "killed by SIGKILL")
     ]
+
+
+@pytest.mark.slow
+def test_open_in_tensorboard_and_it_stops_with_the_window(qtbot, tmp_path: Path) -> None:
+    import psutil
+
+    from gui.main_window import MainWindow
+    from tests.conftest import run_cli
+    from tests.core.test_tensorboard_serve import CLUSTER, TRAINERS
+
+    cluster = tmp_path / "tb.toml"
+    cluster.write_text(CLUSTER.format(trainers=TRAINERS, p=free_ports(2)))
+    run = tmp_path / "run"
+    launched = run_cli("launch", str(cluster), "--run-dir", str(run), "--progress-every", "0")
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+
+    window = MainWindow(None)
+    qtbot.addWidget(window)
+    window.show()
+    assert window.open_run(run)
+    action = window.tensorboard
+    action.open_browser = False
+    action.action.trigger()
+    qtbot.waitUntil(lambda: action.server is not None or action.last_error is not None, timeout=90_000)
+    assert action.last_error is None
+    server = action.server
+    assert server is not None and sorted(server.dirs.local) == ["worker-0", "worker-1"]
+    assert f"TensorBoard on {server.url}" in window.statusBar().currentMessage()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5):
+        pass  # it answers on its port
+    pid = server.pid
+    window.close()
+    qtbot.waitUntil(
+        lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, timeout=15_000
+    )
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=2)
