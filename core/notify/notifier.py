@@ -156,7 +156,9 @@ class Notifier:
             | ({"error": error} if error else {"ok": True})
         )
         if error:
-            self._report(f"notify command for {notification.kind} ({notification.title}) {error}; the run goes on")
+            self._report(
+                f"notify command for {notification.kind} ({notification.title}) {error}; the run is not affected"
+            )
 
     def _report(self, message: str) -> None:
         self._journal_record({"t": round(time.time(), 3), "kind": "warning", "message": message})

@@ -17,7 +17,7 @@ from core.notify import Notification, Notifier, NotifyConfig
 from core.session import LaunchSession
 from core.spec import dumps, load, parse_text
 from core.states import Event
-from tests.conftest import ROOT, free_ports
+from tests.conftest import ROOT, free_ports, run_cli
 from tests.core.test_journal import TRAINERS, wait_for
 from tests.core.test_launch import Launch, launches  # noqa: F401 - the fixture
 
@@ -235,3 +235,30 @@ def test_a_hanging_command_is_killed_and_reported_while_the_run_goes_on(tmp_path
         m.startswith("notify command for stalled (worker:1 stalled) timed out after 3 s (killed)") for m in warnings
     )
     assert not os.path.exists(out)  # it never got past its sleep
+
+
+def test_attach_notifies_too(tmp_path: Path, launches: list[Launch]) -> None:  # noqa: F811
+    out = tmp_path / "got.jsonl"
+    cluster = cluster_file(tmp_path, [sys.executable, str(SINK), str(out)], steps=200)
+    launch = Launch(cluster, tmp_path / "run")
+    launches.append(launch)
+    launch.wait_role("worker:1", "running")
+    assert launch.ctl("detach").returncode == 0
+    code, printed = launch.finish()
+    assert code == 0 and "left running" in printed, printed
+    assert received(out) == []  # leaving a run running is not the run finishing
+    attached = run_cli("attach", str(tmp_path / "run"), "--progress-every", "0", timeout=240)
+    assert attached.returncode == 0, attached.stdout + attached.stderr
+    got = received(out)
+    assert [(p["kind"], p["event"]["result"]) for p in got] == [("run_finished", "succeeded")]
+    assert got[0]["run_dir"] == str(tmp_path / "run")
+
+
+def test_launch_prints_a_failing_command_and_succeeds(tmp_path: Path) -> None:
+    cluster = cluster_file(tmp_path, [sys.executable, str(SINK), str(tmp_path / "x"), "--fail"], steps=10)
+    result = run_cli("launch", str(cluster), "--run-dir", str(tmp_path / "run"), "--progress-every", "0")
+    assert result.returncode == 0, result.stdout + result.stderr  # the run succeeded all the same
+    assert (
+        "warning: notify command for run_finished (run succeeded) exited with code 3: mail server said no; "
+        "the run is not affected" in result.stdout
+    ), result.stdout
