@@ -12,7 +12,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from core.problems import ERROR, Problem
+from core.problems import ERROR, WARNING, Problem
 from core.spec import ClusterSpec, Task, locate
 
 
@@ -99,7 +99,23 @@ def check_local(spec: ClusterSpec, text: str = "", check_ports: bool = True) -> 
             problems += _check_command(spec, task, argv, path, text)
         if check_ports:
             problems += _check_port(task, text)
-    return problems
+    return problems + _check_notify(spec, text)
+
+
+def _check_notify(spec: ClusterSpec, text: str) -> list[Problem]:
+    """[notify]'s program exists (a warning: a notification that cannot run is reported, not fatal)."""
+    if spec.notify is None or find_executable(spec.notify.command[0], spec.workdir, os.environ.get("PATH")):
+        return []
+    return [
+        Problem(
+            "notify.command",
+            f"{spec.notify.command[0]!r} was not found{' in ' + str(spec.workdir) if '/' in spec.notify.command[0] else ' on PATH'}; "
+            "notifications would fail (the run would not)",
+            "install it, or give its full path",
+            WARNING,
+            locate(text, ("notify", "command")),
+        )
+    ]
 
 
 def _check_command(

@@ -161,4 +161,4 @@ def notifier_for(spec: ClusterSpec, run: RunDir) -> Notifier | None:
     if spec.notify is None:
         return None
     about = {"run": run.path.name, "run_dir": str(run.path), "cluster": spec.name}
-    return Notifier(spec.notify, about, journal=run.record)
+    return Notifier(spec.notify, about, journal=run.record, cwd=spec.workdir if spec.workdir.is_dir() else None)

@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from core.notify.config import NotifyConfig
@@ -51,8 +52,10 @@ class Notifier:
         journal: Callable[[dict[str, Any]], None] | None = None,
         min_interval_s: float = MIN_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
+        cwd: Path | None = None,
     ) -> None:
         self.config = config
+        self.cwd = cwd  # where the command starts (the cluster's workdir)
         self.run = dict(run)
         self._journal = journal
         self.min_interval_s = min_interval_s
@@ -150,7 +153,7 @@ class Notifier:
     def _deliver(self, notification: Notification, folded: int, unsent: list[dict[str, Any]]) -> None:
         payload = notification.payload(self.run, folded, unsent)
         self.sent.append(payload)
-        error = run_command(self.config.command, json.dumps(payload) + "\n", self.config.timeout_s)
+        error = run_command(self.config.command, json.dumps(payload) + "\n", self.config.timeout_s, self.cwd)
         self._journal_record(
             {"t": round(time.time(), 3), "kind": "notify", "notification": notification.kind, "folded": folded}
             | ({"error": error} if error else {"ok": True})
@@ -173,7 +176,7 @@ class Notifier:
                 self._journal(record)
 
 
-def run_command(argv: tuple[str, ...], stdin_text: str, timeout_s: float) -> str | None:
+def run_command(argv: tuple[str, ...], stdin_text: str, timeout_s: float, cwd: Path | None = None) -> str | None:
     """Run ``argv`` with ``stdin_text`` in its own process group; None on exit 0, else what went
     wrong (its exit code and last line of stderr, a timeout, or why it could not start)."""
     with tempfile.TemporaryFile() as errors:
@@ -185,6 +188,7 @@ def run_command(argv: tuple[str, ...], stdin_text: str, timeout_s: float) -> str
                 stderr=errors,
                 start_new_session=True,  # its own process group: a timeout kills all of it
                 close_fds=True,
+                cwd=cwd,
             )
         except OSError as exc:
             return f"could not start ({argv[0]}: {exc.strerror or exc})"

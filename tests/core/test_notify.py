@@ -262,3 +262,11 @@ def test_launch_prints_a_failing_command_and_succeeds(tmp_path: Path) -> None:
         "warning: notify command for run_finished (run succeeded) exited with code 3: mail server said no; "
         "the run is not affected" in result.stdout
     ), result.stdout
+
+
+def test_validate_warns_when_the_notify_program_is_missing(tmp_path: Path) -> None:
+    cluster = cluster_file(tmp_path, ["no-such-notifier-xyz", "--to", "ops"])
+    result = run_cli("validate", str(cluster), "--no-ports")
+    assert result.returncode == 0, result.stderr  # a warning: the run itself can launch
+    assert "warning: notify.command: 'no-such-notifier-xyz' was not found on PATH" in result.stderr, result.stderr
+    assert "fix: install it, or give its full path" in result.stderr
