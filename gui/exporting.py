@@ -53,9 +53,38 @@ _svg_module = sys.modules[pyqtgraph.exporters.SVGExporter.__module__]
 _svg_module.correctCoordinates = _close_paths_safely(_svg_module.correctCoordinates)  # type: ignore[attr-defined]
 
 
-def plot_bytes(plot: pg.PlotWidget, suffix: str) -> bytes:
-    """``plot`` rendered as a PNG or SVG file's bytes (on the GUI thread)."""
+MAX_KEY_ENTRIES = 12
+
+
+def series_names(window: MainWindow, plot: pg.PlotWidget) -> list[tuple[Any, str]]:
+    """The curves of ``plot`` and what each is (a role), for the exported file's key: the window
+    shows its key beside the plots, which an exported plot would lose."""
+    training = window.training
+    if plot is training.loss_plot:
+        return [(smooth, role) for role, (_raw, smooth) in training.loss_curves.items() if smooth.isVisible()]
+    if plot is training.time_plot:
+        return [(curve, role) for role, curve in training.time_curves.items() if curve.isVisible()]
+    return [(c, c.name()) for c in plot.getPlotItem().listDataItems() if c.name() and c.isVisible()]
+
+
+def plot_bytes(plot: pg.PlotWidget, suffix: str, key: list[tuple[Any, str]] | None = None) -> bytes:
+    """``plot`` rendered as a PNG or SVG file's bytes (on the GUI thread), with a key of ``key``'s
+    curves added for the export and removed after."""
     item = plot.getPlotItem()
+    legend = None
+    if key and item.legend is None:
+        legend = pg.LegendItem(offset=(-10, 10), brush=pg.mkBrush(255, 255, 255, 200), labelTextColor="k")
+        legend.setParentItem(item.vb)
+        for curve, name in key[:MAX_KEY_ENTRIES]:
+            legend.addItem(curve, name)
+    try:
+        return _render(item, suffix)
+    finally:
+        if legend is not None and legend.scene() is not None:
+            legend.scene().removeItem(legend)
+
+
+def _render(item: pg.PlotItem, suffix: str) -> bytes:
     if suffix == ".svg":
         data = pyqtgraph.exporters.SVGExporter(item).export(toBytes=True)
         return bytes(data)
@@ -130,7 +159,7 @@ class Exporter(QtCore.QObject):
         """Render the current tab's plots here, write them off the GUI thread."""
         plots = visible_plots(self.window.tabs.currentWidget())
         files = [
-            (path, plot_bytes(plot, target.suffix.lower()))
+            (path, plot_bytes(plot, target.suffix.lower(), series_names(self.window, plot)))
             for path, plot in zip(file_names(target, plots), plots, strict=True)
         ]
 

@@ -43,6 +43,7 @@ events = ["run_finished"]
 
 
 def test_export_plots_and_csv_from_a_live_run_and_notify_when_it_ends(qtbot, tmp_path: Path) -> None:
+    import pyqtgraph as pg
     from PySide6 import QtGui
 
     from gui.exporting import visible_plots
@@ -77,6 +78,12 @@ def test_export_plots_and_csv_from_a_live_run_and_notify_when_it_ends(qtbot, tmp
         root = ET.parse(path).getroot()
         assert root.tag.endswith("svg")
         assert any(el.tag.endswith("path") or el.tag.endswith("polyline") for el in root.iter()), path
+        # The key the window shows beside the plots is in the file: which curve is which worker.
+        words = " ".join(el.text or "" for el in root.iter())
+        assert "worker:0" in words and "worker:1" in words, path
+    # ... and only in the file: the plots on screen are as they were.
+    for plot in plots:
+        assert not any(isinstance(i, pg.LegendItem) for i in plot.scene().items())
 
     # Right-click > Export... (pyqtgraph's dialog) is there for our plots, offers PNG and SVG, and
     # its SVG export works (it shares the exporter fixed in gui/exporting.py).
