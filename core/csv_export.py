@@ -11,6 +11,7 @@ README ("Export a run's figures as CSV").
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 from collections.abc import Iterable, Iterator
@@ -146,18 +147,28 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _write(directory: Path, name: str, rows: Iterable[Iterable[Any]]) -> int:
-    """Write one CSV atomically (a temporary name, then a rename); returns the number of rows."""
-    tmp = directory / f".{name}.tmp"
-    count = 0
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(COLUMNS[name])
-        for row in rows:
-            writer.writerow(["" if v is None else v for v in row])
-            count += 1
-    os.replace(tmp, directory / name)
-    return count
+class _CsvOut:
+    """One CSV being written under a temporary name; :meth:`commit` renames it into place."""
+
+    def __init__(self, directory: Path, name: str) -> None:
+        self.path = directory / name
+        self.tmp = directory / f".{name}.tmp"
+        self.file = open(self.tmp, "w", newline="", encoding="utf-8")  # noqa: SIM115 - closed by commit/discard
+        self.writer = csv.writer(self.file)
+        self.writer.writerow(COLUMNS[name])
+        self.rows = 0
+
+    def add(self, row: Iterable[Any]) -> None:
+        self.writer.writerow(["" if v is None else v for v in row])
+        self.rows += 1
+
+    def commit(self) -> None:
+        self.file.close()
+        os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        self.file.close()
+        self.tmp.unlink(missing_ok=True)
 
 
 def _metrics_rows(snap: _Snapshot) -> Iterator[list[Any]]:
@@ -182,38 +193,24 @@ def _scalars_rows(snap: _Snapshot) -> Iterator[list[Any]]:
             yield [role, r.get("tag"), r.get("step"), r.get("wall_time"), r.get("value")]
 
 
-def _samples(snap: _Snapshot) -> Iterator[dict[str, Any]]:
-    for path in snap.sample_files():
-        yield from snap.records(path)
-
-
-def _host_rows(snap: _Snapshot) -> Iterator[list[Any]]:
-    keys = COLUMNS["host_samples.csv"][2:]
-    for s in _samples(snap):
-        figures = s.get("figures")
-        figures = figures if isinstance(figures, dict) else {}
-        yield [s.get("t"), s.get("host"), *(figures.get(k) for k in keys)]
-
-
-def _role_sample_rows(snap: _Snapshot) -> Iterator[list[Any]]:
-    keys = COLUMNS["role_samples.csv"][3:]
-    for s in _samples(snap):
-        roles = s.get("roles")
-        roles = roles if isinstance(roles, dict) else {}
-        for role, figures in roles.items():
-            if isinstance(figures, dict):
-                yield [s.get("t"), s.get("host"), role, *(figures.get(k) for k in keys)]
-
-
-def _gpu_rows(snap: _Snapshot) -> Iterator[list[Any]]:
-    keys = COLUMNS["gpu_samples.csv"][4:-1]
-    for s in _samples(snap):
-        for g in s.get("gpus") or []:
-            if not isinstance(g, dict):
-                continue
-            procs = g.get("processes") or []
-            roles = sorted({str(p.get("role")) for p in procs if isinstance(p, dict) and p.get("role")})
-            yield [s.get("t"), s.get("host"), g.get("index"), g.get("name"), *(g.get(k) for k in keys), ";".join(roles)]
+def _sample_rows(s: dict[str, Any]) -> Iterator[tuple[str, list[Any]]]:
+    """The rows one host sample gives each of the three sample files."""
+    t, host = s.get("t"), s.get("host")
+    figures = s.get("figures")
+    figures = figures if isinstance(figures, dict) else {}
+    yield "host_samples.csv", [t, host, *(figures.get(k) for k in COLUMNS["host_samples.csv"][2:])]
+    roles = s.get("roles")
+    for role, values in (roles if isinstance(roles, dict) else {}).items():
+        if isinstance(values, dict):
+            yield "role_samples.csv", [t, host, role, *(values.get(k) for k in COLUMNS["role_samples.csv"][3:])]
+    gpus = s.get("gpus")
+    for g in gpus if isinstance(gpus, list) else []:
+        if not isinstance(g, dict):
+            continue
+        procs = g.get("processes") or []
+        on_it = sorted({str(p.get("role")) for p in procs if isinstance(p, dict) and p.get("role")})
+        keys = COLUMNS["gpu_samples.csv"][4:-1]
+        yield "gpu_samples.csv", [t, host, g.get("index"), g.get("name"), *(g.get(k) for k in keys), ";".join(on_it)]
 
 
 def _state_rows(snap: _Snapshot) -> Iterator[list[Any]]:
@@ -232,22 +229,27 @@ def export_csv(run_path: Path, out_dir: Path) -> ExportResult:
     except OSError as exc:
         raise ExportError(f"cannot create {out_dir}: {exc.strerror or exc}") from exc
     snap = _Snapshot(run_path)
-    result = ExportResult(out_dir)
-    writers = {
-        "metrics.csv": _metrics_rows,
-        "scalars.csv": _scalars_rows,
-        "host_samples.csv": _host_rows,
-        "role_samples.csv": _role_sample_rows,
-        "gpu_samples.csv": _gpu_rows,
-        "role_states.csv": _state_rows,
-    }
+    outs: dict[str, _CsvOut] = {}
     try:
-        for name, rows in writers.items():
-            result.rows[name] = _write(out_dir, name, rows(snap))
+        outs = {name: _CsvOut(out_dir, name) for name in COLUMNS}
+        for row in _metrics_rows(snap):
+            outs["metrics.csv"].add(row)
+        for row in _scalars_rows(snap):
+            outs["scalars.csv"].add(row)
+        for path in snap.sample_files():  # one pass over each samples file for all three CSVs
+            for sample in snap.records(path):
+                for name, row in _sample_rows(sample):
+                    outs[name].add(row)
+        for row in _state_rows(snap):
+            outs["role_states.csv"].add(row)
+        for out in outs.values():  # all written: now they take their names, together
+            out.commit()
     except OSError as exc:
+        for out in outs.values():
+            with contextlib.suppress(OSError):
+                out.discard()
         raise ExportError(f"cannot write into {out_dir}: {exc.strerror or exc}") from exc
-    result.skipped_lines = snap.skipped
-    return result
+    return ExportResult(out_dir, {name: out.rows for name, out in outs.items()}, snap.skipped)
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:

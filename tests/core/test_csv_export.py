@@ -84,6 +84,10 @@ def test_cli_export_names_a_bad_run_or_missing_dir(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "no run" in missing.stderr and "Traceback" not in missing.stderr
     no_dir = run_cli("export", str(OLD_RUN))
     assert no_dir.returncode == 2 and "--csv" in no_dir.stderr
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    blocked = run_cli("export", str(OLD_RUN), "--csv", str(a_file / "out"))
+    assert blocked.returncode == 2 and "--csv: cannot create" in blocked.stderr and "Traceback" not in blocked.stderr
     both = run_cli("export", str(OLD_RUN), "--csv", str(tmp_path / "o"), "--tfjob", "x.toml")
     assert both.returncode == 2 and "not both" in both.stderr
 
