@@ -7,8 +7,7 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from core import rundir
-from core.exits import EXIT_OK, EXIT_USAGE
+from core.exits import EXIT_OK, EXIT_USAGE, resolve_run
 
 
 def add_csv_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,10 +35,8 @@ def cmd_export_csv(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.run is None or args.csv is None:
         print("export: CSV needs a run and a directory, e.g. `export latest --csv figures/`", file=err)
         return EXIT_USAGE
-    try:
-        path = rundir.resolve(args.run, args.root)
-    except FileNotFoundError as exc:
-        print(f"run: {exc}", file=err)
+    path = resolve_run(args.run, args.root, err)
+    if path is None:
         return EXIT_USAGE
     try:
         result = export_csv(path, args.csv)

@@ -9,8 +9,7 @@ import threading
 import webbrowser
 from typing import Any, TextIO
 
-from core import rundir
-from core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, resolve_run
 from core.spec import load
 
 
@@ -31,10 +30,8 @@ def cmd_runs_tensorboard(args: argparse.Namespace, out: TextIO, err: TextIO) -> 
     if args.run is None:
         print("runs tensorboard: name the run, e.g. `runs tensorboard latest`", file=err)
         return EXIT_USAGE
-    try:
-        path = rundir.resolve(args.run, args.root)
-    except FileNotFoundError as exc:
-        print(f"run: {exc}", file=err)
+    path = resolve_run(args.run, args.root, err)
+    if path is None:
         return EXIT_USAGE
     spec, problems = load(path / "cluster.toml")
     if spec is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TextIO
 
 from core.problems import Problem
@@ -13,3 +14,14 @@ def print_problems(problems: list[Problem], source: str, err: TextIO) -> None:
     """Each problem as ``SOURCE:LINE: error: FIELD: message`` with its fix."""
     for problem in problems:
         print(problem.format(source), file=err)
+
+
+def resolve_run(arg: str, root: Path | None, err: TextIO) -> Path | None:
+    """The run directory ``arg`` names (a path, a run id, ``latest``), or None after saying why."""
+    from core import rundir
+
+    try:
+        return rundir.resolve(arg, root)
+    except FileNotFoundError as exc:
+        print(f"run: {exc}", file=err)
+        return None
