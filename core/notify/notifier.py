@@ -15,6 +15,7 @@ attempt is journalled as a ``notify`` record.
 
 from __future__ import annotations
 
+import atexit
 import collections
 import contextlib
 import json
@@ -176,6 +177,21 @@ class Notifier:
                 self._journal(record)
 
 
+# The notification commands running now (their process group ids). The window does not wait for
+# them when it closes a run; if the process then exits, they are killed with it, not orphaned.
+_RUNNING: set[int] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+@atexit.register
+def _kill_running() -> None:
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for pgid in running:
+        with contextlib.suppress(OSError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
 def run_command(argv: tuple[str, ...], stdin_text: str, timeout_s: float, cwd: Path | None = None) -> str | None:
     """Run ``argv`` with ``stdin_text`` in its own process group; None on exit 0, else what went
     wrong (its exit code and last line of stderr, a timeout, or why it could not start)."""
@@ -192,6 +208,8 @@ def run_command(argv: tuple[str, ...], stdin_text: str, timeout_s: float, cwd: P
             )
         except OSError as exc:
             return f"could not start ({argv[0]}: {exc.strerror or exc})"
+        with _RUNNING_LOCK:
+            _RUNNING.add(proc.pid)
         try:
             proc.communicate(stdin_text.encode("utf-8"), timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -200,6 +218,9 @@ def run_command(argv: tuple[str, ...], stdin_text: str, timeout_s: float, cwd: P
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(5.0)
             return f"timed out after {timeout_s:g} s (killed)"
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.discard(proc.pid)
         if proc.returncode == 0:
             return None
         errors.seek(0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -270,3 +271,25 @@ def test_validate_warns_when_the_notify_program_is_missing(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr  # a warning: the run itself can launch
     assert "warning: notify.command: 'no-such-notifier-xyz' was not found on PATH" in result.stderr, result.stderr
     assert "fix: install it, or give its full path" in result.stderr
+
+
+def test_a_command_still_running_when_towerdeck_exits_is_killed_not_orphaned(tmp_path: Path) -> None:
+    # The window does not wait for its notifier when it closes a run; the process may then exit.
+    out = tmp_path / "hang"
+    script = f"""
+import sys, time
+sys.path.insert(0, {str(ROOT)!r})
+from core.notify import Notification, Notifier, NotifyConfig
+notifier = Notifier(NotifyConfig(({sys.executable!r}, {str(SINK)!r}, {str(out)!r}, "--hang"), timeout_s=600), {{}})
+notifier.start()
+notifier.offer(Notification("run_finished", "run failed", "", time.time()))
+deadline = time.time() + 60
+while not __import__("os").path.exists({str(out) + ".pid"!r}):
+    assert time.time() < deadline
+    time.sleep(0.05)
+notifier.close(0)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    pid = int(Path(str(out) + ".pid").read_text())
+    wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 10, "gone")
