@@ -293,3 +293,35 @@ notifier.close(0)
     assert done.returncode == 0, done.stderr
     pid = int(Path(str(out) + ".pid").read_text())
     wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 10, "gone")
+
+
+def test_which_events_are_notifications() -> None:
+    from core.notify import classify
+
+    def kind(event_kind: str, role: str | None = None, **data: Any) -> tuple[str, str] | None:
+        n = classify(Event(event_kind, 1.0, role, data))
+        return (n.kind, n.title) if n is not None else None
+
+    assert kind("cluster_state", phase="done", result="succeeded", reason="training finished") == (
+        "run_finished",
+        "run succeeded",
+    )
+    assert kind("cluster_state", phase="failing", result="failed") is None  # not over yet
+    assert kind("cluster_state", phase="detached") is None  # left running is not finished
+    assert kind("role_state", "worker:1", state="failed", restarts=3) == (
+        "role_failed",
+        "worker:1 failed after 3 restarts",
+    )
+    assert kind("role_state", "worker:1", state="backoff") is None  # a restart is coming
+    assert kind("role_stalled", "worker:0", stalled=True, detail="no step") == ("stalled", "worker:0 stalled")
+    assert kind("role_stalled", "worker:0", stalled=False) is None
+    assert kind("role_waiting", "worker:1", waiting=True, certain=True, message="m") == ("stalled", "worker:1 is stuck")
+    assert kind("role_waiting", "worker:1", waiting=True, certain=False) is None  # may end by itself
+    assert kind("host_state", host="10.0.0.2", state="lost", reason="ssh gave up") == (
+        "host_lost",
+        "host 10.0.0.2 lost",
+    )
+    assert kind("host_state", host="10.0.0.2", state="reconnecting") is None
+    assert kind("slurm", job_id="42", state="ended", reason="TIMEOUT") == ("host_lost", "Slurm job 42 ended")
+    assert kind("slurm", job_id="42", state="cancelled", reason="the run is over") is None  # TowerDeck's own
+    assert kind("metrics", "worker:0", samples=[]) is None
