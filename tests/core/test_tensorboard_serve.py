@@ -17,6 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from core import journal
+from core.csv_export import export_csv, read_csv
 from core.spec import load
 from core.tensorboard_serve import event_dirs
 from tests.conftest import ROOT, free_ports, run_cli
@@ -53,6 +55,19 @@ def test_runs_tensorboard_serves_the_roles_event_files_and_leaves_nothing(tmp_pa
     spec, _ = load(run / "cluster.toml")
     assert spec is not None
     assert sorted(event_dirs(run, spec).local) == ["worker-0", "worker-1"]
+    assert event_dirs(run, spec).missing == {}
+
+    # The same real run's TensorBoard scalars, exported as CSV, are its scalars.jsonl line by line.
+    export_csv(run, tmp_path / "csv")
+    rows = read_csv(tmp_path / "csv" / "scalars.csv")
+    for role in ("worker-0", "worker-1"):
+        points = list(journal.iter_jsonl(run / "roles" / role / "scalars.jsonl"))
+        mine = [r for r in rows if r["role"] == role.replace("-", ":")]
+        assert len(mine) == len(points) > 0
+        assert [(r["tag"], int(r["step"]), float(r["wall_time"]), float(r["value"])) for r in mine] == [
+            (p["tag"], p["step"], p["wall_time"], p["value"]) for p in points
+        ]
+        assert {r["tag"] for r in mine} >= {"loss"}
 
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "main.py"), "runs", "tensorboard", str(run), "--no-browser"],
