@@ -225,7 +225,9 @@ def start_feeds(
     targets: Sequence[GpuTarget], ssh_config: Path | None, every_s: float, timeout_s: float
 ) -> list[HostFeed]:
     """One started feed per target (all at once)."""
-    feeds = [HostFeed(t, ssh_config, every_s, connect_timeout_s=max(1, min(10, int(timeout_s)))) for t in targets]
+    # ssh's own connect timeout, when shorter than ours, says why (refused, no banner ...).
+    connect_s = min(10, int(timeout_s) + 2)
+    feeds = [HostFeed(t, ssh_config, every_s, connect_timeout_s=connect_s) for t in targets]
     for feed in feeds:
         feed.start()
     return feeds
