@@ -247,3 +247,39 @@ def snapshot_all(
     finally:
         for feed in feeds:
             feed.close()
+
+
+def wanted_gpus(spec: ClusterSpec) -> dict[str, dict[int, list[str]]]:
+    """host -> GPU index -> the roles that ask for it (``gpus = [...]``), for the pre-flight."""
+    out: dict[str, dict[int, list[str]]] = {}
+    for task in spec.tasks():
+        for index in task.gpus or ():
+            out.setdefault(task.host, {}).setdefault(index, []).append(task.role_id)
+    return out
+
+
+def busy_gpu_warnings(wanted: dict[int, list[str]], result: HostGpus) -> list[str]:
+    """What the pre-flight warns about on one host: a GPU the tasks ask for that already has
+    processes on it (another user's training, a previous run left over) or that the host lacks.
+    Warnings, not failures: sharing a GPU can be what the user wants."""
+    if result.snapshot is None or not result.snapshot.get("nvml"):
+        return []  # the probe's own NVML row says why
+    gpus = {g.get("index"): g for g in result.gpus}
+    warnings = []
+    for index, roles in sorted(wanted.items()):
+        gpu = gpus.get(index)
+        for_roles = ", ".join(roles)
+        if gpu is None:
+            warnings.append(f"GPU {index} (for {for_roles}) does not exist there: it has {len(gpus)}")
+            continue
+        procs = gpu.get("processes") or []
+        if procs:
+            who = "; ".join(
+                f"pid {p.get('pid')} {p.get('user') or '?'}"
+                + (f" {p['used_memory_bytes'] / GIB:.1f} GiB" if isinstance(p.get("used_memory_bytes"), int) else "")
+                + (f" (run {p.get('run')} {p['role']})" if p.get("role") else "")
+                for p in procs[:4]
+            )
+            more = f" and {len(procs) - 4} more" if len(procs) > 4 else ""
+            warnings.append(f"GPU {index} (for {for_roles}) is busy: {who}{more}")
+    return warnings

@@ -139,3 +139,31 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path):
     bad.write_text('[jobs.worker]\ntasks = ["nohost"]\n')
     p = run_cli("gpus", str(bad), timeout=60)
     assert p.returncode == 2 and "c.toml" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_preflight_warns_when_a_tasks_gpu_is_busy_without_failing(
+    fake_gpus: None, tagged_process: subprocess.Popen[bytes], tmp_path: Path
+):
+    from core.preflight import format_table, preflight
+    from core.spec import parse_text
+    from tests.conftest import free_ports
+
+    p = free_ports(3)
+    text = f"""
+name = "busy"
+strategy = "custom"
+command = ["sleep", "60"]
+[jobs.worker]
+tasks = [{{ address = "127.0.0.1:{p[0]}", gpus = [0] }}, {{ address = "127.0.0.1:{p[1]}", gpus = [1] }},
+         {{ address = "127.0.0.1:{p[2]}", gpus = [5] }}]
+"""
+    spec, problems = parse_text(text, tmp_path / "c.toml")
+    assert spec is not None, problems
+    [result] = preflight(spec, timeout_s=60)
+    assert result.ok, format_table([result])  # warnings do not stop a launch
+    warnings = [c.detail for c in result.warnings]
+    assert len(warnings) == 2, warnings  # GPU 0 is free: no warning for worker:0
+    assert warnings[0].startswith("GPU 1 (for worker:1) is busy: ")
+    assert f"pid {tagged_process.pid} {getpass.getuser()} 0.5 GiB (run run-abc worker:3)" in warnings[0]
+    assert warnings[1] == "GPU 5 (for worker:2) does not exist there: it has 2"
+    assert "WARN" in format_table([result])
