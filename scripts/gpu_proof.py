@@ -27,7 +27,6 @@ import os
 import platform
 import queue
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -93,20 +92,10 @@ def _torch_gpus(python: str) -> bool:
         return False
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct ports free on 127.0.0.1 now (the roles do not listen: TowerDeck wants addresses)."""
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def cluster_text(gpus: list[int], load: str, python: str, args: argparse.Namespace) -> str:
-    ports = free_ports(len(gpus))
+    from core.agent.freeports import free_ports
+
+    ports = free_ports(len(gpus), "127.0.0.1")  # the roles do not listen: TowerDeck wants addresses
     command = [python, "-u", "gpu_proof_load.py", "--load", load, "--size", str(args.size)]
     tasks = ", ".join(f'{{ address = "127.0.0.1:{p}", gpus = [{g}] }}' for p, g in zip(ports, gpus, strict=True))
     return (
