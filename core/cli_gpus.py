@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from core.gpus import GIB, HostFeed, HostGpus, TargetError, start_feeds, targets_for
+from core.gpus import GIB, GpuTarget, HostFeed, HostGpus, TargetError, slurm_targets, start_feeds, targets_for
+from core.spec import ClusterSpec
 
 CLEAR = "\x1b[H\x1b[2J"
 
@@ -32,6 +33,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--python", help="the python to run on hosts given with --hosts (default: the cluster's, else python3)"
     )
+    p.add_argument("--slurm-job", metavar="JOBID", help="the nodes of this running Slurm job (srun steps into it)")
     p.add_argument("--watch", action="store_true", help="refresh in place until Ctrl-C, like nvidia-smi -l")
     p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help="with --watch (default 2)")
     p.add_argument("--count", type=int, default=0, help="with --watch: stop after this many refreshes (0: never)")
@@ -56,12 +58,41 @@ def cmd_gpus(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print("error: --interval and --timeout must be more than 0 seconds", file=err)
         return EXIT_USAGE
     hosts = [h.strip() for h in (args.hosts or "").split(",") if h.strip()]
+    if args.slurm_job is not None:
+        return _slurm(args, spec, out, err)
     try:
         targets = targets_for(spec, hosts, args.python)
     except TargetError as exc:
         print(f"error: --hosts: {exc}", file=err)
         print("    fix: give host names of the cluster file, user@host[:port], an ssh alias, or local", file=err)
         return EXIT_USAGE
+    return _show(targets, args, spec, out)
+
+
+def _slurm(args: argparse.Namespace, spec: ClusterSpec | None, out: TextIO, err: TextIO) -> int:
+    """``--slurm-job J``: every node of the allocation, through Slurm (its [slurm] login if the
+    cluster file names one), each queried by an ``srun --overlap`` step."""
+    from core.slurm.client import SlurmClient
+
+    if not args.slurm_job.isdigit():
+        print(f"error: --slurm-job: {args.slurm_job!r} is not a Slurm job id", file=err)
+        print("    fix: give the number squeue shows in its JOBID column", file=err)
+        return EXIT_USAGE
+    if spec is not None and spec.slurm is not None:
+        from core.slurm.hosting import slurm_client
+
+        client = slurm_client(spec)
+    else:
+        client = SlurmClient()
+    try:
+        targets = slurm_targets(client, args.slurm_job)
+    except TargetError as exc:
+        print(f"error: --slurm-job: {exc}", file=err)
+        return EXIT_FAILED
+    return _show(targets, args, spec, out)
+
+
+def _show(targets: list[GpuTarget], args: argparse.Namespace, spec: ClusterSpec | None, out: TextIO) -> int:
     from core.ssh import ssh_config_path
 
     feeds = start_feeds(targets, ssh_config_path(spec), args.interval if args.watch else 0.0, args.timeout)
@@ -87,11 +118,13 @@ def _watch(feeds: list[HostFeed], args: argparse.Namespace, out: TextIO) -> int:
     started = time.monotonic()
     frames = 0
     in_place = not args.json and out.isatty()
+    # The first frame waits (up to the timeout) for a first host to answer: the others show
+    # "waiting for an answer" until theirs comes, and hold up nobody.
+    deadline = started + args.timeout
+    while not any(f.answered.is_set() for f in feeds) and time.monotonic() < deadline:
+        feeds[0].answered.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+    first_frame = time.monotonic()
     while True:
-        # The first frame waits (up to the timeout) for every host, later ones show what is newest.
-        if frames == 0:
-            for feed in feeds:
-                feed.answered.wait(max(0.0, started + min(args.timeout, args.interval) - time.monotonic()))
         waited = time.monotonic() - started
         results = [feed.latest(waited_s=None if waited < args.timeout else args.timeout) for feed in feeds]
         if args.json:
@@ -104,7 +137,7 @@ def _watch(feeds: list[HostFeed], args: argparse.Namespace, out: TextIO) -> int:
         frames += 1
         if args.count and frames >= args.count:
             return EXIT_OK
-        time.sleep(max(0.0, started + frames * args.interval - time.monotonic()))
+        time.sleep(max(0.0, first_frame + frames * args.interval - time.monotonic()))
 
 
 def as_json(results: list[HostGpus]) -> dict[str, Any]:

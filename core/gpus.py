@@ -27,22 +27,35 @@ from typing import IO, Any
 
 from core.agent import artifact_file
 from core.locality import is_local_host
+from core.slurm.client import SlurmClient, SlurmError, step_argv
 from core.spec import ClusterSpec, HostConfig, parse_ssh_destination
 from core.ssh import GPUS_BOOTSTRAP, agent_payload, explain_failure, remote_python, ssh_argv
 
 GIB = 1 << 30
 
 
+GPUS_STEP_NAME = "towerdeck-gpus"
+
+
 @dataclass(frozen=True)
 class GpuTarget:
-    """A host to look at: ``config`` None is this machine."""
+    """A host to look at: ``config`` None is this machine; ``slurm`` (client, job id): a node of
+    that allocation, reached by an ``srun`` step."""
 
     host: str
     config: HostConfig | None = None
+    slurm: tuple[SlurmClient, str] | None = None
 
     @property
     def destination(self) -> str:
+        if self.slurm is not None:
+            return f"slurm job {self.slurm[1]}"
         return "this machine" if self.config is None or self.config.ssh is None else self.config.ssh
+
+    @property
+    def remote(self) -> bool:
+        """Reached over SSH (the agent's zipapp goes on the connection's stdin)."""
+        return self.slurm is None and self.config is not None and self.config.ssh is not None
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,19 @@ class HostGpus:
 
 class TargetError(ValueError):
     """A host named on the command line that cannot be reached as written."""
+
+
+def slurm_targets(client: SlurmClient, job_id: str) -> list[GpuTarget]:
+    """Every node of Slurm job ``job_id`` (running); :class:`TargetError` saying why not."""
+    try:
+        info = client.job(job_id)
+        if info is None or not info.running:
+            state = "not in squeue (ended, or no such job)" if info is None else info.state.lower()
+            raise TargetError(f"Slurm job {job_id} is {state}; its nodes can be looked at while it runs")
+        nodes = client.hostnames(info.nodelist)
+    except SlurmError as exc:
+        raise TargetError(f"{exc.message}; {exc.fix}") from None
+    return [GpuTarget(node, slurm=(client, job_id)) for node in nodes]
 
 
 def targets_for(spec: ClusterSpec | None, hosts: Sequence[str] = (), python: str | None = None) -> list[GpuTarget]:
@@ -116,13 +142,18 @@ class HostFeed:
     def argv(self) -> list[str]:
         args = ["--every", f"{self._every_s:g}"] if self._every_s > 0 else []
         config = self.target.config
+        if self.target.slurm is not None:
+            # The zipapp and python at the same paths on the nodes, as for the agent itself.
+            client, job_id = self.target.slurm
+            query = [sys.executable, str(artifact_file()), "--gpus", *args]
+            return client.argv(step_argv(job_id, self.target.host, query, name=GPUS_STEP_NAME))
         if config is None or config.ssh is None:
             return [sys.executable, str(artifact_file()), "--gpus", *args]
         ssh = ssh_argv(config, self._ssh_config, connect_timeout_s=self._connect_timeout_s)
         return [*ssh, remote_python(config, GPUS_BOOTSTRAP, *args)]
 
     def start(self) -> None:
-        remote = self.target.config is not None and self.target.config.ssh is not None
+        remote = self.target.remote
         try:
             self._proc = subprocess.Popen(
                 self.argv(),
@@ -130,6 +161,7 @@ class HostFeed:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # a Ctrl-C reaches this process, which ends the feeds itself
+                env=self.target.slurm[0].env if self.target.slurm is not None else None,
             )
         except OSError as exc:
             self._finish(f"cannot run {self.argv()[0]}: {exc.strerror or exc}")
@@ -170,10 +202,11 @@ class HostFeed:
 
     def _failure(self, stderr: str, code: int | None) -> str:
         config = self.target.config
-        if config is not None and config.ssh is not None:
+        if self.target.remote and config is not None:
             return str(explain_failure(config, stderr, code))
         last = (stderr.strip().splitlines() or [f"exit code {code}"])[-1]
-        return f"the GPU query failed here: {last}"
+        where = f"on {self.target.host} ({self.target.destination})" if self.target.slurm else "here"
+        return f"the GPU query failed {where}: {last}"
 
     def _finish(self, error: str | None) -> None:
         with self._lock:
