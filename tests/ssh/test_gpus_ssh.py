@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, free_ports, run_cli
+from tests.helpers.procs import assert_nothing_left
 from tests.ssh.conftest import SshServer
 
 pytestmark = pytest.mark.slow
@@ -127,3 +128,18 @@ def test_unknown_host_key_is_refused(tmp_path: Path, sshd: SshServer):
     assert p.returncode == 1
     [host] = json.loads(p.stdout)["hosts"]
     assert "host key" in host["error"] and "known_hosts" in host["error"]
+
+
+def test_watch_over_ssh_refreshes_and_leaves_nothing_on_the_host(tmp_path: Path, sshd: SshServer):
+    python = str(gpu_python(tmp_path))
+    env = {"TOWERDECK_SSH_CONFIG": str(sshd.config)}
+    args = ("gpus", "--hosts", "node3", "--python", python, "--watch", "--interval", "0.3", "--count", "3", "--json")
+    p = run_cli(*args, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    frames = [json.loads(line)["hosts"][0] for line in p.stdout.splitlines()]
+    assert len(frames) == 3 and frames[-1]["destination"] == "node3"
+    times = [f["snapshot"]["t"] for f in frames if f["snapshot"]]
+    assert len(set(times)) >= 2  # one connection, new snapshots on it
+    assert all(len(f["snapshot"]["gpus"]) == 2 for f in frames if f["snapshot"])
+    # The remote query ends with the connection (at its next write at the latest).
+    assert_nothing_left([], "towerdeck_member", timeout_s=20)
