@@ -116,6 +116,7 @@ class Collector:
         self.sample_times: list[float] = []  # every GPU sample TowerDeck took
         self.skipped = 0  # samples that came while nvidia-smi was still busy with an earlier one
         self.pairing = True  # read nvidia-smi after each sample (off for the A/B phases)
+        self.smi_errors: list[str] = []
         self.steps: dict[str, list[tuple[float, int]]] = {}
         self.pids: dict[str, int] = {}
         self.last_apps: list[dict[str, str]] = []
@@ -151,9 +152,13 @@ class Collector:
                 sample = self.inbox.get()
             if sample is None:
                 return
-            gpus = self.smi_query("gpu", rep.SMI_GPU_FIELDS)
-            smi_t = time.time()
-            apps = self.smi_query("compute-apps", rep.SMI_APP_FIELDS)
+            try:
+                gpus = self.smi_query("gpu", rep.SMI_GPU_FIELDS)
+                smi_t = time.time()
+                apps = self.smi_query("compute-apps", rep.SMI_APP_FIELDS)
+            except (OSError, subprocess.SubprocessError) as exc:
+                self.smi_errors.append(str(exc))  # in the report; the next sample tries again
+                continue
             with self.lock:
                 self.last_apps = apps
                 self.pairs.append(
@@ -320,7 +325,11 @@ def run_proof(args: argparse.Namespace, pre: dict[str, Any]) -> dict[str, Any]:
             "run_dir": str(out / "run"),
         },
         "cluster": {role: gpus[0] if gpus else None for role, gpus in expected.items()},
-        "figures": {**rep.compare_figures(collector.pairs), "skipped_samples": collector.skipped},
+        "figures": {
+            **rep.compare_figures(collector.pairs),
+            "skipped_samples": collector.skipped,
+            "nvidia_smi_errors": collector.smi_errors[:10],
+        },
         "mapping": rep.compare_mapping(last_sample["gpus"], last_sample["smi_gpus"], apps, trees, expected),
         "phases": phases,
         "overhead": rep.overhead(phases),
