@@ -46,6 +46,7 @@ def compare_figures(pairs: list[dict[str, Any]]) -> dict[str, Any]:
     """Each figure's |TowerDeck - nvidia-smi| over every (sample, nvidia-smi) pair, per GPU joined
     by PCI bus id: {figure: {unit, n, max, median}}, plus how far apart the two readings were."""
     diffs: dict[str, list[float]] = {f[0]: [] for f in FIGURES}
+    seen: dict[str, list[float]] = {f[0]: [] for f in FIGURES}  # TowerDeck's own values, in the unit
     skews = []
     for pair in pairs:
         smi = {_bus(row.get("pci.bus_id")): row for row in pair["smi_gpus"]}
@@ -58,6 +59,7 @@ def compare_figures(pairs: list[dict[str, Any]]) -> dict[str, Any]:
                 a, b = gpu.get(ours), _number(row.get(theirs))
                 if isinstance(a, (int, float)) and b is not None:
                     diffs[ours].append(abs(a * factor - b))
+                    seen[ours].append(a * factor)
     out: dict[str, Any] = {}
     for ours, theirs, unit, _factor in FIGURES:
         values = diffs[ours]
@@ -67,6 +69,8 @@ def compare_figures(pairs: list[dict[str, Any]]) -> dict[str, Any]:
             "n": len(values),
             "max": round(max(values), 3) if values else None,
             "median": round(statistics.median(values), 3) if values else None,
+            "towerdeck_min": round(min(seen[ours]), 3) if seen[ours] else None,
+            "towerdeck_max": round(max(seen[ours]), 3) if seen[ours] else None,
         }
     out["reading_gap_s"] = {
         "median": round(statistics.median(skews), 3) if skews else None,
@@ -160,14 +164,15 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "## TowerDeck's figures vs nvidia-smi at the same moments",
         "",
-        "| figure | nvidia-smi | unit | pairs | max abs diff | median abs diff |",
-        "|---|---|---|---|---|---|",
+        "| figure | nvidia-smi | unit | pairs | max abs diff | median abs diff | TowerDeck's range |",
+        "|---|---|---|---|---|---|---|",
     ]
     figures = report["figures"]
     for name, _smi, _unit, _f in FIGURES:
         f = figures[name]
         lines.append(
-            f"| {name} | {f['nvidia_smi_field']} | {f['unit']} | {f['n']} | {_cell(f['max'])} | {_cell(f['median'])} |"
+            f"| {name} | {f['nvidia_smi_field']} | {f['unit']} | {f['n']} | {_cell(f['max'])} | {_cell(f['median'])} "
+            f"| {_cell(f['towerdeck_min'])} to {_cell(f['towerdeck_max'])} |"
         )
     gap = figures["reading_gap_s"]
     lines += [

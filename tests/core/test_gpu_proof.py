@@ -49,6 +49,11 @@ def test_the_kit_runs_against_the_double_and_writes_its_report(tmp_path: Path):
     for name in ("utilization_gpu_percent", "memory_used_bytes", "temperature_c", "power_w"):
         figure = report["figures"][name]
         assert figure["n"] >= 2 and figure["max"] == 0.0, (name, figure)
+    # ... and TowerDeck saw both GPUs' own values (40 C and 41 C), not one of them twice.
+    assert (
+        report["figures"]["temperature_c"]["towerdeck_min"],
+        report["figures"]["temperature_c"]["towerdeck_max"],
+    ) == (40, 41)
     mapping = report["mapping"]
     assert [(m["index"], m["towerdeck_roles"], m["nvidia_smi_roles"]) for m in mapping] == [
         (0, ["worker:0"], ["worker:0"]),
