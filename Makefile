@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell sha1sum requirements.lock 2>/dev/null | cut 
 export PATH := $(BIN):$(PATH)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all setup sysdeps run demo-cli test test-fast lint typecheck bench soak lock clean
+.PHONY: all setup sysdeps run demo-cli test test-fast lint typecheck bench soak gpu-proof lock clean
 
 all: test
 
@@ -52,6 +52,13 @@ SOAK_MINUTES ?= 3
 SOAK_KILL_EVERY_S ?= 20
 soak: setup
 	SOAK_MINUTES=$(SOAK_MINUTES) SOAK_KILL_EVERY_S=$(SOAK_KILL_EVERY_S) $(BIN)/python scripts/soak.py
+
+# Not part of `make test` (tests/core/test_gpu_proof.py runs it there against the NVML double): on a
+# machine with NVIDIA GPUs, nvidia-smi, Python 3.11+, nvidia-ml-py and PyTorch (no TensorFlow, Qt or
+# network needed, no setup: it runs from the checkout), one role per GPU, checked against nvidia-smi;
+# writes build/gpu-proof/<time>/report.md and report.json. GPU_PROOF_ARGS="--out DIR --phase-s 15 ...".
+gpu-proof:
+	$(PYTHON) scripts/gpu_proof.py $(GPU_PROOF_ARGS)
 
 # Re-resolve requirements.in into requirements.lock in a throwaway environment. --all keeps
 # wheel and setuptools, which plain freeze drops although packages (astunparse) require them.

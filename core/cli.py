@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from core import control, rundir
 from core.cli_export import add_csv_arguments, cmd_export_csv, wants_csv
+from core.cli_gpus import add_parser as add_gpus_parser
 from core.cli_launch import cmd_attach, cmd_launch
 from core.cli_tensorboard import add_tensorboard_arguments, cmd_runs_tensorboard
 from core.demo import DEMO_CLUSTER
@@ -135,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_metrics)
     p.add_argument("logfile", type=Path)
     p.add_argument("--json", action="store_true", help="print JSON, one object per sample")
+
+    add_gpus_parser(sub)  # gpus: core/cli_gpus.py
 
     p = sub.add_parser("demo-path", help="print the path of the bundled demo cluster file")
     p.set_defaults(handler=cmd_demo_path)

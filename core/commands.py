@@ -26,6 +26,7 @@ class UserCommands:
     _phase: ClusterPhase
     _detached: bool
     _done: threading.Event
+    _transports: dict[str, Transport]
 
     if TYPE_CHECKING:  # provided by the controller; no stubs at run time to shadow the real ones
 
@@ -42,6 +43,13 @@ class UserCommands:
         def _reattach(self) -> str: ...
 
         def _connect_all(self) -> None: ...
+
+        def _command(self, name: str, arg: Any) -> Future[str]: ...
+
+    def set_sampling(self, on: bool, period_s: float | None = None) -> Future[str]:
+        """Turn every agent's samples (host, role and GPU figures) off or on, and optionally set
+        their period (0.2 to 10 s): what the GPU proof alternates to measure their cost."""
+        return self._command("sampling", (on, period_s))
 
     def _on_command(self, command: tuple[str, Any], future: Future[str] | None) -> None:
         name, arg = command
@@ -89,6 +97,12 @@ class UserCommands:
                 role.policy_restarts = 0
                 self._user_restart(role)
             return "restarting every role"
+        if name == "sampling":
+            command = {"op": "configure", "sampling": bool(arg[0])}
+            if arg[1] is not None:
+                command["sample_period_s"] = float(arg[1])
+            sent = sum(transport.send(command) for transport in self._transports.values())
+            return f"sampling {'on' if arg[0] else 'off'} on {sent} host(s)"
         if name == "signal":
             role = self._roles[self._name(arg[0])]
             if role.state not in ALIVE:

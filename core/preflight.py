@@ -14,6 +14,7 @@ structured, for the window's table and ``validate --remote``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -24,18 +25,21 @@ from pathlib import Path
 from typing import Any
 
 from core.agent import artifact_file
+from core.gpus import GpuTarget, HostGpus, busy_gpu_warnings, snapshot_all, wanted_gpus
 from core.spec import ClusterSpec, HostConfig
 from core.ssh import PROBE_BOOTSTRAP, agent_payload, explain_failure, remote_python, ssh_argv, ssh_config_path
 
 
 @dataclass(frozen=True)
 class HostCheck:
-    """One row of a host's pre-flight: ``ok`` is None for information (NVML absent is fine)."""
+    """One row of a host's pre-flight: ``ok`` is None for information (NVML absent is fine), and
+    for a ``warning`` (a task's GPU already busy), which does not stop a launch."""
 
     name: str
     ok: bool | None
     detail: str
     fix: str = ""
+    warning: bool = False
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,10 @@ class HostPreflight:
     @property
     def failures(self) -> tuple[HostCheck, ...]:
         return tuple(c for c in self.checks if c.ok is False)
+
+    @property
+    def warnings(self) -> tuple[HostCheck, ...]:
+        return tuple(c for c in self.checks if c.warning)
 
 
 def _script_of(argv: tuple[str, ...]) -> str | None:
@@ -216,9 +224,30 @@ def preflight(
 ) -> list[HostPreflight]:
     """Check every host of ``spec`` in parallel; one result per host, in launch order."""
     hosts = list(dict.fromkeys(t.host for t in spec.tasks()))
+    wanted = wanted_gpus(spec)
     with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(hosts)))) as pool:
         futures = [pool.submit(check_host, spec, host, timeout_s, check_ports) for host in hosts]
-        return [f.result() for f in futures]
+        # The GPUs the tasks ask for, looked at on their hosts meanwhile (the `gpus` command's query).
+        gpus = pool.submit(_gpu_looks, spec, [h for h in hosts if h in wanted], timeout_s) if wanted else None
+        results = [f.result() for f in futures]
+    looks = gpus.result() if gpus is not None else {}
+    return [_with_gpu_warnings(r, wanted.get(r.host, {}), looks.get(r.host)) for r in results]
+
+
+def _gpu_looks(spec: ClusterSpec, hosts: list[str], timeout_s: float) -> dict[str, HostGpus]:
+    targets = [GpuTarget(h, spec.host_config(h) if spec.host_config(h).remote else None) for h in hosts]
+    results = snapshot_all(targets, min(timeout_s, 30.0), ssh_config_path(spec))
+    return {r.host: r for r in results}
+
+
+def _with_gpu_warnings(result: HostPreflight, wanted: dict[int, list[str]], look: HostGpus | None) -> HostPreflight:
+    if look is None:
+        return result
+    extra = tuple(
+        HostCheck("gpus", None, text, "pick free GPUs (`python main.py gpus FILE` shows them), or launch anyway", True)
+        for text in busy_gpu_warnings(wanted, look)
+    )
+    return dataclasses.replace(result, checks=result.checks + extra) if extra else result
 
 
 def slurm_preflight(spec: ClusterSpec) -> HostPreflight:
@@ -245,7 +274,7 @@ def format_table(results: list[HostPreflight]) -> str:
     lines = [f"{'HOST':<16} {'VIA':<22} {'CHECK':<11} {'':<4} DETAIL"]
     for result in results:
         for check in result.checks:
-            mark = "ok" if check.ok else ("FAIL" if check.ok is False else "-")
+            mark = "ok" if check.ok else ("FAIL" if check.ok is False else ("WARN" if check.warning else "-"))
             lines.append(f"{result.host:<16} {result.destination[:22]:<22} {check.name:<11} {mark:<4} {check.detail}")
             if check.fix:
                 lines.append(f"{'':<16} {'':<22} {'':<11} {'':<4} fix: {check.fix}")

@@ -19,7 +19,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.agent import ARTIFACT_NAME, PROBE_MEMBER, artifact
+from core.agent import ARTIFACT_NAME, GPUS_MEMBER, PROBE_MEMBER, artifact
 from core.spec import ClusterSpec, HostConfig, parse_ssh_destination
 
 CONNECT_TIMEOUT_S = 10
@@ -27,12 +27,8 @@ KEEPALIVE_INTERVAL_S = 5
 KEEPALIVE_COUNT = 3  # the connection counts as dropped after 15 s without an answer
 LENGTH_HEADER_BYTES = 16
 
-# Runs on the remote host with its python: reads the agent's zipapp (length header, then the
-# bytes) from stdin, writes it into the run directory (0700), and replaces itself with it, which
-# then speaks the protocol on the same stdin/stdout. Nothing is installed; argv[1] is the run dir.
-BOOTSTRAP = (
-    "import os,sys\n"
-    "d=os.path.expanduser(sys.argv[1]);os.makedirs(d,0o700,exist_ok=True);os.chmod(d,0o700);os.chdir(d)\n"
+# Remote python: ``rd(n)`` reads exactly n bytes of stdin (the length header, then the zipapp).
+_READ_STDIN = (
     "def rd(n):\n"
     " b=b''\n"
     " while len(b)<n:\n"
@@ -40,7 +36,16 @@ BOOTSTRAP = (
     "  if not c:sys.exit('towerdeck: the agent was cut short')\n"
     "  b+=c\n"
     " return b\n"
-    f"n=int(rd({LENGTH_HEADER_BYTES}))\n"
+)
+
+# Runs on the remote host with its python: reads the agent's zipapp (length header, then the
+# bytes) from stdin, writes it into the run directory (0700), and replaces itself with it, which
+# then speaks the protocol on the same stdin/stdout. Nothing is installed; argv[1] is the run dir.
+BOOTSTRAP = (
+    "import os,sys\n"
+    "d=os.path.expanduser(sys.argv[1]);os.makedirs(d,0o700,exist_ok=True);os.chmod(d,0o700);os.chdir(d)\n"
+    + _READ_STDIN
+    + f"n=int(rd({LENGTH_HEADER_BYTES}))\n"
     f"f=os.open('{ARTIFACT_NAME}',os.O_WRONLY|os.O_CREAT|os.O_TRUNC,0o600);os.write(f,rd(n));os.close(f)\n"
     f"os.execv(sys.executable,[sys.executable,'-u','{ARTIFACT_NAME}']+sys.argv[2:])\n"
 )
@@ -54,23 +59,26 @@ ATTACH = (
     f"os.execv(sys.executable,[sys.executable,'-u','{ARTIFACT_NAME}','--attach','agent.sock'])\n"
 )
 
-# The pre-flight probe on a remote host, where no agent may have been sent yet: reads the zipapp
-# (length header, then the bytes) from stdin and runs its probe module from memory, so nothing is
-# written there. argv[1] is the JSON request; it prints one JSON answer.
-PROBE_BOOTSTRAP = (
-    "import io,os,sys,zipfile\n"
-    "def rd(n):\n"
-    " b=b''\n"
-    " while len(b)<n:\n"
-    "  c=os.read(0,n-len(b))\n"
-    "  if not c:sys.exit('towerdeck: the agent was cut short')\n"
-    "  b+=c\n"
-    " return b\n"
-    f"z=zipfile.ZipFile(io.BytesIO(rd(int(rd({LENGTH_HEADER_BYTES})))))\n"
-    "g={'__name__':'towerdeck_probe'}\n"
-    f"exec(compile(z.read('{PROBE_MEMBER}'),'{ARTIFACT_NAME}/{PROBE_MEMBER}','exec'),g)\n"
-    "sys.exit(g['main'](sys.argv[1:]))\n"
-)
+
+def member_bootstrap(member: str) -> str:
+    """Runs one self-contained module of the agent (its ``main(argv)``) on a remote host where no
+    agent may have been sent yet: reads the zipapp (length header, then the bytes) from stdin and
+    runs ``member`` from memory, so nothing is written there. Its arguments follow on the command
+    line; it prints its answer on stdout."""
+    return (
+        "import io,os,sys,zipfile\n"
+        + _READ_STDIN
+        + f"z=zipfile.ZipFile(io.BytesIO(rd(int(rd({LENGTH_HEADER_BYTES})))))\n"
+        "g={'__name__':'towerdeck_member'}\n"
+        f"exec(compile(z.read('{member}'),'{ARTIFACT_NAME}/{member}','exec'),g)\n"
+        "sys.exit(g['main'](sys.argv[1:]))\n"
+    )
+
+
+# The pre-flight probe (argv[1] is the JSON request; it prints one JSON answer).
+PROBE_BOOTSTRAP = member_bootstrap(PROBE_MEMBER)
+# This host's GPUs as JSON lines (``python main.py gpus``; arguments: core/agent/gpuquery.py).
+GPUS_BOOTSTRAP = member_bootstrap(GPUS_MEMBER)
 
 
 def ssh_config_path(spec: ClusterSpec | None = None) -> Path | None:

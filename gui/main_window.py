@@ -536,7 +536,10 @@ class MainWindow(QtWidgets.QMainWindow):
         ready = all(r.ok for r in self.preflight_results)
         if ready and self._launch_after_preflight:
             self._preflight_passed = True
-            self.statusBar().showMessage("every host is ready; launching")
+            warnings = [f"{r.host}: {c.detail}" for r in self.preflight_results for c in r.warnings]
+            self.statusBar().showMessage(
+                "every host is ready; launching" + (f" (warning: {'; '.join(warnings)})" if warnings else "")
+            )
             self.launch()
             return
         PreflightDialog(self, self.preflight_results).open()

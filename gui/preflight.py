@@ -8,6 +8,7 @@ from PySide6 import QtGui, QtWidgets
 
 COLUMNS = ("Host", "Via", "Check", "Result", "Detail", "Fix")
 FAILED = QtGui.QColor("#fde2e2")
+WARNING = QtGui.QColor("#fff4cc")  # a task's GPU already busy: said, not a reason to stop
 
 
 class PreflightDialog(QtWidgets.QDialog):
@@ -30,12 +31,13 @@ class PreflightDialog(QtWidgets.QDialog):
             for check in result.checks:
                 row = self.table.rowCount()
                 self.table.insertRow(row)
-                mark = "ok" if check.ok else ("FAILED" if check.ok is False else "-")
+                warning = getattr(check, "warning", False)
+                mark = "ok" if check.ok else ("FAILED" if check.ok is False else ("WARNING" if warning else "-"))
                 values = (result.host, result.destination, check.name, mark, check.detail, check.fix or "")
                 for column, text in enumerate(values):
                     item = QtWidgets.QTableWidgetItem(str(text))
-                    if check.ok is False:
-                        item.setBackground(FAILED)
+                    if check.ok is False or warning:
+                        item.setBackground(FAILED if check.ok is False else WARNING)
                     item.setToolTip(str(text))
                     self.table.setItem(row, column, item)
         self.table.resizeColumnsToContents()

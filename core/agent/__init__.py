@@ -8,7 +8,7 @@ this package (:func:`artifact`), over SSH or locally; docs/agent-protocol.md is 
     processes   a role's process tree: own session, token, subreaper, signals; /proc/PID/stat
     pump        the per-role log pump (output to disk even when the disk is full)
     supervisor  the Agent: commands; watch: the tick (exits, output, stops, samples)
-    sampling    host, role and GPU (NVML) figures
+    sampling    host, role and GPU (NVML) figures; gpuquery: NVML itself, ``--gpus`` (python main.py gpus)
     tbtail      TensorBoard event files read as they grow; scalars: the ``scalars`` events
     serve       serve/attach mode (an owner-only Unix socket that outlives the controller)
     probe       the pre-flight checks; main: the command line; artifact: the zipapp
@@ -17,6 +17,6 @@ this package (:func:`artifact`), over SSH or locally; docs/agent-protocol.md is 
 
 from __future__ import annotations
 
-from .artifact import ARTIFACT_NAME, PROBE_MEMBER, artifact, artifact_file, probe_source
+from .artifact import ARTIFACT_NAME, GPUS_MEMBER, PROBE_MEMBER, artifact, artifact_file, probe_source
 
-__all__ = ["ARTIFACT_NAME", "PROBE_MEMBER", "artifact", "artifact_file", "probe_source"]
+__all__ = ["ARTIFACT_NAME", "GPUS_MEMBER", "PROBE_MEMBER", "artifact", "artifact_file", "probe_source"]

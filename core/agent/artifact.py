@@ -23,6 +23,7 @@ from pathlib import Path
 
 ARTIFACT_NAME = "agent.pyz"
 PROBE_MEMBER = "core/agent/probe.py"
+GPUS_MEMBER = "core/agent/gpuquery.py"
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip can hold: the build does not depend on mtimes
 _PACKAGE = Path(__file__).resolve().parent
 # The zipapp's entry point. sys.path[0] is made absolute because serve mode changes directory.

@@ -1,4 +1,4 @@
-"""The agent's command line: plain (stdin/stdout), ``--serve``, ``--attach``, ``--probe``, ``--free-ports``."""
+"""The agent's command line: plain (stdin/stdout), ``--serve``, ``--attach``, ``--probe``, ``--free-ports``, ``--gpus``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,11 @@ from .supervisor import Agent
 
 def main(argv: list[str] | None = None) -> int:
     """Run the agent as its command line says; returns the exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--gpus"]:  # this machine's GPUs as JSON lines (``python main.py gpus``)
+        from .gpuquery import main as gpus_main
+
+        return gpus_main(argv[1:])
     parser = argparse.ArgumentParser(description="TowerDeck host agent (JSON lines on stdin/stdout)")
     parser.add_argument(
         "--on-disconnect",

@@ -11,35 +11,11 @@ import os
 import time
 from typing import Any
 
+from .gpuquery import call, decode, load_nvml, milli
 from .processes import read_stat
 
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def load_nvml() -> Any:
-    """The NVML bindings: ``pynvml`` (nvidia-ml-py), or the module at $TOWERDECK_NVML_MODULE.
-
-    The override exists so that machines without an NVIDIA GPU can test everything above the
-    NVML calls with a double of that one layer.
-    """
-    override = os.environ.get("TOWERDECK_NVML_MODULE")
-    if override:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("towerdeck_nvml", override)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {override}")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    import pynvml  # type: ignore[import-not-found,unused-ignore]
-
-    return pynvml
-
-
-def _decode(value: Any) -> Any:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 class GpuSampler:
@@ -65,24 +41,17 @@ class GpuSampler:
             return
         self.status = f"{self.count} NVIDIA GPU{'s' if self.count != 1 else ''} on {host}"
         for index, handle in enumerate(self.handles):
-            pci = self._get(self.nvml.nvmlDeviceGetPciInfo, handle)
+            pci = call(self.nvml.nvmlDeviceGetPciInfo, handle)
             self.static.append(
                 {
                     "index": index,
-                    "name": _decode(self._get(self.nvml.nvmlDeviceGetName, handle)),
-                    "uuid": _decode(self._get(self.nvml.nvmlDeviceGetUUID, handle)),
-                    "pci_bus_id": _decode(getattr(pci, "busId", None)) if pci is not None else None,
-                    "memory_total_bytes": getattr(self._get(self.nvml.nvmlDeviceGetMemoryInfo, handle), "total", None),
-                    "power_limit_w": _milli(self._get(self.nvml.nvmlDeviceGetEnforcedPowerLimit, handle)),
+                    "name": decode(call(self.nvml.nvmlDeviceGetName, handle)),
+                    "uuid": decode(call(self.nvml.nvmlDeviceGetUUID, handle)),
+                    "pci_bus_id": decode(getattr(pci, "busId", None)) if pci is not None else None,
+                    "memory_total_bytes": getattr(call(self.nvml.nvmlDeviceGetMemoryInfo, handle), "total", None),
+                    "power_limit_w": milli(call(self.nvml.nvmlDeviceGetEnforcedPowerLimit, handle)),
                 }
             )
-
-    @staticmethod
-    def _get(fn: Any, *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except Exception:
-            return None
 
     def sample(self, pid_roles: dict[int, str]) -> list[dict[str, Any]]:
         if self.nvml is None:
@@ -90,11 +59,11 @@ class GpuSampler:
         nvml = self.nvml
         gpus = []
         for handle, static in zip(self.handles, self.static, strict=True):
-            util = self._get(nvml.nvmlDeviceGetUtilizationRates, handle)
-            memory = self._get(nvml.nvmlDeviceGetMemoryInfo, handle)
-            temp = self._get(nvml.nvmlDeviceGetTemperature, handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0))
-            clock = self._get(nvml.nvmlDeviceGetClockInfo, handle, getattr(nvml, "NVML_CLOCK_SM", 1))
-            procs = self._get(nvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
+            util = call(nvml.nvmlDeviceGetUtilizationRates, handle)
+            memory = call(nvml.nvmlDeviceGetMemoryInfo, handle)
+            temp = call(nvml.nvmlDeviceGetTemperature, handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0))
+            clock = call(nvml.nvmlDeviceGetClockInfo, handle, getattr(nvml, "NVML_CLOCK_SM", 1))
+            procs = call(nvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
             processes = []
             for proc in procs:
                 pid = getattr(proc, "pid", None)
@@ -114,16 +83,12 @@ class GpuSampler:
                     "memory_used_bytes": getattr(memory, "used", None),
                     "memory_total_bytes": getattr(memory, "total", static["memory_total_bytes"]),
                     "temperature_c": temp,
-                    "power_w": _milli(self._get(nvml.nvmlDeviceGetPowerUsage, handle)),
+                    "power_w": milli(call(nvml.nvmlDeviceGetPowerUsage, handle)),
                     "sm_clock_mhz": clock,
                     "processes": processes,
                 }
             )
         return gpus
-
-
-def _milli(value: Any) -> float | None:
-    return round(value / 1000.0, 3) if isinstance(value, (int, float)) else None
 
 
 def meminfo(path: str = "/proc/meminfo") -> dict[str, int]:

@@ -64,6 +64,7 @@ class Agent:
         self.subreaper = become_subreaper()
         self.hostname = socket.gethostname()
         self.sample_period_s = clamp_period(sample_period_s)
+        self.sampling = True  # ``configure`` turns the samples off and on (the GPU proof's A/B)
         self.next_sample = 0.0
         self.host_sampler = HostSampler()
         self.gpu_sampler: GpuSampler | None = None
@@ -264,7 +265,12 @@ class Agent:
                 raise ValueError(f"sample_period_s must be from {MIN_PERIOD_S} to {MAX_PERIOD_S}, not {period}")
             self.sample_period_s = period
             self.next_sample = 0.0
-        self.emit("configured", sample_period_s=self.sample_period_s)
+        if "sampling" in command:
+            if not isinstance(command["sampling"], bool):
+                raise TypeError("sampling must be true or false")
+            self.sampling = command["sampling"]
+            self.next_sample = 0.0
+        self.emit("configured", sample_period_s=self.sample_period_s, sampling=self.sampling)
 
     def op_shutdown(self, command: dict[str, Any]) -> None:
         self.shutdown(float(command.get("grace_s", 5.0)))

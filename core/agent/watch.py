@@ -165,7 +165,8 @@ def tick(agent: Agent) -> None:
             role.kill_at = t + 1.0  # and again if something survives
     if t >= agent.next_sample and agent.connected:
         agent.next_sample = t + agent.sample_period_s
-        sample(agent, table)
+        if agent.sampling:
+            sample(agent, table)
         if not agent.awaiting_resume:
             agent.scalars.poll(agent.emit)
     if agent.shutting_down and not agent.roles:

@@ -155,6 +155,27 @@ def test_sample_period_bounds(nvml_env):
         agent.close()
 
 
+def test_sampling_off_stops_the_samples_and_on_brings_them_back(nvml_env, tmp_path: Path):
+    """The GPU proof's A/B switch: no sample while off, however long a role runs meanwhile."""
+    nvml_env(1)
+    agent = AgentProcess()
+    try:
+        agent.send({"op": "configure", "sample_period_s": 0.2, "sampling": False})
+        assert agent.wait_for("configured")["sampling"] is False
+        off_from = len(agent.events)
+        role = {"op": "start", "role": "worker:0", "argv": [sys.executable, "-c", "import time; time.sleep(1.5)"]}
+        agent.send({**role, "env": {}, "log": str(tmp_path / "w.log")})
+        agent.wait_for("exited", timeout_s=30)
+        assert not [e for e in agent.events[off_from:] if e["ev"] == "sample"]
+        agent.send({"op": "configure", "sampling": True})
+        assert agent.wait_for("configured")["sampling"] is True
+        assert agent.wait_for("sample")["roles"]["worker:0"]["alive"] is False  # the exit, held till then
+        agent.send({"op": "configure", "sampling": "no"})
+        assert "sampling must be true or false" in agent.wait_for("error")["message"]
+    finally:
+        agent.close()
+
+
 assert os.path.exists(FAKE_NVML)
 
 

@@ -1,7 +1,7 @@
 """A double of the NVML call layer (the functions of nvidia-ml-py's ``pynvml`` that the agent
 calls), for machines without an NVIDIA GPU. Loaded by the agent through $TOWERDECK_NVML_MODULE.
 
-Configured by environment: FAKE_NVML_GPUS (count, default 1), FAKE_NVML_FAIL (comma-separated:
+Configured by environment: FAKE_NVML_GPUS (count, default 1; 0: NVML answers and sees none), FAKE_NVML_FAIL (comma-separated:
 ``init`` makes nvmlInit fail like a missing driver, ``power`` makes power queries unsupported).
 Like the real driver, a GPU lists as its compute processes the processes that can see it: here,
 processes of this user with TOWERDECK_ROLE set and this GPU in their CUDA_VISIBLE_DEVICES.
@@ -73,6 +73,15 @@ def nvmlDeviceGetEnforcedPowerLimit(h: int) -> int:
 
 def nvmlDeviceGetClockInfo(h: int, clock: int) -> int:
     return 1980
+
+
+def nvmlSystemGetDriverVersion() -> str:
+    return "550.0-fake"
+
+
+def nvmlDeviceGetCurrentClocksEventReasons(h: int) -> int:
+    """An idle GPU (nothing of ours on it) says so (bit 0x1); a busy one is at its power cap (0x4)."""
+    return 0x4 if nvmlDeviceGetComputeRunningProcesses(h) else 0x1
 
 
 def nvmlDeviceGetComputeRunningProcesses(h: int) -> list[SimpleNamespace]:

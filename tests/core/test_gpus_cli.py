@@ -1,0 +1,169 @@
+"""``python main.py gpus`` on this machine, through the NVML double (tests/helpers/fake_nvml.py):
+figures per GPU, real processes on them with their user and TowerDeck run and role, a host
+without NVML or without GPUs in one line, --watch ending cleanly on Ctrl-C, bad input."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from core.agent.gpuquery import towerdeck_role
+from tests.conftest import ROOT, run_cli
+
+FAKE_NVML = str(ROOT / "tests" / "helpers" / "fake_nvml.py")
+SLEEPER = "import time; time.sleep(120)"
+
+
+@pytest.fixture
+def fake_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOWERDECK_NVML_MODULE", FAKE_NVML)
+    monkeypatch.setenv("FAKE_NVML_GPUS", "2")
+    monkeypatch.delenv("FAKE_NVML_FAIL", raising=False)
+
+
+@pytest.fixture
+def tagged_process(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A real process that TowerDeck would have started as worker:3 of run ``run-abc`` on GPU 1."""
+    env = {
+        **os.environ,
+        "TOWERDECK_ROLE": "worker:3",
+        "TOWERDECK_RUN_DIR": str(tmp_path / "runs" / "run-abc"),
+        "CUDA_VISIBLE_DEVICES": "1",
+    }
+    proc = subprocess.Popen([sys.executable, "-c", SLEEPER], env=env)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def gpus_json(*args: str) -> dict:
+    p = run_cli("gpus", "--json", *args, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_every_gpu_with_its_figures_and_our_role_on_it(fake_gpus: None, tagged_process: subprocess.Popen[bytes]):
+    [host] = gpus_json()["hosts"]
+    assert host["destination"] == "this machine" and host["error"] is None
+    gpus = host["snapshot"]["gpus"]
+    assert [g["index"] for g in gpus] == [0, 1]
+    # Each GPU's own figures from the double (they differ by index: a mix-up would show).
+    assert [g["pci_bus_id"] for g in gpus] == ["00000000:1A:00.0", "00000000:1B:00.0"]
+    assert [g["temperature_c"] for g in gpus] == [40, 41]
+    assert [g["memory_used_bytes"] for g in gpus] == [1 << 30, 2 << 30]
+    assert [g["power_w"] for g in gpus] == [100.0, 101.0] and gpus[0]["power_limit_w"] == 700.0
+    assert gpus[0]["throttle_reasons"] == ["gpu_idle"] and gpus[1]["throttle_reasons"] == ["sw_power_cap"]
+    assert not [p for p in gpus[0]["processes"] if p["pid"] == tagged_process.pid]
+    [proc] = [p for p in gpus[1]["processes"] if p["pid"] == tagged_process.pid]
+    assert proc["role"] == "worker:3" and proc["run"] == "run-abc"
+    assert proc["user"] == getpass.getuser() and proc["used_memory_bytes"] == 512 << 20
+    assert "time.sleep(120)" in proc["command"]
+
+    text = run_cli("gpus", timeout=60)
+    assert text.returncode == 0, text.stderr
+    line = next(x for x in text.stdout.splitlines() if f"pid {tagged_process.pid} " in x)
+    assert "run run-abc role worker:3" in line and getpass.getuser() in line
+
+
+def test_role_found_through_a_parent_when_the_child_cleared_its_environment(tmp_path: Path):
+    env = {**os.environ, "TOWERDECK_ROLE": "ps:0", "TOWERDECK_RUN_DIR": "/somewhere/runs/r1"}
+    code = "import subprocess,sys; p=subprocess.Popen(['sleep','60'],env={}); print(p.pid,flush=True); p.wait()"
+    parent = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        with open(f"/proc/{child}/environ", "rb") as f:
+            assert b"TOWERDECK_ROLE" not in f.read()
+        assert towerdeck_role(child) == ("/somewhere/runs/r1", "ps:0")
+        os.kill(child, signal.SIGKILL)
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"FAKE_NVML_FAIL": "init"}, "no NVML on"),
+        ({"FAKE_NVML_GPUS": "0"}, "no NVIDIA GPU on"),
+        ({"TOWERDECK_NVML_MODULE": "/nonexistent/nvml.py"}, "NVML bindings not available"),
+    ],
+)
+def test_a_host_without_nvml_or_gpus_says_so_in_one_line(fake_gpus: None, env: dict[str, str], said: str):
+    p = run_cli("gpus", env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert len(p.stdout.strip().splitlines()) == 1 and said in p.stdout, p.stdout
+    assert "Traceback" not in p.stderr
+
+
+def test_watch_refreshes_and_ctrl_c_exits_0(fake_gpus: None):
+    counted = run_cli("gpus", "--watch", "--interval", "0.2", "--count", "3", "--json", timeout=60)
+    assert counted.returncode == 0, counted.stderr
+    frames = [json.loads(line) for line in counted.stdout.splitlines()]
+    assert len(frames) == 3
+    times = [f["hosts"][0]["snapshot"]["t"] for f in frames]
+    assert times[0] <= times[1] <= times[2] and times[0] < times[2]  # new snapshots, not one repeated
+
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "main.py"), "gpus", "--watch", "--interval", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    seen = 0
+    deadline = time.monotonic() + 60
+    while seen < 2 and time.monotonic() < deadline:
+        seen += "Ctrl-C to stop" in proc.stdout.readline()
+    assert seen == 2
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path):
+    p = run_cli("gpus", "--hosts", "-oProxyCommand=x", timeout=60)
+    assert p.returncode == 2 and "--hosts" in p.stderr and "Traceback" not in p.stderr
+    bad = tmp_path / "c.toml"
+    bad.write_text('[jobs.worker]\ntasks = ["nohost"]\n')
+    p = run_cli("gpus", str(bad), timeout=60)
+    assert p.returncode == 2 and "c.toml" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_preflight_warns_when_a_tasks_gpu_is_busy_without_failing(
+    fake_gpus: None, tagged_process: subprocess.Popen[bytes], tmp_path: Path
+):
+    from core.preflight import format_table, preflight
+    from core.spec import parse_text
+    from tests.conftest import free_ports
+
+    p = free_ports(3)
+    text = f"""
+name = "busy"
+strategy = "custom"
+command = ["sleep", "60"]
+[jobs.worker]
+tasks = [{{ address = "127.0.0.1:{p[0]}", gpus = [0] }}, {{ address = "127.0.0.1:{p[1]}", gpus = [1] }},
+         {{ address = "127.0.0.1:{p[2]}", gpus = [5] }}]
+"""
+    spec, problems = parse_text(text, tmp_path / "c.toml")
+    assert spec is not None, problems
+    [result] = preflight(spec, timeout_s=60)
+    assert result.ok, format_table([result])  # warnings do not stop a launch
+    warnings = [c.detail for c in result.warnings]
+    assert len(warnings) == 2, warnings  # GPU 0 is free: no warning for worker:0
+    assert warnings[0].startswith("GPU 1 (for worker:1) is busy: ")
+    assert f"pid {tagged_process.pid} {getpass.getuser()} 0.5 GiB (run run-abc worker:3)" in warnings[0]
+    assert warnings[1] == "GPU 5 (for worker:2) does not exist there: it has 2"
+    assert "WARN" in format_table([result])
