@@ -110,17 +110,34 @@ def running_roles(run: Path) -> int:
     return sum(1 for s in state.values() if s == "running")
 
 
+def children(parent: psutil.Process, recursive: bool = False) -> list[psutil.Process]:
+    """A process's children, or none once it has gone: a child exiting while psutil walks the
+    tree raises ``NoSuchProcess`` (a pump or role that ends between two reads of /proc)."""
+    for _ in range(3):
+        try:
+            return parent.children(recursive=recursive)
+        except psutil.NoSuchProcess:
+            if not parent.is_running():
+                return []
+        except psutil.Error:
+            return []
+    return []
+
+
 def groups(launcher: psutil.Process, run: Path) -> dict[str, list[psutil.Process]]:
-    """The run's processes: controller (the launcher and its link), agent, pumps, roles."""
+    """The run's processes: controller (the launcher and its link), agent, pumps, roles.
+
+    Processes come and go while this reads them (roles exit, pumps follow): one that vanished is
+    left out rather than failing the benchmark."""
     found: dict[str, list[psutil.Process]] = {"controller": [], "agent": [], "pumps": [], "roles": []}
     marker = str(run / "agents")
     agents = []
-    for p in psutil.process_iter(["pid", "ppid", "cmdline"]):
+    for p in psutil.process_iter(["pid", "ppid", "cmdline"]):  # info is read safely, gone or not
         cmd = " ".join(p.info["cmdline"] or [])
         if marker in cmd and "--serve" in cmd:
             agents.append(p)
     agent_pids = {p.pid for p in agents}
-    mine = {launcher.pid} | {c.pid for c in launcher.children(recursive=True)}
+    mine = {launcher.pid} | {c.pid for c in children(launcher, recursive=True)}
     for p in agents:
         if p.pid in mine:
             found["controller"].append(p)  # the link's client process
@@ -130,7 +147,7 @@ def groups(launcher: psutil.Process, run: Path) -> dict[str, list[psutil.Process
             found["agent"].append(p)
     found["controller"].append(launcher)
     for agent in found["agent"]:
-        found["roles"] += [c for c in agent.children() if c.pid not in agent_pids]
+        found["roles"] += [c for c in children(agent) if c.pid not in agent_pids]
     return found
 
 
