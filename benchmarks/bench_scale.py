@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from baseline import unpack
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = "c23e87e"
@@ -255,18 +256,6 @@ def measure(name: str, root: Path, work: Path) -> dict[str, Any]:
     return result
 
 
-def baseline_root(tmp: Path) -> Path | None:
-    target = tmp / f"towerdeck-{BASELINE}"
-    target.mkdir()
-    try:
-        archive = subprocess.run(["git", "archive", BASELINE], cwd=ROOT, capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        print(f"baseline {BASELINE} unavailable ({exc}); measuring this code only")
-        return None
-    return target
-
-
 def show(r: dict[str, Any]) -> None:
     print(f"-- {r['variant']}")
     for key, value in r.items():
@@ -280,7 +269,7 @@ def main() -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp_name:
         tmp = Path(tmp_name)
-        base = baseline_root(tmp)
+        base = unpack(BASELINE, tmp)
         variants = ([("baseline " + BASELINE, base)] if base else []) + [("this code", ROOT)]
         for name, root in variants:
             work = tmp / name.replace(" ", "-")

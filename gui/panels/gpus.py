@@ -23,8 +23,8 @@ from PySide6 import QtCore, QtWidgets
 from core.telemetry.pci import normalize_bus_id
 from core.telemetry.series import Series
 from gui.gpu_grid import GpuGrid
+from gui.panels.plotting import fit_to_pixels, light_grid, settle
 
-MAX_POINTS = 1200
 UTIL_COLOUR = "#2b6cb0"
 MEMORY_COLOUR = "#d9822b"
 GRID_FROM = 8
@@ -49,6 +49,7 @@ class _Card:
     first: Series = field(default_factory=lambda: Series(capacity=2048))
     second: Series = field(default_factory=lambda: Series(capacity=2048))
     curves: tuple[pg.PlotDataItem, pg.PlotDataItem] | None = None
+    drawn: tuple[int, ...] = ()  # the series (and their lengths) the curves were last set from
 
 
 class GpuPanel(QtWidgets.QWidget):
@@ -205,9 +206,7 @@ class GpuPanel(QtWidgets.QWidget):
         plot.setFixedHeight(190)
         plot.setYRange(0, 100, padding=0.02)
         plot.setMouseEnabled(x=True, y=False)
-        plot.showGrid(x=True, y=True, alpha=0.3)
-        for axis in ("left", "bottom"):
-            plot.getAxis(axis).setStyle(maxTickLevel=0)  # major grid lines only: see SpreadPlot
+        light_grid(plot)
         plot.setLabel("left", "%")
         plot.addLegend(offset=(5, 5))
         layout = QtWidgets.QVBoxLayout(inner)
@@ -220,11 +219,11 @@ class GpuPanel(QtWidgets.QWidget):
                 (host, index), (Series(capacity=2048), Series(capacity=2048))
             )
         first_name, second_name = ("CPU %", "memory %") if index < 0 else ("utilization %", "memory %")
-        first = plot.plot(pen=pg.mkPen(UTIL_COLOUR, width=2), name=first_name)
-        second = plot.plot(pen=pg.mkPen(MEMORY_COLOUR, width=2), name=second_name)
+        # One-pixel pens: a wider one is stroked point by point (see gui.panels.training.PEN_PX).
+        first = plot.plot(pen=pg.mkPen(UTIL_COLOUR, width=1), name=first_name)
+        second = plot.plot(pen=pg.mkPen(MEMORY_COLOUR, width=1), name=second_name)
         for curve in (first, second):
-            curve.setDownsampling(auto=True, method="peak")
-            curve.setClipToView(True)
+            fit_to_pixels(curve)
         card.curves = (first, second)
         self.cards[(host, index)] = card
         grid = box.layout()
@@ -259,10 +258,15 @@ class GpuPanel(QtWidgets.QWidget):
                 card.values.setText(self._gpu_text(gpu))
                 card.users.setText(self._gpu_users(gpu))
             assert card.curves is not None
+            drawn = (id(card.first), card.first.appended, id(card.second), card.second.appended)
+            if card.drawn == drawn:
+                continue  # nothing new on this GPU: its curves stand as they are
+            card.drawn = drawn
             now = max((s.last() or (0.0, 0.0))[0] for s in (card.first, card.second))
             for series, curve in zip((card.first, card.second), card.curves, strict=True):
-                x, mean, _, _ = series.points(max_points=MAX_POINTS)
-                curve.setData([t - now for t in x], mean)
+                x, mean = series.arrays()  # pyqtgraph's peak downsampling fits them to the pixels
+                curve.setData(x - now, mean, connect="finite")
+            settle(card.plot)
 
     @staticmethod
     def _host_text(sample: dict[str, Any]) -> str:
