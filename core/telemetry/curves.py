@@ -19,7 +19,7 @@ from core.telemetry.series import Series
 
 Floats = npt.NDArray[np.float64]
 
-_BLOCK = 128
+_BLOCK = 4096
 
 
 def series_xy(series: Series) -> tuple[Floats, Floats]:
@@ -65,6 +65,8 @@ def ema_array(values: Floats, weight: float) -> Floats:
     if not len(values) or np.all(values == values[0]):
         return values.copy()
     finite = np.isfinite(values)
+    if finite.all():  # the common case: no gather and scatter
+        return _smooth(values, weight) / (1.0 - weight ** np.arange(1, len(values) + 1))
     x = values[finite]
     out = values.copy()
     out[finite] = _smooth(x, weight) / (1.0 - weight ** np.arange(1, len(x) + 1))
@@ -72,22 +74,25 @@ def ema_array(values: Floats, weight: float) -> Floats:
 
 
 def _smooth(x: Floats, weight: float) -> Floats:
-    """``last = last * w + (1 - w) * v`` from 0, for every ``v`` of ``x``.
+    """``last = last * w + (1 - w) * v`` from 0, for every ``v`` of ``x`` (all finite).
 
-    Within a block, ``last_i = (1 - w) * w**i * cumsum(w**-j * v_j)``; the block is short enough
-    that ``w**-j`` stays far from overflow. Between blocks, the carry decays by ``w**(i + 1)``.
-    No matrix product: BLAS starts threads for one, and on a busy 2-core machine a frame waited
-    milliseconds for them.
+    Within a block, ``last_i = (1 - w) * w**i * cumsum(w**-j * v_j)``: the block is as long as
+    ``w**-j * v_j`` stays far from overflow (hundreds to thousands of values, so a handful of
+    blocks); between blocks, the carry decays by ``w**(i + 1)``. No matrix product: BLAS starts
+    threads for one, and on a busy 2-core machine a frame waited milliseconds for them.
     """
     n = len(x)
-    if weight < 0.01:  # w**-j would overflow within a useful block; such a light EMA is rare
+    largest = float(np.max(np.abs(x))) if n else 0.0
+    headroom = 290.0 - math.log10(max(1.0, largest))  # decades left below float64's 1e308
+    decades = -math.log10(weight) if weight > 0.0 else math.inf
+    block = min(_BLOCK, int(headroom / decades)) if weight < 1.0 else _BLOCK
+    if block < 8:  # a very light EMA or huge values: a plain loop, rare
         out = np.empty(n)
         last = 0.0
         for i, v in enumerate(x.tolist()):
             last = last * weight + (1.0 - weight) * v
             out[i] = last
         return out
-    block = max(2, min(_BLOCK, int(250 / -math.log10(weight)))) if weight < 1.0 else _BLOCK
     blocks = -(-n // block)
     padded = np.zeros(blocks * block)
     padded[:n] = x

@@ -106,6 +106,9 @@ class TrainingPanel(QtWidgets.QWidget):
         self.loss_plot = self._plot("Loss by step", "loss")
         self.time_plot = self._plot("Step time by step", "step time (ms)")
         self.time_plot.setXLink(self.loss_plot)
+        # A pan or zoom re-clips the curves, which re-fits the other axis at the next paint and
+        # paints again: settle both plots as soon as the range moves (one paint each).
+        self.loss_plot.getViewBox().sigXRangeChanged.connect(self._on_range_moved)
         split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         split.addWidget(self.loss_plot)
         split.addWidget(self.time_plot)
@@ -379,6 +382,9 @@ class TrainingPanel(QtWidgets.QWidget):
     def key_text(self) -> str:
         """The per-worker key as plain text (what a user reads above the plots)."""
         return QtGui.QTextDocumentFragment.fromHtml(self.key.text()).toPlainText()
+
+    def _on_range_moved(self, *_args: object) -> None:
+        settle(self.loss_plot, self.time_plot)
 
     def _on_spread_zoomed(self, *_args: object) -> None:
         self._spread_zoomed = True

@@ -13,6 +13,7 @@ from core.telemetry.metrics import ema
 from core.telemetry.series import Series
 
 values = st.one_of(st.floats(-1e6, 1e6), st.sampled_from([math.inf, -math.inf]))
+any_finite = st.floats(allow_nan=False, allow_infinity=False)
 
 
 def close(a: list[float], b: list[float]) -> bool:
@@ -26,6 +27,16 @@ def close(a: list[float], b: list[float]) -> bool:
 @settings(max_examples=200, deadline=None)
 def test_ema_array_is_tensorboards_ema(xs: list[float], weight: float) -> None:
     assert close(ema_array(np.array(xs, dtype=float), weight).tolist(), ema(xs, weight))
+
+
+@given(st.lists(any_finite, max_size=300), st.sampled_from([0.05, 0.3, 0.6, 0.9, 0.99]))
+@settings(max_examples=200, deadline=None)
+def test_ema_array_takes_any_magnitude(xs: list[float], weight: float) -> None:
+    """Huge and tiny values alike: the blocks shrink (or a plain loop runs) before anything overflows."""
+    got, want = ema_array(np.array(xs, dtype=float), weight).tolist(), ema(xs, weight)
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        assert math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-300 + 1e-9 * max(map(abs, xs)))
 
 
 def test_ema_array_over_a_long_run_stays_on_the_reference() -> None:
