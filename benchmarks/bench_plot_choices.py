@@ -5,7 +5,9 @@ Variants, each measured in the same process on the same data (median / p95 of ``
 plain (every point drawn), + peak downsampling to the pixel width (``setDownsampling(auto=True,
 method="peak")`` set after the curve exists), + clip to view, + ``skipFiniteCheck``, with
 ``connect="finite"``, a 2 px pen against a 1 px (cosmetic) one, zoomed into a tenth of the run
-(what clip-to-view is for), and no ``setData`` at all when nothing changed (the render alone).
+(what clip-to-view is for), and no ``setData`` at all when nothing changed (the render alone),
+with the grid as TowerDeck draws it (opaque, major ticks: ``gui.panels.plotting.light_grid``)
+against pyqtgraph's translucent one. Timed as ``grab()`` (one paint of the plot).
 OpenGL is tried last when ``OPENGL=1`` and said unavailable when the platform has none (the
 offscreen platform here has none).
 """
@@ -17,6 +19,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -24,15 +27,26 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtWidgets
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from gui.panels.plotting import light_grid
+
 FRAMES = int(os.environ.get("FRAMES", "40"))
 POINTS = 8192
 CURVES = 4
 
 
-def measure(name: str, make: Callable[[pg.PlotWidget], list[pg.PlotDataItem]], **options: object) -> None:
+def measure(
+    name: str, make: Callable[[pg.PlotWidget], list[pg.PlotDataItem]], grid: str = "light", **options: object
+) -> None:
     plot = pg.PlotWidget()
     plot.setBackground("w")
-    plot.showGrid(x=True, y=True, alpha=0.3)
+    if grid == "light":
+        light_grid(plot)  # what every TowerDeck plot uses
+    elif grid != "none":
+        plot.showGrid(x=True, y=True, alpha=0.3)  # translucent, blended at every paint
+        if grid == "major":
+            for axis in ("left", "bottom"):
+                plot.getAxis(axis).setStyle(maxTickLevel=0)
     plot.resize(1400, 400)
     plot.show()
     curves = make(plot)
@@ -60,13 +74,16 @@ def measure(name: str, make: Callable[[pg.PlotWidget], list[pg.PlotDataItem]], *
     print(f"  {name:<62} {statistics.median(times) * 1000:7.2f} / {p95 * 1000:6.2f} ms")
 
 
-def curves(width: float, downsample: bool, clip: bool) -> Callable[[pg.PlotWidget], list[pg.PlotDataItem]]:
+def curves(
+    width: float, downsample: bool, clip: bool, factor: float = 5.0
+) -> Callable[[pg.PlotWidget], list[pg.PlotDataItem]]:
     def make(plot: pg.PlotWidget) -> list[pg.PlotDataItem]:
         out = []
         for c in range(CURVES):
             curve = plot.plot(pen=pg.mkPen(pg.intColor(c), width=width))
             if downsample:
                 curve.setDownsampling(auto=True, method="peak")  # after the curve exists
+                curve.opts["autoDownsampleFactor"] = factor  # pyqtgraph's default: 5 points a pixel
             if clip:
                 curve.setClipToView(True)
             out.append(curve)
@@ -81,15 +98,19 @@ def main() -> int:
     print(f"one plot 1400x400, {CURVES} curves x {POINTS:,} points, setData + render (median / p95, {FRAMES} frames):")
     print(f"  load average {os.getloadavg()[0]:.1f}")
     measure("plain: every point drawn, 2 px pen", curves(2, False, False))
-    measure("peak downsampling, 2 px pen", curves(2, True, False))
-    measure("peak downsampling + clip to view, 2 px pen", curves(2, True, True))
-    measure("  ... + connect='finite'", curves(2, True, True), connect="finite")
-    measure("  ... + connect='finite' + skipFiniteCheck", curves(2, True, True), connect="finite", skipFiniteCheck=True)
-    measure("  ... 1 px pen (cosmetic)", curves(1, True, True), connect="finite", skipFiniteCheck=True)
+    measure("peak downsampling (5 points a pixel, the default), 2 px", curves(2, True, False))
+    measure("peak downsampling to 1 point a pixel, 2 px", curves(2, True, False, 1.0))
+    measure("  ... + clip to view", curves(2, True, True, 1.0))
+    measure("  ... + connect='finite'", curves(2, True, True, 1.0), connect="finite")
+    measure("  ... + skipFiniteCheck", curves(2, True, True, 1.0), connect="finite", skipFiniteCheck=True)
+    measure("  ... 1 px pen (cosmetic): TowerDeck's curves", curves(1, True, True, 1.0), connect="finite")
     measure("plain, 1 px pen", curves(1, False, False))
-    measure("zoomed to a tenth: downsampling only, 1 px", curves(1, True, False), zoom=True)
-    measure("zoomed to a tenth: downsampling + clip to view, 1 px", curves(1, True, True), zoom=True)
-    measure("no setData (nothing changed): render only, 1 px", curves(1, True, True), unchanged=True)
+    measure("zoomed to a tenth: downsampling only, 1 px", curves(1, True, False, 1.0), zoom=True)
+    measure("zoomed to a tenth: downsampling + clip to view, 1 px", curves(1, True, True, 1.0), zoom=True)
+    measure("no setData (nothing changed): render only", curves(1, True, True, 1.0), unchanged=True)
+    measure("  ... grid translucent, minor ticks too", curves(1, True, True, 1.0), grid="all", unchanged=True)
+    measure("  ... grid translucent, major ticks", curves(1, True, True, 1.0), grid="major", unchanged=True)
+    measure("  ... no grid", curves(1, True, True, 1.0), grid="none", unchanged=True)
     print(f"  load average {os.getloadavg()[0]:.1f}")
     if os.environ.get("OPENGL") == "1":
         try:
