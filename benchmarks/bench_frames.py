@@ -34,7 +34,6 @@ FRAMES = int(os.environ.get("FRAMES", "40"))
 STEPS = 1_000_000
 DAY_S = 24 * 3600
 SIZE = (1400, 800)
-GIB = float(1 << 30)
 BUDGET_MEDIAN_MS, BUDGET_P95_MS = 10.0, 16.0
 HERE = Path(__file__).resolve().parent
 
@@ -45,6 +44,7 @@ def child(root: Path) -> dict[str, Any]:
     sys.path.insert(0, str(root))
     import numpy as np
     import pyqtgraph as pg
+    from gpu_samples import gpu_sample
     from PySide6 import QtCore, QtWidgets
 
     from core.telemetry.metrics import WorkerStats
@@ -164,26 +164,6 @@ def child(root: Path) -> dict[str, Any]:
         times = timed(frame)
         panel.close()
         return times
-
-    def gpu_sample(host: str, t: float, gpus: int) -> dict[str, object]:
-        return {
-            "host": host,
-            "t": t,
-            "figures": {},
-            "gpus": [
-                {
-                    "index": i,
-                    "utilization_gpu_percent": 50.0 + i,
-                    "memory_used_bytes": (20 + i) * GIB,
-                    "memory_total_bytes": 80 * GIB,
-                    "temperature_c": 60.0,
-                    "power_w": 400.0,
-                    "power_limit_w": 700.0,
-                    "processes": [{"pid": 1, "role": f"worker:{i}", "used_memory_bytes": GIB}],
-                }
-                for i in range(gpus)
-            ],
-        }
 
     def gpu_frames(hosts: int, gpus: int) -> list[float]:
         panel = GpuPanel()
