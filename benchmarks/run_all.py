@@ -58,13 +58,11 @@ def run_one(script: Path) -> tuple[bool, str]:
     return False, f"exit status {code}: {last}"
 
 
-def main() -> int:
+def run_all(scripts: list[Path]) -> int:
+    """Runs ``scripts`` one after the other whatever each does; prints the summary; 1 if any failed."""
     print(f"load average {os.getloadavg()[0]:.1f} at start; {os.cpu_count()} CPUs", flush=True)
     results: list[tuple[str, bool, str, float]] = []
-    only = set(sys.argv[1:])
-    for script in sorted(HERE.glob("bench_*.py")):
-        if only and script.stem not in only and script.name not in only:
-            continue
+    for script in scripts:
         print(f"== {script.name}", flush=True)
         start = time.monotonic()
         passed, why = run_one(script)
@@ -76,6 +74,12 @@ def main() -> int:
     if failed:
         print(f"{len(failed)} of {len(results)} benchmarks failed: {', '.join(failed)}")
     return 1 if failed else 0
+
+
+def main() -> int:
+    only = set(sys.argv[1:])
+    scripts = [s for s in sorted(HERE.glob("bench_*.py")) if not only or s.stem in only or s.name in only]
+    return run_all(scripts)
 
 
 if __name__ == "__main__":
