@@ -50,6 +50,8 @@ class _Card:
     second: Series = field(default_factory=lambda: Series(capacity=2048))
     curves: tuple[pg.PlotDataItem, pg.PlotDataItem] | None = None
     drawn: tuple[int, ...] = ()  # the series (and their lengths) the curves were last set from
+    follow: bool = True  # the X range follows the history (until the user pans or zooms)
+    span_s: float = 0.0  # the history's span the X range was last set to
 
 
 class GpuPanel(QtWidgets.QWidget):
@@ -214,6 +216,7 @@ class GpuPanel(QtWidgets.QWidget):
         layout.addWidget(users)
         layout.addWidget(plot)
         card = _Card(inner, values, users, plot)
+        plot.getViewBox().sigRangeChangedManually.connect(lambda *_args, card=card: setattr(card, "follow", False))
         if index >= 0:  # the GPU's history, kept from the first sample on
             card.first, card.second = self.history.setdefault(
                 (host, index), (Series(capacity=2048), Series(capacity=2048))
@@ -263,10 +266,25 @@ class GpuPanel(QtWidgets.QWidget):
                 continue  # nothing new on this GPU: its curves stand as they are
             card.drawn = drawn
             now = max((s.last() or (0.0, 0.0))[0] for s in (card.first, card.second))
+            oldest = 0.0
             for series, curve in zip((card.first, card.second), card.curves, strict=True):
                 x, mean = series.arrays()  # pyqtgraph's peak downsampling fits them to the pixels
                 curve.setData(x - now, mean, connect="finite")
+                oldest = min(oldest, float(x[0] - now) if len(x) else 0.0)
+            self._follow(card, -oldest)
             settle(card.plot)
+
+    @staticmethod
+    def _follow(card: _Card, span_s: float) -> None:
+        """Show the whole history, newest at 0, setting the X range only when the span grew by
+        more than 1 %: a range that moved with every sample re-clipped, re-downsampled and
+        re-ticked the plot each time. The 'A' button (auto-range) hands the range back to us."""
+        box = card.plot.getViewBox()
+        if box.autoRangeEnabled()[0]:
+            card.follow = True
+        if card.follow and (box.autoRangeEnabled()[0] or abs(span_s - card.span_s) > 0.01 * max(span_s, 1.0)):
+            card.span_s = span_s
+            card.plot.setXRange(-span_s, 0.0, padding=0.02)
 
     @staticmethod
     def _host_text(sample: dict[str, Any]) -> str:
