@@ -23,7 +23,7 @@ from PySide6 import QtCore, QtWidgets
 from core.telemetry.pci import normalize_bus_id
 from core.telemetry.series import Series
 from gui.gpu_grid import GpuGrid
-from gui.panels.plotting import fit_to_pixels, light_grid, settle
+from gui.panels.plotting import FollowX, fit_to_pixels, light_grid, settle
 
 UTIL_COLOUR = "#2b6cb0"
 MEMORY_COLOUR = "#d9822b"
@@ -50,8 +50,7 @@ class _Card:
     second: Series = field(default_factory=lambda: Series(capacity=2048))
     curves: tuple[pg.PlotDataItem, pg.PlotDataItem] | None = None
     drawn: tuple[int, ...] = ()  # the series (and their lengths) the curves were last set from
-    follow: bool = True  # the X range follows the history (until the user pans or zooms)
-    span_s: float = 0.0  # the history's span the X range was last set to
+    follow: FollowX | None = None  # the X range on the whole history, newest at 0
 
 
 class GpuPanel(QtWidgets.QWidget):
@@ -216,7 +215,7 @@ class GpuPanel(QtWidgets.QWidget):
         layout.addWidget(users)
         layout.addWidget(plot)
         card = _Card(inner, values, users, plot)
-        plot.getViewBox().sigRangeChangedManually.connect(lambda *_args, card=card: setattr(card, "follow", False))
+        card.follow = FollowX(plot, headroom=0.01)
         if index >= 0:  # the GPU's history, kept from the first sample on
             card.first, card.second = self.history.setdefault(
                 (host, index), (Series(capacity=2048), Series(capacity=2048))
@@ -271,20 +270,9 @@ class GpuPanel(QtWidgets.QWidget):
                 x, mean = series.arrays()  # pyqtgraph's peak downsampling fits them to the pixels
                 curve.setData(x - now, mean, connect="finite")
                 oldest = min(oldest, float(x[0] - now) if len(x) else 0.0)
-            self._follow(card, -oldest)
+            assert card.follow is not None
+            card.follow.update(oldest, 0.0)  # moved only when the history outgrows it
             settle(card.plot)
-
-    @staticmethod
-    def _follow(card: _Card, span_s: float) -> None:
-        """Show the whole history, newest at 0, setting the X range only when the span grew by
-        more than 1 %: a range that moved with every sample re-clipped, re-downsampled and
-        re-ticked the plot each time. The 'A' button (auto-range) hands the range back to us."""
-        box = card.plot.getViewBox()
-        if box.autoRangeEnabled()[0]:
-            card.follow = True
-        if card.follow and (box.autoRangeEnabled()[0] or abs(span_s - card.span_s) > 0.01 * max(span_s, 1.0)):
-            card.span_s = span_s
-            card.plot.setXRange(-span_s, 0.0, padding=0.02)
 
     @staticmethod
     def _host_text(sample: dict[str, Any]) -> str:

@@ -20,6 +20,8 @@ data, before the paint, leaves nothing for the paint to change.
 
 from __future__ import annotations
 
+import math
+
 import pyqtgraph as pg
 
 GRID_COLOUR = "#e4e4e4"
@@ -34,12 +36,13 @@ def light_grid(plot: pg.PlotWidget | pg.PlotItem) -> None:
         item.setTickPen(pg.mkPen(GRID_COLOUR))
 
 
-def fit_to_pixels(curve: pg.PlotDataItem) -> None:
-    """Peak downsampling to the view's pixel width and clipping to the view, set after the curve
-    exists (pyqtgraph ignores them at creation)."""
+def fit_to_pixels(curve: pg.PlotDataItem, clip: bool = True) -> None:
+    """Peak downsampling to the view's pixel width and (``clip``) clipping to the view, set after
+    the curve exists (pyqtgraph ignores them at creation). Clipping assumes X increases along the
+    data: not for a curve whose segments start again from a lower X (a restarted worker)."""
     curve.setDownsampling(auto=True, method="peak")
     curve.opts["autoDownsampleFactor"] = 1.0  # no setter; read at each draw
-    curve.setClipToView(True)
+    curve.setClipToView(clip)
 
 
 def settle(*plots: pg.PlotWidget | pg.PlotItem) -> None:
@@ -49,3 +52,41 @@ def settle(*plots: pg.PlotWidget | pg.PlotItem) -> None:
         box.updateAutoRange()
     for box in boxes:
         box.updateMatrix()
+
+
+class FollowX:
+    """Keeps a plot's X range on its data while moving it as seldom as possible.
+
+    pyqtgraph's auto-range refits the view to the data whenever the data changes: in a live plot
+    that is every frame, and each move re-clips, re-downsamples and re-ticks every curve. Here the
+    range is set with ``headroom`` (a fraction of the data's width) on both sides and moved only
+    when the data leaves it or shrinks to under half of it. A pan or zoom by the user stops the
+    following; the plot's auto-range button ('A') starts it again.
+    """
+
+    def __init__(self, plot: pg.PlotWidget, headroom: float) -> None:
+        self.plot = plot
+        self.headroom = headroom
+        self.following = True
+        self.range: tuple[float, float] | None = None
+        plot.getViewBox().sigRangeChangedManually.connect(self._on_user_range)
+
+    def _on_user_range(self, *_args: object) -> None:
+        self.following = False
+
+    def update(self, lo: float, hi: float) -> None:
+        """The data now spans ``[lo, hi]`` on X."""
+        box = self.plot.getViewBox()
+        asked = box.autoRangeEnabled()[0] is not False  # at first, or the 'A' button
+        if asked:
+            self.following = True
+        if not self.following or not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
+            return
+        current = self.range
+        if not asked and current is not None:
+            inside = current[0] <= lo and hi <= current[1]
+            if inside and (hi - lo) >= 0.5 * (current[1] - current[0]):
+                return
+        margin = self.headroom * (hi - lo) or 1.0
+        self.range = (lo - margin, hi + margin)
+        self.plot.setXRange(*self.range, padding=0)

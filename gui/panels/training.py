@@ -29,7 +29,7 @@ from core.telemetry.curves import ema_segments, series_xy
 from core.telemetry.metrics import MetricSample, WorkerStats, cluster_steps_per_sec
 from core.telemetry.series import Series
 from core.telemetry.spread import BinnedWorkers, slowest
-from gui.panels.plotting import fit_to_pixels, light_grid, settle
+from gui.panels.plotting import FollowX, fit_to_pixels, light_grid, settle
 from gui.panels.spread import SpreadPlot, StepTimeHeatmap, refresh_from
 
 MAX_POINTS = 8192  # per curve handed to pyqtgraph, whose NumPy peak downsampling then fits them to the pixels
@@ -106,6 +106,8 @@ class TrainingPanel(QtWidgets.QWidget):
         self.loss_plot = self._plot("Loss by step", "loss")
         self.time_plot = self._plot("Step time by step", "step time (ms)")
         self.time_plot.setXLink(self.loss_plot)
+        self._follow = FollowX(self.loss_plot, headroom=0.03)  # both plots' step axis, moved seldom
+        self._x_extent: dict[tuple[str, str], tuple[float, float]] = {}  # (plot, role) -> steps drawn
         # A pan or zoom re-clips the curves, which re-fits the other axis at the next paint and
         # paints again: settle both plots as soon as the range moves (one paint each).
         self.loss_plot.getViewBox().sigXRangeChanged.connect(self._on_range_moved)
@@ -183,6 +185,8 @@ class TrainingPanel(QtWidgets.QWidget):
         self.loss_curves.clear()
         self.time_curves.clear()
         self._drawn.clear()
+        self._x_extent.clear()
+        self._follow.range = None
         self._key_drawn = None
         self.key.clear()
         self.workers.clear()
@@ -351,15 +355,21 @@ class TrainingPanel(QtWidgets.QWidget):
                         y = np.where(y > 0, y, math.nan)
                     _set(smooth_curve, x, ema_segments(y, weight) if weight > 0 else y)
                     _set(raw_curve, x, y)
+                    self._x_extent[("loss", role)] = (float(x[0]), float(x[-1])) if len(x) else (0.0, 0.0)
                 raw_curve.setVisible(weight > 0)
             if role in self.step_time:
                 times = self.step_time[role]
                 time_key = (times.appended, straggler)
                 if self._drawn.get(("time", role)) != time_key:
                     self._drawn[("time", role)] = time_key
-                    _set(time_curve, *series_xy(times))
+                    x, y = series_xy(times)
+                    _set(time_curve, x, y)
+                    self._x_extent[("time", role)] = (float(x[0]), float(x[-1])) if len(x) else (0.0, 0.0)
                     time_curve.setPen(pg.mkPen(colour, width=3 if straggler else PEN_PX, style=_dash(straggler)))
         self._refresh_rate()
+        drawn = [extent for (_, role), extent in self._x_extent.items() if role in visible]
+        if drawn:
+            self._follow.update(min(lo for lo, _ in drawn), max(hi for _, hi in drawn))
         settle(self.loss_plot, self.time_plot)
 
     def _refresh_key(self, visible: set[str]) -> None:
@@ -442,7 +452,7 @@ class TrainingPanel(QtWidgets.QWidget):
             smooth = self.loss_plot.plot(pen=pg.mkPen(colour, width=PEN_PX))
             for curve in (raw, smooth):
                 # Set after the curve exists: pyqtgraph ignores these at creation.
-                fit_to_pixels(curve)
+                fit_to_pixels(curve, clip=False)  # segments go back in steps
             curves = self.loss_curves[role] = (raw, smooth)
         return curves
 
@@ -450,7 +460,7 @@ class TrainingPanel(QtWidgets.QWidget):
         curve = self.time_curves.get(role)
         if curve is None:
             curve = self.time_plot.plot(pen=pg.mkPen(colour, width=PEN_PX))
-            fit_to_pixels(curve)
+            fit_to_pixels(curve, clip=False)  # segments go back in steps
             self.time_curves[role] = curve
         return curve
 
