@@ -203,19 +203,24 @@ def measure(name: str, root: Path, work: Path) -> dict[str, Any]:
     env = {**os.environ, "TOWERDECK_DATA_DIR": str(work / "data")}
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     started = time.monotonic()
+    err = (work / "launch.err").open("wb")
     proc = subprocess.Popen(
         [sys.executable, "main.py", "launch", str(cluster), "--run-dir", str(run), "--progress-every", "0"],
         cwd=root,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=err,  # why it failed, if it does
     )
+    err.close()  # the launcher has its own copy
     result: dict[str, Any] = {"variant": name}
     launcher = psutil.Process(proc.pid)
     try:
         while running_roles(run) < WORKERS + 1:
             if proc.poll() is not None or time.monotonic() - started > 300:
-                raise RuntimeError(f"{name}: the cluster did not come up (exit {proc.poll()})")
+                why = (work / "launch.err").read_text(errors="replace").strip().splitlines()
+                raise RuntimeError(
+                    f"the cluster did not come up (exit {proc.poll()}): {why[-1] if why else 'no error output'}"
+                )
             time.sleep(0.1)
         result["launch_to_all_running_s"] = round(time.monotonic() - started, 2)
         time.sleep(SETTLE_S)
@@ -267,6 +272,7 @@ def main() -> int:
     print(f"1 ps + {WORKERS} light workers at {RATE_HZ:g} lines/s each; {STEADY_S:g} s steady window")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
     results = []
+    failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp_name:
         tmp = Path(tmp_name)
         base = unpack(BASELINE, tmp)
@@ -278,6 +284,8 @@ def main() -> int:
                 results.append(measure(name, root, work))
             except RuntimeError as exc:
                 print(f"{name}: {exc}")
+                if root == ROOT:  # this code failing fails the benchmark; an old baseline that no
+                    failures.append(f"{name}: {exc}")  # longer runs here (a dropped package) is said
                 continue
             show(results[-1])
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
@@ -286,6 +294,9 @@ def main() -> int:
         for key in ("journal", "samples", "metrics"):
             b, a = before["bytes_per_hour"][key], after["bytes_per_hour"][key]
             print(f"{key}: {b / 1e6:.1f} MB/h -> {a / 1e6:.2f} MB/h")
+    if failures:  # last, so that run_all's summary names it
+        print(f"bench_scale failed: {'; '.join(failures)}")
+        return 1
     return 0 if results else 1
 
 
