@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from baseline import unpack
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = "c23e87e"
@@ -110,17 +111,34 @@ def running_roles(run: Path) -> int:
     return sum(1 for s in state.values() if s == "running")
 
 
+def children(parent: psutil.Process, recursive: bool = False) -> list[psutil.Process]:
+    """A process's children, or none once it has gone: a child exiting while psutil walks the
+    tree raises ``NoSuchProcess`` (a pump or role that ends between two reads of /proc)."""
+    for _ in range(3):
+        try:
+            return parent.children(recursive=recursive)
+        except psutil.NoSuchProcess:
+            if not parent.is_running():
+                return []
+        except psutil.Error:
+            return []
+    return []
+
+
 def groups(launcher: psutil.Process, run: Path) -> dict[str, list[psutil.Process]]:
-    """The run's processes: controller (the launcher and its link), agent, pumps, roles."""
+    """The run's processes: controller (the launcher and its link), agent, pumps, roles.
+
+    Processes come and go while this reads them (roles exit, pumps follow): one that vanished is
+    left out rather than failing the benchmark."""
     found: dict[str, list[psutil.Process]] = {"controller": [], "agent": [], "pumps": [], "roles": []}
     marker = str(run / "agents")
     agents = []
-    for p in psutil.process_iter(["pid", "ppid", "cmdline"]):
+    for p in psutil.process_iter(["pid", "ppid", "cmdline"]):  # info is read safely, gone or not
         cmd = " ".join(p.info["cmdline"] or [])
         if marker in cmd and "--serve" in cmd:
             agents.append(p)
     agent_pids = {p.pid for p in agents}
-    mine = {launcher.pid} | {c.pid for c in launcher.children(recursive=True)}
+    mine = {launcher.pid} | {c.pid for c in children(launcher, recursive=True)}
     for p in agents:
         if p.pid in mine:
             found["controller"].append(p)  # the link's client process
@@ -130,7 +148,7 @@ def groups(launcher: psutil.Process, run: Path) -> dict[str, list[psutil.Process
             found["agent"].append(p)
     found["controller"].append(launcher)
     for agent in found["agent"]:
-        found["roles"] += [c for c in agent.children() if c.pid not in agent_pids]
+        found["roles"] += [c for c in children(agent) if c.pid not in agent_pids]
     return found
 
 
@@ -185,19 +203,24 @@ def measure(name: str, root: Path, work: Path) -> dict[str, Any]:
     env = {**os.environ, "TOWERDECK_DATA_DIR": str(work / "data")}
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     started = time.monotonic()
+    err = (work / "launch.err").open("wb")
     proc = subprocess.Popen(
         [sys.executable, "main.py", "launch", str(cluster), "--run-dir", str(run), "--progress-every", "0"],
         cwd=root,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=err,  # why it failed, if it does
     )
+    err.close()  # the launcher has its own copy
     result: dict[str, Any] = {"variant": name}
     launcher = psutil.Process(proc.pid)
     try:
         while running_roles(run) < WORKERS + 1:
             if proc.poll() is not None or time.monotonic() - started > 300:
-                raise RuntimeError(f"{name}: the cluster did not come up (exit {proc.poll()})")
+                why = (work / "launch.err").read_text(errors="replace").strip().splitlines()
+                raise RuntimeError(
+                    f"the cluster did not come up (exit {proc.poll()}): {why[-1] if why else 'no error output'}"
+                )
             time.sleep(0.1)
         result["launch_to_all_running_s"] = round(time.monotonic() - started, 2)
         time.sleep(SETTLE_S)
@@ -238,18 +261,6 @@ def measure(name: str, root: Path, work: Path) -> dict[str, Any]:
     return result
 
 
-def baseline_root(tmp: Path) -> Path | None:
-    target = tmp / f"towerdeck-{BASELINE}"
-    target.mkdir()
-    try:
-        archive = subprocess.run(["git", "archive", BASELINE], cwd=ROOT, capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        print(f"baseline {BASELINE} unavailable ({exc}); measuring this code only")
-        return None
-    return target
-
-
 def show(r: dict[str, Any]) -> None:
     print(f"-- {r['variant']}")
     for key, value in r.items():
@@ -261,9 +272,10 @@ def main() -> int:
     print(f"1 ps + {WORKERS} light workers at {RATE_HZ:g} lines/s each; {STEADY_S:g} s steady window")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
     results = []
+    failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp_name:
         tmp = Path(tmp_name)
-        base = baseline_root(tmp)
+        base = unpack(BASELINE, tmp)
         variants = ([("baseline " + BASELINE, base)] if base else []) + [("this code", ROOT)]
         for name, root in variants:
             work = tmp / name.replace(" ", "-")
@@ -272,6 +284,8 @@ def main() -> int:
                 results.append(measure(name, root, work))
             except RuntimeError as exc:
                 print(f"{name}: {exc}")
+                if root == ROOT:  # this code failing fails the benchmark; an old baseline that no
+                    failures.append(f"{name}: {exc}")  # longer runs here (a dropped package) is said
                 continue
             show(results[-1])
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
@@ -280,6 +294,9 @@ def main() -> int:
         for key in ("journal", "samples", "metrics"):
             b, a = before["bytes_per_hour"][key], after["bytes_per_hour"][key]
             print(f"{key}: {b / 1e6:.1f} MB/h -> {a / 1e6:.2f} MB/h")
+    if failures:  # last, so that run_all's summary names it
+        print(f"bench_scale failed: {'; '.join(failures)}")
+        return 1
     return 0 if results else 1
 
 

@@ -32,6 +32,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
+from gpu_samples import gpu_sample
 from PySide6 import QtWidgets
 
 from core.telemetry.series import Series
@@ -46,7 +47,6 @@ FRAMES = int(os.environ.get("FRAMES", "10"))
 HOSTS, GPUS_PER_HOST = 8, 8
 DAY_S = 24 * 3600
 SIZE = (1400, 800)
-GIB = float(1 << 30)
 
 
 def filled(values: np.ndarray, capacity: int) -> Series:
@@ -64,26 +64,6 @@ def loss_curve(steps: int) -> np.ndarray:
 def step_time_curve(steps: int) -> np.ndarray:
     x = np.arange(steps, dtype=float)
     return 0.1 + 0.01 * np.sin(x / 300) ** 2
-
-
-def gpu_sample(host: str, t: float) -> dict[str, object]:
-    return {
-        "host": host,
-        "t": t,
-        "gpus": [
-            {
-                "index": i,
-                "utilization_gpu_percent": 50 + 40 * math.sin(t / 60 + i),
-                "memory_used_bytes": (20 + i) * GIB,
-                "memory_total_bytes": 80 * GIB,
-                "temperature_c": 60.0,
-                "power_w": 400.0,
-                "power_limit_w": 700.0,
-                "processes": [{"pid": 1, "role": f"worker:{i}", "used_memory_bytes": GIB}],
-            }
-            for i in range(GPUS_PER_HOST)
-        ],
-    }
 
 
 def timed(frames: int, frame: Callable[[int], None]) -> list[float]:
@@ -158,13 +138,13 @@ def gpus_baseline(template: Series) -> list[float]:
     panel.resize(*SIZE)
     panel.show()
     for h in range(HOSTS):
-        panel.add_sample(gpu_sample(f"127.0.0.{h + 1}", float(DAY_S)) | {"figures": {}})
+        panel.add_sample(gpu_sample(f"127.0.0.{h + 1}", float(DAY_S)))
     for card in panel.cards.values():
         card.first, card.second = copy.deepcopy(template), copy.deepcopy(template)
 
     def frame(f: int) -> None:
         for h in range(HOSTS):
-            panel.add_sample(gpu_sample(f"127.0.0.{h + 1}", float(DAY_S + f + 1)) | {"figures": {}})
+            panel.add_sample(gpu_sample(f"127.0.0.{h + 1}", float(DAY_S + f + 1)))
         panel.refresh()
         panel.grab()
 
@@ -179,7 +159,7 @@ def gpus_at_scale(template: Series) -> list[float]:
     panel.show()
     for t in range(DAY_S - 120, DAY_S):
         for h in range(HOSTS):
-            panel.add_sample(gpu_sample(f"127.0.0.{h + 1}", float(t)) | {"figures": {}})
+            panel.add_sample(gpu_sample(f"127.0.0.{h + 1}", float(t)))
     for key in panel.history:
         panel.history[key] = (copy.deepcopy(template), copy.deepcopy(template))
     for key, card in panel.cards.items():
@@ -189,7 +169,7 @@ def gpus_at_scale(template: Series) -> list[float]:
 
     def frame(f: int) -> None:
         for h in range(HOSTS):
-            panel.add_sample(gpu_sample(f"127.0.0.{h + 1}", float(DAY_S + f + 1)) | {"figures": {}})
+            panel.add_sample(gpu_sample(f"127.0.0.{h + 1}", float(DAY_S + f + 1)))
         panel.refresh()
         panel.grab()
 

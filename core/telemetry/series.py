@@ -34,6 +34,9 @@ import math
 import sys
 from array import array
 
+import numpy as np
+import numpy.typing as npt
+
 FACTOR = 4
 """Points (or buckets) merged into one bucket of the next level."""
 
@@ -267,6 +270,28 @@ class Series:
             ts, means, mins, maxs, counts = _reduce(ts, means, mins, maxs, counts, max_points)
         return ts, means, mins, maxs
 
+    def arrays(self, segment: int | None = None) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """``(t, mean)`` as NumPy arrays: what :meth:`points` gives with no bounds and no
+        ``max_points``, read without a Python loop (a plot's frame reads every curve's series)."""
+        if segment is not None:
+            cols = self._old_segments[segment]
+            return np.array(cols[0], dtype=np.float64), np.array(cols[1], dtype=np.float64)
+        ts: list[npt.NDArray[np.float64]] = []
+        means: list[npt.NDArray[np.float64]] = []
+        for level in reversed(self._levels):
+            if level.size:
+                idx = _ring(level.head, level.size, level.capacity)
+                start, end = np.frombuffer(level.cols[0])[idx], np.frombuffer(level.cols[1])[idx]
+                ts.append((start + end) / 2)
+                means.append(np.frombuffer(level.cols[4])[idx])
+        if self._size:
+            idx = _ring(self._head, self._size, self.capacity)
+            ts.append(np.frombuffer(self._t)[idx])
+            means.append(np.frombuffer(self._v)[idx])
+        if not ts:
+            return np.empty(0), np.empty(0)
+        return np.concatenate(ts), np.concatenate(means)
+
     def _collect(
         self, t0: float | None, t1: float | None
     ) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
@@ -318,6 +343,13 @@ class Series:
         for cols in self._old_segments:
             total += sum(sys.getsizeof(col) for col in cols)
         return total
+
+
+def _ring(head: int, size: int, capacity: int) -> npt.NDArray[np.intp]:
+    """Indices of a ring's ``size`` entries from ``head``, oldest first."""
+    idx = np.arange(head, head + size)
+    idx[idx >= capacity] -= capacity
+    return idx
 
 
 def _reduce(

@@ -23,8 +23,8 @@ from PySide6 import QtCore, QtWidgets
 from core.telemetry.pci import normalize_bus_id
 from core.telemetry.series import Series
 from gui.gpu_grid import GpuGrid
+from gui.panels.plotting import FollowX, fit_to_pixels, light_grid, settle
 
-MAX_POINTS = 1200
 UTIL_COLOUR = "#2b6cb0"
 MEMORY_COLOUR = "#d9822b"
 GRID_FROM = 8
@@ -49,6 +49,8 @@ class _Card:
     first: Series = field(default_factory=lambda: Series(capacity=2048))
     second: Series = field(default_factory=lambda: Series(capacity=2048))
     curves: tuple[pg.PlotDataItem, pg.PlotDataItem] | None = None
+    drawn: tuple[int, ...] = ()  # the series (and their lengths) the curves were last set from
+    follow: FollowX | None = None  # the X range on the whole history, newest at 0
 
 
 class GpuPanel(QtWidgets.QWidget):
@@ -205,9 +207,7 @@ class GpuPanel(QtWidgets.QWidget):
         plot.setFixedHeight(190)
         plot.setYRange(0, 100, padding=0.02)
         plot.setMouseEnabled(x=True, y=False)
-        plot.showGrid(x=True, y=True, alpha=0.3)
-        for axis in ("left", "bottom"):
-            plot.getAxis(axis).setStyle(maxTickLevel=0)  # major grid lines only: see SpreadPlot
+        light_grid(plot)
         plot.setLabel("left", "%")
         plot.addLegend(offset=(5, 5))
         layout = QtWidgets.QVBoxLayout(inner)
@@ -215,16 +215,17 @@ class GpuPanel(QtWidgets.QWidget):
         layout.addWidget(users)
         layout.addWidget(plot)
         card = _Card(inner, values, users, plot)
+        card.follow = FollowX(plot, headroom=0.01)
         if index >= 0:  # the GPU's history, kept from the first sample on
             card.first, card.second = self.history.setdefault(
                 (host, index), (Series(capacity=2048), Series(capacity=2048))
             )
         first_name, second_name = ("CPU %", "memory %") if index < 0 else ("utilization %", "memory %")
-        first = plot.plot(pen=pg.mkPen(UTIL_COLOUR, width=2), name=first_name)
-        second = plot.plot(pen=pg.mkPen(MEMORY_COLOUR, width=2), name=second_name)
+        # One-pixel pens: a wider one is stroked point by point (see gui.panels.training.PEN_PX).
+        first = plot.plot(pen=pg.mkPen(UTIL_COLOUR, width=1), name=first_name)
+        second = plot.plot(pen=pg.mkPen(MEMORY_COLOUR, width=1), name=second_name)
         for curve in (first, second):
-            curve.setDownsampling(auto=True, method="peak")
-            curve.setClipToView(True)
+            fit_to_pixels(curve)
         card.curves = (first, second)
         self.cards[(host, index)] = card
         grid = box.layout()
@@ -259,10 +260,19 @@ class GpuPanel(QtWidgets.QWidget):
                 card.values.setText(self._gpu_text(gpu))
                 card.users.setText(self._gpu_users(gpu))
             assert card.curves is not None
+            drawn = (id(card.first), card.first.appended, id(card.second), card.second.appended)
+            if card.drawn == drawn:
+                continue  # nothing new on this GPU: its curves stand as they are
+            card.drawn = drawn
             now = max((s.last() or (0.0, 0.0))[0] for s in (card.first, card.second))
+            oldest = 0.0
             for series, curve in zip((card.first, card.second), card.curves, strict=True):
-                x, mean, _, _ = series.points(max_points=MAX_POINTS)
-                curve.setData([t - now for t in x], mean)
+                x, mean = series.arrays()  # pyqtgraph's peak downsampling fits them to the pixels
+                curve.setData(x - now, mean, connect="finite")
+                oldest = min(oldest, float(x[0] - now) if len(x) else 0.0)
+            assert card.follow is not None
+            card.follow.update(oldest, 0.0)  # moved only when the history outgrows it
+            settle(card.plot)
 
     @staticmethod
     def _host_text(sample: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.telemetry.spread import BinnedWorkers, HeatMap, Spread
+from gui.panels.plotting import light_grid
 
 MEDIAN_COLOUR = "#1f4e79"
 HIGHLIGHT_COLOURS = ("#c62828", "#d9822b", "#6a1b9a", "#00838f", "#8d6e63")
@@ -53,11 +54,9 @@ class SpreadPlot(QtWidgets.QWidget):
         self.plot.setBackground("w")  # as the other Training plots
         self.plot.setLabel("left", y_label)
         self.plot.setLabel("bottom", "step")
-        self.plot.showGrid(x=True, y=True, alpha=0.2)
-        for axis in ("left", "bottom"):
-            # Grid lines at major ticks only: the minor ones, blended over the whole view, were
-            # half of a Training frame (measured: 52-56 ms -> 25-26 ms, README).
-            self.plot.getAxis(axis).setStyle(maxTickLevel=0)
+        # Major ticks only, opaque: the minor ones, blended over the whole view, were half of a
+        # Training frame (measured: 52-56 ms -> 25-26 ms, README); see gui.panels.plotting.
+        light_grid(self.plot)
         item = self.plot.getPlotItem()
         self.outer_band = _Band(QtGui.QColor(43, 108, 176, 45))
         self.inner_band = _Band(QtGui.QColor(43, 108, 176, 100))

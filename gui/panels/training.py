@@ -18,15 +18,18 @@ from __future__ import annotations
 import math
 import time
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.overview import natural_key
 from core.states import RoleStatus
 from core.status import LOSS_TAGS
-from core.telemetry.metrics import MetricSample, WorkerStats, cluster_steps_per_sec, ema
+from core.telemetry.curves import ema_segments, series_xy
+from core.telemetry.metrics import MetricSample, WorkerStats, cluster_steps_per_sec
 from core.telemetry.series import Series
 from core.telemetry.spread import BinnedWorkers, slowest
+from gui.panels.plotting import FollowX, fit_to_pixels, light_grid, settle
 from gui.panels.spread import SpreadPlot, StepTimeHeatmap, refresh_from
 
 MAX_POINTS = 8192  # per curve handed to pyqtgraph, whose NumPy peak downsampling then fits them to the pixels
@@ -34,6 +37,9 @@ SERIES_CAPACITY = 4096
 REFRESH_HZ = 5.0  # curves are recomputed at most this often; the table keeps the frame rate
 MAX_TAGS = 64  # TensorBoard tags offered for plotting; more are a histogram dump, not a curve to read
 LOSS = "loss"
+# One-pixel (cosmetic) pens: Qt strokes a wider line point by point, which was 2.3x the cost of a
+# plot's frame with four curves (benchmarks/bench_plot_choices.py); colour tells the workers apart.
+PEN_PX = 1
 SPREAD_FROM = 8
 SLOWEST_SHOWN = 3
 
@@ -100,6 +106,11 @@ class TrainingPanel(QtWidgets.QWidget):
         self.loss_plot = self._plot("Loss by step", "loss")
         self.time_plot = self._plot("Step time by step", "step time (ms)")
         self.time_plot.setXLink(self.loss_plot)
+        self._follow = FollowX(self.loss_plot, headroom=0.03)  # both plots' step axis, moved seldom
+        self._x_extent: dict[tuple[str, str], tuple[float, float]] = {}  # (plot, role) -> steps drawn
+        # A pan or zoom re-clips the curves, which re-fits the other axis at the next paint and
+        # paints again: settle both plots as soon as the range moves (one paint each).
+        self.loss_plot.getViewBox().sigXRangeChanged.connect(self._on_range_moved)
         split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         split.addWidget(self.loss_plot)
         split.addWidget(self.time_plot)
@@ -151,9 +162,7 @@ class TrainingPanel(QtWidgets.QWidget):
     def _plot(title: str, y_label: str) -> pg.PlotWidget:
         plot = pg.PlotWidget(title=title)
         plot.setBackground("w")
-        plot.showGrid(x=True, y=True, alpha=0.3)
-        for axis in ("left", "bottom"):
-            plot.getAxis(axis).setStyle(maxTickLevel=0)  # major grid lines only: see SpreadPlot
+        light_grid(plot)
         plot.setLabel("bottom", "step")
         plot.setLabel("left", y_label)
         plot.getAxis("left").enableAutoSIPrefix(False)
@@ -176,6 +185,8 @@ class TrainingPanel(QtWidgets.QWidget):
         self.loss_curves.clear()
         self.time_curves.clear()
         self._drawn.clear()
+        self._x_extent.clear()
+        self._follow.range = None
         self._key_drawn = None
         self.key.clear()
         self.workers.clear()
@@ -310,6 +321,7 @@ class TrainingPanel(QtWidgets.QWidget):
         if self.spread_mode:
             self._refresh_spread()
             self._refresh_rate()
+            settle(self.spread_loss.plot, self.spread_time.plot)
             return
         visible = set(self.visible_roles())
         self._refresh_key(visible)
@@ -338,21 +350,27 @@ class TrainingPanel(QtWidgets.QWidget):
                 loss_key = (series.appended, weight, log, what)
                 if self._drawn.get(("loss", role)) != loss_key:  # recompute only what changed
                     self._drawn[("loss", role)] = loss_key
-                    x, y = _xy(series)
+                    x, y = series_xy(series)
                     if log:
-                        y = [v if v > 0 else math.nan for v in y]
-                    smooth_curve.setData(x, _ema_segments(y, weight) if weight > 0 else y, connect="finite")
-                    raw_curve.setData(x, y, connect="finite")
+                        y = np.where(y > 0, y, math.nan)
+                    _set(smooth_curve, x, ema_segments(y, weight) if weight > 0 else y)
+                    _set(raw_curve, x, y)
+                    self._x_extent[("loss", role)] = (float(x[0]), float(x[-1])) if len(x) else (0.0, 0.0)
                 raw_curve.setVisible(weight > 0)
             if role in self.step_time:
                 times = self.step_time[role]
                 time_key = (times.appended, straggler)
                 if self._drawn.get(("time", role)) != time_key:
                     self._drawn[("time", role)] = time_key
-                    x, y = _xy(times)
-                    time_curve.setData(x, y, connect="finite")
-                    time_curve.setPen(pg.mkPen(colour, width=3 if straggler else 1.5, style=_dash(straggler)))
+                    x, y = series_xy(times)
+                    _set(time_curve, x, y)
+                    self._x_extent[("time", role)] = (float(x[0]), float(x[-1])) if len(x) else (0.0, 0.0)
+                    time_curve.setPen(pg.mkPen(colour, width=3 if straggler else PEN_PX, style=_dash(straggler)))
         self._refresh_rate()
+        drawn = [extent for (_, role), extent in self._x_extent.items() if role in visible]
+        if drawn:
+            self._follow.update(min(lo for lo, _ in drawn), max(hi for _, hi in drawn))
+        settle(self.loss_plot, self.time_plot)
 
     def _refresh_key(self, visible: set[str]) -> None:
         """One coloured name per shown worker (dashed stragglers say so), above the plots."""
@@ -374,6 +392,9 @@ class TrainingPanel(QtWidgets.QWidget):
     def key_text(self) -> str:
         """The per-worker key as plain text (what a user reads above the plots)."""
         return QtGui.QTextDocumentFragment.fromHtml(self.key.text()).toPlainText()
+
+    def _on_range_moved(self, *_args: object) -> None:
+        settle(self.loss_plot, self.time_plot)
 
     def _on_spread_zoomed(self, *_args: object) -> None:
         self._spread_zoomed = True
@@ -428,20 +449,18 @@ class TrainingPanel(QtWidgets.QWidget):
             faint = QtGui.QColor(colour)
             faint.setAlpha(60)
             raw = self.loss_plot.plot(pen=pg.mkPen(faint, width=1))
-            smooth = self.loss_plot.plot(pen=pg.mkPen(colour, width=2))
+            smooth = self.loss_plot.plot(pen=pg.mkPen(colour, width=PEN_PX))
             for curve in (raw, smooth):
                 # Set after the curve exists: pyqtgraph ignores these at creation.
-                curve.setDownsampling(auto=True, method="peak")
-                curve.setClipToView(True)
+                fit_to_pixels(curve, clip=False)  # segments go back in steps
             curves = self.loss_curves[role] = (raw, smooth)
         return curves
 
     def _time_curve(self, role: str, colour: QtGui.QColor) -> pg.PlotDataItem:
         curve = self.time_curves.get(role)
         if curve is None:
-            curve = self.time_plot.plot(pen=pg.mkPen(colour, width=1.5))
-            curve.setDownsampling(auto=True, method="peak")
-            curve.setClipToView(True)
+            curve = self.time_plot.plot(pen=pg.mkPen(colour, width=PEN_PX))
+            fit_to_pixels(curve, clip=False)  # segments go back in steps
             self.time_curves[role] = curve
         return curve
 
@@ -450,28 +469,7 @@ def _dash(on: bool) -> QtCore.Qt.PenStyle:
     return QtCore.Qt.PenStyle.DashLine if on else QtCore.Qt.PenStyle.SolidLine
 
 
-def _xy(series: Series) -> tuple[list[float], list[float]]:
-    """Every segment of ``series`` (a restarted worker starts a new one), NaN between them."""
-    xs: list[float] = []
-    ys: list[float] = []
-    for segment in [*range(series.segment_count()), None]:
-        x, mean, _, _ = series.points(max_points=MAX_POINTS, segment=segment)
-        if xs and x:
-            xs.append(x[0])
-            ys.append(math.nan)
-        xs.extend(x)
-        ys.extend(mean)
-    return xs, ys
-
-
-def _ema_segments(values: list[float], weight: float) -> list[float]:
-    """TensorBoard's EMA, restarted after each NaN break so segments do not bleed into each other."""
-    out: list[float] = []
-    start = 0
-    for i, v in enumerate([*values, math.nan]):
-        if math.isnan(v):
-            out.extend(ema(values[start:i], weight))
-            if i < len(values):
-                out.append(v)
-            start = i + 1
-    return out
+def _set(curve: pg.PlotDataItem, x: np.ndarray, y: np.ndarray) -> None:
+    """Hand a curve its arrays: NaN marks a break (``connect="finite"``), and the values are
+    known to be finite otherwise, so pyqtgraph's per-frame finiteness scan is skipped."""
+    curve.setData(x, y, connect="finite", skipFiniteCheck=True)

@@ -199,3 +199,25 @@ def test_buckets_have_min_le_mean_le_max_and_keep_extremes(
     values = [v for _, v in steps]
     assert min(mins) == min(values) and max(maxs) == max(values)
     assert (ts[-1], means[-1]) == series.last() or max_points is not None
+
+
+@given(
+    st.lists(st.tuples(st.floats(min_value=-3, max_value=5), st.floats(-1e6, 1e6)), min_size=0, max_size=600),
+    st.integers(min_value=8, max_value=40),
+    st.integers(min_value=1, max_value=3),
+)
+@settings(max_examples=150, deadline=None)
+def test_arrays_read_what_points_reads_for_every_segment(
+    steps: list[tuple[float, float]], capacity: int, levels: int
+) -> None:
+    """The plots' NumPy read gives the same times and means as ``points`` (live and finished)."""
+    series = Series(capacity=capacity, levels=levels)
+    t = 0.0
+    for dt, value in steps:  # a negative dt starts a new segment
+        t += dt
+        series.append(t, value)
+    for segment in [*range(series.segment_count()), None]:
+        ts, means, _, _ = series.points(segment=segment)
+        x, y = series.arrays(segment=segment)
+        assert x.tolist() == ts
+        assert y.tolist() == means

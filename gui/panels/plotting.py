@@ -1,0 +1,92 @@
+"""What every TowerDeck plot does to be drawn at 60 Hz (measured in ``benchmarks/bench_frames.py``).
+
+A light grid at major ticks only, in an opaque pen: pyqtgraph draws grid lines from the axes'
+cached pictures across the whole view, and a translucent pen (``showGrid(alpha=...)``) blends every
+pixel of every line at every paint (0.7 ms against 0.2 ms a plot; minor ticks doubled it again).
+
+Curves drawn at the pixel width (:func:`fit_to_pixels`): pyqtgraph's automatic downsampling
+keeps about ``autoDownsampleFactor`` (default 5) points per pixel, so a bounded series of 8,192
+points on a 1,100-pixel plot was never downsampled at all; at 1 the peak method keeps a min and a
+max per pixel column, what a line at that width can show.
+
+One paint per plot per frame (:func:`settle`):
+
+pyqtgraph fits an auto-ranged view to its data when it paints (``ViewBox.prepareForPaint``). A
+range that changes there changes the axes and the view's transform, which asks for a second paint
+of the same plot in the same turn of the event loop: every frame that added a point was painted
+twice (counted in ``benchmarks/bench_frames.py``). Doing that work right after the curves get their
+data, before the paint, leaves nothing for the paint to change.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pyqtgraph as pg
+
+GRID_COLOUR = "#e4e4e4"
+
+
+def light_grid(plot: pg.PlotWidget | pg.PlotItem) -> None:
+    """Grid lines at major ticks, drawn opaque and light (ticks share the pen)."""
+    plot.showGrid(x=True, y=True, alpha=1.0)
+    for axis in ("left", "bottom"):
+        item = plot.getAxis(axis)
+        item.setStyle(maxTickLevel=0)
+        item.setTickPen(pg.mkPen(GRID_COLOUR))
+
+
+def fit_to_pixels(curve: pg.PlotDataItem, clip: bool = True) -> None:
+    """Peak downsampling to the view's pixel width and (``clip``) clipping to the view, set after
+    the curve exists (pyqtgraph ignores them at creation). Clipping assumes X increases along the
+    data: not for a curve whose segments start again from a lower X (a restarted worker)."""
+    curve.setDownsampling(auto=True, method="peak")
+    curve.opts["autoDownsampleFactor"] = 1.0  # no setter; read at each draw
+    curve.setClipToView(clip)
+
+
+def settle(*plots: pg.PlotWidget | pg.PlotItem) -> None:
+    """Fit the auto-ranged views of ``plots`` to their data and update their transforms now."""
+    boxes = [plot.getViewBox() for plot in plots]
+    for box in boxes:  # every range first: linked views follow each other
+        box.updateAutoRange()
+    for box in boxes:
+        box.updateMatrix()
+
+
+class FollowX:
+    """Keeps a plot's X range on its data while moving it as seldom as possible.
+
+    pyqtgraph's auto-range refits the view to the data whenever the data changes: in a live plot
+    that is every frame, and each move re-clips, re-downsamples and re-ticks every curve. Here the
+    range is set with ``headroom`` (a fraction of the data's width) on both sides and moved only
+    when the data leaves it or shrinks to under half of it. A pan or zoom by the user stops the
+    following; the plot's auto-range button ('A') starts it again.
+    """
+
+    def __init__(self, plot: pg.PlotWidget, headroom: float) -> None:
+        self.plot = plot
+        self.headroom = headroom
+        self.following = True
+        self.range: tuple[float, float] | None = None
+        plot.getViewBox().sigRangeChangedManually.connect(self._on_user_range)
+
+    def _on_user_range(self, *_args: object) -> None:
+        self.following = False
+
+    def update(self, lo: float, hi: float) -> None:
+        """The data now spans ``[lo, hi]`` on X."""
+        box = self.plot.getViewBox()
+        asked = box.autoRangeEnabled()[0] is not False  # at first, or the 'A' button
+        if asked:
+            self.following = True
+        if not self.following or not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
+            return
+        current = self.range
+        if not asked and current is not None:
+            inside = current[0] <= lo and hi <= current[1]
+            if inside and (hi - lo) >= 0.5 * (current[1] - current[0]):
+                return
+        margin = self.headroom * (hi - lo) or 1.0
+        self.range = (lo - margin, hi + margin)
+        self.plot.setXRange(*self.range, padding=0)
