@@ -29,7 +29,7 @@ from core.slurm.hosting import slurm_banner
 from core.spec import ClusterSpec
 from core.states import ClusterStatus, Event
 from core.telemetry.pci import tf_devices_by_bus
-from gui import dialogs, settings, window_actions
+from gui import collector, dialogs, settings, window_actions
 from gui.bridge import EventInbox
 from gui.editor import ClusterEditor
 from gui.overview import ClusterOverview
@@ -75,6 +75,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self, spec: ClusterSpec | None, runs_root: Path | None = None, cluster_path: Path | None = None
     ) -> None:
         super().__init__()
+        # Python's collector runs on this thread only while the window exists (gui/collector.py).
+        self._gc_hold = collector.hold()
+        self.destroyed.connect(self._gc_hold.release)
         self.spec = spec
         self.runs_root = runs_root
         self.source: Source | None = None
@@ -309,20 +312,14 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _act(self, fn: Callable[[Source], Future[str]]) -> None:
         if self.source is not None and not self.source.done:
-            fn(self.source).add_done_callback(self._on_action_done)
+            fn(self.source).add_done_callback(functools.partial(_report_refusal, self.inbox))
 
     def _on_role_action(self, action: str) -> None:
         if self.source is None or self.source.done:
             return
         for role in self.selected_roles():
             future: Future[str] = getattr(self.source, f"{action}_role")(role)
-            future.add_done_callback(self._on_action_done)
-
-    def _on_action_done(self, future: Future[str]) -> None:
-        # Runs on the source's thread: hand a refusal to the GUI thread through the inbox.
-        exc = future.exception()
-        if exc is not None:
-            self.inbox.put(Event("warning", time.time(), None, {"message": str(exc)}))
+            future.add_done_callback(functools.partial(_report_refusal, self.inbox))
 
     # ------------------------------------------------------------------ frame
 
@@ -531,7 +528,9 @@ class MainWindow(QtWidgets.QMainWindow):
             self.statusBar().showMessage("every host is ready; launching")
             self.launch()
             return
-        PreflightDialog(self, self.preflight_results).open()
+        dialog = PreflightDialog(self, self.preflight_results)
+        dialog.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)  # one per check, not kept
+        dialog.open()
 
     def closeEvent(self, event: QtGui.QCloseEvent) -> None:
         if self.controller is not None and not self.controller.done:
@@ -553,4 +552,13 @@ class MainWindow(QtWidgets.QMainWindow):
         self.timer.stop()
         self._close_source()
         self._background.shutdown(wait=False, cancel_futures=True)
+        self._gc_hold.release()
         event.accept()
+
+
+def _report_refusal(inbox: EventInbox, future: Future[str]) -> None:
+    """A refused action, on the source's thread: to the GUI thread through the inbox. It holds the
+    inbox only, never the window, so the future's last reference never releases a Qt object there."""
+    exc = future.exception()
+    if exc is not None:
+        inbox.put(Event("warning", time.time(), None, {"message": str(exc)}))
