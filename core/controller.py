@@ -4,7 +4,8 @@ The controller runs on its own thread. Agents' events and users' commands reach 
 queue; every state change goes through :meth:`Controller._set_state`, which checks it, writes it to
 the run directory and publishes it. Timing (back-off, start grace) is stored deadlines checked on
 each tick, never a sleep. Subscribers get immutable :class:`Event` objects on the controller's
-thread and must not block; the GUI's bridge re-emits them as queued Qt signals.
+thread and must not block: the window and the CLI drop them in an inbox (core/inbox.py) and
+read it on their own thread.
 
 Role states (after supervisord, with Kubeflow's outcomes)::
 

@@ -21,6 +21,7 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.controller import Controller
+from core.inbox import EventInbox
 from core.overview import PlannedRole
 from core.problems import ERROR
 from core.replay import RunDirError, RunReader
@@ -30,7 +31,6 @@ from core.spec import ClusterSpec
 from core.states import ClusterStatus, Event
 from core.telemetry.pci import tf_devices_by_bus
 from gui import collector, dialogs, settings, window_actions
-from gui.bridge import EventInbox
 from gui.editor import ClusterEditor
 from gui.overview import ClusterOverview
 from gui.panels.gpus import GpuPanel
