@@ -81,6 +81,9 @@ def _follow_the_run(qtbot, window, overview) -> None:
         assert [c.role for c in hosts[1].cells] == [f"worker:{i}" for i in range(1, WORKERS, HOSTS)]
         # Steps arrive: the tiles carry step rates, the cluster's rate is in the legend.
         qtbot.waitUntil(lambda: "steps/s" in overview.legend_text(), timeout=120_000)
+        # Every worker's tile shows its rate (w10 and up once showed none: too narrow for it).
+        workers = [f"worker:{i}" for i in range(WORKERS)]
+        qtbot.waitUntil(lambda: all("/s" in overview.painted_text.get(w, "") for w in workers), timeout=60_000)
 
         window.tabs.setCurrentWidget(window.gpus)
         gpus = window.gpus
