@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from core.agent import artifact_file
+from core.render import command_of
 from core.spec import ClusterSpec, HostConfig
 from core.ssh import PROBE_BOOTSTRAP, agent_payload, explain_failure, remote_python, ssh_argv, ssh_config_path
 
@@ -67,7 +68,7 @@ def _request(spec: ClusterSpec, host: str, check_ports: bool, tf_timeout_s: floa
     config = spec.host_config(host)
     tasks = [t for t in spec.tasks() if t.host == host]
     commands = []
-    for argv in dict.fromkeys(spec.command_for(t) for t in tasks):
+    for argv in dict.fromkeys(command_of(spec, t) for t in tasks):
         commands.append({"argv": list(argv), "script": _script_of(argv)})
     workdir = config.workdir if config.remote and config.workdir else str(spec.workdir)
     ports = [[t.host, t.port] for t in tasks] if check_ports else []
@@ -174,6 +175,12 @@ def _checks(config: HostConfig, answer: dict[str, Any]) -> tuple[HostCheck, ...]
                     "" if ok else "copy the training script there, or fix the path (relative to workdir)",
                 )
             )
+        if item.get("missing_imports"):
+            fix = f"pip install them for {item['found']}" + (
+                ", or start the command with {python} (the python TowerDeck runs on)" if not config.remote else " there"
+            )
+            missing = ", ".join(item["missing_imports"])
+            checks.append(HostCheck("imports", False, f"{argv0} cannot import {missing} ({item['script']} does)", fix))
         if item.get("tf"):
             checks.append(HostCheck("tensorflow", True, f"TensorFlow {item['tf']} ({argv0})"))
         elif Path(str(argv0)).name.startswith("python"):
