@@ -14,9 +14,13 @@ structured, for the window's table and ``validate --remote``.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +31,8 @@ from core.agent import artifact_file
 from core.render import command_of
 from core.spec import ClusterSpec, HostConfig
 from core.ssh import PROBE_BOOTSTRAP, agent_payload, explain_failure, remote_python, ssh_argv, ssh_config_path
+
+CANCEL_POLL_S = 0.1  # how soon a cancelled pre-flight kills its probes
 
 
 @dataclass(frozen=True)
@@ -75,8 +81,15 @@ def _request(spec: ClusterSpec, host: str, check_ports: bool, tf_timeout_s: floa
     return {"workdir": workdir, "commands": commands, "ports": ports, "tf_timeout_s": tf_timeout_s}
 
 
-def check_host(spec: ClusterSpec, host: str, timeout_s: float = 60.0, check_ports: bool = True) -> HostPreflight:
-    """Run the probe on ``host`` and turn its answer into checks; never raises."""
+def check_host(
+    spec: ClusterSpec,
+    host: str,
+    timeout_s: float = 60.0,
+    check_ports: bool = True,
+    cancel: threading.Event | None = None,
+) -> HostPreflight:
+    """Run the probe on ``host`` and turn its answer into checks; never raises. Setting ``cancel``
+    kills the probe (and the ssh under it) at once: its result then says "cancelled"."""
     started = time.monotonic()
     config = spec.host_config(host)
     request = json.dumps(_request(spec, host, check_ports, max(5.0, timeout_s - 10.0)))
@@ -91,13 +104,16 @@ def check_host(spec: ClusterSpec, host: str, timeout_s: float = 60.0, check_port
         destination = "this machine"
         payload = b""
     try:
-        raw = subprocess.run(argv, capture_output=True, timeout=timeout_s, input=payload)
+        raw = _run(argv, payload, timeout_s, cancel)
         proc = subprocess.CompletedProcess(
             raw.args,
             raw.returncode,
             raw.stdout.decode("utf-8", "replace"),
             raw.stderr.decode("utf-8", "replace"),
         )
+    except PreflightCancelled:
+        check = HostCheck("reachable", False, "cancelled before it answered", "check the hosts again")
+        return HostPreflight(host, destination, (check,), time.monotonic() - started)
     except subprocess.TimeoutExpired:
         check = HostCheck(
             "reachable",
@@ -119,6 +135,46 @@ def check_host(spec: ClusterSpec, host: str, timeout_s: float = 60.0, check_port
     if answer is None:
         return HostPreflight(host, destination, _failed(config, proc), elapsed)
     return HostPreflight(host, destination, _checks(config, answer), elapsed)
+
+
+class PreflightCancelled(Exception):
+    """The pre-flight was cancelled (the window closed): its processes are killed."""
+
+
+def _run(
+    argv: list[str], payload: bytes, timeout_s: float, cancel: threading.Event | None
+) -> subprocess.CompletedProcess[bytes]:
+    """``subprocess.run`` with a time limit that ``cancel`` cuts short. The probe runs in its own
+    process group, so killing it also kills what ssh started (a ProxyCommand)."""
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+    def kill() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    def watch(cancel: threading.Event) -> None:  # ends with the probe, or kills it on cancel
+        while proc.poll() is None:
+            if cancel.wait(CANCEL_POLL_S):
+                kill()
+                return
+
+    if cancel is not None:
+        threading.Thread(target=watch, args=(cancel,), name="preflight-cancel", daemon=True).start()
+    try:
+        out, err = proc.communicate(payload, timeout=timeout_s)
+    except BaseException:  # the time limit, or Ctrl-C (its own session does not get the SIGINT)
+        kill()
+        proc.communicate()
+        raise
+    if cancel is not None and cancel.is_set():
+        raise PreflightCancelled
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def _failed(config: HostConfig, proc: subprocess.CompletedProcess[str]) -> tuple[HostCheck, ...]:
@@ -219,12 +275,17 @@ def _checks(config: HostConfig, answer: dict[str, Any]) -> tuple[HostCheck, ...]
 
 
 def preflight(
-    spec: ClusterSpec, timeout_s: float = 60.0, check_ports: bool = True, max_parallel: int = 16
+    spec: ClusterSpec,
+    timeout_s: float = 60.0,
+    check_ports: bool = True,
+    max_parallel: int = 16,
+    cancel: threading.Event | None = None,
 ) -> list[HostPreflight]:
-    """Check every host of ``spec`` in parallel; one result per host, in launch order."""
+    """Check every host of ``spec`` in parallel; one result per host, in launch order. Setting
+    ``cancel`` ends it at once (every probe killed; the hosts not checked say "cancelled")."""
     hosts = list(dict.fromkeys(t.host for t in spec.tasks()))
     with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(hosts)))) as pool:
-        futures = [pool.submit(check_host, spec, host, timeout_s, check_ports) for host in hosts]
+        futures = [pool.submit(check_host, spec, host, timeout_s, check_ports, cancel) for host in hosts]
         return [f.result() for f in futures]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -97,6 +98,7 @@ class MainWindow(QtWidgets.QMainWindow):
         # "stop" or "leave" answers the closing question ahead (scripts, --screenshot, tests).
         self.close_choice: str | None = os.environ.get("TOWERDECK_CLOSE_CHOICE") or None
         self._preflight_job: Future[list[Any]] | None = None
+        self._preflight_cancel = threading.Event()  # set on close: the probes (and ssh) are killed
         self._preflight_passed = False
         self._launch_after_preflight = False
         self.preflight_results: list[Any] = []
@@ -509,7 +511,7 @@ class MainWindow(QtWidgets.QMainWindow):
         from core.preflight import preflight
 
         self._launch_after_preflight = launch_after
-        self._preflight_job = self._background.submit(preflight, spec, 60.0, True)
+        self._preflight_job = self._background.submit(preflight, spec, 60.0, True, cancel=self._preflight_cancel)
         self.statusBar().showMessage("checking hosts (SSH, python, TensorFlow, paths, ports)...")
 
     def _poll_preflight(self) -> None:
@@ -551,6 +553,7 @@ class MainWindow(QtWidgets.QMainWindow):
         settings.save_layout(self, self.split, self.tabs)
         self.timer.stop()
         self._close_source()
+        self._preflight_cancel.set()  # Python joins the pool's thread at exit: never wait on an ssh
         self._background.shutdown(wait=False, cancel_futures=True)
         self._gc_hold.release()
         event.accept()
