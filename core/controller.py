@@ -16,10 +16,7 @@ Role states (after supervisord, with Kubeflow's outcomes)::
 
 from __future__ import annotations
 
-import contextlib
-import os
 import queue
-import signal as signal_module
 import threading
 import time
 from collections.abc import Callable
@@ -27,7 +24,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from core import journal, policy
+from core import journal, pids, policy
 from core.commands import UserCommands
 from core.diagnosis import Diagnoser, Diagnosis
 from core.hosts import HostConnections, TransportFactory, remote_run_dir
@@ -419,6 +416,7 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         elif kind == "started" and role is not None:
             with self._lock:
                 role.pid = int(event["pid"])
+            role.pid_started = pids.start_time(role.pid)  # to tell it from a reused pid later
             self._publish(
                 "role_pid", role=role.task.role_id, pid=role.pid, attempt=role.attempt, log=str(role.log_path)
             )
@@ -501,8 +499,13 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         self._slurm_check_end()
         self._publish("warning", message=f"the agent on {host} is lost: {why}")
         for role in lost:
-            if local:  # a pid of another machine means nothing here
-                _kill_group(role.pid)  # last resort for local roles: no orphans if the agent died
+            # Last resort for local roles (no orphans if the agent died; a pid of another machine
+            # means nothing here), unless that pid is another process by now: the link may have
+            # been lost for minutes.
+            if local and role.pid is not None and not pids.kill_group_if_same(role.pid, role.pid_started):
+                self._publish(
+                    "warning", message=f"{role.task.role_id}: pid {role.pid} is another process now; not killed"
+                )
             with self._lock:
                 role.ended_at = time.time()
                 role.pid = None
@@ -543,10 +546,3 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
 
     def _role_facts(self) -> list[tuple[str, str, RoleState, str]]:
         return [(r.task.role_id, r.task.job, r.state, r.detail) for r in self._roles.values()]
-
-
-def _kill_group(pid: int | None) -> None:
-    if pid is None:
-        return
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal_module.SIGKILL)
