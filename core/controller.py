@@ -64,6 +64,9 @@ __all__ = [
 ]
 
 TICK_S = 0.1
+# Items waiting for the controller thread (agent events, commands): past this the agent links wait
+# (their agents' pipes buffer; nothing is dropped) and a user's command is refused, said once.
+MAX_QUEUE = 100_000
 
 
 def local_transport(host: str, sink: EventSink, log_path: Path) -> Transport:
@@ -105,7 +108,8 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         self._completion = set(spec.completion_jobs())
         self._success_policy = spec.stuck.success_policy
         self._transports: dict[str, Transport] = {}
-        self._queue: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
+        self._queue: queue.Queue[tuple[str, Any, Any]] = queue.Queue(MAX_QUEUE)
+        self._queue_full = threading.Event()  # set by a link that found it full; said on the loop
         self._subscribers: list[Callable[[Event], None]] = []
         self._lock = threading.RLock()
         self._phase = ClusterPhase.IDLE
@@ -238,11 +242,21 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
 
     def _command(self, name: str, arg: Any) -> Future[str]:
         future: Future[str] = Future()
-        self._queue.put(("cmd", (name, arg), future))
+        try:
+            self._queue.put_nowait(("cmd", (name, arg), future))
+        except queue.Full:
+            self._queue_full.set()
+            future.set_exception(
+                RuntimeError(f"the controller is {MAX_QUEUE} events behind; {name} not queued, try again")
+            )
         return future
 
     def _sink(self, host: str, event: dict[str, Any]) -> None:
-        self._queue.put(("agent", host, event))
+        try:
+            self._queue.put_nowait(("agent", host, event))
+        except queue.Full:
+            self._queue_full.set()
+            self._queue.put(("agent", host, event))  # the link waits: lossless, bounded
 
     def _publish(self, kind: str, role: str | None = None, *, at: float | None = None, **data: Any) -> None:
         event = Event(kind, round(at if at is not None else time.time(), 3), role, data)
@@ -271,6 +285,13 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
                 item = self._queue.get(timeout=TICK_S)
             except queue.Empty:
                 item = None
+            if self._queue_full.is_set():
+                self._queue_full.clear()
+                self._publish(
+                    "warning",
+                    message=f"the controller fell {MAX_QUEUE} events behind; reading from the agents waits until it "
+                    "catches up (nothing is dropped)",
+                )
             try:
                 if item is not None:
                     kind, a, b = item
@@ -374,20 +395,22 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         if host_run_dir:  # the role writes on its own machine; the transport mirrors it here
             log = str(role_dir(Path(host_run_dir), role.task) / f"attempt-{role.attempt}.log")
         self._set_state(role, RoleState.STARTING, f"attempt {role.attempt}")
-        sent = (host_run_dir is not None or not host.remote) and transport.send(
-            {
-                "op": "start",
-                "role": role.task.role_id,
-                "attempt": role.attempt,
-                "argv": list(launch.argv),
-                "env": launch.env,
-                "cwd": cwd,
-                "log": log,
-                "tb_dir": launch.env.get("TOWERDECK_TB_DIR", ""),
-            }
-        )
-        if not sent:
+        start = {
+            "op": "start",
+            "role": role.task.role_id,
+            "attempt": role.attempt,
+            "argv": list(launch.argv),
+            "env": launch.env,
+            "cwd": cwd,
+            "log": log,
+            "tb_dir": launch.env.get("TOWERDECK_TB_DIR", ""),
+        }
+        try:
+            sent = (host_run_dir is not None or not host.remote) and transport.send(start)
             why = transport.lost_reason or "it is gone"
+        except RuntimeError as exc:  # too many commands wait for that host to reconnect
+            sent, why = False, str(exc)
+        if not sent:
             self._set_state(role, RoleState.FAILED, f"no agent on {role.host_key}: {why}")
 
     # ------------------------------------------------------------------ events
