@@ -13,6 +13,7 @@ from core.spec import load
 from tests.conftest import ROOT, free_ports
 from tests.core.test_launch import between_graph, states
 from tests.faults.test_disk_full import small_disk
+from tests.helpers.heartbeat import Heartbeat
 from tests.helpers.procs import assert_nothing_left
 
 pytestmark = pytest.mark.slow
@@ -276,6 +277,7 @@ def test_a_live_run_of_another_process_is_watched_and_controlled(qtbot, tmp_path
         window = MainWindow(None, runs_root=runs)
         qtbot.addWidget(window)
         window.show()
+        beat = Heartbeat()  # following another process's run never holds the GUI thread
         assert window.open_run(next(runs.iterdir()))
         qtbot.waitUntil(lambda: state(window, "worker:1") == "running", timeout=60_000)
         qtbot.waitUntil(lambda: "live run: cluster running" in window.phase_label.text(), timeout=10_000)
@@ -289,6 +291,7 @@ def test_a_live_run_of_another_process_is_watched_and_controlled(qtbot, tmp_path
         assert launcher.wait(60) in (0, 1)  # the launch ends once every role is stopped
         qtbot.waitUntil(lambda: "past run: cluster done" in window.phase_label.text(), timeout=10_000)
         assert not window.action_stop_all.isEnabled()
+        beat.assert_turning()
     finally:
         if launcher.poll() is None:
             launcher.kill()
