@@ -44,6 +44,7 @@ class _Collector(QtCore.QObject):
 
 
 _collector: _Collector | None = None
+_generation = 0  # release_all() voids the holds made before it
 
 
 class Hold:
@@ -51,19 +52,29 @@ class Hold:
 
     def __init__(self) -> None:
         self.released = False
+        self.generation = _generation
 
     def release(self) -> None:
-        global _collector
-        if self.released or _collector is None:
+        if self.released or _collector is None or self.generation != _generation:
             return
         self.released = True
         _collector.users -= 1
         if _collector.users == 0:
-            _collector.timer.stop()
-            if _collector.was_enabled:
-                gc.enable()
-            _collector.deleteLater()
-            _collector = None
+            release_all()
+
+
+def release_all() -> None:
+    """Stop collecting on the timer and give automatic collection back, whatever holds remain
+    (a test whose window was never closed; every hold made before is void)."""
+    global _collector, _generation
+    if _collector is None:
+        return
+    _collector.timer.stop()
+    if _collector.was_enabled:
+        gc.enable()
+    _collector.deleteLater()
+    _collector = None
+    _generation += 1
 
 
 def hold() -> Hold:
