@@ -122,16 +122,21 @@ class PrinterThread:
 
     def _print_pending(self) -> None:
         events, output = self.inbox.drain()
-        for event in events:
-            self.printer(event)
         now = time.time()
-        for role, text in output.items():
-            self.printer(Event("role_output", now, role, {"text": text}))
+        for event in [*events, *(Event("role_output", now, role, {"text": t}) for role, t in output.items())]:
+            try:
+                self.printer(event)
+            except (OSError, ValueError):  # stdout closed (a pager quit): keep draining, print nothing
+                self.printer = _discard
 
     def close(self) -> None:
         """Print what is left, then return (waits on stdout as a printer must)."""
         self._stop.set()
         self._thread.join()
+
+
+def _discard(_event: Event) -> None:
+    pass
 
 
 def slurm_lines(record: dict[str, Any]) -> list[str]:

@@ -68,7 +68,8 @@ def test_64_workers_on_8_hosts_in_the_overview_and_the_gpu_grid(qtbot, tmp_path:
         _follow_the_run(qtbot, window, overview)
     gui_thread = threading.current_thread().name
     assert threads and set(threads) == {gui_thread}, f"collections ran on {sorted(set(threads))}"
-    beat.assert_turning(max_gap_s=5.0)
+    # Seconds, not a frame: on a loaded 2-core machine the first GPU cards took up to 6.7 s (README).
+    beat.assert_turning(max_gap_s=10.0)
     assert_nothing_left(ports, f"--test_marker={tmp_path.name}")
 
 
