@@ -4,7 +4,7 @@ For every host (this machine included) the agent's probe (``core/agent/probe.py`
 zipapp that is launched) runs there, with the python that will run the agent (over SSH for remote
 hosts, with the same options as the launch): it reports the python version, whether each
 training command is found, whether TensorFlow imports with that command's python (and its
-version), whether the working directory and training scripts exist, whether each task's port is
+version) and whether that python finds what the script imports, whether the working directory and training scripts exist, whether each task's port is
 free, and whether NVML is there. Results are immutable and
 structured, for the window's table and ``validate --remote``.
 

@@ -3,7 +3,8 @@
 Given a JSON request (working directory, training commands, task ports, a time limit for
 importing TensorFlow) it prints one JSON object: the python version, the working directory,
 for each command whether it is found, whether its script exists and (for a python) which
-TensorFlow it imports, whether each port is free, and whether NVML answers. The controller
+TensorFlow it imports and which of the script's module-level imports it cannot find, whether each
+port is free, and whether NVML answers. The controller
 turns it into a table (core/preflight.py).
 
 Standard library only, and no import from the rest of the agent package: over SSH this module's
