@@ -12,7 +12,9 @@ import shutil
 import socket
 from pathlib import Path
 
+from core.agent.probe import missing_imports
 from core.problems import ERROR, WARNING, Problem
+from core.render import command_of
 from core.spec import ClusterSpec, Task, locate
 
 
@@ -63,7 +65,7 @@ def find_executable(name: str, cwd: Path, env_path: str | None) -> str | None:
 
 def script_of(argv: tuple[str, ...]) -> str | None:
     """The script a ``python [opts] script.py`` command runs, or None (``-m``, ``-c``, not python)."""
-    if not argv or not Path(argv[0]).name.startswith("python"):
+    if not argv or not (Path(argv[0]).name.startswith("python") or argv[0] == "{python}"):
         return None
     for arg in argv[1:]:
         if arg in ("-m", "-c"):
@@ -92,7 +94,7 @@ def check_local(spec: ClusterSpec, text: str = "", check_ports: bool = True) -> 
     for task in spec.explicit_tasks():
         if spec.host_config(task.host).remote:
             continue  # checked on its machine by the pre-flight (core.preflight), over SSH
-        argv = spec.command_for(task)
+        argv = command_of(spec, task)
         path: tuple[str | int, ...] = ("command",) if not task.command else ("jobs", task.job, "command")
         if argv not in checked:
             checked.add(argv)
@@ -143,6 +145,18 @@ def _check_command(
                     f"script {script!r} does not exist in {spec.workdir}",
                     "fix the path (relative to workdir) or workdir",
                     ERROR,
+                    locate(text, path),
+                )
+            ]
+        python = find_executable(argv[0], spec.workdir, env_path)
+        missing, _why = missing_imports(str(python), str(script_path), timeout_s=20.0)
+        if missing:
+            return [
+                Problem(
+                    field,
+                    f"{argv[0]} cannot import {', '.join(missing)}, which {script} imports: the role would fail at start",
+                    f"start the command with {{python}} (the python TowerDeck runs on), or pip install them for {python}",
+                    WARNING,
                     locate(text, path),
                 )
             ]

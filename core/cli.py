@@ -29,6 +29,7 @@ from core.importers import from_flags, from_tf_config
 from core.problems import SpecError
 from core.render import render_all
 from core.spec import UnplacedTasksError, dumps, load
+from core.states import RoleState, RoleStatus
 
 if TYPE_CHECKING:  # launching needs these; `ctl`, `runs`, `validate` do not wait for their imports
     pass
@@ -419,17 +420,22 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             f"cluster {reply['phase']}" + (f" ({reply['result']}: {reply['reason']})" if reply.get("result") else ""),
             file=out,
         )
-        for r in reply["roles"]:
-            pid = r["pid"] if r["pid"] is not None else "-"
-            stalled = f"  STALLED for {r.get('stalled_for_s') or 0:.0f} s" if r.get("stalled") else ""
+        try:
+            roles = [(RoleStatus.from_json(r), r) for r in reply.get("roles") or []]
+        except ValueError as exc:
+            print(f"the run's control socket sent a status this TowerDeck cannot read: {exc}", file=err)
+            return EXIT_FAILED
+        for role, r in roles:
+            pid = role.pid if role.pid is not None else "-"
+            stalled = f"  STALLED for {role.stalled_for_s or 0:.0f} s" if role.stalled else ""
             print(
-                f"  {r['role']:<12} {r['state']:<10} pid {pid:<8} restarts {r['restarts']}  {r['detail']}{stalled}",
+                f"  {role.role:<12} {role.state:<10} pid {pid:<8} restarts {role.restarts}  {role.detail}{stalled}",
                 file=out,
             )
-            if r.get("waiting_for"):  # diagnosis (issue 13)
+            if role.waiting_for:  # diagnosis (issue 13)
                 for line in waiting_lines("", r):
                     print(f"  {line}", file=out)
-            if r["state"] in ("failed", "backoff"):
+            if role.state in (RoleState.FAILED, RoleState.BACKOFF):
                 for line in (r.get("last_lines") or [])[-3:]:
                     print(f"  {'':<12} | {line}", file=out)
         for host, h in (reply.get("hosts") or {}).items():

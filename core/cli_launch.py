@@ -99,6 +99,46 @@ class LaunchPrinter:
                 self.out.flush()
 
 
+class PrinterThread:
+    """Runs a :class:`LaunchPrinter` on its own thread, fed through the window's bounded inbox:
+    the controller only drops events in the inbox, so a stdout nobody reads (a paused pager, a
+    stalled SSH terminal) never stops restarts or stall detection. State events are all kept;
+    telemetry and output are coalesced as the window's are."""
+
+    def __init__(self, printer: Callable[[Event], None], interval_s: float = 0.1) -> None:
+        from core.inbox import EventInbox
+
+        self.inbox = EventInbox()
+        self.printer = printer
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="launch-printer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._print_pending()
+        self._print_pending()
+
+    def _print_pending(self) -> None:
+        events, output = self.inbox.drain()
+        now = time.time()
+        for event in [*events, *(Event("role_output", now, role, {"text": t}) for role, t in output.items())]:
+            try:
+                self.printer(event)
+            except (OSError, ValueError):  # stdout closed (a pager quit): keep draining, print nothing
+                self.printer = _discard
+
+    def close(self) -> None:
+        """Print what is left, then return (waits on stdout as a printer must)."""
+        self._stop.set()
+        self._thread.join()
+
+
+def _discard(_event: Event) -> None:
+    pass
+
+
 def slurm_lines(record: dict[str, Any]) -> list[str]:
     """A Slurm run's record (core.slurm.hosting) in lines: why it waits, where it runs, how it ended."""
     job = record.get("job_id") or "?"
@@ -171,8 +211,6 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except OSError as exc:
         print(f"--run-dir: cannot create the run directory: {exc}", file=err)
         return EXIT_USAGE
-    controller = session.controller
-    session.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
     print(f"run directory: {session.run.path}", file=out, flush=True)
     if spec.slurm is not None:
         where = f"partition {spec.slurm.partition}" if spec.slurm.partition else "the default partition"
@@ -202,7 +240,6 @@ def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"run: {exc}", file=err)
         return EXIT_USAGE
     controller = session.controller
-    session.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
     print(f"run directory: {path}", file=out, flush=True)
     slurm = controller.slurm_state()
     if slurm and slurm.get("job_id"):
@@ -230,6 +267,8 @@ def _print_summary(
 def _supervise(session: LaunchSession, args: argparse.Namespace, out: TextIO, err: TextIO, started: float) -> int:
     """Wait for a launched or reattached run to end: Ctrl-C or SIGTERM stops it, twice kills."""
     controller, run = session.controller, session.run
+    printer = PrinterThread(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
+    session.subscribe(printer.inbox.put)
     interrupts = 0
 
     def on_signal(signum: int, frame: object) -> None:
@@ -253,6 +292,7 @@ def _supervise(session: LaunchSession, args: argparse.Namespace, out: TextIO, er
         controller.close()
     finally:
         session.close()
+        printer.close()
         if is_main:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)

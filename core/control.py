@@ -16,7 +16,6 @@ import socket
 import tempfile
 import threading
 from concurrent.futures import Future
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,9 +90,7 @@ class ControlServer:
             status = c.status()
             roles = [
                 {
-                    **asdict(r),
-                    "state": str(r.state),
-                    "log_path": str(r.log_path) if r.log_path else None,
+                    **r.to_json(),
                     # Why a role failed or restarts is usually in its last words.
                     "last_lines": c.last_lines(r.role, STATUS_TAIL_LINES),
                 }

@@ -4,7 +4,8 @@ The controller runs on its own thread. Agents' events and users' commands reach 
 queue; every state change goes through :meth:`Controller._set_state`, which checks it, writes it to
 the run directory and publishes it. Timing (back-off, start grace) is stored deadlines checked on
 each tick, never a sleep. Subscribers get immutable :class:`Event` objects on the controller's
-thread and must not block; the GUI's bridge re-emits them as queued Qt signals.
+thread and must not block: the window and the CLI drop them in an inbox (core/inbox.py) and
+read it on their own thread.
 
 Role states (after supervisord, with Kubeflow's outcomes)::
 
@@ -15,10 +16,7 @@ Role states (after supervisord, with Kubeflow's outcomes)::
 
 from __future__ import annotations
 
-import contextlib
-import os
 import queue
-import signal as signal_module
 import threading
 import time
 from collections.abc import Callable
@@ -26,7 +24,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from core import journal, policy
+from core import journal, pids, policy
 from core.commands import UserCommands
 from core.diagnosis import Diagnoser, Diagnosis
 from core.hosts import HostConnections, TransportFactory, remote_run_dir
@@ -66,6 +64,9 @@ __all__ = [
 ]
 
 TICK_S = 0.1
+# Items waiting for the controller thread (agent events, commands): past this the agent links wait
+# (their agents' pipes buffer; nothing is dropped) and a user's command is refused, said once.
+MAX_QUEUE = 100_000
 
 
 def local_transport(host: str, sink: EventSink, log_path: Path) -> Transport:
@@ -107,7 +108,8 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         self._completion = set(spec.completion_jobs())
         self._success_policy = spec.stuck.success_policy
         self._transports: dict[str, Transport] = {}
-        self._queue: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
+        self._queue: queue.Queue[tuple[str, Any, Any]] = queue.Queue(MAX_QUEUE)
+        self._queue_full = threading.Event()  # set by a link that found it full; said on the loop
         self._subscribers: list[Callable[[Event], None]] = []
         self._lock = threading.RLock()
         self._phase = ClusterPhase.IDLE
@@ -240,11 +242,21 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
 
     def _command(self, name: str, arg: Any) -> Future[str]:
         future: Future[str] = Future()
-        self._queue.put(("cmd", (name, arg), future))
+        try:
+            self._queue.put_nowait(("cmd", (name, arg), future))
+        except queue.Full:
+            self._queue_full.set()
+            future.set_exception(
+                RuntimeError(f"the controller is {MAX_QUEUE} events behind; {name} not queued, try again")
+            )
         return future
 
     def _sink(self, host: str, event: dict[str, Any]) -> None:
-        self._queue.put(("agent", host, event))
+        try:
+            self._queue.put_nowait(("agent", host, event))
+        except queue.Full:
+            self._queue_full.set()
+            self._queue.put(("agent", host, event))  # the link waits: lossless, bounded
 
     def _publish(self, kind: str, role: str | None = None, *, at: float | None = None, **data: Any) -> None:
         event = Event(kind, round(at if at is not None else time.time(), 3), role, data)
@@ -273,6 +285,13 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
                 item = self._queue.get(timeout=TICK_S)
             except queue.Empty:
                 item = None
+            if self._queue_full.is_set():
+                self._queue_full.clear()
+                self._publish(
+                    "warning",
+                    message=f"the controller fell {MAX_QUEUE} events behind; reading from the agents waits until it "
+                    "catches up (nothing is dropped)",
+                )
             try:
                 if item is not None:
                     kind, a, b = item
@@ -376,20 +395,22 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         if host_run_dir:  # the role writes on its own machine; the transport mirrors it here
             log = str(role_dir(Path(host_run_dir), role.task) / f"attempt-{role.attempt}.log")
         self._set_state(role, RoleState.STARTING, f"attempt {role.attempt}")
-        sent = (host_run_dir is not None or not host.remote) and transport.send(
-            {
-                "op": "start",
-                "role": role.task.role_id,
-                "attempt": role.attempt,
-                "argv": list(launch.argv),
-                "env": launch.env,
-                "cwd": cwd,
-                "log": log,
-                "tb_dir": launch.env.get("TOWERDECK_TB_DIR", ""),
-            }
-        )
-        if not sent:
+        start = {
+            "op": "start",
+            "role": role.task.role_id,
+            "attempt": role.attempt,
+            "argv": list(launch.argv),
+            "env": launch.env,
+            "cwd": cwd,
+            "log": log,
+            "tb_dir": launch.env.get("TOWERDECK_TB_DIR", ""),
+        }
+        try:
+            sent = (host_run_dir is not None or not host.remote) and transport.send(start)
             why = transport.lost_reason or "it is gone"
+        except RuntimeError as exc:  # too many commands wait for that host to reconnect
+            sent, why = False, str(exc)
+        if not sent:
             self._set_state(role, RoleState.FAILED, f"no agent on {role.host_key}: {why}")
 
     # ------------------------------------------------------------------ events
@@ -418,6 +439,7 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         elif kind == "started" and role is not None:
             with self._lock:
                 role.pid = int(event["pid"])
+            role.pid_started = pids.start_time(role.pid)  # to tell it from a reused pid later
             self._publish(
                 "role_pid", role=role.task.role_id, pid=role.pid, attempt=role.attempt, log=str(role.log_path)
             )
@@ -500,8 +522,13 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         self._slurm_check_end()
         self._publish("warning", message=f"the agent on {host} is lost: {why}")
         for role in lost:
-            if local:  # a pid of another machine means nothing here
-                _kill_group(role.pid)  # last resort for local roles: no orphans if the agent died
+            # Last resort for local roles (no orphans if the agent died; a pid of another machine
+            # means nothing here), unless that pid is another process by now: the link may have
+            # been lost for minutes.
+            if local and role.pid is not None and not pids.kill_group_if_same(role.pid, role.pid_started):
+                self._publish(
+                    "warning", message=f"{role.task.role_id}: pid {role.pid} is another process now; not killed"
+                )
             with self._lock:
                 role.ended_at = time.time()
                 role.pid = None
@@ -542,10 +569,3 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
 
     def _role_facts(self) -> list[tuple[str, str, RoleState, str]]:
         return [(r.task.role_id, r.task.job, r.state, r.detail) for r in self._roles.values()]
-
-
-def _kill_group(pid: int | None) -> None:
-    if pid is None:
-        return
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal_module.SIGKILL)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core import journal
+from core import journal, pids
 from core.diagnosis import Diagnoser
 from core.rundir import RunDir
 from core.spec import ClusterSpec, HostConfig
@@ -111,6 +111,7 @@ class HostConnections:
                 with self._lock:
                     role.attempt = int(info.get("attempt", role.attempt))
                     role.pid = info.get("pid")
+                    role.pid_started = pids.start_time(role.pid) if isinstance(role.pid, int) else None
                     role.log_path = self.run.log_path(role.task, role.attempt)
                     role.running_at = None
                 if role.state not in ALIVE:

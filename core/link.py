@@ -43,6 +43,7 @@ BACKOFF_START_S = 0.5
 BACKOFF_MAX_S = 10.0
 RECONNECT_GIVE_UP_S = 300.0  # then the host is lost (its roles may still run; `attach` later)
 SEEN_SAVE_PERIOD_S = 1.0
+MAX_PENDING_COMMANDS = 1024  # commands waiting for a reconnect; past it a command is refused
 
 
 @dataclass(frozen=True)
@@ -142,11 +143,17 @@ class AgentLink:
         self._hello.wait(HELLO_TIMEOUT_S)
 
     def send(self, command: dict[str, Any]) -> bool:
-        """Send a command; while reconnecting it waits in a queue. False once the host is lost."""
+        """Send a command; while reconnecting it waits in a bounded queue (RuntimeError, which the
+        caller reports, when it is full). False once the host is lost."""
         with self._lock:
             if self._lost:
                 return False
             if not self._connected:
+                if len(self._pending) >= MAX_PENDING_COMMANDS:
+                    raise RuntimeError(
+                        f"{MAX_PENDING_COMMANDS} commands already wait for {self.host} to reconnect; "
+                        f"{command.get('op')} {command.get('role') or ''} refused"
+                    )
                 self._pending.append(command)
                 return True
             return self._write(command)

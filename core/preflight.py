@@ -4,7 +4,7 @@ For every host (this machine included) the agent's probe (``core/agent/probe.py`
 zipapp that is launched) runs there, with the python that will run the agent (over SSH for remote
 hosts, with the same options as the launch): it reports the python version, whether each
 training command is found, whether TensorFlow imports with that command's python (and its
-version), whether the working directory and training scripts exist, whether each task's port is
+version) and whether that python finds what the script imports, whether the working directory and training scripts exist, whether each task's port is
 free, and whether NVML is there. Results are immutable and
 structured, for the window's table and ``validate --remote``.
 
@@ -14,10 +14,14 @@ structured, for the window's table and ``validate --remote``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,8 +30,11 @@ from typing import Any
 
 from core.agent import artifact_file
 from core.gpus import GpuTarget, HostGpus, busy_gpu_warnings, snapshot_all, wanted_gpus
+from core.render import command_of
 from core.spec import ClusterSpec, HostConfig
 from core.ssh import PROBE_BOOTSTRAP, agent_payload, explain_failure, remote_python, ssh_argv, ssh_config_path
+
+CANCEL_POLL_S = 0.1  # how soon a cancelled pre-flight kills its probes
 
 
 @dataclass(frozen=True)
@@ -75,15 +82,22 @@ def _request(spec: ClusterSpec, host: str, check_ports: bool, tf_timeout_s: floa
     config = spec.host_config(host)
     tasks = [t for t in spec.tasks() if t.host == host]
     commands = []
-    for argv in dict.fromkeys(spec.command_for(t) for t in tasks):
+    for argv in dict.fromkeys(command_of(spec, t) for t in tasks):
         commands.append({"argv": list(argv), "script": _script_of(argv)})
     workdir = config.workdir if config.remote and config.workdir else str(spec.workdir)
     ports = [[t.host, t.port] for t in tasks] if check_ports else []
     return {"workdir": workdir, "commands": commands, "ports": ports, "tf_timeout_s": tf_timeout_s}
 
 
-def check_host(spec: ClusterSpec, host: str, timeout_s: float = 60.0, check_ports: bool = True) -> HostPreflight:
-    """Run the probe on ``host`` and turn its answer into checks; never raises."""
+def check_host(
+    spec: ClusterSpec,
+    host: str,
+    timeout_s: float = 60.0,
+    check_ports: bool = True,
+    cancel: threading.Event | None = None,
+) -> HostPreflight:
+    """Run the probe on ``host`` and turn its answer into checks; never raises. Setting ``cancel``
+    kills the probe (and the ssh under it) at once: its result then says "cancelled"."""
     started = time.monotonic()
     config = spec.host_config(host)
     request = json.dumps(_request(spec, host, check_ports, max(5.0, timeout_s - 10.0)))
@@ -98,13 +112,16 @@ def check_host(spec: ClusterSpec, host: str, timeout_s: float = 60.0, check_port
         destination = "this machine"
         payload = b""
     try:
-        raw = subprocess.run(argv, capture_output=True, timeout=timeout_s, input=payload)
+        raw = _run(argv, payload, timeout_s, cancel)
         proc = subprocess.CompletedProcess(
             raw.args,
             raw.returncode,
             raw.stdout.decode("utf-8", "replace"),
             raw.stderr.decode("utf-8", "replace"),
         )
+    except PreflightCancelled:
+        check = HostCheck("reachable", False, "cancelled before it answered", "check the hosts again")
+        return HostPreflight(host, destination, (check,), time.monotonic() - started)
     except subprocess.TimeoutExpired:
         check = HostCheck(
             "reachable",
@@ -126,6 +143,46 @@ def check_host(spec: ClusterSpec, host: str, timeout_s: float = 60.0, check_port
     if answer is None:
         return HostPreflight(host, destination, _failed(config, proc), elapsed)
     return HostPreflight(host, destination, _checks(config, answer), elapsed)
+
+
+class PreflightCancelled(Exception):
+    """The pre-flight was cancelled (the window closed): its processes are killed."""
+
+
+def _run(
+    argv: list[str], payload: bytes, timeout_s: float, cancel: threading.Event | None
+) -> subprocess.CompletedProcess[bytes]:
+    """``subprocess.run`` with a time limit that ``cancel`` cuts short. The probe runs in its own
+    process group, so killing it also kills what ssh started (a ProxyCommand)."""
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+    def kill() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    def watch(cancel: threading.Event) -> None:  # ends with the probe, or kills it on cancel
+        while proc.poll() is None:
+            if cancel.wait(CANCEL_POLL_S):
+                kill()
+                return
+
+    if cancel is not None:
+        threading.Thread(target=watch, args=(cancel,), name="preflight-cancel", daemon=True).start()
+    try:
+        out, err = proc.communicate(payload, timeout=timeout_s)
+    except BaseException:  # the time limit, or Ctrl-C (its own session does not get the SIGINT)
+        kill()
+        proc.communicate()
+        raise
+    if cancel is not None and cancel.is_set():
+        raise PreflightCancelled
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def _failed(config: HostConfig, proc: subprocess.CompletedProcess[str]) -> tuple[HostCheck, ...]:
@@ -182,6 +239,12 @@ def _checks(config: HostConfig, answer: dict[str, Any]) -> tuple[HostCheck, ...]
                     "" if ok else "copy the training script there, or fix the path (relative to workdir)",
                 )
             )
+        if item.get("missing_imports"):
+            fix = f"pip install them for {item['found']}" + (
+                ", or start the command with {python} (the python TowerDeck runs on)" if not config.remote else " there"
+            )
+            missing = ", ".join(item["missing_imports"])
+            checks.append(HostCheck("imports", False, f"{argv0} cannot import {missing} ({item['script']} does)", fix))
         if item.get("tf"):
             checks.append(HostCheck("tensorflow", True, f"TensorFlow {item['tf']} ({argv0})"))
         elif Path(str(argv0)).name.startswith("python"):
@@ -220,17 +283,27 @@ def _checks(config: HostConfig, answer: dict[str, Any]) -> tuple[HostCheck, ...]
 
 
 def preflight(
-    spec: ClusterSpec, timeout_s: float = 60.0, check_ports: bool = True, max_parallel: int = 16
+    spec: ClusterSpec,
+    timeout_s: float = 60.0,
+    check_ports: bool = True,
+    max_parallel: int = 16,
+    cancel: threading.Event | None = None,
 ) -> list[HostPreflight]:
-    """Check every host of ``spec`` in parallel; one result per host, in launch order."""
+    """Check every host of ``spec`` in parallel; one result per host, in launch order. Setting
+    ``cancel`` ends it at once (every probe killed; the hosts not checked say "cancelled")."""
     hosts = list(dict.fromkeys(t.host for t in spec.tasks()))
     wanted = wanted_gpus(spec)
-    with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(hosts)))) as pool:
-        futures = [pool.submit(check_host, spec, host, timeout_s, check_ports) for host in hosts]
+    pool = ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(hosts))))
+    try:
+        futures = [pool.submit(check_host, spec, host, timeout_s, check_ports, cancel) for host in hosts]
         # The GPUs the tasks ask for, looked at on their hosts meanwhile (the `gpus` command's query).
         gpus = pool.submit(_gpu_looks, spec, [h for h in hosts if h in wanted], timeout_s) if wanted else None
         results = [f.result() for f in futures]
-    looks = gpus.result() if gpus is not None else {}
+        if cancel is not None and cancel.is_set():
+            return results  # cancelled: the GPU look is not waited for
+        looks = gpus.result() if gpus is not None else {}
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
     return [_with_gpu_warnings(r, wanted.get(r.host, {}), looks.get(r.host)) for r in results]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +15,26 @@ from core.spec import JOB_ORDER, ClusterSpec, Task
 CLUSTER_JOBS = ("chief", "worker", "ps")
 
 # Placeholders a command may contain; replaced per role.
-PLACEHOLDERS = ("{job_name}", "{task_index}", "{role}", "{address}", "{port}", "{tb_dir}", "{run_dir}")
+PLACEHOLDERS = ("{python}", "{job_name}", "{task_index}", "{role}", "{address}", "{port}", "{tb_dir}", "{run_dir}")
+PYTHON = "{python}"
+
+
+def python_for(spec: ClusterSpec, host: str) -> str:
+    """What ``{python}`` in a command means for a role on ``host``: on this machine, the python
+    TowerDeck itself runs on (``sys.executable``: the environment that has TowerDeck, whichever
+    ``python`` is first on PATH); on another machine, that host's python (``python`` under
+    ``[hosts."H"]``, ``python3`` unless set), the one that runs the agent there."""
+    config = spec.host_config(host)
+    return config.python if config.remote else sys.executable
+
+
+def command_of(spec: ClusterSpec, task: Task) -> tuple[str, ...]:
+    """The command ``task`` runs with ``{python}`` filled in for its host (other placeholders kept)."""
+    argv = spec.command_for(task)
+    if not any(PYTHON in a for a in argv):
+        return argv
+    python = python_for(spec, task.host)
+    return tuple(a.replace(PYTHON, python) for a in argv)
 
 
 @dataclass(frozen=True)
@@ -79,7 +99,7 @@ def render(spec: ClusterSpec, task: Task, run_dir: Path | None = None) -> RoleLa
             arg = arg.replace(key, value)
         return arg
 
-    argv = [fill(a) for a in spec.command_for(task)]
+    argv = [fill(a) for a in command_of(spec, task)]
     if spec.launch_style in ("flags", "both"):
         argv += flags(spec, task)
     env: dict[str, str] = {}

@@ -28,7 +28,7 @@ from typing import Any
 from core import control, journal
 from core.render import role_dir
 from core.spec import ClusterSpec, Task, load
-from core.states import ClusterPhase, ClusterStatus, Event, RoleState, RoleStatus
+from core.states import ClusterPhase, ClusterStatus, Event, RoleStatus
 from core.status import RoleView, apply_sample, cluster_status
 from core.telemetry.placement import PlacementAggregator
 
@@ -81,6 +81,7 @@ class RunReader:
         self._events = journal.JsonlTail(path / journal.EVENTS_FILE)
         self._samples: dict[Path, journal.JsonlTail] = {}
         self._live_status: ClusterStatus | None = None
+        self._status_problem = ""  # the last unreadable status reply, said once
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.info: dict[str, Any] = {}
@@ -132,6 +133,12 @@ class RunReader:
             except PermissionError:
                 pass
         return Path(sock)
+
+    @property
+    def live(self) -> bool:
+        """True while the status comes from the launch's control socket (its own roles' figures)."""
+        with self._lock:
+            return self._live_status is not None
 
     def status(self) -> ClusterStatus:
         with self._lock:
@@ -299,20 +306,19 @@ class RunReader:
             return
         if not reply.get("ok"):
             return
-        roles = []
-        for r in reply.get("roles") or []:
-            try:
-                r = dict(r)
-                r["state"] = RoleState(r["state"])
-                r["log_path"] = Path(r["log_path"]) if r.get("log_path") else None
-                r["gpus"] = tuple(r.get("gpus") or ())
-                roles.append(RoleStatus(**r))
-            except (TypeError, ValueError, KeyError):
-                return
+        try:
+            roles = [RoleStatus.from_json(r) for r in reply.get("roles") or []]
+            phase = ClusterPhase(str(reply.get("phase")))
+        except ValueError as exc:
+            # Said once per change, never swallowed: the window would show no live status.
+            message = f"the run's control socket sent a status this window cannot read: {exc}"
+            if message != self._status_problem:
+                self._status_problem = message
+                self._publish("warning", message=message)
+            return
+        self._status_problem = ""
         with self._lock:
-            self._live_status = ClusterStatus(
-                ClusterPhase(str(reply.get("phase"))), reply.get("result"), str(reply.get("reason") or ""), tuple(roles)
-            )
+            self._live_status = ClusterStatus(phase, reply.get("result"), str(reply.get("reason") or ""), tuple(roles))
 
     def _publish(self, kind: str, role: str | None = None, t: float | None = None, **data: Any) -> None:
         self._emit(Event(kind, t if t is not None else time.time(), role, data))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import signal as signal_module
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +115,28 @@ class RoleStatus:
     @property
     def exit_text(self) -> str:
         return exit_text(self.returncode, self.signal)
+
+    def to_json(self) -> dict[str, Any]:
+        """This status as JSON values (the control socket's ``status`` reply, ``ctl status --json``)."""
+        data = asdict(self)
+        data["state"] = str(self.state)
+        data["log_path"] = str(self.log_path) if self.log_path else None
+        data["gpus"] = list(self.gpus)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RoleStatus:
+        """The inverse of :meth:`to_json`. Keys it does not know (``last_lines``, or a newer
+        TowerDeck's fields) are ignored; a missing or wrong field raises ``ValueError``."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        try:
+            values["state"] = RoleState(values["state"])
+            values["log_path"] = Path(values["log_path"]) if values.get("log_path") else None
+            values["gpus"] = tuple(int(g) for g in values.get("gpus") or ())
+            return cls(**values)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a role status ({exc}): {data.get('role')!r}") from exc
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ class RoleView:
         self.state_since = since
         self.detail = ""
         self.pid: int | None = None
+        self.pid_started: float | None = None  # core.pids.start_time(pid) when it was learned
         self.attempt = 0
         self.restarts = 0
         self.returncode: int | None = None

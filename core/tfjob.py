@@ -92,6 +92,7 @@ def _args(spec: ClusterSpec, job: Job, name: str) -> list[str]:
     task = _first(job)
     index = f"$({TASK_INDEX_VAR})"
     values = {
+        "{python}": "python",  # the image's python: TowerDeck's own interpreter is not in the pod
         "{job_name}": job.name,
         "{task_index}": index,
         "{role}": f"{job.name}:{index}",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,6 +22,7 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.controller import Controller
+from core.inbox import EventInbox
 from core.overview import PlannedRole
 from core.problems import ERROR
 from core.replay import RunDirError, RunReader
@@ -29,8 +31,7 @@ from core.slurm.hosting import slurm_banner
 from core.spec import ClusterSpec
 from core.states import ClusterStatus, Event
 from core.telemetry.pci import tf_devices_by_bus
-from gui import dialogs, settings, window_actions
-from gui.bridge import EventInbox
+from gui import collector, dialogs, settings, window_actions
 from gui.desktop_notify import DesktopNotifier
 from gui.editor import ClusterEditor
 from gui.exporting import Exporter
@@ -78,6 +79,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self, spec: ClusterSpec | None, runs_root: Path | None = None, cluster_path: Path | None = None
     ) -> None:
         super().__init__()
+        # Python's collector runs on this thread only while the window exists (gui/collector.py).
+        self._gc_hold = collector.hold()
+        self.destroyed.connect(self._gc_hold.release)
         self.spec = spec
         self.runs_root = runs_root
         self.source: Source | None = None
@@ -97,6 +101,7 @@ class MainWindow(QtWidgets.QMainWindow):
         # "stop" or "leave" answers the closing question ahead (scripts, --screenshot, tests).
         self.close_choice: str | None = os.environ.get("TOWERDECK_CLOSE_CHOICE") or None
         self._preflight_job: Future[list[Any]] | None = None
+        self._preflight_cancel = threading.Event()  # set on close: the probes (and ssh) are killed
         self._preflight_passed = False
         self._launch_after_preflight = False
         self.preflight_results: list[Any] = []
@@ -316,20 +321,14 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _act(self, fn: Callable[[Source], Future[str]]) -> None:
         if self.source is not None and not self.source.done:
-            fn(self.source).add_done_callback(self._on_action_done)
+            fn(self.source).add_done_callback(functools.partial(_report_refusal, self.inbox))
 
     def _on_role_action(self, action: str) -> None:
         if self.source is None or self.source.done:
             return
         for role in self.selected_roles():
             future: Future[str] = getattr(self.source, f"{action}_role")(role)
-            future.add_done_callback(self._on_action_done)
-
-    def _on_action_done(self, future: Future[str]) -> None:
-        # Runs on the source's thread: hand a refusal to the GUI thread through the inbox.
-        exc = future.exception()
-        if exc is not None:
-            self.inbox.put(Event("warning", time.time(), None, {"message": str(exc)}))
+            future.add_done_callback(functools.partial(_report_refusal, self.inbox))
 
     # ------------------------------------------------------------------ frame
 
@@ -520,7 +519,7 @@ class MainWindow(QtWidgets.QMainWindow):
         from core.preflight import preflight
 
         self._launch_after_preflight = launch_after
-        self._preflight_job = self._background.submit(preflight, spec, 60.0, True)
+        self._preflight_job = self._background.submit(preflight, spec, 60.0, True, cancel=self._preflight_cancel)
         self.statusBar().showMessage("checking hosts (SSH, python, TensorFlow, paths, ports)...")
 
     def _poll_preflight(self) -> None:
@@ -542,7 +541,9 @@ class MainWindow(QtWidgets.QMainWindow):
             )
             self.launch()
             return
-        PreflightDialog(self, self.preflight_results).open()
+        dialog = PreflightDialog(self, self.preflight_results)
+        dialog.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)  # one per check, not kept
+        dialog.open()
 
     def closeEvent(self, event: QtGui.QCloseEvent) -> None:
         if self.controller is not None and not self.controller.done:
@@ -563,5 +564,15 @@ class MainWindow(QtWidgets.QMainWindow):
         settings.save_layout(self, self.split, self.tabs)
         self.timer.stop()
         self._close_source()
+        self._preflight_cancel.set()  # Python joins the pool's thread at exit: never wait on an ssh
         self._background.shutdown(wait=False, cancel_futures=True)
+        self._gc_hold.release()
         event.accept()
+
+
+def _report_refusal(inbox: EventInbox, future: Future[str]) -> None:
+    """A refused action, on the source's thread: to the GUI thread through the inbox. It holds the
+    inbox only, never the window, so the future's last reference never releases a Qt object there."""
+    exc = future.exception()
+    if exc is not None:
+        inbox.put(Event("warning", time.time(), None, {"message": str(exc)}))

@@ -38,6 +38,7 @@ LEGEND_H = 24
 CELL_GAP = 4
 MAX_CELL = QtCore.QSize(112, 56)
 MIN_CELL = QtCore.QSize(40, 30)
+MIN_TEXT_PX = 8  # the smallest tile text, still legible
 MIN_BOX_W = 200  # 8 hosts side by side on a 1920-pixel screen; a long host name is elided
 
 
@@ -55,6 +56,23 @@ def _fmt_rate(rate: float | None) -> str:
     return f"{rate:.0f}/s" if rate >= 10 else f"{rate:.1f}/s"
 
 
+def _fit(font: QtGui.QFont, name: str, rate: str, box: QtCore.QRect) -> tuple[int, list[str]]:
+    """The largest pixel size (0: the font's own) at which a tile shows its name and rate."""
+    if not rate:
+        return 0, [name]
+    size = font.pixelSize() if font.pixelSize() > 0 else QtGui.QFontInfo(font).pixelSize()
+    font = QtGui.QFont(font)
+    for pixels in range(size, MIN_TEXT_PX - 1, -1):
+        font.setPixelSize(pixels)
+        metrics = QtGui.QFontMetrics(font)
+        widest = max(metrics.horizontalAdvance(name), metrics.horizontalAdvance(rate))
+        if 2 * metrics.height() <= box.height() and widest <= box.width():
+            return pixels, [name, rate]
+        if metrics.horizontalAdvance(f"{name} {rate}") <= box.width():
+            return pixels, [f"{name} {rate}"]
+    return MIN_TEXT_PX, [rate]  # the tile's place and tooltip name it; the figure is what it is there for
+
+
 class ClusterOverview(QtWidgets.QWidget):
     """Paints an :class:`~core.overview.Overview`; see the module docstring."""
 
@@ -68,6 +86,8 @@ class ClusterOverview(QtWidgets.QWidget):
         self._selected: str | None = None
         self._layout: _Layout | None = None
         self.repaints = 0  # for tests and the frame benchmark: paints actually done
+        self.painted_text: dict[str, str] = {}  # role -> the text its tile shows (for tests)
+        self._fitted: dict[tuple[str, str, int, int], tuple[int, list[str]]] = {}
         self.model_changes = 0  # set_roles calls that changed what is shown
 
     # -- inputs -------------------------------------------------------------------------------
@@ -201,7 +221,7 @@ class ClusterOverview(QtWidgets.QWidget):
         for rect, name in layout.cells:
             cell = current.get(name)
             if cell is not None:
-                self._paint_cell(painter, rect, cell, layout.cell_size)
+                self._paint_cell(painter, rect, cell)
         painter.end()
 
     def _paint_legend(self, painter: QtGui.QPainter, palette: QtGui.QPalette) -> None:
@@ -218,7 +238,7 @@ class ClusterOverview(QtWidgets.QWidget):
         if self._model.steps_per_sec is not None:
             painter.drawText(QtCore.QPoint(x + 8, 17), f"cluster: {self._model.steps_per_sec:.1f} steps/s")
 
-    def _paint_cell(self, painter: QtGui.QPainter, rect: QtCore.QRect, cell: RoleCell, size: QtCore.QSize) -> None:
+    def _paint_cell(self, painter: QtGui.QPainter, rect: QtCore.QRect, cell: RoleCell) -> None:
         colour = QtGui.QColor(CATEGORY_COLOURS[cell.category])
         painter.setPen(QtCore.Qt.PenStyle.NoPen)
         painter.setBrush(colour)
@@ -234,28 +254,42 @@ class ClusterOverview(QtWidgets.QWidget):
                 painter.setBrush(QtGui.QColor("#e8f5e9"))
                 painter.drawRect(fill)
         painter.setPen(QtGui.QColor("white"))
-        font = painter.font()
-        font.setBold(True)
-        painter.setFont(font)
         text_rect = rect.adjusted(3, 1, -3, -7 if cell.gpus else -1)
-        rate = _fmt_rate(cell.steps_per_sec)
-        if size.height() >= 40 and rate:
-            painter.drawText(
-                text_rect, QtCore.Qt.AlignmentFlag.AlignHCenter | QtCore.Qt.AlignmentFlag.AlignTop, cell.short
-            )
+        lines = self._fit_tile_text(painter, cell, text_rect)
+        self.painted_text[cell.role] = " ".join(lines)
+        if len(lines) == 2:
+            top, bottom = QtCore.Qt.AlignmentFlag.AlignTop, QtCore.Qt.AlignmentFlag.AlignBottom
+            painter.drawText(text_rect, QtCore.Qt.AlignmentFlag.AlignHCenter | top, lines[0])
+            font = painter.font()
             font.setBold(False)
             painter.setFont(font)
-            painter.drawText(
-                text_rect, QtCore.Qt.AlignmentFlag.AlignHCenter | QtCore.Qt.AlignmentFlag.AlignBottom, rate
-            )
-        elif rate and painter.fontMetrics().horizontalAdvance(f"{cell.short} {rate}") <= text_rect.width():
-            painter.drawText(text_rect, QtCore.Qt.AlignmentFlag.AlignCenter, f"{cell.short} {rate}")
+            painter.drawText(text_rect, QtCore.Qt.AlignmentFlag.AlignHCenter | bottom, lines[1])
         else:
-            painter.drawText(text_rect, QtCore.Qt.AlignmentFlag.AlignCenter, cell.short)
+            painter.drawText(text_rect, QtCore.Qt.AlignmentFlag.AlignCenter, lines[0])
+        painter.setFont(self.font())
         if cell.role == self._selected:
             painter.setBrush(QtCore.Qt.BrushStyle.NoBrush)
             painter.setPen(QtGui.QPen(self.palette().color(QtGui.QPalette.ColorRole.Highlight), 3))
             painter.drawRoundedRect(rect.adjusted(-1, -1, 1, 1), 5, 5)
+
+    def _fit_tile_text(self, painter: QtGui.QPainter, cell: RoleCell, text_rect: QtCore.QRect) -> list[str]:
+        """Set a bold font for the tile and say what it shows: its name and its step rate, on two
+        lines or one, in a smaller font where a small tile needs it; every tile shows its rate
+        (``w10 2.0/s`` on a 40-pixel tile at 64 workers), never only some of them."""
+        font = QtGui.QFont(self.font())
+        font.setBold(True)
+        rate = _fmt_rate(cell.steps_per_sec)
+        key = (cell.short, rate, text_rect.width(), text_rect.height())
+        fitted = self._fitted.get(key)
+        if fitted is None:
+            fitted = self._fitted[key] = _fit(font, cell.short, rate, text_rect)
+            if len(self._fitted) > 4096:  # rates change: keep the cache small
+                self._fitted.clear()
+        pixels, lines = fitted
+        if pixels:
+            font.setPixelSize(pixels)
+        painter.setFont(font)
+        return lines
 
     # -- interaction --------------------------------------------------------------------------
     def mousePressEvent(self, event: QtGui.QMouseEvent) -> None:

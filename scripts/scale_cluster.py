@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
         f"""name = "scale-64"
 strategy = "between_graph"
 workdir = "{ROOT / "resources" / "trainers"}"
-command = ["python", "-u", "light_trainer.py", "--steps=0", "--rate_hz=2"]
+command = ["{{python}}", "-u", "light_trainer.py", "--steps=0", "--rate_hz=2"]
 stop_grace_s = 3
 
 [jobs.ps]

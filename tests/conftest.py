@@ -31,6 +31,16 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def gc_given_back() -> Iterator[None]:
+    """A window holds Python's collector on the GUI thread (gui/collector.py); a test's window that
+    was never closed must not leave automatic collection off for the tests after it."""
+    yield
+    collector = sys.modules.get("gui.collector")
+    if collector is not None:
+        collector.release_all()
+
+
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     """Ports that are free now (held open together so they differ)."""
     socks = []

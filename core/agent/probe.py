@@ -3,7 +3,8 @@
 Given a JSON request (working directory, training commands, task ports, a time limit for
 importing TensorFlow) it prints one JSON object: the python version, the working directory,
 for each command whether it is found, whether its script exists and (for a python) which
-TensorFlow it imports, whether each port is free, and whether NVML answers. The controller
+TensorFlow it imports and which of the script's module-level imports it cannot find, whether each
+port is free, and whether NVML answers. The controller
 turns it into a table (core/preflight.py).
 
 Standard library only, and no import from the rest of the agent package: over SSH this module's
@@ -47,6 +48,50 @@ def _tensorflow(python: str, workdir: str | None, timeout_s: float) -> tuple[str
     return None, (p.stderr.strip().splitlines() or [f"exit code {p.returncode}"])[-1]
 
 
+def _top_level_imports(script: str) -> list[str]:
+    """The modules ``script`` imports unconditionally (module-level ``import``/``from`` statements,
+    not those inside ``try``, ``if`` or functions, which may be optional), first names only."""
+    import ast
+
+    try:
+        with open(script, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names += [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module.split(".")[0])
+    return [n for n in dict.fromkeys(names) if n != "__future__"]
+
+
+_FIND_SPECS = "import importlib.util as u,sys;print(' '.join(m for m in sys.argv[1:] if u.find_spec(m) is None))"
+
+
+def missing_imports(python: str, script: str, timeout_s: float = 20.0) -> tuple[list[str], str | None]:
+    """The modules ``script`` imports that ``python`` cannot find (run beside the script, as the
+    role would import its own modules), and why the check could not run, if so. Finding a
+    module does not import it: a second at most, TensorFlow included."""
+    modules = _top_level_imports(script)
+    if not modules:
+        return [], None
+    try:
+        p = subprocess.run(
+            [python, "-c", _FIND_SPECS, *modules],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            cwd=os.path.dirname(os.path.abspath(script)),
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [], str(exc)
+    if p.returncode != 0:
+        return [], (p.stderr.strip().splitlines() or [f"exit code {p.returncode}"])[-1]
+    return p.stdout.split(), None
+
+
 def _port_state(host: str, port: int) -> str:
     """``free``, ``busy``, ``not here`` (not an address of this machine), or the error."""
     s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
@@ -78,7 +123,10 @@ def probe(req: dict[str, Any]) -> dict[str, Any]:
         }
         if cmd.get("script"):
             script = os.path.expanduser(cmd["script"])
-            item["script_ok"] = os.path.isfile(script if os.path.isabs(script) else os.path.join(wd, script))
+            script = script if os.path.isabs(script) else os.path.join(wd, script)
+            item["script_ok"] = os.path.isfile(script)
+            if found and item["script_ok"] and os.path.basename(exe).startswith("python"):
+                item["missing_imports"], _why = missing_imports(found, script, req["tf_timeout_s"])
         if found and os.path.basename(exe).startswith("python"):
             cwd = wd if out["workdir"]["ok"] else None
             item["tf"], item["tf_error"] = _tensorflow(found, cwd, req["tf_timeout_s"])

@@ -212,21 +212,21 @@ class PlacementPanel(QtWidgets.QWidget):
             self.table.setColumnWidth(column, width)
 
     def _draw_bars(self, counts: dict[str, int]) -> None:
-        if self.bar_item is not None:
-            self.bars.removeItem(self.bar_item)
-            self.bar_item = None
+        devices = list(counts)
+        bars = {
+            "x0": [0] * len(devices),
+            "y": list(range(len(devices))),
+            "height": 0.6,
+            "width": [counts[d] for d in devices],
+            "brushes": [pg.mkBrush(_bar_colour(d, self.role())) for d in devices],
+        }
+        if self.bar_item is None:  # one bar item, updated in place: none made and dropped per role
+            self.bar_item = pg.BarGraphItem(**bars)
+            self.bars.addItem(self.bar_item)
+        else:
+            self.bar_item.setOpts(**bars)
         if not counts:
             return
-        devices = list(counts)
-        brushes = [pg.mkBrush(_bar_colour(d, self.role())) for d in devices]
-        self.bar_item = pg.BarGraphItem(
-            x0=[0] * len(devices),
-            y=list(range(len(devices))),
-            height=0.6,
-            width=[counts[d] for d in devices],
-            brushes=brushes,
-        )
-        self.bars.addItem(self.bar_item)
         axis = self.bars.getAxis("left")
         axis.setTicks([[(i, short_device(d)) for i, d in enumerate(devices)]])
         self.bars.setLabel("bottom", "ops (green GPU, grey own CPU, blue other task)")

@@ -64,6 +64,7 @@ class SpreadPlot(QtWidgets.QWidget):
         item.addItem(self.inner_band)
         self.median = item.plot(pen=pg.mkPen(MEDIAN_COLOUR, width=2))
         self.highlights: dict[str, pg.PlotDataItem] = {}
+        self._spare_curves: list[pg.PlotDataItem] = []  # hidden, for the next highlighted worker
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.key)
@@ -88,11 +89,14 @@ class SpreadPlot(QtWidgets.QWidget):
 
     def set_highlights(self, curves: dict[str, tuple[npt.ArrayLike, npt.ArrayLike]], notes: dict[str, str]) -> None:
         """Draw these workers on top, in order (the first is the slowest); ``notes`` is a short
-        text per worker for the key (e.g. its step time)."""
-        item = self.plot.getPlotItem()
+        text per worker for the key (e.g. its step time). A worker that leaves the highlights
+        hands its curve to the next one: no plot item is made and dropped per refresh."""
         for name in list(self.highlights):
             if name not in curves:
-                item.removeItem(self.highlights.pop(name))
+                spare = self.highlights.pop(name)
+                spare.setData([], [])
+                spare.hide()
+                self._spare_curves.append(spare)
         parts = [
             f'<span style="color:{MEDIAN_COLOUR}"><b>median of {self._workers} workers</b></span>, '
             "bands: 10-90 % and min-max"
@@ -101,15 +105,20 @@ class SpreadPlot(QtWidgets.QWidget):
             colour = HIGHLIGHT_COLOURS[i % len(HIGHLIGHT_COLOURS)]
             curve = self.highlights.get(name)
             if curve is None:
-                curve = self.highlights[name] = item.plot(pen=pg.mkPen(colour, width=1.5))
-                curve.setZValue(10)
-                curve.setClipToView(True)
-                curve.setDownsampling(auto=True, method="peak")
+                curve = self.highlights[name] = self._spare_curves.pop() if self._spare_curves else self._new_curve()
+                curve.show()
             curve.setPen(pg.mkPen(colour, width=1.5))
             curve.setData(xs, ys)
             note = notes.get(name, "")
             parts.append(f'<span style="color:{colour}"><b>{name}</b>{" " + note if note else ""}</span>')
         self.key.setText(" · ".join(parts))
+
+    def _new_curve(self) -> pg.PlotDataItem:
+        curve = self.plot.getPlotItem().plot()
+        curve.setZValue(10)
+        curve.setClipToView(True)
+        curve.setDownsampling(auto=True, method="peak")
+        return curve
 
     def key_text(self) -> str:
         return QtGui.QTextDocumentFragment.fromHtml(self.key.text()).toPlainText()

@@ -189,7 +189,9 @@ def test_exit_code_policy_restarts_a_signal_but_not_a_permanent_error(
     result = run_cli("launch", str(cluster))
     assert result.returncode == 1, result.stdout
     events = role_events(run_dir_of(result), "worker:0")
-    assert [e["state"] for e in events] == expected
+    # A python that takes longer than start_s to reach its first line (a loaded machine) counts as
+    # running first: that is not what the policy decides (issue 19).
+    assert [e["state"] for e in events if e["state"] != "running"] == expected
     assert events[-1]["detail"] == detail
 
 

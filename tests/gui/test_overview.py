@@ -100,6 +100,12 @@ def test_overview_draws_64_workers_on_8_hosts_and_a_click_selects(qtbot):
     for i, a in enumerate(rects):
         for b in rects[i + 1 :]:
             assert not a.intersects(b)
+    # Every tile shows its step rate (it once did on w0-w9 only: "w10 11.0/s" did not fit).
+    rates = {f"worker:{i}": f"{10.0 + i / 10:.0f}/s" for i in range(64)}
+    without = {
+        role: view.painted_text.get(role) for role, rate in rates.items() if rate not in view.painted_text.get(role, "")
+    }
+    assert without == {}
     with qtbot.waitSignal(view.sig_role_selected) as blocker:
         qtbot.mouseClick(view, qtbot_left(), pos=rects[37].center())
     assert blocker.args == ["worker:37"]

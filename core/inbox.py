@@ -1,8 +1,9 @@
-"""Hands the controller's events to the GUI thread without blocking either side.
+"""Hands the controller's events to a view's thread without blocking the controller.
 
-The controller calls :meth:`EventInbox.put` on its own thread; the GUI drains the inbox on a
+The controller calls :meth:`EventInbox.put` on its own thread. The window drains the inbox on a
 QTimer at the screen's pace and redraws once per frame from what arrived, so a chatty role can
-never make the window repaint per line.
+never make the window repaint per line; ``launch`` and ``attach`` drain it on a printer thread,
+so a blocked stdout (a paused pager, a stalled SSH terminal) never stops supervision.
 
 Nothing the window must show is dropped:
 

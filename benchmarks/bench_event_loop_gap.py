@@ -1,0 +1,103 @@
+"""How long the GUI thread's event loop ever stands still while the window follows a live run of
+1 ps + 64 light workers on 8 loopback hosts (scripts/scale_cluster.py, the NVML double for 8 GPUs
+a host), cycling through the Run page's tabs every few seconds so every panel draws. Also counts
+Python's garbage collections by thread (all must be on the GUI thread, gui/collector.py).
+
+Run from the repo root, in a real window under Xvfb (DURATION_S defaults to 120):
+
+    DURATION_S=600 xvfb-run -a -s "-screen 0 1920x1200x24" .venv/bin/python benchmarks/bench_event_loop_gap.py
+
+and, for a loaded machine, `stress-ng --cpu 2` beside it.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("TOWERDECK_NVML_MODULE", str(ROOT / "tests" / "helpers" / "fake_nvml.py"))
+os.environ.setdefault("FAKE_NVML_GPUS", "8")
+os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
+
+from PySide6 import QtCore, QtWidgets  # noqa: E402
+
+from core.spec import load  # noqa: E402
+from tests.helpers.gcwatch import collection_threads  # noqa: E402
+from tests.helpers.heartbeat import Heartbeat  # noqa: E402
+
+
+def main() -> int:
+    duration_s = float(os.environ.get("DURATION_S", "120"))
+    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication([])
+    from gui.main_window import MainWindow
+
+    with tempfile.TemporaryDirectory(prefix="towerdeck-gap-") as tmp:
+        cluster = Path(tmp) / "scale.toml"
+        from scripts.scale_cluster import main as write_cluster
+
+        write_cluster([str(cluster)])
+        spec, problems = load(cluster)
+        assert spec is not None, problems
+        window = MainWindow(spec, runs_root=Path(tmp) / "runs")
+        window.resize(1920, 1200)
+        window.show()
+        window.close_choice = "stop"
+        beat = Heartbeat()
+        gaps: list[float] = []
+        long_gaps: list[str] = []  # over 0.5 s: when, and on which tab
+        first = last = [time.monotonic()]
+        first = [last[0]]
+
+        def note() -> None:
+            now = time.monotonic()
+            gap = now - last[0]
+            gaps.append(gap)
+            if gap > 0.5:
+                long_gaps.append(
+                    f"{gap * 1000:.0f} ms at {now - first[0]:.0f} s on {window.tabs.tabText(window.tabs.currentIndex())}"
+                )
+            last[0] = now
+
+        beat.timer.timeout.connect(note)
+        with collection_threads() as threads:
+            window.launch()
+            state = {"running": ""}
+            switch = QtCore.QTimer()
+            switch.timeout.connect(lambda: window.tabs.setCurrentIndex((window.tabs.currentIndex() + 1) % 4))
+            switch.start(5000)
+
+            def stop() -> None:
+                state["running"] = window.overview.legend_text()
+                switch.stop()
+                window.stop_all()
+                done = QtCore.QTimer(window)
+                done.timeout.connect(lambda: app.quit() if window.source is None or window.source.done else None)
+                done.start(100)
+
+            QtCore.QTimer.singleShot(int(duration_s * 1000), stop)
+            app.exec()
+            running = state["running"]
+        beat.stop()
+        window.close()
+        app.processEvents()
+    gaps.sort()
+    by_thread = collections.Counter(threads)
+    print(f"followed {duration_s:.0f} s; at the end: {running}")
+    print(
+        f"event loop turns: {beat.turns}; longest gap {beat.longest_gap_s * 1000:.0f} ms; "
+        f"p99 {gaps[int(len(gaps) * 0.99)] * 1000:.0f} ms; median {gaps[len(gaps) // 2] * 1000:.0f} ms"
+    )
+    print("gaps over 0.5 s: " + ("; ".join(long_gaps) or "none"))
+    print(f"garbage collections by thread: {dict(by_thread)} (GUI thread: {threading.current_thread().name})")
+    return 0 if set(by_thread) <= {threading.current_thread().name} else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""The controller's queue is bounded (issue 19): when the controller thread falls behind, the
+agent links wait (nothing is dropped), it says so once, and a user's command is refused rather
+than queued without end."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from core import controller as controller_module
+from core.controller import Controller, Event
+from core.rundir import RunDir
+from core.spec import load
+from tests.core.test_journal import light_cluster
+
+
+def test_a_slow_controller_holds_back_its_agents_and_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(controller_module, "MAX_QUEUE", 20)
+    spec, problems = load(light_cluster(tmp_path, workers=2, steps=200, rate=200.0))
+    assert spec is not None, problems
+    controller = Controller(spec, RunDir.create(spec, root=tmp_path / "runs"))
+    warnings: list[str] = []
+
+    def slow_listener(event: Event) -> None:  # a controller thread far slower than its agents
+        if event.kind == "warning":
+            warnings.append(str(event.data.get("message")))
+        time.sleep(0.002)
+
+    controller.subscribe(slow_listener)
+    refused = [controller.stop_role("worker:0") for _ in range(25)]  # not started: nothing drains
+    assert sum(f.exception() is not None for f in refused if f.done()) == 25 - 20
+    assert "20 events behind" in str(next(f.exception() for f in refused if f.done()))
+    controller.start()
+    try:
+        assert controller.wait(120), "the cluster did not finish"
+    finally:
+        controller.close()
+    status = controller.status()
+    assert any("fell 20 events behind" in w for w in warnings), warnings
+    # Nothing was dropped: every worker's last step arrived (its stop was refused or came early).
+    steps = {r.role: r.step for r in status.roles if r.job == "worker"}
+    assert steps["worker:1"] == 200, steps

@@ -1,0 +1,67 @@
+"""A run followed from another process gets the launch's live status through its real control
+socket (issue 19: the socket added ``last_lines`` to each role, the reader's ``RoleStatus(**r)``
+raised TypeError, and the window silently showed no live status)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core import control
+from core.replay import RunReader
+from core.session import LaunchSession
+from core.spec import load
+from core.states import RoleState, RoleStatus
+from tests.conftest import run_cli
+from tests.core.test_journal import light_cluster, wait_for
+from tests.helpers.procs import assert_nothing_left
+
+
+def test_a_reader_of_a_live_launch_shows_the_launch_s_own_status(tmp_path: Path) -> None:
+    path = light_cluster(tmp_path, workers=2, steps=0, rate=20.0)
+    marker = f"--test_marker={tmp_path.name}"  # this test's processes, not another test's
+    path.write_text(path.read_text().replace('"--rate_hz=20.0"', f'"--rate_hz=20.0", "{marker}"'))
+    spec, problems = load(path)
+    assert spec is not None, problems
+    assert marker in spec.command
+    ports = [t.port for t in spec.tasks()]
+    session = LaunchSession.launch(spec, root=tmp_path / "runs")
+    session.start()
+    reader = RunReader(session.run.path)
+    reader.start()
+    controller = session.controller
+    try:
+        wait_for(
+            lambda: all(
+                r.state == RoleState.RUNNING and r.step for r in controller.status().roles if r.job == "worker"
+            ),
+            60,
+            "every worker to step",
+        )
+        sock = reader.control_socket()
+        assert sock is not None
+        reply = control.request(sock, {"action": "status"})
+        assert reply["ok"] and all("last_lines" in r for r in reply["roles"])
+        read = [RoleStatus.from_json(r) for r in reply["roles"]]
+        assert [(r.role, r.pid, r.state, r.log_path) for r in read] == [
+            (r.role, r.pid, r.state, r.log_path) for r in controller.status().roles
+        ]
+        for role in controller.status().roles:  # one JSON round trip gives the same status back
+            assert RoleStatus.from_json(json.loads(json.dumps(role.to_json()))) == role
+
+        # `ctl status` prints the same statuses, read with the same from_json.
+        result = run_cli("ctl", str(session.run.path), "status", timeout=60)
+        assert result.returncode == 0, result.stderr
+        for r in read:
+            assert f"{r.role:<12} running    pid {r.pid:<8} restarts 0" in result.stdout
+
+        wait_for(lambda: reader.live, 30, "the reader to take the launch's live status")
+        wait_for(lambda: reader.status().role("worker:0").cpu_percent is not None, 30, "live CPU figures")
+        assert {r.role: r.pid for r in reader.status().roles} == {r.role: r.pid for r in controller.status().roles}
+    finally:
+        controller.stop_all()
+        controller.wait(60)
+        session.close()
+        reader.close()
+        controller.close()
+    assert_nothing_left(ports, marker)
