@@ -15,6 +15,9 @@ from core.spec.locate import locate, path_text
 from core.spec.model import split_command
 
 
+NUL_HINT = "remove the \\u0000: a program's arguments and environment cannot hold a NUL"
+
+
 class Reader:
     """Collects the problems of one cluster file while its values are read; never raises."""
 
@@ -81,6 +84,8 @@ class Reader:
                 )
             elif isinstance(item, bool) or not isinstance(item, (str, int, float)):
                 self.add((*path, key), f"must be a string, not {kind(item)}", f'e.g. {key} = "1"')
+            elif isinstance(item, str) and "\0" in item:
+                self.add((*path, key), "contains a NUL character (\\u0000)", NUL_HINT)
             else:
                 out[key] = str(item)
         return out
@@ -104,6 +109,11 @@ class Reader:
         if not parts or not parts[0]:
             self.add(path, "is empty", 'e.g. command = ["python", "-u", "train.py"]')
             return None
+        for i, part in enumerate(parts):
+            if "\0" in part:
+                # No program can receive it (exec takes C strings): refused here, not at launch.
+                self.add(path, f"argument {i} ({part!r}) contains a NUL character (\\u0000)", NUL_HINT)
+                return None
         return parts
 
     def gpus(self, value: Any, path: tuple[str | int, ...]) -> tuple[int, ...] | None:

@@ -1,0 +1,73 @@
+"""Hostile input from issue 20: each case once hung, lied or printed a traceback.
+
+Every case that once hung runs under a hard timeout that kills (``subprocess.run(timeout=...)``,
+or pytest-timeout's ``thread`` method, which ends the whole run), so a regression fails instead
+of stalling the suite.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from core.cli import main as cli_main
+from tests.conftest import free_ports, run_cli
+from tests.core.test_agent import AgentProcess
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    """``python main.py ARGS`` in this process: exit code, stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    code = cli_main(list(args), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def cluster(tmp_path: Path, body: str, name: str = "c.toml") -> Path:
+    ps, worker = free_ports(2)
+    path = tmp_path / name
+    path.write_text(body.replace("PS", str(ps)).replace("WORKER", str(worker)))
+    return path
+
+
+TWO_ROLES = '\n[jobs.ps]\ntasks = ["127.0.0.1:PS"]\n[jobs.worker]\ntasks = ["127.0.0.1:WORKER"]\n'
+
+
+# ------------------------------------------------------------------------------------------
+# 1. A NUL in a command argument or an env value
+
+
+def test_nul_in_command_or_env_is_refused_by_validate_with_field_and_line(tmp_path: Path) -> None:
+    path = cluster(
+        tmp_path,
+        'command = ["python", "-c", "print(1)\\u0000"]\n[env]\nA = "x\\u0000y"\n'
+        '[jobs.ps]\ntasks = ["127.0.0.1:PS"]\n[jobs.worker]\n'
+        'tasks = [{ address = "127.0.0.1:WORKER", command = "python -c \'a\\u0000\'" }]\n',
+    )
+    code, _, err = cli("validate", str(path))
+    assert code == 2, err
+    assert f"{path}:1: error: command: argument 2" in err and "NUL" in err
+    assert f"{path}:3: error: env.A: contains a NUL" in err
+    assert "jobs.worker.tasks[0].command: argument 2" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.timeout(60, method="thread")
+def test_agent_reports_a_start_it_cannot_make_as_start_failed(tmp_path: Path) -> None:
+    """Not `bad start command` and nothing more: the role would stay `starting` for good."""
+    agent = AgentProcess()
+    try:
+        for i, (argv, env) in enumerate(
+            [(["python", "-c", "a\0b"], {}), (["python", "-c", "pass"], {"A": "x\0y"}), (["no\0such"], {})]
+        ):
+            role = f"worker:{i}"
+            agent.send({"op": "start", "role": role, "argv": argv, "env": env, "log": str(tmp_path / f"{i}.log")})
+            failed = agent.wait_for("start_failed", role=role, timeout_s=20)
+            assert "null byte" in failed["error"], failed
+        agent.send({"op": "ping", "id": 7})
+        agent.wait_for("pong", id=7)
+    finally:
+        assert agent.close() == 0
