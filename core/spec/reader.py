@@ -14,7 +14,6 @@ from core.problems import ERROR, Problem, kind
 from core.spec.locate import locate, path_text
 from core.spec.model import split_command
 
-
 NUL_HINT = "remove the \\u0000: a program's arguments and environment cannot hold a NUL"
 
 

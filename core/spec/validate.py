@@ -82,6 +82,7 @@ def parse_patterns(r: Reader, value: Any) -> tuple[str, ...]:
     # Imported here: the metric parser compiles its built-in formats on import, and most cluster
     # files have no patterns of their own.
     from core.telemetry.metrics import MetricPattern
+    from core.telemetry.regex_risk import FIX as REGEX_FIX
 
     path: tuple[str | int, ...] = ("metric_patterns",)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -95,7 +96,8 @@ def parse_patterns(r: Reader, value: Any) -> tuple[str, ...]:
         try:
             MetricPattern(regex)
         except ValueError as exc:
-            r.add((*path, i), str(exc), "use TOML literal strings ('...') so backslashes stay as written")
+            hint = "use TOML literal strings ('...') so backslashes stay as written"
+            r.add((*path, i), str(exc), REGEX_FIX if "is refused" in str(exc) else hint)
     return tuple(value)
 
 

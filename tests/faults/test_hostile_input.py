@@ -71,3 +71,42 @@ def test_agent_reports_a_start_it_cannot_make_as_start_failed(tmp_path: Path) ->
         agent.wait_for("pong", id=7)
     finally:
         assert agent.close() == 0
+
+
+# ------------------------------------------------------------------------------------------
+# 2. A metric pattern with catastrophic backtracking
+
+HOSTILE_PATTERNS = [r"^(?P<step>(a|aa)+)+$", r"(?P<step>(\d+,?)+)x", r"(?P<loss>.*.*.*)x", r"(?P<step>\d+)\s*\d+!"]
+
+
+def test_validate_refuses_patterns_that_backtrack_for_ever(tmp_path: Path) -> None:
+    listed = ", ".join(f"'{p}'" for p in HOSTILE_PATTERNS)
+    path = cluster(tmp_path, f'command = ["python", "-c", "pass"]\nmetric_patterns = [{listed}]\n' + TWO_ROLES)
+    code, _, err = cli("validate", str(path), "--no-ports")
+    assert code == 2, err
+    for i in range(len(HOSTILE_PATTERNS)):
+        assert f"{path}:2: error: metric_patterns[{i}]: metric pattern" in err, err
+    assert err.count("is refused") == len(HOSTILE_PATTERNS) and "possessive" in err and "Traceback" not in err
+    safe = cluster(
+        tmp_path,
+        'command = ["python", "-c", "pass"]\nmetric_patterns = [\'step (?P<step>\\d+).*loss (?P<loss>[0-9.]+)\', '
+        "'(?P<step>\\d+)\\D+(?P<loss>[0-9.e+-]+)', '(?P<step>(?>a|aa)+)!', '(?P<loss>\\d++,?)+']\n" + TWO_ROLES,
+        "safe.toml",
+    )
+    code, _, err = cli("validate", str(safe), "--no-ports")
+    assert code == 0, err
+
+
+HOSTILE_TRAINER = "import sys; print('a' * 40 + '!', flush=True)"
+
+
+def test_launch_with_a_hostile_pattern_ends_at_once(tmp_path: Path) -> None:
+    """Before: validate said OK and the launcher froze for good on the trainer's line, Ctrl-C too."""
+    path = cluster(
+        tmp_path,
+        f'command = ["python", "-c", "{HOSTILE_TRAINER}"]\nmetric_patterns = [\'^(?P<step>(a|aa)+)+$\']\n'
+        'complete_when = ["worker"]\n' + TWO_ROLES,
+    )
+    result = run_cli("launch", str(path), "--run-dir", str(tmp_path / "run"), timeout=60)  # kills on a hang
+    assert result.returncode == 2, result.stderr
+    assert "metric_patterns[0]" in result.stderr and "Traceback" not in result.stderr
