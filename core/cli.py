@@ -11,7 +11,6 @@ import codecs
 import dataclasses
 import json
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -361,7 +360,7 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_OK
     print(f"{'RUN':<36} {'STARTED':<19} {'ROLES':>5}  {'STATE':<10} RESULT", file=out)
     for r in runs:
-        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created))
+        started = rundir.started_text(r.created)
         print(f"{r.id:<36} {started:<19} {r.roles:>5}  {r.state:<10} {r.result or '-'}", file=out)
     print(f"\n{len(runs)} run{'s' if len(runs) != 1 else ''} in {root}", file=out)
     return EXIT_OK

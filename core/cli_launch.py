@@ -11,12 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from core import rundir
+from core import journal, rundir
 from core.diagnosis import waiting_lines
 from core.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from core.exits import print_problems as _print_problems
 from core.spec import load
-from core.states import ClusterStatus, Event, RoleState
+from core.states import TERMINAL, ClusterStatus, Event, RoleState
 
 if TYPE_CHECKING:  # launching needs these; `ctl`, `runs`, `validate` do not wait for their imports
     from core.controller import Controller
@@ -187,8 +187,17 @@ def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"run: {exc}", file=err)
         return EXIT_USAGE
     info = rundir.read_info(path)
-    if info is not None and info.state == "done":
+    if info is None:
+        print(f"run: {path / 'run.json'} is damaged (not a JSON object); nothing to attach to", file=err)
+        return EXIT_USAGE
+    if info.state == "done":
         print(f"run {info.id} is over ({info.result}); see its logs in {path}", file=err)
+        return EXIT_FAILED
+    ended = _ended_roles(path, info.role_ids)
+    if ended is not None:
+        # Its launcher died after the last role ended (run.json still says `completing` or
+        # `running`): there is nothing left to attach to, and the record is left as it is.
+        print(f"run {info.id} had ended when its launcher stopped ({ended}); see its logs in {path}", file=err)
         return EXIT_FAILED
     spec, problems = load(path / "cluster.toml")
     if spec is None:
@@ -208,6 +217,17 @@ def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if slurm and slurm.get("job_id"):
         print(f"Slurm job {slurm['job_id']} on {slurm.get('nodelist') or '?'}: reattaching", file=out, flush=True)
     return _supervise(session, args, out, err, time.time())
+
+
+def _ended_roles(path: Path, role_ids: tuple[str, ...]) -> str | None:
+    """``ps:0 succeeded, worker:0 failed`` when the journal has every role ended, else None."""
+    if not role_ids:
+        return None
+    last = journal.last_role_states(path, frozenset(role_ids))
+    states = [(role, str(last.get(role, {}).get("state"))) for role in role_ids]
+    if not all(state in {str(s) for s in TERMINAL} for _, state in states):
+        return None
+    return ", ".join(f"{role} {state}" for role, state in states)
 
 
 def _print_summary(

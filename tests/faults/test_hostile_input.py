@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import json
-import time
+import shutil
 from pathlib import Path
 
 import pytest
@@ -110,3 +110,61 @@ def test_launch_with_a_hostile_pattern_ends_at_once(tmp_path: Path) -> None:
     result = run_cli("launch", str(path), "--run-dir", str(tmp_path / "run"), timeout=60)  # kills on a hang
     assert result.returncode == 2, result.stderr
     assert "metric_patterns[0]" in result.stderr and "Traceback" not in result.stderr
+
+
+# ------------------------------------------------------------------------------------------
+# 3. attach to a run left at `completing`, or with a `created` that is not a number
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real run whose every role succeeded (a ps and a worker that print and exit)."""
+    base = tmp_path_factory.mktemp("finished")
+    path = cluster(base, 'command = ["python", "-c", "print(1)"]\ncomplete_when = ["worker"]\n' + TWO_ROLES)
+    result = run_cli("launch", str(path), "--run-dir", str(base / "run"), timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return base / "run"
+
+
+def damaged_copy(run: Path, tmp_path: Path, **fields: object) -> Path:
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    info = json.loads((copy / "run.json").read_text())
+    info.update(fields)
+    (copy / "run.json").write_text(json.dumps(info))
+    return copy
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"state": "completing", "result": None, "pid": 999999999},
+        {"state": "completing", "result": None, "created": "soon"},
+        {"state": "running", "result": None, "created": float("nan")},
+    ],
+)
+def test_attach_to_a_run_whose_roles_all_ended_says_so_and_leaves_its_record(
+    finished_run: Path, tmp_path: Path, fields: dict[str, object]
+) -> None:
+    """Before: `cluster running`, "agent lost", a hang that ignored Ctrl-C twice, and run.json
+    rewritten to stopping/stopped."""
+    run = damaged_copy(finished_run, tmp_path, **fields)
+    before = (run / "run.json").read_bytes()
+    result = run_cli("attach", str(run), timeout=30)  # kills on a hang
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "had ended when its launcher stopped (ps:0 succeeded, worker:0 succeeded)" in result.stderr
+    assert (run / "run.json").read_bytes() == before
+
+
+def test_runs_lists_a_run_with_a_damaged_created_time(finished_run: Path, tmp_path: Path) -> None:
+    """Before: `created` NaN or 1e300 in one run.json lost the whole listing to a traceback."""
+    root = tmp_path / "root"
+    root.mkdir()
+    for i, created in enumerate([float("nan"), 1e300, -5, "x", float("inf")]):
+        damaged_copy(finished_run, tmp_path, id=f"bad{i}", created=created).rename(root / f"bad{i}")
+    shutil.copytree(finished_run, root / "good")
+    (root / "truncated").mkdir()
+    (root / "truncated" / "run.json").write_text('{"id": "trunc')
+    code, out, err = cli("runs", "--root", str(root))
+    assert code == 0 and not err, err
+    assert out.count(" ?  ") == 5 and "\n6 runs in" in out, out
