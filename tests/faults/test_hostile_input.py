@@ -168,3 +168,40 @@ def test_runs_lists_a_run_with_a_damaged_created_time(finished_run: Path, tmp_pa
     code, out, err = cli("runs", "--root", str(root))
     assert code == 0 and not err, err
     assert out.count(" ?  ") == 5 and "\n6 runs in" in out, out
+
+
+# ------------------------------------------------------------------------------------------
+# 4. export --tfjob: a huge tasks = N, names Kubernetes refuses
+
+SLURM_CLUSTER = 'name = "big"\ncommand = "python -u train.py"\n[slurm]\npartition = "debug"\n'
+
+
+@pytest.mark.timeout(60, method="thread")
+def test_export_of_a_huge_counted_job_is_refused_at_once(tmp_path: Path) -> None:
+    """Before: 2**63-1 tasks never ended (10M: 63 s and 1.3 GB)."""
+    path = tmp_path / "big.toml"
+    path.write_text(SLURM_CLUSTER + "[jobs.ps]\ntasks = 1\n[jobs.worker]\ntasks = 9223372036854775807\n")
+    code, out, err = cli("export", "--tfjob", str(path), "--image", "tf:1")
+    assert code == 2 and not out, out
+    assert f"{path}:8: error: jobs.worker.tasks: 9223372036854775807 tasks is more than the 10000" in err, err
+    code, _, err = cli("validate", str(path))
+    assert code == 2 and "more than the 10000" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--name", ""], "'' is not a DNS-1035 label"),
+        (["--name", "a" * 64], "is not a DNS-1035 label"),
+        (["--name", "a" * 56], f"the service name '{'a' * 56}-worker-9' made from"),
+        (["--namespace", "n" * 70], "is not a namespace name"),
+    ],
+)
+def test_export_refuses_names_kubernetes_refuses(tmp_path: Path, args: list[str], message: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(SLURM_CLUSTER + "[jobs.ps]\ntasks = 1\n[jobs.worker]\ntasks = 10\n")
+    code, out, err = cli("export", "--tfjob", str(path), "--image", "tf:1", *args)
+    assert code == 2 and not out, out
+    assert message in err and "Traceback" not in err, err
+    code, out, _ = cli("export", "--tfjob", str(path), "--image", "tf:1", "--name", "a" * 53, "--namespace", "n" * 63)
+    assert code == 0 and json.loads(out)["metadata"]["namespace"] == "n" * 63
