@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from core import control, rundir
+from core.agent.processes import SIGNAL_HINT, signal_number
 from core.cli_launch import cmd_attach, cmd_launch
 from core.demo import DEMO_CLUSTER
 from core.diagnosis import waiting_lines
@@ -372,10 +373,20 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except FileNotFoundError as exc:
         print(f"run: {exc}", file=err)
         return EXIT_USAGE
-    info = json.loads((path / "run.json").read_text(encoding="utf-8"))
+    try:
+        info = json.loads((path / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        print(f"run: cannot read {path / 'run.json'}: {exc}", file=err)
+        return EXIT_USAGE
+    if not isinstance(info, dict):
+        print(f"run: {path / 'run.json'} is not a run description (a JSON object); nothing to control", file=err)
+        return EXIT_USAGE
     action = args.action.replace("-", "_")
     if action in ("stop", "kill", "restart", "signal") and not args.role:
         print(f"{args.action}: name the role, e.g. `ctl {args.run} {args.action} worker:0`", file=err)
+        return EXIT_USAGE
+    if action == "signal" and (not args.signal or signal_number(args.signal) is None):
+        print(f"signal: {args.signal!r} is not a signal; {SIGNAL_HINT}", file=err)
         return EXIT_USAGE
     sock = info.get("control_socket")
     payload: dict[str, Any] = {"action": action, "role": args.role, "signal": args.signal}

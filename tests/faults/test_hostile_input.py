@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from core import control
 from core.cli import main as cli_main
 from tests.conftest import free_ports, run_cli
 from tests.core.test_agent import AgentProcess
+from tests.core.test_launch import Launch
 
 
 def cli(*args: str) -> tuple[int, str, str]:
@@ -205,3 +207,55 @@ def test_export_refuses_names_kubernetes_refuses(tmp_path: Path, args: list[str]
     assert message in err and "Traceback" not in err, err
     code, out, _ = cli("export", "--tfjob", str(path), "--image", "tf:1", "--name", "a" * 53, "--namespace", "n" * 63)
     assert code == 0 and json.loads(out)["metadata"]["namespace"] == "n" * 63
+
+
+# ------------------------------------------------------------------------------------------
+# 9. Roles get SIGINT and SIGHUP as defaults; ctl refuses what is not a signal
+
+SIGNAL_ROLE = """
+import signal, time
+print("SIGINT", signal.getsignal(signal.SIGINT) is signal.default_int_handler, flush=True)
+print("SIGHUP", signal.getsignal(signal.SIGHUP) == signal.SIG_DFL, flush=True)
+try:
+    while True:
+        time.sleep(0.05)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+"""
+
+
+@pytest.mark.timeout(180, method="thread")
+def test_roles_get_default_sigint_and_ctl_refuses_bad_signals(tmp_path: Path, launches: list[Launch]) -> None:
+    """Before: every role inherited SIGINT/SIGHUP ignored (`sent SIGINT`, nothing happened), and
+    `ctl ... signal worker:0 NOPE` answered `sent`, exit 0."""
+    (tmp_path / "role.py").write_text(SIGNAL_ROLE)
+    path = cluster(tmp_path, 'command = ["python", "-u", "role.py"]\ncomplete_when = ["worker"]\n' + TWO_ROLES)
+    launch = Launch(path, tmp_path / "run")
+    launches.append(launch)
+    launch.wait_role("worker:0", "running")
+    launch.wait_output("worker:0", "SIGHUP")
+    log = (tmp_path / "run" / "roles" / "worker-0" / "attempt-1.log").read_text()
+    assert "SIGINT True" in log and "SIGHUP True" in log, log
+    for bad in ("NOPE", "0", "99", "-9", "SIG_IGN", ""):
+        result = launch.ctl("signal", "worker:0", bad)
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert f"signal: {bad!r} is not a signal; name one, e.g. INT" in result.stderr
+    # The launch refuses it too (the window sends through the same controller).
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    reply = control.request(Path(info["control_socket"]), {"action": "signal", "role": "worker:0", "signal": "99"})
+    assert reply == {"ok": False, "error": "'99' is not a signal: name one, e.g. INT, TERM, HUP, USR1, STOP or CONT"}
+    result = launch.ctl("signal", "worker:0", "INT")
+    assert result.returncode == 0 and "sent SIGINT to worker:0" in result.stdout, result.stderr
+    launch.wait_output("worker:0", "KeyboardInterrupt")
+    code, out = launch.finish()
+    assert code == 0 and "worker:0     succeeded" in out, out
+
+
+@pytest.mark.parametrize("text", ['{"id": "x", "control_', "[1, 2]", '"run"', "[" * 100000])
+def test_ctl_on_a_damaged_run_json_is_one_line(finished_run: Path, tmp_path: Path, text: str) -> None:
+    """Before: JSONDecodeError, AttributeError or RecursionError tracebacks."""
+    run = damaged_copy(finished_run, tmp_path)
+    (run / "run.json").write_text(text)
+    code, out, err = cli("ctl", str(run), "status")
+    assert code == 2 and not out and len(err.splitlines()) == 1, err
+    assert str(run / "run.json") in err
