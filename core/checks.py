@@ -12,6 +12,7 @@ import shutil
 import socket
 from pathlib import Path
 
+from core.agent.freeports import ALL_ADDRESSES
 from core.problems import ERROR, Problem
 from core.spec import ClusterSpec, Task, locate
 
@@ -35,11 +36,20 @@ def port_holder(host: str, port: int) -> str | None:
 
 
 def port_in_use(host: str, port: int) -> bool:
-    """True when a TCP server could not bind ``host:port`` now.
+    """True when a TCP server could not bind ``host:port`` now, as TensorFlow binds it.
 
     SO_REUSEADDR as TensorFlow's gRPC server sets it: connections of an earlier run lingering in
-    TIME_WAIT do not block a new server, a listener does.
+    TIME_WAIT do not block a new server, a listener does. TensorFlow binds every address, so a
+    port held on another one only (127.0.0.5:P for a task on 127.0.0.1) is in use too.
     """
+    here = _bind_fails(host, port)
+    if here is None:
+        return False  # not an address of this machine: its own checks say so
+    return here or bool(_bind_fails("::" if ":" in host else ALL_ADDRESSES, port))
+
+
+def _bind_fails(host: str, port: int) -> bool | None:
+    """True: in use; False: free; None: ``host`` is not an address here."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -49,7 +59,7 @@ def port_in_use(host: str, port: int) -> bool:
             if exc.errno == errno.EADDRINUSE:
                 return True
             if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
-                return False
+                return None
             raise
     return False
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -259,3 +260,25 @@ def test_ctl_on_a_damaged_run_json_is_one_line(finished_run: Path, tmp_path: Pat
     code, out, err = cli("ctl", str(run), "status")
     assert code == 2 and not out and len(err.splitlines()) == 1, err
     assert str(run / "run.json") in err
+
+
+# ------------------------------------------------------------------------------------------
+# 10. A port held on another loopback address only
+
+
+def test_validate_finds_a_port_held_on_another_loopback_address(tmp_path: Path) -> None:
+    """Before: `validate` said OK, then TensorFlow (which binds every address) could not start."""
+    path = cluster(tmp_path, 'command = ["python", "-c", "pass"]\n' + TWO_ROLES)
+    port = int(path.read_text().split("127.0.0.1:")[2].split('"')[0])  # the worker's
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.5", port))
+        holder.listen()
+        code, _, err = cli("validate", str(path))
+        assert code == 2, err
+        assert f"{path}:6: error: jobs.worker.tasks[0]: port {port} on 127.0.0.1 is already in use" in err, err
+        assert "probe" not in err and "Traceback" not in err
+        from core.agent.probe import _port_state
+
+        assert _port_state("127.0.0.1", port) == "busy"  # validate --remote's check on a host
+    code, _, err = cli("validate", str(path))
+    assert code == 0, err
