@@ -241,11 +241,23 @@ def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.tf_config is not None and not args.command:
         print("note: TF_CONFIG has no command; edit `command` (set to python -u train.py)", file=err)
     if args.output:
-        args.output.write_text(text, encoding="utf-8")
+        if not _write_output(args.output, text, err):
+            return EXIT_USAGE
         print(f"wrote {args.output}", file=err)
     else:
         out.write(text)
     return EXIT_OK
+
+
+def _write_output(path: Path, text: str, err: TextIO) -> bool:
+    """Write ``-o`` output; False after one line saying why not (a directory, read-only, no such folder)."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        why = "it is a directory" if path.is_dir() else (exc.strerror or str(exc))
+        print(f"-o {path}: cannot write: {why}; give a file path in a folder you can write", file=err)
+        return False
+    return True
 
 
 READ_CHUNK_BYTES = 1 << 20
@@ -339,7 +351,8 @@ def cmd_export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.output is None:
         out.write(text)
     else:
-        args.output.write_text(text, encoding="utf-8")
+        if not _write_output(args.output, text, err):
+            return EXIT_USAGE
         print(f"wrote {args.output} (TFJob {manifest['metadata']['name']}): kubectl apply -f {args.output}", file=out)
     return EXIT_OK
 

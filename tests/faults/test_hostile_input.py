@@ -282,3 +282,43 @@ def test_validate_finds_a_port_held_on_another_loopback_address(tmp_path: Path) 
         assert _port_state("127.0.0.1", port) == "busy"  # validate --remote's check on a host
     code, _, err = cli("validate", str(path))
     assert code == 0, err
+
+
+# ------------------------------------------------------------------------------------------
+# 14. Tracebacks: deep nesting, -o where nothing can be written
+
+TF_CONFIG = '{"cluster": {"worker": ["127.0.0.1:2222"]}}'
+
+
+@pytest.mark.parametrize("command", ["validate", "render", "launch", "export"])
+def test_deeply_nested_cluster_file_is_one_problem(tmp_path: Path, command: str) -> None:
+    path = tmp_path / "deep.toml"
+    path.write_text("name = " + "[" * 500 + "]" * 500 + "\n")
+    args = ["export", "--tfjob", str(path), "--image", "tf:1"] if command == "export" else [command, str(path)]
+    code, out, err = cli(*args)
+    assert code == 2 and not out
+    assert f"{path}: error: arrays or tables nested too deep" in err and "Traceback" not in err
+
+
+def test_deeply_nested_tf_config_is_one_problem() -> None:
+    code, out, err = cli("import", "--tf-config", "[" * 100000 + "]" * 100000)
+    assert code == 2 and not out
+    assert err.startswith("error: --tf-config: not a TF_CONFIG: nested too deep"), err
+
+
+@pytest.mark.parametrize("where", ["directory", "missing folder", "file below a file"])
+def test_output_that_cannot_be_written_is_one_line(tmp_path: Path, where: str) -> None:
+    (tmp_path / "afile").write_text("")
+    target = {
+        "directory": tmp_path,
+        "missing folder": tmp_path / "nope" / "x.toml",
+        "file below a file": tmp_path / "afile" / "x.toml",
+    }[where]
+    cluster_file = cluster(tmp_path, 'command = "python -u t.py"\n' + TWO_ROLES)
+    for args in (
+        ["import", "--tf-config", TF_CONFIG, "--command", "python t.py", "-o", str(target)],
+        ["export", "--tfjob", str(cluster_file), "--image", "tf:1", "-o", str(target)],
+    ):
+        code, out, err = cli(*args)
+        assert code == 2 and not out, out
+        assert err.startswith(f"-o {target}: cannot write: ") and len(err.splitlines()) == 1, err
