@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="also print this role's output (repeatable; 'all' for every role)",
     )
-    p.add_argument("--tail", type=int, default=20, help="lines of a failed role's output to print (default 20)")
+    p.add_argument("--tail", type=_lines, default=20, help="lines of a failed role's output to print (default 20)")
     p.add_argument(
         "--progress-every",
         type=float,
@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_attach)
     p.add_argument("run", help="a run directory, a run id from `runs`, or 'latest'")
     p.add_argument("--follow", metavar="ROLE", action="append", default=[], help="print this role's output ('all')")
-    p.add_argument("--tail", type=int, default=20, help="lines of a failed role's output to print (default 20)")
+    p.add_argument("--tail", type=_lines, default=20, help="lines of a failed role's output to print (default 20)")
     p.add_argument("--progress-every", type=float, default=5.0, metavar="SECONDS", help="0: never; default 5")
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
 
@@ -146,6 +146,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--namespace", help="the Kubernetes namespace (default: kubectl's current one)")
     p.add_argument("--workdir", help="the directory the trainer starts in inside the image (default: the image's)")
     return parser
+
+
+def _lines(text: str) -> int:
+    """``--tail``: a count of lines, 0 or more (argparse prints the refusal)."""
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+_lines.__name__ = "count of lines (0 or more)"  # argparse's message: invalid <this> value: '-5'
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:

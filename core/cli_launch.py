@@ -95,7 +95,8 @@ class LaunchPrinter:
                 *lines, rest = text.split("\n")
                 self._partial[event.role] = rest[-4096:]
                 for line in lines:
-                    print(f"{event.role:>12} | {line.rsplit(chr(13), 1)[-1]}", file=self.out)
+                    # A progress bar's redraws show as their last state; CRLF line ends are line ends.
+                    print(f"{event.role:>12} | {line.rstrip(chr(13)).rsplit(chr(13), 1)[-1]}", file=self.out)
                 self.out.flush()
 
 
@@ -156,6 +157,8 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     spec = load_checked(args.file, err)
     if spec is None:
         return EXIT_USAGE
+    if not follows_known_roles(args.follow, spec.role_ids(), err):
+        return EXIT_USAGE
     if not args.no_preflight and needs_preflight(spec):
         from core.preflight import format_table, preflight
 
@@ -169,7 +172,14 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             spec, path=args.run_dir.resolve() if args.run_dir else None, on_disconnect=args.on_disconnect
         )
     except OSError as exc:
-        print(f"--run-dir: cannot create the run directory: {exc}", file=err)
+        if args.run_dir:
+            print(f"--run-dir: cannot create the run directory: {exc}", file=err)
+        else:  # the default place: the data directory is at fault, not an option the user did not give
+            print(
+                f"cannot create a run directory under {rundir.runs_root()}: {exc.strerror or exc}; "
+                "give --run-dir, or set TOWERDECK_DATA_DIR to a folder you can write",
+                file=err,
+            )
         return EXIT_USAGE
     controller = session.controller
     controller.subscribe(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
@@ -203,6 +213,8 @@ def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if spec is None:
         _print_problems(problems, str(path / "cluster.toml"), err)
         return EXIT_USAGE
+    if not follows_known_roles(args.follow, list(info.role_ids) or spec.role_ids(), err):
+        return EXIT_USAGE
     from core.session import LaunchSession, SessionError
 
     try:
@@ -217,6 +229,15 @@ def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if slurm and slurm.get("job_id"):
         print(f"Slurm job {slurm['job_id']} on {slurm.get('nodelist') or '?'}: reattaching", file=out, flush=True)
     return _supervise(session, args, out, err, time.time())
+
+
+def follows_known_roles(follow: list[str], role_ids: list[str], err: TextIO) -> bool:
+    """Whether every ``--follow`` names a role of the run (or ``all``); one line when not."""
+    unknown = [name for name in follow if name != "all" and name not in role_ids]
+    if unknown:
+        shown = ", ".join(role_ids[:8]) + (", ..." if len(role_ids) > 8 else "")
+        print(f"--follow {unknown[0]}: no such role; the roles are {shown} (or 'all')", file=err)
+    return not unknown
 
 
 def _ended_roles(path: Path, role_ids: tuple[str, ...]) -> str | None:

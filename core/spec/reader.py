@@ -7,6 +7,7 @@ Each problem carries the dotted field, the line (:func:`core.spec.locate.locate`
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from typing import Any
 
@@ -59,6 +60,9 @@ class Reader:
                 f"must be {'an integer' if integer else 'a number'}, not {kind(value)}",
                 f"e.g. {path[-1]} = {int(minimum) if integer else minimum}",
             )
+            return None
+        if isinstance(value, float) and not math.isfinite(value):  # start_s = inf: never running
+            self.add(path, f"must be a finite number, not {value}", f"e.g. {path[-1]} = {int(minimum) or 1}")
             return None
         if value < minimum:
             self.add(path, f"must be at least {minimum}, not {value}", f"use a value >= {minimum}")
@@ -121,9 +125,9 @@ class Reader:
             or not isinstance(value, list)
             or not all(isinstance(g, int) and not isinstance(g, bool) for g in value)
         ):
-            self.add(
-                path, f"must be a list of GPU indices, not {kind(value)}", "e.g. gpus = [0, 1], or gpus = [] for none"
-            )
+            bad = next((g for g in value if isinstance(g, bool) or not isinstance(g, int)), None)
+            what = kind(value) if not isinstance(value, list) else f"a list holding {kind(bad)} ({bad!r})"
+            self.add(path, f"must be a list of GPU indices, not {what}", "e.g. gpus = [0, 1], or gpus = [] for none")
             return None
         if any(g < 0 for g in value):
             self.add(path, "GPU indices cannot be negative", "use indices as nvidia-smi shows them: 0, 1, ...")

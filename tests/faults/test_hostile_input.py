@@ -17,6 +17,8 @@ import pytest
 
 from core import control
 from core.cli import main as cli_main
+from core.cli_launch import LaunchPrinter
+from core.states import Event
 from tests.conftest import free_ports, run_cli
 from tests.core.test_agent import AgentProcess
 from tests.core.test_launch import Launch
@@ -322,3 +324,66 @@ def test_output_that_cannot_be_written_is_one_line(tmp_path: Path, where: str) -
         code, out, err = cli(*args)
         assert code == 2 and not out, out
         assert err.startswith(f"-o {target}: cannot write: ") and len(err.splitlines()) == 1, err
+
+
+# ------------------------------------------------------------------------------------------
+# 15. Wrong or misleading messages
+
+
+def test_validate_messages_say_what_is_wrong_where(tmp_path: Path) -> None:
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "script.sh").write_text("#!/bin/sh\n")
+    path = cluster(
+        tmp_path,
+        'command = ["python", "-c", "pass"]\nstop_grace_s = nan\nstart_s = inf\n'
+        '[jobs.ps]\ntasks = ["127.0.0.1:PS", "127.0.0.1:0"]\ngpus = [0, "1"]\n'
+        '[jobs.worker]\ntasks = [{ address = "127.0.0.1:WORKER", command = ["./adir"] },\n'
+        '  { address = "127.0.0.1:1", command = ["./script.sh"] }]\nrestart = "Never"\n',
+    )
+    code, _, err = cli("validate", str(path), "--no-ports")
+    assert code == 2
+    assert f"{path}:2: error: stop_grace_s: must be a finite number, not nan" in err
+    assert f"{path}:3: error: start_s: must be a finite number, not inf" in err
+    assert f"{path}:5: error: jobs.ps.tasks[1]: " in err  # a one-line array: its own line, not the next
+    assert f"{path}:6: error: jobs.ps.gpus: must be a list of GPU indices, not a list holding a string ('1')" in err
+    (tmp_path / "fixed.toml").write_text(
+        path.read_text().replace("nan", "1.0").replace("inf", "1.0").replace(', "127.0.0.1:0"', "")
+        .replace(', "1"', "")
+    )  # fmt: skip
+    code, _, err = cli("validate", str(tmp_path / "fixed.toml"), "--no-ports")
+    assert code == 2
+    fixed = tmp_path / "fixed.toml"
+    assert f"{fixed}:8: error: jobs.worker.tasks[0].command: command './adir' is a directory, not a program" in err
+    assert f"{fixed}:9: error: jobs.worker.tasks[1].command: command './script.sh' is not executable" in err
+    assert "chmod +x" in err and "give its full path" not in err, err
+
+
+def test_follow_shows_crlf_lines_and_progress_redraws() -> None:
+    out = io.StringIO()
+    printer = LaunchPrinter(out, ["worker:0"], progress_s=0)
+    printer(Event("role_output", 1.0, "worker:0", {"text": "step 1\r\nstep 2\r\n10%\r50%\r100%\n"}))
+    assert [line.split("| ", 1)[1] for line in out.getvalue().splitlines()] == ["step 1", "step 2", "100%"]
+
+
+def test_launch_and_attach_refuse_unknown_follow_and_negative_tail(tmp_path: Path, data_dir: Path) -> None:
+    """Before: `--tail -5` and `--follow worker:99` were accepted silently (and a launch made)."""
+    path = cluster(tmp_path, 'command = ["python", "-c", "pass"]\n' + TWO_ROLES)
+    code, out, err = cli("launch", str(path), "--follow", "worker:99")
+    assert code == 2 and not out
+    assert err == "--follow worker:99: no such role; the roles are ps:0, worker:0 (or 'all')\n"
+    assert not (data_dir / "runs").exists()  # refused before anything was made
+    result = run_cli("launch", str(path), "--tail", "-5", timeout=60)
+    assert result.returncode == 2 and "argument --tail: invalid count of lines (0 or more) value: '-5'" in result.stderr
+
+
+def test_an_unwritable_data_directory_is_named_not_run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("TOWERDECK_DATA_DIR", str(tmp_path / "afile"))
+    path = cluster(tmp_path, 'command = ["python", "-c", "pass"]\n' + TWO_ROLES)
+    code, out, err = cli("launch", str(path))
+    assert code == 2 and not out
+    assert (
+        err.startswith(f"cannot create a run directory under {tmp_path / 'afile' / 'runs'}: ")
+        and "--run-dir:" not in err
+    )
+    assert "TOWERDECK_DATA_DIR" in err
