@@ -417,8 +417,8 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         if not sock:
             raise OSError("no control socket recorded")
-        reply = control.request(Path(sock), payload)
-    except OSError:
+        reply = control.request(Path(str(sock)), payload)
+    except (OSError, ValueError):  # ValueError: a hand-edited socket path with a NUL in it
         print(
             f"run {info.get('id')} is not running (state: {info.get('state')}, result: {info.get('result')}); nothing to control",
             file=err,

@@ -125,8 +125,10 @@ class Reader:
             or not isinstance(value, list)
             or not all(isinstance(g, int) and not isinstance(g, bool) for g in value)
         ):
-            bad = next((g for g in value if isinstance(g, bool) or not isinstance(g, int)), None)
-            what = kind(value) if not isinstance(value, list) else f"a list holding {kind(bad)} ({bad!r})"
+            what = kind(value)
+            if isinstance(value, list):
+                bad = next(g for g in value if isinstance(g, bool) or not isinstance(g, int))
+                what = f"a list holding {kind(bad)} ({bad!r})"
             self.add(path, f"must be a list of GPU indices, not {what}", "e.g. gpus = [0, 1], or gpus = [] for none")
             return None
         if any(g < 0 for g in value):
