@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import time
 from pathlib import Path
 
 import psutil
@@ -20,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.cli import main as cli_main
+from core.telemetry.metrics import MetricParser, MetricPattern
 from tests.conftest import free_ports, run_cli
 from tests.faults.test_bad_input import FLAG_WORDS, JSONISH, SEED_TEXTS, TOKENS, mutated
 from tests.helpers.procs import assert_nothing_left
@@ -179,3 +181,35 @@ def test_generated_trainer_output_through_a_real_launch(tmp_path_factory: pytest
     assert "Traceback" not in result.stdout + result.stderr
     assert (base / "run" / "roles" / "worker-0" / "attempt-1.log").read_bytes() == data
     assert_nothing_left([ps, worker], str(base))
+
+
+ATOMS = st.sampled_from(["a", "1", " ", "!", ".", "\\d", "\\D", "\\s", "\\w", "[a1]", "[^!]", "(?:aa)"])
+QUANTIFIERS = st.sampled_from(["+", "*", "?", "{2,}", "{0,99}", "++", "*+", "{3}"])
+REGEXES = st.recursive(
+    ATOMS,
+    lambda inner: (
+        st.tuples(inner, QUANTIFIERS).map(lambda t: f"(?:{t[0]}){t[1]}")
+        | st.lists(inner, min_size=2, max_size=3).map("".join)
+        | st.lists(inner, min_size=2, max_size=3).map(lambda parts: "(?:" + "|".join(parts) + ")")
+        | inner.map(lambda r: f"(?>{r})")
+    ),
+    max_leaves=6,
+)
+ADVERSARIAL_LINES = ["a" * 2048, "1" * 2048, "a1 " * 682, " " * 2048, "ab" * 1024, "a" * 2047 + "!"]
+
+
+@HARD_TIMEOUT
+@given(regex=REGEXES, anchor=st.sampled_from(["", "^"]), end=st.sampled_from(["", "$", "!"]))
+@settings(max_examples=400 * SCALE, deadline=None)
+def test_every_metric_pattern_accepted_takes_bounded_time_per_line(regex: str, anchor: str, end: str) -> None:
+    """What `validate` accepts as a metric pattern matches any line in well under a second; what
+    could take longer is refused (core/telemetry/regex_risk.py). The bound is generous on purpose:
+    an exponential or cubic pattern takes seconds to forever on these 2 kB lines."""
+    try:
+        parser = MetricParser((MetricPattern(f"{anchor}(?P<step>{regex}){end}"),))
+    except ValueError:
+        return  # refused with a reason, before any output
+    for line in ADVERSARIAL_LINES:
+        started = time.process_time()
+        parser.feed(line + "\n", 0.0)
+        assert time.process_time() - started < 1.0, (regex, line[:10])
