@@ -20,7 +20,7 @@ from core.agent.processes import SIGNAL_HINT, signal_number
 from core.cli_launch import cmd_attach, cmd_launch
 from core.demo import DEMO_CLUSTER
 from core.diagnosis import waiting_lines
-from core.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from core.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, line_count, write_output
 from core.exits import print_problems as _print_problems
 from core.importers import from_flags, from_tf_config
 from core.problems import SpecError
@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="also print this role's output (repeatable; 'all' for every role)",
     )
-    p.add_argument("--tail", type=_lines, default=20, help="lines of a failed role's output to print (default 20)")
+    p.add_argument("--tail", type=line_count, default=20, help="lines of a failed role's output to print (default 20)")
     p.add_argument(
         "--progress-every",
         type=float,
@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_attach)
     p.add_argument("run", help="a run directory, a run id from `runs`, or 'latest'")
     p.add_argument("--follow", metavar="ROLE", action="append", default=[], help="print this role's output ('all')")
-    p.add_argument("--tail", type=_lines, default=20, help="lines of a failed role's output to print (default 20)")
+    p.add_argument("--tail", type=line_count, default=20, help="lines of a failed role's output to print (default 20)")
     p.add_argument("--progress-every", type=float, default=5.0, metavar="SECONDS", help="0: never; default 5")
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
 
@@ -146,17 +146,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--namespace", help="the Kubernetes namespace (default: kubectl's current one)")
     p.add_argument("--workdir", help="the directory the trainer starts in inside the image (default: the image's)")
     return parser
-
-
-def _lines(text: str) -> int:
-    """``--tail``: a count of lines, 0 or more (argparse prints the refusal)."""
-    value = int(text)
-    if value < 0:
-        raise ValueError(text)
-    return value
-
-
-_lines.__name__ = "count of lines (0 or more)"  # argparse's message: invalid <this> value: '-5'
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -252,23 +241,12 @@ def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.tf_config is not None and not args.command:
         print("note: TF_CONFIG has no command; edit `command` (set to python -u train.py)", file=err)
     if args.output:
-        if not _write_output(args.output, text, err):
+        if not write_output(args.output, text, err):
             return EXIT_USAGE
         print(f"wrote {args.output}", file=err)
     else:
         out.write(text)
     return EXIT_OK
-
-
-def _write_output(path: Path, text: str, err: TextIO) -> bool:
-    """Write ``-o`` output; False after one line saying why not (a directory, read-only, no such folder)."""
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        why = "it is a directory" if path.is_dir() else (exc.strerror or str(exc))
-        print(f"-o {path}: cannot write: {why}; give a file path in a folder you can write", file=err)
-        return False
-    return True
 
 
 READ_CHUNK_BYTES = 1 << 20
@@ -362,7 +340,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.output is None:
         out.write(text)
     else:
-        if not _write_output(args.output, text, err):
+        if not write_output(args.output, text, err):
             return EXIT_USAGE
         print(f"wrote {args.output} (TFJob {manifest['metadata']['name']}): kubectl apply -f {args.output}", file=out)
     return EXIT_OK
