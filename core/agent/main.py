@@ -6,7 +6,6 @@ import argparse
 import signal
 import sys
 
-from .processes import ignore_here
 from .protocol import MAX_PERIOD_S, MIN_PERIOD_S
 from .serve import LINGER_S, relay, serve_in_step, start_detached
 from .supervisor import Agent
@@ -58,8 +57,6 @@ def main(argv: list[str] | None = None) -> int:
         agent.shutdown(agent.shutdown_grace_s)
 
     signal.signal(signal.SIGTERM, on_term)
-    ignore_here(signal.SIGINT)
-    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:  # started under nohup: not for the roles
-        ignore_here(signal.SIGHUP)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     agent.run(sys.stdin.fileno())
     return 0
