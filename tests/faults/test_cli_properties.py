@@ -35,7 +35,18 @@ HOSTILE = [
     "start_s = inf", "stop_grace_s = nan", "[" * 500 + "]" * 500, "[slurm]\npartition = \"x\"\n", "\r\n",
     'gpus = [0, "1"]', 'command = ["/tmp"]', 'command = ["./nope.sh"]', "tasks = [\"127.0.0.5:1\"]",
 ]  # fmt: skip
-CLUSTER_TEXT = mutated(SEED_TEXTS) | st.lists(st.sampled_from(TOKENS + HOSTILE), max_size=12).map("\n".join)
+SLURM_SEED = (
+    'command = "python -u t.py"\n[slurm]\npartition = "debug"\n[jobs.ps]\ntasks = 1\n[jobs.worker]\ntasks = {}\n'
+)
+DEEP = st.integers(1, 3000).map(lambda n: "[" * n + "]" * n)
+CLUSTER_TEXT = (
+    mutated(SEED_TEXTS)
+    | st.lists(st.sampled_from(TOKENS + HOSTILE), max_size=12).map("\n".join)
+    | st.integers(-5, 2**63 - 1).map(SLURM_SEED.format)  # a count of tasks up to 2**63-1
+    | st.tuples(st.sampled_from(SEED_TEXTS), st.sampled_from(["name", "workdir", "env.A", "x"]), DEEP).map(
+        lambda t: f"{t[1]} = {t[2]}\n" + t[0]  # nesting where a value goes
+    )
+)
 PROBLEM_LINE_ENDS = (" error", " errors", " warning", " warnings")
 
 
@@ -83,7 +94,7 @@ def test_generated_cluster_files_at_validate_render_and_export(cluster_dir: Path
 
 @HARD_TIMEOUT
 @given(
-    tf_config=JSONISH.map(lambda v: json.dumps(v, allow_nan=True)) | st.text(max_size=200),
+    tf_config=JSONISH.map(lambda v: json.dumps(v, allow_nan=True)) | st.text(max_size=200) | DEEP,
     flags=st.lists(FLAG_WORDS | st.text(max_size=10), max_size=10).map(" ".join) | st.text(max_size=200),
     command=st.none() | st.sampled_from(["python t.py", "", "'", "a\x00b"]),
 )
