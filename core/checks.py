@@ -12,10 +12,12 @@ import shutil
 import socket
 from pathlib import Path
 
+from core.agent.freeports import ALL_ADDRESSES
 from core.agent.probe import missing_imports
 from core.problems import ERROR, WARNING, Problem
 from core.render import command_of
 from core.spec import ClusterSpec, Task, locate
+from core.spec.locate import path_text
 
 
 def port_holder(host: str, port: int) -> str | None:
@@ -37,11 +39,20 @@ def port_holder(host: str, port: int) -> str | None:
 
 
 def port_in_use(host: str, port: int) -> bool:
-    """True when a TCP server could not bind ``host:port`` now.
+    """True when a TCP server could not bind ``host:port`` now, as TensorFlow binds it.
 
     SO_REUSEADDR as TensorFlow's gRPC server sets it: connections of an earlier run lingering in
-    TIME_WAIT do not block a new server, a listener does.
+    TIME_WAIT do not block a new server, a listener does. TensorFlow binds every address, so a
+    port held on another one only (127.0.0.5:P for a task on 127.0.0.1) is in use too.
     """
+    here = _bind_fails(host, port)
+    if here is None:
+        return False  # not an address of this machine: its own checks say so
+    return here or bool(_bind_fails("::" if ":" in host else ALL_ADDRESSES, port))
+
+
+def _bind_fails(host: str, port: int) -> bool | None:
+    """True: in use; False: free; None: ``host`` is not an address here."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -51,7 +62,7 @@ def port_in_use(host: str, port: int) -> bool:
             if exc.errno == errno.EADDRINUSE:
                 return True
             if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
-                return False
+                return None
             raise
     return False
 
@@ -95,7 +106,7 @@ def check_local(spec: ClusterSpec, text: str = "", check_ports: bool = True) -> 
         if spec.host_config(task.host).remote:
             continue  # checked on its machine by the pre-flight (core.preflight), over SSH
         argv = command_of(spec, task)
-        path: tuple[str | int, ...] = ("command",) if not task.command else ("jobs", task.job, "command")
+        path = _command_path(spec, task, text)
         if argv not in checked:
             checked.add(argv)
             problems += _check_command(spec, task, argv, path, text)
@@ -120,21 +131,32 @@ def _check_notify(spec: ClusterSpec, text: str) -> list[Problem]:
     ]
 
 
+def _command_path(spec: ClusterSpec, task: Task, text: str) -> tuple[str | int, ...]:
+    """Where ``task``'s command is written: the top, its job, or the task itself."""
+    if not task.command:
+        return ("command",)
+    job_path: tuple[str | int, ...] = ("jobs", task.job, "command")
+    if all(t.command == task.command for t in spec.jobs[task.job].tasks) and locate(text, job_path) is not None:
+        return job_path
+    return ("jobs", task.job, "tasks", task.index, "command")
+
+
 def _check_command(
     spec: ClusterSpec, task: Task, argv: tuple[str, ...], path: tuple[str | int, ...], text: str
 ) -> list[Problem]:
     env_path = {**os.environ, **spec.env, **task.env}.get("PATH")
-    field = ".".join(str(p) for p in path)
+    field = path_text(path)
     if find_executable(argv[0], spec.workdir, env_path) is None:
-        return [
-            Problem(
-                field,
-                f"command {argv[0]!r} was not found{' in ' + str(spec.workdir) if '/' in argv[0] else ' on PATH'}",
-                "install it, or give its full path",
-                ERROR,
-                locate(text, path),
-            )
-        ]
+        given = Path(argv[0]) if Path(argv[0]).is_absolute() else spec.workdir / argv[0]
+        if "/" in argv[0] and given.is_dir():
+            message, hint = f"command {argv[0]!r} is a directory, not a program", "name the program in it"
+        elif "/" in argv[0] and given.exists():
+            message = f"command {argv[0]!r} is not executable"
+            hint = f'chmod +x {given}, or start it with its interpreter (a Python script: ["python", "{argv[0]}"])'
+        else:
+            where = " in " + str(spec.workdir) if "/" in argv[0] else " on PATH"
+            message, hint = f"command {argv[0]!r} was not found{where}", "install it, or give its full path"
+        return [Problem(field, message, hint, ERROR, locate(text, path))]
     script = script_of(argv)
     if script is not None and "{" not in script:
         script_path = Path(script) if Path(script).is_absolute() else spec.workdir / script

@@ -11,19 +11,19 @@ import codecs
 import dataclasses
 import json
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from core import control, rundir
+from core.agent.processes import SIGNAL_HINT, signal_number
 from core.cli_export import add_csv_arguments, cmd_export_csv, wants_csv
 from core.cli_gpus import add_parser as add_gpus_parser
 from core.cli_launch import cmd_attach, cmd_launch
 from core.cli_tensorboard import add_tensorboard_arguments, cmd_runs_tensorboard
 from core.demo import DEMO_CLUSTER
 from core.diagnosis import waiting_lines
-from core.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from core.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, line_count, write_output
 from core.exits import print_problems as _print_problems
 from core.importers import from_flags, from_tf_config
 from core.problems import SpecError
@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="also print this role's output (repeatable; 'all' for every role)",
     )
-    p.add_argument("--tail", type=int, default=20, help="lines of a failed role's output to print (default 20)")
+    p.add_argument("--tail", type=line_count, default=20, help="lines of a failed role's output to print (default 20)")
     p.add_argument(
         "--progress-every",
         type=float,
@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_attach)
     p.add_argument("run", help="a run directory, a run id from `runs`, or 'latest'")
     p.add_argument("--follow", metavar="ROLE", action="append", default=[], help="print this role's output ('all')")
-    p.add_argument("--tail", type=int, default=20, help="lines of a failed role's output to print (default 20)")
+    p.add_argument("--tail", type=line_count, default=20, help="lines of a failed role's output to print (default 20)")
     p.add_argument("--progress-every", type=float, default=5.0, metavar="SECONDS", help="0: never; default 5")
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
 
@@ -252,7 +252,8 @@ def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.tf_config is not None and not args.command:
         print("note: TF_CONFIG has no command; edit `command` (set to python -u train.py)", file=err)
     if args.output:
-        args.output.write_text(text, encoding="utf-8")
+        if not write_output(args.output, text, err):
+            return EXIT_USAGE
         print(f"wrote {args.output}", file=err)
     else:
         out.write(text)
@@ -357,7 +358,8 @@ def cmd_export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.output is None:
         out.write(text)
     else:
-        args.output.write_text(text, encoding="utf-8")
+        if not write_output(args.output, text, err):
+            return EXIT_USAGE
         print(f"wrote {args.output} (TFJob {manifest['metadata']['name']}): kubectl apply -f {args.output}", file=out)
     return EXIT_OK
 
@@ -381,7 +383,7 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_OK
     print(f"{'RUN':<36} {'STARTED':<19} {'ROLES':>5}  {'STATE':<10} RESULT", file=out)
     for r in runs:
-        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created))
+        started = rundir.started_text(r.created)
         print(f"{r.id:<36} {started:<19} {r.roles:>5}  {r.state:<10} {r.result or '-'}", file=out)
     print(f"\n{len(runs)} run{'s' if len(runs) != 1 else ''} in {root}", file=out)
     return EXIT_OK
@@ -393,18 +395,28 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except FileNotFoundError as exc:
         print(f"run: {exc}", file=err)
         return EXIT_USAGE
-    info = json.loads((path / "run.json").read_text(encoding="utf-8"))
+    try:
+        info = json.loads((path / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        print(f"run: cannot read {path / 'run.json'}: {exc}", file=err)
+        return EXIT_USAGE
+    if not isinstance(info, dict):
+        print(f"run: {path / 'run.json'} is not a run description (a JSON object); nothing to control", file=err)
+        return EXIT_USAGE
     action = args.action.replace("-", "_")
     if action in ("stop", "kill", "restart", "signal") and not args.role:
         print(f"{args.action}: name the role, e.g. `ctl {args.run} {args.action} worker:0`", file=err)
+        return EXIT_USAGE
+    if action == "signal" and (not args.signal or signal_number(args.signal) is None):
+        print(f"signal: {args.signal!r} is not a signal; {SIGNAL_HINT}", file=err)
         return EXIT_USAGE
     sock = info.get("control_socket")
     payload: dict[str, Any] = {"action": action, "role": args.role, "signal": args.signal}
     try:
         if not sock:
             raise OSError("no control socket recorded")
-        reply = control.request(Path(sock), payload)
-    except OSError:
+        reply = control.request(Path(str(sock)), payload)
+    except (OSError, ValueError):  # ValueError: a hand-edited socket path with a NUL in it
         print(
             f"run {info.get('id')} is not running (state: {info.get('state')}, result: {info.get('result')}); nothing to control",
             file=err,

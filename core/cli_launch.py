@@ -11,12 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from core import rundir
+from core import journal, rundir
 from core.diagnosis import waiting_lines
 from core.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from core.exits import print_problems as _print_problems
 from core.spec import load
-from core.states import ClusterStatus, Event, RoleState
+from core.states import TERMINAL, ClusterStatus, Event, RoleState
 
 if TYPE_CHECKING:  # launching needs these; `ctl`, `runs`, `validate` do not wait for their imports
     from core.controller import Controller
@@ -95,7 +95,8 @@ class LaunchPrinter:
                 *lines, rest = text.split("\n")
                 self._partial[event.role] = rest[-4096:]
                 for line in lines:
-                    print(f"{event.role:>12} | {line.rsplit(chr(13), 1)[-1]}", file=self.out)
+                    # A progress bar's redraws show as their last state; CRLF line ends are line ends.
+                    print(f"{event.role:>12} | {line.rstrip(chr(13)).rsplit(chr(13), 1)[-1]}", file=self.out)
                 self.out.flush()
 
 
@@ -196,6 +197,8 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     spec = load_checked(args.file, err)
     if spec is None:
         return EXIT_USAGE
+    if not follows_known_roles(args.follow, spec.role_ids(), err):
+        return EXIT_USAGE
     if not args.no_preflight and needs_preflight(spec):
         from core.preflight import format_table, preflight
 
@@ -209,7 +212,14 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             spec, path=args.run_dir.resolve() if args.run_dir else None, on_disconnect=args.on_disconnect
         )
     except OSError as exc:
-        print(f"--run-dir: cannot create the run directory: {exc}", file=err)
+        if args.run_dir:
+            print(f"--run-dir: cannot create the run directory: {exc}", file=err)
+        else:  # the default place: the data directory is at fault, not an option the user did not give
+            print(
+                f"cannot create a run directory under {rundir.runs_root()}: {exc.strerror or exc}; "
+                "give --run-dir, or set TOWERDECK_DATA_DIR to a folder you can write",
+                file=err,
+            )
         return EXIT_USAGE
     print(f"run directory: {session.run.path}", file=out, flush=True)
     if spec.slurm is not None:
@@ -225,12 +235,23 @@ def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"run: {exc}", file=err)
         return EXIT_USAGE
     info = rundir.read_info(path)
-    if info is not None and info.state == "done":
+    if info is None:
+        print(f"run: {path / 'run.json'} is damaged (not a JSON object); nothing to attach to", file=err)
+        return EXIT_USAGE
+    if info.state == "done":
         print(f"run {info.id} is over ({info.result}); see its logs in {path}", file=err)
+        return EXIT_FAILED
+    ended = _ended_roles(path, info.role_ids)
+    if ended is not None:
+        # Its launcher died after the last role ended (run.json still says `completing` or
+        # `running`): there is nothing left to attach to, and the record is left as it is.
+        print(f"run {info.id} had ended when its launcher stopped ({ended}); see its logs in {path}", file=err)
         return EXIT_FAILED
     spec, problems = load(path / "cluster.toml")
     if spec is None:
         _print_problems(problems, str(path / "cluster.toml"), err)
+        return EXIT_USAGE
+    if not follows_known_roles(args.follow, list(info.role_ids) or spec.role_ids(), err):
         return EXIT_USAGE
     from core.session import LaunchSession, SessionError
 
@@ -245,6 +266,26 @@ def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if slurm and slurm.get("job_id"):
         print(f"Slurm job {slurm['job_id']} on {slurm.get('nodelist') or '?'}: reattaching", file=out, flush=True)
     return _supervise(session, args, out, err, time.time())
+
+
+def follows_known_roles(follow: list[str], role_ids: list[str], err: TextIO) -> bool:
+    """Whether every ``--follow`` names a role of the run (or ``all``); one line when not."""
+    unknown = [name for name in follow if name != "all" and name not in role_ids]
+    if unknown:
+        shown = ", ".join(role_ids[:8]) + (", ..." if len(role_ids) > 8 else "")
+        print(f"--follow {unknown[0]}: no such role; the roles are {shown} (or 'all')", file=err)
+    return not unknown
+
+
+def _ended_roles(path: Path, role_ids: tuple[str, ...]) -> str | None:
+    """``ps:0 succeeded, worker:0 failed`` when the journal has every role ended, else None."""
+    if not role_ids:
+        return None
+    last = journal.last_role_states(path, frozenset(role_ids))
+    states = [(role, str(last.get(role, {}).get("state"))) for role in role_ids]
+    if not all(state in {str(s) for s in TERMINAL} for _, state in states):
+        return None
+    return ", ".join(f"{role} {state}" for role, state in states)
 
 
 def _print_summary(

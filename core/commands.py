@@ -8,6 +8,7 @@ import time
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+from core.agent.processes import SIGNAL_HINT, signal_number
 from core.rundir import RunDir
 from core.spec import ClusterSpec
 from core.states import ALIVE, TERMINAL, ClusterPhase, RoleState
@@ -105,6 +106,8 @@ class UserCommands:
             return f"sampling {'on' if arg[0] else 'off'} on {sent} host(s)"
         if name == "signal":
             role = self._roles[self._name(arg[0])]
+            if signal_number(str(arg[1])) is None:  # refused here, to the user, not only in the agent's log
+                raise ValueError(f"{arg[1]!r} is not a signal: {SIGNAL_HINT}")
             if role.state not in ALIVE:
                 raise RuntimeError(f"{role.task.role_id} is {role.state}")
             self._transport(role.host_key).send({"op": "signal", "role": role.task.role_id, "signal": arg[1]})

@@ -87,6 +87,10 @@ def from_tf_config(text: str, command: str | None = None, base: Path | None = No
                 )
             ]
         ) from None
+    except RecursionError:
+        raise SpecError(
+            [Problem("--tf-config", "not a TF_CONFIG: nested too deep", 'e.g. {"cluster": {"worker": ["h:2222"]}}')]
+        ) from None
     cluster = config.get("cluster") if isinstance(config, dict) else None
     if not isinstance(cluster, dict):
         raise SpecError(
@@ -170,5 +174,5 @@ def looks_like_tf_config(text: str) -> bool:
     stripped = _TF_CONFIG_PREFIX.sub("", text.strip()).strip("'\"")
     try:
         return isinstance(json.loads(stripped), dict)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False

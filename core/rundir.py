@@ -20,6 +20,7 @@ Layout (documented in the README)::
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 import time
@@ -30,6 +31,8 @@ from typing import Any
 from core import journal
 from core.render import role_dir
 from core.spec import ClusterSpec, Task, dumps
+
+MAX_CREATED = 32503680000.0  # year 3000: past it a "created" time is damage, not a date
 
 
 def runs_root() -> Path:
@@ -162,6 +165,7 @@ class RunInfo:
     state: str
     result: str | None
     roles: int
+    role_ids: tuple[str, ...] = ()
 
     @property
     def alive(self) -> bool:
@@ -169,20 +173,42 @@ class RunInfo:
         return self.state not in ("done",)
 
 
+def _created(value: Any) -> float:
+    """run.json's ``created`` as a time ``time.localtime`` takes, else 0.0 (shown as unknown)."""
+    try:
+        created = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    return created if math.isfinite(created) and 0.0 < created < MAX_CREATED else 0.0
+
+
 def read_info(path: Path) -> RunInfo | None:
+    """What ``runs`` lists of a run directory; None when its run.json is unreadable or not an object.
+
+    A hand-edited or damaged field (``created`` NaN, 1e300, a string) is shown as unknown instead
+    of losing the run, or the whole listing, to an exception."""
     try:
         info = json.loads((path / "run.json").read_text(encoding="utf-8"))
+        roles = info.get("roles", [])
         return RunInfo(
             path,
             str(info.get("id", path.name)),
             str(info.get("name", "?")),
-            float(info.get("created", 0.0)),
+            _created(info.get("created", 0.0)),
             str(info.get("state", "?")),
-            info.get("result"),
-            len(info.get("roles", [])),
+            info.get("result") if isinstance(info.get("result"), str) else None,
+            len(roles) if isinstance(roles, list) else 0,
+            tuple(r for r in roles if isinstance(r, str)) if isinstance(roles, list) else (),
         )
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (OSError, ValueError, TypeError, AttributeError, RecursionError):
         return None
+
+
+def started_text(created: float) -> str:
+    """A run's start as ``runs`` shows it; ``?`` when unknown."""
+    if not created:
+        return "?"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created))
 
 
 def list_runs(root: Path | None = None) -> list[RunInfo]:

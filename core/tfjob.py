@@ -28,6 +28,7 @@ from core.spec import ClusterSpec, Job, Task
 API_VERSION = "kubeflow.org/v1"
 KIND = "TFJob"
 CONTAINER_NAME = "tensorflow"  # the webhook rejects a replica without a container of this name
+MAX_LABEL = 63  # Kubernetes' DNS-1035/1123 labels: job, service and namespace names
 PORT = 2222  # the operator's default port, named tfjob-port
 PORT_NAME = "tfjob-port"
 REPLICA_TYPES = {"ps": "PS", "chief": "Chief", "worker": "Worker", "evaluator": "Evaluator"}
@@ -153,17 +154,31 @@ def to_tfjob(
         problems.append(
             Problem("--image", f"{image!r} is not a container image", "e.g. --image tensorflow/tensorflow:2.16.1")
         )
-    job_name = name or job_name_for(spec.name)
-    if not _DNS_1035.match(job_name) or len(job_name) > 63:
+    job_name = job_name_for(spec.name) if name is None else name  # --name "" is a mistake, not "default"
+    label_hint = "lower-case letters, digits and '-', starting with a letter, at most 63 characters"
+    if not _DNS_1035.match(job_name) or len(job_name) > MAX_LABEL:
+        problems.append(Problem("--name", f"{job_name!r} is not a DNS-1035 label", label_hint))
+    else:
+        # The operator names a service per task NAME-JOB-INDEX, and a service name is a label too.
+        longest = max((f"{job_name}-{job.name}-{job.size - 1}" for job in spec.jobs.values()), key=len, default="")
+        if len(longest) > MAX_LABEL:
+            problems.append(
+                Problem(
+                    "--name",
+                    f"the service name {longest!r} made from {job_name!r} is {len(longest)} characters, over {MAX_LABEL}",
+                    f"give a --name of at most {MAX_LABEL - len(longest) + len(job_name)} characters",
+                )
+            )
+    if namespace is not None and (
+        not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", namespace) or len(namespace) > MAX_LABEL
+    ):
         problems.append(
             Problem(
-                "--name",
-                f"{job_name!r} is not a DNS-1035 label",
-                "lower-case letters, digits and '-', starting with a letter, at most 63 characters",
+                "--namespace",
+                f"{namespace!r} is not a namespace name",
+                f"lower-case letters, digits and '-', at most {MAX_LABEL} characters, e.g. --namespace ml-team",
             )
         )
-    if namespace is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", namespace):
-        problems.append(Problem("--namespace", f"{namespace!r} is not a namespace name", "e.g. --namespace ml-team"))
     if "chief" in spec.jobs and spec.jobs["chief"].size != 1:
         problems.append(Problem("jobs.chief.tasks", "a TFJob has exactly one chief", "keep one task in [jobs.chief]"))
     uniform = [_same_for_every_task(job, problems) for job in spec.jobs.values()]

@@ -6,6 +6,7 @@ import argparse
 import signal
 import sys
 
+from .processes import ignore_here
 from .protocol import MAX_PERIOD_S, MIN_PERIOD_S
 from .serve import LINGER_S, relay, serve_in_step, start_detached
 from .supervisor import Agent
@@ -62,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         agent.shutdown(agent.shutdown_grace_s)
 
     signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ignore_here(signal.SIGINT)
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:  # started under nohup: not for the roles
+        ignore_here(signal.SIGHUP)
     agent.run(sys.stdin.fileno())
     return 0

@@ -93,7 +93,17 @@ def missing_imports(python: str, script: str, timeout_s: float = 20.0) -> tuple[
 
 
 def _port_state(host: str, port: int) -> str:
-    """``free``, ``busy``, ``not here`` (not an address of this machine), or the error."""
+    """``free``, ``busy``, ``not here`` (not an address of this machine), or the error.
+
+    TensorFlow binds every address: a port held on another address only is ``busy`` too."""
+    state = _bind_state(host, port)
+    if state == "free":
+        every_address = "::" if ":" in host else "0.0.0.0"  # noqa: S104 - bound to test, never listened on
+        state = _bind_state(every_address, port)
+    return state
+
+
+def _bind_state(host: str, port: int) -> str:
     s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

@@ -215,8 +215,29 @@ def become_subreaper() -> bool:
         return False
 
 
+SIGNAL_HINT = "name one, e.g. INT, TERM, HUP, USR1, STOP or CONT"
+
+
 def signal_number(name: str) -> int | None:
-    """``STOP``, ``SIGCONT``, ``term`` ... as a signal number, or None."""
-    name = name.upper()
-    number = getattr(signal, name if name.startswith("SIG") else "SIG" + name, None)
-    return number if isinstance(number, int) else None
+    """``STOP``, ``SIGCONT``, ``term`` ... as a signal number; None for anything else (``0``,
+    ``-9``, ``NOPE``, and ``SIG_IGN``, which the signal module holds but is no signal)."""
+    name = name.strip().upper()
+    try:
+        return int(signal.Signals[name if name.startswith("SIG") else "SIG" + name])
+    except KeyError:
+        return None
+
+
+def _ignored(signum: int, frame: object) -> None:
+    """The agent's handler for signals it ignores (see :func:`ignore_here`)."""
+
+
+def ignore_here(*signums: int) -> None:
+    """Ignore ``signums`` in the agent but not in the roles it starts.
+
+    SIG_IGN is inherited through exec, so every role got SIGINT and SIGHUP ignored (a trainer never
+    saw KeyboardInterrupt, and `ctl signal worker:0 INT` did nothing). A handler is reset to the
+    default by exec, so the roles start with the defaults and the agent still ignores them.
+    """
+    for signum in signums:
+        signal.signal(signum, _ignored)

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from .processes import ignore_here
 from .protocol import encode_event, now
 from .supervisor import TICK_S, Agent
 
@@ -194,8 +195,7 @@ def serve_here(
     says who serves, and the socket and pid file go when it ends. ``before(name)`` runs once the
     pid file is written (the in-step agent starts its own relay there)."""
     signal.signal(signal.SIGTERM, lambda signum, frame: agent.shutdown(agent.shutdown_grace_s))
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    ignore_here(signal.SIGINT, signal.SIGHUP)
     name = os.path.basename(args.serve)
     with open(name + ".pid", "w") as pid_file:
         pid_file.write(f"{os.getpid()}\n")

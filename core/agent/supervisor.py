@@ -148,17 +148,17 @@ class Agent:
         try:
             os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
             open(log_path, "ab").close()  # exists before the tail opens it
-        except OSError:
+        except (OSError, ValueError):
             pass  # a full disk must not stop a restart: the pump retries, and reports it
         try:
             pump = start_pump(log_path)
             proc = spawn(request.argv, request.cwd, full_env, pump[1])
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in argv, env or cwd (exec cannot take it)
             if pump is not None:
                 os.close(pump[1])  # the pump sees EOF and exits; reap() collects it
                 os.close(pump[2])
-            message = f"cannot start {request.argv[0]!r}: {exc.strerror or exc}"
-            with contextlib.suppress(OSError), open(log_path, "ab") as log:
+            message = f"cannot start {request.argv[0]!r}: {getattr(exc, 'strerror', None) or exc}"
+            with contextlib.suppress(OSError, ValueError), open(log_path, "ab") as log:
                 log.write(f"[towerdeck] {message}\n".encode())
             self.emit("start_failed", role=name, attempt=attempt, error=message)
             return

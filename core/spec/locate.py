@@ -48,15 +48,18 @@ def locate(text: str, path: tuple[str | int, ...]) -> int | None:
 
 def _element_line(lines: list[str], key_line: int, index: int) -> int:
     """The line of element ``index`` of a multi-line array starting at ``key_line``."""
+    value = lines[key_line].split("=", 1)[-1].split("#", 1)[0]
+    if value.count("[") <= value.count("]"):
+        return key_line + 1  # the whole array is on the key's line
     count = -1
     for j in range(key_line, min(len(lines), key_line + 200)):
         body = lines[j] if j > key_line else lines[j].split("=", 1)[-1]
         body = body.split("#", 1)[0].strip().lstrip("[").strip()
         if j > key_line and (body.startswith("]") or _header_of(lines[j])):
             break
-        if body and not body.startswith("]"):
-            count += 1 if j > key_line else 0
-            if j > key_line and count == index:
+        if body and not body.startswith("]"):  # an element starts here (the key's line too: tasks = ["a",)
+            count += 1
+            if count == index:
                 return j + 1
     return key_line + 1
 

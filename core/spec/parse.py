@@ -43,6 +43,8 @@ def parse_text(text: str, source: Path | None = None) -> tuple[ClusterSpec | Non
         line = int(m.group(1)) if m else None
         message = _TOML_POS.sub("", message).strip()
         return None, [Problem("", f"not valid TOML: {message}", _toml_hint(text, line), ERROR, line)]
+    except RecursionError:  # tomllib recurses per nesting level: 500 levels of [[[...]]] is not a cluster
+        return None, [Problem("", "arrays or tables nested too deep", "a cluster file nests a few levels; flatten it")]
     base = source.parent if source is not None else Path.cwd()
     return parse_data(data, text, base, source)
 

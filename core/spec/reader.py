@@ -7,12 +7,15 @@ Each problem carries the dotted field, the line (:func:`core.spec.locate.locate`
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from typing import Any
 
 from core.problems import ERROR, Problem, kind
 from core.spec.locate import locate, path_text
 from core.spec.model import split_command
+
+NUL_HINT = "remove the \\u0000: a program's arguments and environment cannot hold a NUL"
 
 
 class Reader:
@@ -58,6 +61,9 @@ class Reader:
                 f"e.g. {path[-1]} = {int(minimum) if integer else minimum}",
             )
             return None
+        if isinstance(value, float) and not math.isfinite(value):  # start_s = inf: never running
+            self.add(path, f"must be a finite number, not {value}", f"e.g. {path[-1]} = {int(minimum) or 1}")
+            return None
         if value < minimum:
             self.add(path, f"must be at least {minimum}, not {value}", f"use a value >= {minimum}")
             return None
@@ -81,6 +87,8 @@ class Reader:
                 )
             elif isinstance(item, bool) or not isinstance(item, (str, int, float)):
                 self.add((*path, key), f"must be a string, not {kind(item)}", f'e.g. {key} = "1"')
+            elif isinstance(item, str) and "\0" in item:
+                self.add((*path, key), "contains a NUL character (\\u0000)", NUL_HINT)
             else:
                 out[key] = str(item)
         return out
@@ -104,6 +112,11 @@ class Reader:
         if not parts or not parts[0]:
             self.add(path, "is empty", 'e.g. command = ["python", "-u", "train.py"]')
             return None
+        for i, part in enumerate(parts):
+            if "\0" in part:
+                # No program can receive it (exec takes C strings): refused here, not at launch.
+                self.add(path, f"argument {i} ({part!r}) contains a NUL character (\\u0000)", NUL_HINT)
+                return None
         return parts
 
     def gpus(self, value: Any, path: tuple[str | int, ...]) -> tuple[int, ...] | None:
@@ -112,9 +125,11 @@ class Reader:
             or not isinstance(value, list)
             or not all(isinstance(g, int) and not isinstance(g, bool) for g in value)
         ):
-            self.add(
-                path, f"must be a list of GPU indices, not {kind(value)}", "e.g. gpus = [0, 1], or gpus = [] for none"
-            )
+            what = kind(value)
+            if isinstance(value, list):
+                bad = next(g for g in value if isinstance(g, bool) or not isinstance(g, int))
+                what = f"a list holding {kind(bad)} ({bad!r})"
+            self.add(path, f"must be a list of GPU indices, not {what}", "e.g. gpus = [0, 1], or gpus = [] for none")
             return None
         if any(g < 0 for g in value):
             self.add(path, "GPU indices cannot be negative", "use indices as nvidia-smi shows them: 0, 1, ...")

@@ -24,6 +24,8 @@ from core.spec.model import (
 )
 from core.spec.reader import Reader, kind
 
+MAX_COUNTED_TASKS = 10_000  # tasks = N of one job
+
 
 def parse_hosts(r: Reader, value: Any) -> dict[str, HostConfig]:
     """The ``[hosts."ADDRESS"]`` tables: how each machine is reached."""
@@ -82,6 +84,7 @@ def parse_patterns(r: Reader, value: Any) -> tuple[str, ...]:
     # Imported here: the metric parser compiles its built-in formats on import, and most cluster
     # files have no patterns of their own.
     from core.telemetry.metrics import MetricPattern
+    from core.telemetry.regex_risk import FIX as REGEX_FIX
 
     path: tuple[str | int, ...] = ("metric_patterns",)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -95,7 +98,8 @@ def parse_patterns(r: Reader, value: Any) -> tuple[str, ...]:
         try:
             MetricPattern(regex)
         except ValueError as exc:
-            r.add((*path, i), str(exc), "use TOML literal strings ('...') so backslashes stay as written")
+            hint = "use TOML literal strings ('...') so backslashes stay as written"
+            r.add((*path, i), str(exc), REGEX_FIX if "is refused" in str(exc) else hint)
     return tuple(value)
 
 
@@ -177,6 +181,11 @@ def _counted_job(
         return None
     if count < 1:
         r.add(path, f"must be at least 1, not {count}", f"e.g. tasks = 2, or remove [jobs.{job_name}]")
+        return None
+    if count > MAX_COUNTED_TASKS:
+        # Every task becomes a process, a port, a service name and a line of the cluster's address
+        # lists: a count past this is a typo (or 2**63 - 1), and building it would never end.
+        r.add(path, f"{count} tasks is more than the {MAX_COUNTED_TASKS} a job may count", "e.g. tasks = 64")
         return None
     return Job(job_name, (), restart, count=count, gpus=gpus, command=command, env=env)
 

@@ -31,6 +31,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from core.telemetry.regex_risk import USER_LINE_CHARS, backtracking_risk
+
 MAX_PARTIAL_LINE_CHARS = 64 * 1024
 """Longest line kept while waiting for its end; longer lines are dropped, not parsed."""
 
@@ -94,6 +96,9 @@ class MetricPattern:
             raise ValueError(
                 f"metric pattern {self.regex!r} has no named groups: name them, e.g. (?P<loss>[0-9.]+) or (?P<step>\\d+)"
             )
+        risk = backtracking_risk(self.regex)
+        if risk is not None:
+            raise ValueError(f"metric pattern {self.regex!r} is refused: {risk}")
         object.__setattr__(self, "compiled", compiled)
 
 
@@ -282,7 +287,7 @@ class MetricParser:
 
 
 def _user_sample(pattern: MetricPattern, line: str, t: float) -> MetricSample | None:
-    m = pattern.compiled.search(line)
+    m = pattern.compiled.search(line[:USER_LINE_CHARS])  # bounded work per line (core.telemetry.regex_risk)
     if m is None:
         return None
     step = loss = step_time_s = steps_per_sec = None
