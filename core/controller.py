@@ -49,7 +49,7 @@ from core.states import (
 from core.status import cluster_status
 from core.supervised import SupervisedRole
 from core.telemetry.live import sample_dict
-from core.transport import EventSink, LocalTransport, Transport
+from core.transport import EventSink, LocalTransport, Transport, readable
 
 # The states and views live in core.states; they are re-exported here for existing imports.
 __all__ = [
@@ -401,7 +401,7 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         if role is not None and event.get("attempt") not in (None, role.attempt):
             return  # late news of an earlier attempt
         if kind == "output" and role is not None:
-            text = str(event.get("data", ""))
+            text = readable(str(event.get("data", "")))
             t = float(event.get("t") or time.time())
             with self._lock:
                 role.add_output(text)

@@ -36,7 +36,7 @@ from typing import IO, Any
 from core.agent import artifact_file
 from core.spec import HostConfig
 from core.ssh import ATTACH, BOOTSTRAP, SshFailure, agent_payload, explain_failure, remote_python, ssh_argv
-from core.transport import EventSink, parse_event_line
+from core.transport import EventSink, output_bytes, parse_event_line
 
 HELLO_TIMEOUT_S = 30.0
 BACKOFF_START_S = 0.5
@@ -311,7 +311,10 @@ class AgentLink:
         return 0
 
     def _accept_output(self, event: dict[str, Any]) -> bool:
-        """Drop output already seen; mirror remote output locally; track the offset."""
+        """Drop output already seen; mirror remote output locally; track the offset.
+
+        Offsets are bytes of the role's log (the original stream, whatever its encoding): the
+        agent's ``data`` gives those bytes back exactly (see :func:`core.transport.output_bytes`)."""
         role, attempt, data = event.get("role"), event.get("attempt"), str(event.get("data", ""))
         end = event.get("end")
         if not isinstance(role, str) or not isinstance(attempt, int) or not isinstance(end, int):
@@ -322,17 +325,18 @@ class AgentLink:
             return False
         if end <= seen_end:
             return False  # already seen: a replay overlapping the live stream
-        start = end - len(data.encode())
+        raw = output_bytes(data)
+        start = end - len(raw)
         if start < seen_end:  # the chunk straddles what was seen: keep only the new part
-            data = data.encode()[seen_end - start :].decode("utf-8", "replace")
-            event["data"] = data
+            raw = raw[seen_end - start :]
+            event["data"] = raw.decode("utf-8", "surrogateescape")
             event["offset"] = seen_end
         if self.endpoint.remote:
             path = self._mirror_path(role, attempt)
             with contextlib.suppress(OSError):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 with open(path, "ab") as f:
-                    f.write(data.encode())
+                    f.write(raw)
         self.seen[role] = (attempt, end)
         self._seen_dirty = True
         self._save_seen()

@@ -114,7 +114,9 @@ class Role:
         self.reader: IO[bytes] | None = _open_log(log_path)
         self.log_missing = self.reader is None
         self.offset = 0
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # surrogateescape: a byte that is not UTF-8 travels as one lone surrogate (JSON ``\udcXX``),
+        # so whoever reads ``output`` gets the original bytes back and counts them exactly.
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
         self.leader_done = False
         self.returncode: int | None = None
         self.signal: int | None = None

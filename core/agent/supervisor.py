@@ -224,21 +224,21 @@ class Agent:
 
     def replay(self, name: str, attempt: int, log_path: str, start: int, stop: int) -> None:
         """Emit ``output`` for bytes [start, stop) of a log file, as the live tail would have."""
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")  # as the live tail
         try:
             with open(log_path, "rb") as f:
                 f.seek(start)
-                position = start
+                position = chunk_start = start
                 while position < stop:
                     data = f.read(min(CHUNK_BYTES, stop - position))
                     if not data:
                         break
-                    chunk_start = position
                     position += len(data)
                     text = decoder.decode(data, final=position >= stop)
                     if text:
                         end = position - len(decoder.getstate()[0])
                         self.emit("output", role=name, attempt=attempt, offset=chunk_start, end=end, data=text)
+                        chunk_start = end
         except OSError as exc:
             self.error(f"cannot read {log_path} again: {exc}", role=name)
 

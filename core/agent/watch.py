@@ -63,7 +63,7 @@ def tail(agent: Agent, role: Role) -> bool:
             return True
         if not data:
             return True
-        start = role.offset
+        start = role.text_end()  # a sequence split by the last read starts this chunk
         role.offset += len(data)
         budget -= len(data)
         text = role.decoder.decode(data)
@@ -101,9 +101,10 @@ def read_pump_status(agent: Agent, role: Role) -> None:
 
 def _finish(agent: Agent, role: Role) -> None:
     """The role and its whole tree are gone and its output is read: report the exit."""
+    start = role.text_end()
     tail_text = role.decoder.decode(b"", final=True)
     if tail_text:
-        agent.emit("output", role=role.name, attempt=role.attempt, offset=role.offset, end=role.offset, data=tail_text)
+        agent.emit("output", role=role.name, attempt=role.attempt, offset=start, end=role.offset, data=tail_text)
     role.close()
     del agent.roles[role.name]
     agent.ended[role.name] = {
