@@ -20,6 +20,7 @@ from core.checks import check_local
 from core.controller import Controller
 from core.problems import ERROR
 from core.rundir import RunDir
+from core.runlock import RunLock, RunLocked
 from core.spec import ClusterSpec, load
 from core.states import ClusterStatus, Event
 
@@ -96,30 +97,57 @@ class LaunchSession:
     controller is done (or left the roles running).
     """
 
-    def __init__(self, controller: Controller, run: RunDir, server: control.ControlServer) -> None:
+    def __init__(
+        self, controller: Controller, run: RunDir, server: control.ControlServer, lock: RunLock | None = None
+    ) -> None:
         self.controller = controller
         self.run = run
         self.server = server
+        self.lock = lock  # one controller per run (core.runlock), held until close()
 
     @classmethod
     def launch(
-        cls, spec: ClusterSpec, root: Path | None = None, path: Path | None = None, on_disconnect: str = "keep"
+        cls,
+        spec: ClusterSpec,
+        root: Path | None = None,
+        path: Path | None = None,
+        on_disconnect: str = "keep",
+        who: str = "launch",
     ) -> LaunchSession:
         """A new run directory (under ``root``, or exactly ``path``) and its controller; raises
         OSError when the directory cannot be made."""
         run = RunDir.create(spec, root=root, path=path)
+        try:
+            lock = RunLock.acquire(run.path, who)
+        except RunLocked as exc:  # a new directory: only a racing attach can hold it
+            raise OSError(str(exc)) from None
         controller = Controller(spec, run, on_disconnect=on_disconnect)
         server = control.ControlServer(controller, run.path)
         run.update(control_socket=str(server.start()))
-        return cls(controller, run, server)
+        return cls(controller, run, server, lock)
 
     @classmethod
-    def attach(cls, path: Path, spec: ClusterSpec | None = None) -> LaunchSession:
-        """Take over the run in ``path`` (its agents keep its roles); raises SessionError."""
+    def attach(cls, path: Path, spec: ClusterSpec | None = None, who: str = "attach") -> LaunchSession:
+        """Take over the run in ``path`` (its agents keep its roles); raises SessionError, also
+        when another process controls it (naming that process)."""
         try:
             run = RunDir.open(path)
         except (OSError, ValueError) as exc:
             raise SessionError(f"cannot attach to {path}: {exc}") from exc
+        try:
+            lock = RunLock.acquire(path, who)
+        except RunLocked as exc:
+            raise SessionError(str(exc)) from None
+        except OSError as exc:
+            raise SessionError(f"cannot attach to {path}: {exc.strerror or exc}") from exc
+        try:
+            return cls._attached(run, path, spec, lock)
+        except BaseException:
+            lock.release()
+            raise
+
+    @classmethod
+    def _attached(cls, run: RunDir, path: Path, spec: ClusterSpec | None, lock: RunLock) -> LaunchSession:
         if spec is None:
             spec, problems = load(path / "cluster.toml")
             if spec is None:
@@ -128,12 +156,14 @@ class LaunchSession:
         controller = Controller(spec, run, attach=True)
         server = control.ControlServer(controller, run.path)
         run.update(control_socket=str(server.start()), pid=os.getpid())
-        return cls(controller, run, server)
+        return cls(controller, run, server, lock)
 
     def start(self) -> None:
         """Launch (or reattach); returns at once."""
         self.controller.start()
 
     def close(self) -> None:
-        """Close the control socket (the controller's own end is its business)."""
+        """Close the control socket and let the run go (the controller's own end is its business)."""
         self.server.close()
+        if self.lock is not None:
+            self.lock.release()

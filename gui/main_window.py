@@ -212,7 +212,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._preflight_passed = False
         self._close_source()
         # `python main.py ctl` and another window can act on this run, through an owner-only socket.
-        session = LaunchSession.launch(self.spec, root=self.runs_root)
+        session = LaunchSession.launch(self.spec, root=self.runs_root, who="window")
         run = session.run
         self._reset_panels()
         session.controller.subscribe(self.inbox.put)
@@ -489,7 +489,7 @@ class MainWindow(QtWidgets.QMainWindow):
         assert self.source is not None
         path, spec = self.source.path, self.source.spec
         try:
-            session = LaunchSession.attach(path, spec)
+            session = LaunchSession.attach(path, spec, who="window")
         except SessionError as exc:
             QtWidgets.QMessageBox.warning(self, "TowerDeck", str(exc))
             return False
