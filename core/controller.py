@@ -49,7 +49,7 @@ from core.states import (
 from core.status import cluster_status
 from core.supervised import SupervisedRole
 from core.telemetry.live import sample_dict
-from core.transport import EventSink, LocalTransport, Transport, readable
+from core.transport import EventSink, LocalTransport, Transport, output_bytes, readable
 
 # The states and views live in core.states; they are re-exported here for existing imports.
 __all__ = [
@@ -66,6 +66,7 @@ __all__ = [
 ]
 
 TICK_S = 0.1
+PARSED_NOTE_PERIOD_S = 1.0
 
 
 def local_transport(host: str, sink: EventSink, log_path: Path) -> Transport:
@@ -401,20 +402,7 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         if role is not None and event.get("attempt") not in (None, role.attempt):
             return  # late news of an earlier attempt
         if kind == "output" and role is not None:
-            text = readable(str(event.get("data", "")))
-            t = float(event.get("t") or time.time())
-            with self._lock:
-                role.add_output(text)
-                samples = role.telemetry.feed(text, t)
-            self._publish(
-                "role_output", role=role.task.role_id, attempt=role.attempt, offset=event.get("offset"), text=text
-            )
-            self._publish_waits(self._diagnoser.on_output(role.task.role_id, text, time.time()))  # diagnosis
-            self._note_progress(role, [s.step for s in samples if s.step is not None])
-            if samples:
-                records = [sample_dict(s) for s in samples]
-                self.run.append_metrics(role.task, records)
-                self._publish("metrics", role=role.task.role_id, samples=records)
+            self._on_output(role, event)
         elif kind == "started" and role is not None:
             with self._lock:
                 role.pid = int(event["pid"])
@@ -426,7 +414,7 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
                 role.add_output(f"[towerdeck] {event.get('error')}\n")
                 role.ended_at = time.time()
             self._set_state(role, RoleState.FAILED, str(event.get("error")))
-        elif kind == "exited" and role is not None:
+        elif kind == "exited" and role is not None and role.state in ALIVE:  # once: a resume repeats exits
             self._on_exit(role, event.get("returncode"), event.get("signal"))
         elif kind == "sample":
             self._on_sample(host, event)
@@ -455,6 +443,32 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
                 role=name if isinstance(name, str) else None,
                 message=f"agent on {host}: {event.get('message')}",
             )
+
+    def _on_output(self, role: SupervisedRole, event: dict[str, Any]) -> None:
+        data = str(event.get("data", ""))
+        text = readable(data)
+        t = float(event.get("t") or time.time())
+        with self._lock:
+            role.add_output(text)
+            samples = role.telemetry.feed(text, t)
+        self._publish(
+            "role_output", role=role.task.role_id, attempt=role.attempt, offset=event.get("offset"), text=text
+        )
+        self._publish_waits(self._diagnoser.on_output(role.task.role_id, text, time.time()))  # diagnosis
+        self._note_progress(role, [s.step for s in samples if s.step is not None])
+        if samples:
+            records = [sample_dict(s) for s in samples]
+            self.run.append_metrics(role.task, records)
+            self._publish("metrics", role=role.task.role_id, samples=records)
+        # Where a reattach resumes parsing: after this chunk's last whole line. Written with every
+        # chunk that gave metrics (so none is recorded twice), else at most once a second.
+        offset, now = event.get("offset"), time.monotonic()
+        if isinstance(offset, int) and (samples or now - role.parsed_noted_at >= PARSED_NOTE_PERIOD_S):
+            raw = output_bytes(data)
+            newline = raw.rfind(b"\n")
+            if newline >= 0:
+                role.parsed_noted_at = now
+                self.run.note_parsed(role.task, role.attempt, offset + newline + 1)
 
     def _on_exit(self, role: SupervisedRole, returncode: int | None, signal: int | None) -> None:
         self._poll_tensorboard()  # what the role wrote last, before it is forgotten

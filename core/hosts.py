@@ -41,6 +41,8 @@ class HostConnections:
 
         def _set_phase(self, phase: ClusterPhase, result: str | None = None, reason: str = "") -> None: ...
 
+        def _launch_role(self, role: SupervisedRole) -> None: ...
+
     _factory: TransportFactory
     _transports: dict[str, Transport]
     _on_disconnect: str
@@ -99,7 +101,11 @@ class HostConnections:
         return "reattached"
 
     def _adopt(self, host: str, hello: dict[str, Any]) -> None:
-        """Take over the roles an agent reports after a reattach."""
+        """Take over the roles an agent reports after a reattach.
+
+        A role it runs is taken over (one still starting goes on to running); one that ended is
+        taken over until the resume sends its output and its exit, unless the journal already
+        has that end; one it never heard of that had not started yet is started now."""
         live: dict[str, Any] = hello.get("roles") or {}
         ended: dict[str, Any] = hello.get("ended") or {}
         for role in self._roles.values():
@@ -108,15 +114,24 @@ class HostConnections:
             name = role.task.role_id
             info = live.get(name) or ended.get(name)
             if info is not None:
+                attempt = int(info.get("attempt", role.attempt))
+                if name not in live and role.state not in ALIVE and attempt == role.attempt:
+                    continue  # its end is in the journal already
                 with self._lock:
-                    role.attempt = int(info.get("attempt", role.attempt))
+                    role.attempt = attempt
                     role.pid = info.get("pid")
                     role.log_path = self.run.log_path(role.task, role.attempt)
-                    role.running_at = None
+                    # Still starting when the launcher went: it runs, say so at the next tick.
+                    role.running_at = time.time() if role.state == RoleState.STARTING else None
                 if role.state not in ALIVE:
                     with self._lock:
                         role.state = RoleState.RUNNING
                 self._set_state(role, role.state, "reattached")
+            elif role.state in (RoleState.PENDING, RoleState.STARTING):
+                # The launcher went before this role's start reached the agent: start it now.
+                with self._lock:
+                    role.attempt = max(0, role.attempt - 1) if role.state == RoleState.STARTING else role.attempt
+                self._launch_role(role)
             elif role.state in ALIVE:
                 with self._lock:
                     role.pid = None

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from core.agent import artifact_file
+from core.rundir import read_parsed
 from core.spec import HostConfig
 from core.ssh import ATTACH, BOOTSTRAP, SshFailure, agent_payload, explain_failure, remote_python, ssh_argv
 from core.transport import EventSink, output_bytes, parse_event_line
@@ -114,6 +115,7 @@ class AgentLink:
         self._thread: threading.Thread | None = None
         self.run_dir: str | None = None  # the run directory on the agent's host, from its hello
         self.seen: dict[str, tuple[int, int]] = {}  # role -> (attempt, byte offset seen)
+        self._mirrored: dict[str, tuple[int, int]] = {}  # remote role -> (attempt, bytes mirrored here)
         self._seen_file = local_run_dir / "agents" / f"{_safe(self.host)}.seen.json"
         self._seen_saved_at = 0.0
         self._seen_dirty = False
@@ -284,15 +286,25 @@ class AgentLink:
         self._sink(self.host, event)
 
     def _on_hello(self, event: dict[str, Any]) -> None:
-        """Tell the agent what was seen of each role it knows, then send what waited."""
+        """Tell the agent what was seen of each role it knows, then send what waited.
+
+        The first connection of a reattach resumes each role where its output was parsed (the
+        controller's ``parsed.json``): what a killed launcher had received but not yet parsed is
+        sent again, and nothing it parsed is. A remote mirror goes on from its own size."""
         known: dict[str, Any] = {**(event.get("ended") or {}), **(event.get("roles") or {})}
         seen: dict[str, dict[str, int]] = {}
+        first_of_attach = self._attach and self._connected_count == 0
         for name, info in known.items():
             attempt = int(info.get("attempt", 0))
             mine = self.seen.get(name)
             end = mine[1] if mine is not None and mine[0] == attempt else self._seen_on_disk(name, attempt)
+            if first_of_attach:
+                parsed = read_parsed(self._role_path(name))
+                if parsed is not None and parsed[0] == attempt:
+                    end = parsed[1]
             self.seen[name] = (attempt, end)
-            seen[name] = {"attempt": attempt, "end": end}
+            start = min(end, self._mirror_end(name, attempt)) if self.endpoint.remote else end
+            seen[name] = {"attempt": attempt, "end": start}
         with self._lock:
             self._connected = True
             self._connected_count += 1
@@ -304,11 +316,17 @@ class AgentLink:
         self._hello.set()
 
     def _seen_on_disk(self, role: str, attempt: int) -> int:
-        if self.endpoint.remote:
+        return self._mirror_end(role, attempt) if self.endpoint.remote else 0
+
+    def _mirror_end(self, role: str, attempt: int) -> int:
+        """How much of a remote role's log is mirrored here (the mirror's size)."""
+        mirrored = self._mirrored.get(role)
+        if mirrored is None or mirrored[0] != attempt:
+            size = 0
             with contextlib.suppress(OSError):
-                return self._mirror_path(role, attempt).stat().st_size
-            return 0
-        return 0
+                size = self._mirror_path(role, attempt).stat().st_size
+            mirrored = self._mirrored[role] = (attempt, size)
+        return mirrored[1]
 
     def _accept_output(self, event: dict[str, Any]) -> bool:
         """Drop output already seen; mirror remote output locally; track the offset.
@@ -323,27 +341,36 @@ class AgentLink:
         seen_end = seen[1] if seen is not None and seen[0] == attempt else 0
         if seen is not None and seen[0] > attempt:
             return False
-        if end <= seen_end:
-            return False  # already seen: a replay overlapping the live stream
         raw = output_bytes(data)
         start = end - len(raw)
+        if self.endpoint.remote:  # the mirror takes what it has not got, wherever it is seen
+            self._mirror(role, attempt, raw, start, end)
+        if end <= seen_end:
+            return False  # already seen: a replay overlapping the live stream
         if start < seen_end:  # the chunk straddles what was seen: keep only the new part
-            raw = raw[seen_end - start :]
-            event["data"] = raw.decode("utf-8", "surrogateescape")
+            event["data"] = raw[seen_end - start :].decode("utf-8", "surrogateescape")
             event["offset"] = seen_end
-        if self.endpoint.remote:
-            path = self._mirror_path(role, attempt)
-            with contextlib.suppress(OSError):
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with open(path, "ab") as f:
-                    f.write(raw)
         self.seen[role] = (attempt, end)
         self._seen_dirty = True
         self._save_seen()
         return True
 
+    def _mirror(self, role: str, attempt: int, raw: bytes, start: int, end: int) -> None:
+        mirrored = self._mirror_end(role, attempt)
+        if end <= mirrored or start > mirrored:
+            return  # had already, or a gap (never asked for): the mirror stays a prefix of the log
+        path = self._mirror_path(role, attempt)
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "ab") as f:
+                f.write(raw[mirrored - start :])
+            self._mirrored[role] = (attempt, end)
+
+    def _role_path(self, role: str) -> Path:
+        return self._local_run_dir / "roles" / role.replace(":", "-")
+
     def _mirror_path(self, role: str, attempt: int) -> Path:
-        return self._local_run_dir / "roles" / role.replace(":", "-") / f"attempt-{attempt}.log"
+        return self._role_path(role) / f"attempt-{attempt}.log"
 
     def _load_seen(self) -> None:
         if self.endpoint.remote:

@@ -39,6 +39,7 @@ class SupervisedRole(RoleView):
         self.last_step: int | None = None
         self.progress_at: float | None = None
         self.output_blocked = False  # its log cannot be written (disk full): no news is not a stall
+        self.parsed_noted_at = 0.0  # when parsed.json was last written (core.rundir.note_parsed)
 
     def add_output(self, text: str) -> None:
         """Keep the last lines as a terminal would show them (a carriage return redraws)."""

@@ -110,7 +110,7 @@ def serve(agent: Agent, listener: socket.socket, linger_s: float = LINGER_S) -> 
         agent.tick()
         if agent.connected or agent.roles:
             idle_since = now()
-        elif agent.shutting_down or not agent.missed_exits or now() - idle_since > linger_s:
+        elif agent.shutting_down or not agent.exits or now() - idle_since > linger_s:
             agent.finished = True
     if client is not None:
         _hang_up(client)

@@ -69,8 +69,9 @@ class Agent:
         self.gpu_sampler: GpuSampler | None = None
         self.scalars = ScalarFeed()
         self.ended: dict[str, dict[str, Any]] = {}  # roles that exited since the last sample
-        # Exits nobody heard (the controller was away), kept for ``resume``: fields, log, end.
-        self.missed_exits: dict[str, dict[str, Any]] = {}
+        # Every role's last exit (fields, log, end), kept for ``resume``: a controller that lagged
+        # and was killed may not have handled one it was sent.
+        self.exits: dict[str, dict[str, Any]] = {}
         self.awaiting_resume = False  # serve mode: a controller attached and has not said what it saw
         self.sample_table: ProcTable | None = None  # rows reused by the next sample
         self.pumps: dict[int, Role] = {}  # log pump pid -> its role
@@ -141,6 +142,7 @@ class Agent:
         if self.shutting_down:
             self.error("the agent is shutting down", op="start", role=name)
             return
+        self.exits.pop(name, None)
         token = secrets.token_hex(8)
         full_env = {**os.environ, **request.env, TOKEN_VAR: token}
         pump: tuple[int, int, int] | None = None
@@ -212,14 +214,13 @@ class Agent:
         for name, info in seen.items():
             attempt, start = int(info["attempt"]), int(info["end"])
             role = self.roles.get(name)
-            missed = self.missed_exits.get(name)
+            ended = self.exits.get(name)
             if role is not None and role.attempt == attempt:
                 self.replay(name, attempt, role.log_path, start, role.text_end())
-            elif missed is not None and missed["fields"]["attempt"] == attempt:
-                self.replay(name, attempt, missed["log"], start, missed["end"])
-        for missed in self.missed_exits.values():
-            self.emit("exited", **missed["fields"])
-        self.missed_exits = {}
+            elif ended is not None and ended["fields"]["attempt"] == attempt:
+                self.replay(name, attempt, ended["log"], start, ended["end"])
+        for ended in self.exits.values():  # every one: the controller ignores those it handled
+            self.emit("exited", **ended["fields"])
         self.emit("resumed", roles=sorted(self.roles))
 
     def replay(self, name: str, attempt: int, log_path: str, start: int, stop: int) -> None:
@@ -243,18 +244,17 @@ class Agent:
             self.error(f"cannot read {log_path} again: {exc}", role=name)
 
     def report_exit(self, role: Role, fields: dict[str, Any]) -> None:
+        self.exits[role.name] = {"fields": fields, "log": role.log_path, "end": role.offset}
         if self.connected and not self.awaiting_resume:
             self.emit("exited", **fields)
-        else:
-            self.missed_exits[role.name] = {"fields": fields, "log": role.log_path, "end": role.offset}
 
     def inventory(self) -> dict[str, Any]:
-        """What a controller attaching now needs to know: live roles and exits it has not heard."""
+        """What a controller attaching now needs to know: live roles and every role's last exit."""
         live = {
             r.name: {"attempt": r.attempt, "pid": r.pid, "log": r.log_path, "end": r.text_end()}
             for r in self.roles.values()
         }
-        ended = {name: {**m["fields"], "log": m["log"], "end": m["end"]} for name, m in self.missed_exits.items()}
+        ended = {name: {**m["fields"], "log": m["log"], "end": m["end"]} for name, m in self.exits.items()}
         return {"roles": live, "ended": ended}
 
     def op_configure(self, command: dict[str, Any]) -> None:

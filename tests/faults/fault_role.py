@@ -3,7 +3,7 @@
 KIND ``badutf8``: N step lines (classic ``Step: i, Cost: c`` form), each opened by bytes that are
 not UTF-8 (and one a split 4-byte sequence), SLEEP_S apart, then exit 0. The bytes are a function of
 N only (:func:`badutf8_lines`), so a test can recompute them.
-KIND ``steps``: N plain step lines SLEEP_S apart, then exit 0 (a slow trainer).
+KIND ``steps``: N plain step lines SLEEP_S apart (all at once if 0), then exit 0.
 KIND ``forever``: a step line every SLEEP_S, never ends by itself.
 """
 
@@ -40,6 +40,10 @@ def main() -> None:
         for line in badutf8_lines(n):
             os.write(1, line)
             time.sleep(sleep_s)
+    elif kind == "steps" and sleep_s == 0:  # a flood: every line at once
+        data = memoryview(b"".join(step_line(i) for i in range(n)))
+        while data:
+            data = data[os.write(1, data[: 1 << 20]) :]
     elif kind == "steps":
         for i in range(n):
             os.write(1, step_line(i))
