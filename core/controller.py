@@ -115,6 +115,7 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         self._result: str | None = None
         self._reason = ""
         self._done = threading.Event()
+        self._interrupted = threading.Event()  # stop_all/kill_all was asked (see _connect_all)
         self._thread: threading.Thread | None = None
         self._write_error_reported = False
         self._listener_errors: set[str] = set()
@@ -164,9 +165,11 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         return self._command("restart", role)
 
     def stop_all(self) -> Future[str]:
+        self._interrupted.set()  # a connection still being made (a hung ssh) is given up now
         return self._command("stop_all", None)
 
     def kill_all(self) -> Future[str]:
+        self._interrupted.set()
         return self._command("kill_all", None)
 
     def restart_all(self) -> Future[str]:

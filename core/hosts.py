@@ -47,6 +47,7 @@ class HostConnections:
     _transports: dict[str, Transport]
     _on_disconnect: str
     _attaching: bool
+    _interrupted: threading.Event  # set by stop_all/kill_all from any thread: stop connecting
 
     def _transport(self, host: str) -> Transport:
         if host not in self._transports:
@@ -65,8 +66,15 @@ class HostConnections:
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join()
+            while thread.is_alive() and not self._interrupted.is_set():
+                thread.join(0.1)
         self._transports.update(made)
+        if self._interrupted.is_set():  # stopped while connecting (a hung ssh): give up at once
+            closing = [threading.Thread(target=t.close, args=(1.0,), daemon=True) for t in made.values()]
+            for thread in closing:
+                thread.start()
+            for thread in closing:
+                thread.join(5.0)
 
     def _link_factory(self, host: str, sink: EventSink, log_path: Path) -> Transport:
         """An :class:`AgentLink` to ``host``'s agent: local, or over SSH per the spec's [hosts]."""

@@ -14,9 +14,13 @@ structured, for the window's table and ``validate --remote``.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -74,8 +78,65 @@ def _request(spec: ClusterSpec, host: str, check_ports: bool, tf_timeout_s: floa
     return {"workdir": workdir, "commands": commands, "ports": ports, "tf_timeout_s": tf_timeout_s}
 
 
-def check_host(spec: ClusterSpec, host: str, timeout_s: float = 60.0, check_ports: bool = True) -> HostPreflight:
-    """Run the probe on ``host`` and turn its answer into checks; never raises."""
+class PreflightRun:
+    """Lets a running pre-flight be cancelled from any thread (a signal handler, a window's Quit).
+
+    Every probe runs in its own process group; :meth:`cancel` kills those groups at once (an
+    ``ssh`` that hangs included), so the checks end now and leave no process behind."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen[bytes]] = set()
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        """End every probe now; the ones not started yet do not start."""
+        with self._lock:
+            self.cancelled = True
+            procs = list(self._procs)
+        for proc in procs:
+            _kill_group(proc)
+
+    def run(self, argv: list[str], payload: bytes, timeout_s: float) -> subprocess.CompletedProcess[bytes]:
+        """Like ``subprocess.run(argv, input=payload, capture_output=True, timeout=timeout_s)``, in a
+        new process group that a timeout or :meth:`cancel` kills whole."""
+        with self._lock:
+            if self.cancelled:
+                raise PreflightCancelled
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+            )
+            self._procs.add(proc)
+        try:
+            stdout, stderr = proc.communicate(payload, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.communicate()
+            raise
+        finally:
+            with self._lock:
+                self._procs.discard(proc)
+        if self.cancelled:
+            raise PreflightCancelled
+        return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+class PreflightCancelled(Exception):
+    """The pre-flight was cancelled (:meth:`PreflightRun.cancel`)."""
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    if proc.returncode is not None:
+        return  # reaped: its pid may be another process's by now
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def check_host(
+    spec: ClusterSpec, host: str, timeout_s: float = 60.0, check_ports: bool = True, run: PreflightRun | None = None
+) -> HostPreflight:
+    """Run the probe on ``host`` and turn its answer into checks; never raises (a cancelled run
+    gives a ``reachable`` check that says so)."""
     started = time.monotonic()
     config = spec.host_config(host)
     request = json.dumps(_request(spec, host, check_ports, max(5.0, timeout_s - 10.0)))
@@ -90,13 +151,16 @@ def check_host(spec: ClusterSpec, host: str, timeout_s: float = 60.0, check_port
         destination = "this machine"
         payload = b""
     try:
-        raw = subprocess.run(argv, capture_output=True, timeout=timeout_s, input=payload)
+        raw = (run or PreflightRun()).run(argv, payload, timeout_s)
         proc = subprocess.CompletedProcess(
             raw.args,
             raw.returncode,
             raw.stdout.decode("utf-8", "replace"),
             raw.stderr.decode("utf-8", "replace"),
         )
+    except PreflightCancelled:
+        check = HostCheck("reachable", False, f"cancelled while checking {destination}", "")
+        return HostPreflight(host, destination, (check,), time.monotonic() - started)
     except subprocess.TimeoutExpired:
         check = HostCheck(
             "reachable",
@@ -212,12 +276,17 @@ def _checks(config: HostConfig, answer: dict[str, Any]) -> tuple[HostCheck, ...]
 
 
 def preflight(
-    spec: ClusterSpec, timeout_s: float = 60.0, check_ports: bool = True, max_parallel: int = 16
+    spec: ClusterSpec,
+    timeout_s: float = 60.0,
+    check_ports: bool = True,
+    max_parallel: int = 16,
+    run: PreflightRun | None = None,
 ) -> list[HostPreflight]:
-    """Check every host of ``spec`` in parallel; one result per host, in launch order."""
+    """Check every host of ``spec`` in parallel; one result per host, in launch order.
+    ``run.cancel()`` (any thread) ends it at once (``run.cancelled`` then says so)."""
     hosts = list(dict.fromkeys(t.host for t in spec.tasks()))
     with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(hosts)))) as pool:
-        futures = [pool.submit(check_host, spec, host, timeout_s, check_ports) for host in hosts]
+        futures = [pool.submit(check_host, spec, host, timeout_s, check_ports, run) for host in hosts]
         return [f.result() for f in futures]
 
 
