@@ -31,6 +31,7 @@ from core.commands import UserCommands
 from core.diagnosis import Diagnoser, Diagnosis
 from core.hosts import HostConnections, TransportFactory, remote_run_dir
 from core.intake import TelemetryIntake
+from core.output_intake import RECEIVED_KEY, OutputIntake
 from core.render import render, role_dir
 from core.rundir import RunDir
 from core.slurm.hosting import SlurmHosting
@@ -48,8 +49,7 @@ from core.states import (
 )
 from core.status import cluster_status
 from core.supervised import SupervisedRole
-from core.telemetry.live import sample_dict
-from core.transport import EventSink, LocalTransport, Transport, output_bytes, readable
+from core.transport import EventSink, LocalTransport, Transport
 
 # The states and views live in core.states; they are re-exported here for existing imports.
 __all__ = [
@@ -66,14 +66,13 @@ __all__ = [
 ]
 
 TICK_S = 0.1
-PARSED_NOTE_PERIOD_S = 1.0
 
 
 def local_transport(host: str, sink: EventSink, log_path: Path) -> Transport:
     return LocalTransport(host, sink, log_path)
 
 
-class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
+class Controller(UserCommands, OutputIntake, TelemetryIntake, HostConnections, SlurmHosting):
     """Launches ``spec`` into ``run`` and manages it until every role has ended.
 
     ``transport_factory`` None (the default) reaches each host's agent with
@@ -109,12 +108,16 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         self._success_policy = spec.stuck.success_policy
         self._transports: dict[str, Transport] = {}
         self._queue: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
+        # Users' commands go before agents' events: a stop is not queued behind a flood's backlog.
+        self._commands: queue.SimpleQueue[tuple[tuple[str, Any], Future[str] | None]] = queue.SimpleQueue()
+        self._ticked_at = 0.0
         self._subscribers: list[Callable[[Event], None]] = []
         self._lock = threading.RLock()
         self._phase = ClusterPhase.IDLE
         self._result: str | None = None
         self._reason = ""
         self._done = threading.Event()
+        self._coalesced: set[str] = set()  # roles told about coalescing (core.output_intake)
         self._interrupted = threading.Event()  # stop_all/kill_all was asked (see _connect_all)
         self._thread: threading.Thread | None = None
         self._write_error_reported = False
@@ -142,7 +145,7 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         """Start the agents and every role (or reattach to them); returns at once."""
         self._thread = threading.Thread(target=self._loop, name="controller", daemon=True)
         self._thread.start()
-        self._queue.put(("cmd", ("attach" if self._attaching else "launch", None), None))
+        self._commands.put((("attach" if self._attaching else "launch", None), None))
 
     def detach(self) -> Future[str]:
         """Leave the cluster running: disconnect from every agent, which keeps its roles going
@@ -244,10 +247,11 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
 
     def _command(self, name: str, arg: Any) -> Future[str]:
         future: Future[str] = Future()
-        self._queue.put(("cmd", (name, arg), future))
+        self._commands.put(((name, arg), future))
         return future
 
     def _sink(self, host: str, event: dict[str, Any]) -> None:
+        event[RECEIVED_KEY] = time.monotonic()  # how far behind the controller is (core.output_intake)
         self._queue.put(("agent", host, event))
 
     def _publish(self, kind: str, role: str | None = None, *, at: float | None = None, **data: Any) -> None:
@@ -274,6 +278,16 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
     def _loop(self) -> None:
         while not self._done.is_set():
             try:
+                while not self._done.is_set():
+                    command, future = self._commands.get_nowait()
+                    self._on_command(command, future)
+            except queue.Empty:
+                pass
+            except Exception as exc:  # never let one bad command kill the controller
+                self._publish("warning", message=f"internal error: {exc!r}")
+            if self._done.is_set():
+                break
+            try:
                 item = self._queue.get(timeout=TICK_S)
             except queue.Empty:
                 item = None
@@ -284,9 +298,9 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
                         self._on_agent_event(a, b)
                     elif kind == "slurm":
                         self._on_slurm(a)
-                    else:
-                        self._on_command(a, b)
-                self._tick()
+                if item is None or time.monotonic() - self._ticked_at >= TICK_S / 2:
+                    self._ticked_at = time.monotonic()  # deadlines, not every event of a flood
+                    self._tick()
             except Exception as exc:  # never let one bad event kill the controller
                 self._publish("warning", message=f"internal error: {exc!r}")
         for transport in self._transports.values():
@@ -390,6 +404,8 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
                 "cwd": cwd,
                 "log": log,
                 "tb_dir": launch.env.get("TOWERDECK_TB_DIR", ""),
+                # Its log is on this machine (or shared): a stop may skip the unsent backlog.
+                "skip_backlog": not host.remote,
             }
         )
         if not sent:
@@ -406,6 +422,8 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
             return  # late news of an earlier attempt
         if kind == "output" and role is not None:
             self._on_output(role, event)
+        elif kind == "skipped" and role is not None:
+            self._on_skipped(role, event)
         elif kind == "started" and role is not None:
             with self._lock:
                 role.pid = int(event["pid"])
@@ -418,6 +436,7 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
                 role.ended_at = time.time()
             self._set_state(role, RoleState.FAILED, str(event.get("error")))
         elif kind == "exited" and role is not None and role.state in ALIVE:  # once: a resume repeats exits
+            self._take_held(role)  # its last lines first, if a flood left them unparsed
             self._on_exit(role, event.get("returncode"), event.get("signal"))
         elif kind == "sample":
             self._on_sample(host, event)
@@ -446,32 +465,6 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
                 role=name if isinstance(name, str) else None,
                 message=f"agent on {host}: {event.get('message')}",
             )
-
-    def _on_output(self, role: SupervisedRole, event: dict[str, Any]) -> None:
-        data = str(event.get("data", ""))
-        text = readable(data)
-        t = float(event.get("t") or time.time())
-        with self._lock:
-            role.add_output(text)
-            samples = role.telemetry.feed(text, t)
-        self._publish(
-            "role_output", role=role.task.role_id, attempt=role.attempt, offset=event.get("offset"), text=text
-        )
-        self._publish_waits(self._diagnoser.on_output(role.task.role_id, text, time.time()))  # diagnosis
-        self._note_progress(role, [s.step for s in samples if s.step is not None])
-        if samples:
-            records = [sample_dict(s) for s in samples]
-            self.run.append_metrics(role.task, records)
-            self._publish("metrics", role=role.task.role_id, samples=records)
-        # Where a reattach resumes parsing: after this chunk's last whole line. Written with every
-        # chunk that gave metrics (so none is recorded twice), else at most once a second.
-        offset, now = event.get("offset"), time.monotonic()
-        if isinstance(offset, int) and (samples or now - role.parsed_noted_at >= PARSED_NOTE_PERIOD_S):
-            raw = output_bytes(data)
-            newline = raw.rfind(b"\n")
-            if newline >= 0:
-                role.parsed_noted_at = now
-                self.run.note_parsed(role.task, role.attempt, offset + newline + 1)
 
     def _on_exit(self, role: SupervisedRole, returncode: int | None, signal: int | None) -> None:
         self._poll_tensorboard()  # what the role wrote last, before it is forgotten

@@ -283,6 +283,8 @@ class AgentLink:
             self._bye = True
         if kind == "output" and not self._accept_output(event):
             return
+        if kind == "skipped":
+            self._accept_skip(event)
         self._sink(self.host, event)
 
     def _on_hello(self, event: dict[str, Any]) -> None:
@@ -354,6 +356,15 @@ class AgentLink:
         self._seen_dirty = True
         self._save_seen()
         return True
+
+    def _accept_skip(self, event: dict[str, Any]) -> None:
+        """Output the agent did not send (a stopping local role far behind): seen all the same."""
+        role, attempt, end = event.get("role"), event.get("attempt"), event.get("end")
+        if isinstance(role, str) and isinstance(attempt, int) and isinstance(end, int):
+            seen = self.seen.get(role)
+            if seen is None or seen[0] < attempt or (seen[0] == attempt and seen[1] < end):
+                self.seen[role] = (attempt, end)
+                self._seen_dirty = True
 
     def _mirror(self, role: str, attempt: int, raw: bytes, start: int, end: int) -> None:
         mirrored = self._mirror_end(role, attempt)

@@ -130,6 +130,8 @@ class Role:
         self.pump_status: int | None = None  # read end of the pump's status lines
         self.pump_status_buf = b""
         self.tree_gone_at: float | None = None
+        self.tree_checked_at = 0.0  # see watch.tick
+        self.skip_backlog = False  # once stopping, output far behind may be skipped (watch.tail)
 
     def reopen_log(self) -> None:
         """Try again to open a log that could not be opened yet."""

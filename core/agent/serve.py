@@ -85,7 +85,7 @@ def serve(agent: Agent, listener: socket.socket, linger_s: float = LINGER_S) -> 
     idle_since = now()
     while not agent.finished:
         fds: list[Any] = [listener] + ([client] if client is not None else [])
-        ready, _, _ = select.select(fds, [], [], TICK_S)
+        ready, _, _ = select.select(fds, [], [], 0 if agent.behind else TICK_S)
         if listener in ready:
             new, _ = listener.accept()
             if client is not None:  # a newer controller wins; the old connection is stale

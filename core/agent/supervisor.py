@@ -75,6 +75,7 @@ class Agent:
         self.awaiting_resume = False  # serve mode: a controller attached and has not said what it saw
         self.sample_table: ProcTable | None = None  # rows reused by the next sample
         self.pumps: dict[int, Role] = {}  # log pump pid -> its role
+        self.behind = False  # some role's output is not all sent yet: the next tick comes at once
 
     # ---------------------------------------------------------------- output
 
@@ -165,6 +166,7 @@ class Agent:
             return
         os.close(pump[1])  # only the role holds the write end: EOF when its whole tree is gone
         role = Role(name, attempt, proc, log_path, token)
+        role.skip_backlog = request.skip_backlog
         role.pump_pid, role.pump_done, role.pump_status = pump[0], False, pump[2]
         self.pumps[pump[0]] = role
         self.roles[name] = role
@@ -305,7 +307,7 @@ class Agent:
         stdin_open = True
         while not self.finished:
             if stdin_open:
-                ready, _, _ = select.select([stdin_fd], [], [], TICK_S)
+                ready, _, _ = select.select([stdin_fd], [], [], 0 if self.behind else TICK_S)
                 if ready:
                     data = os.read(stdin_fd, 1 << 16)
                     if data:

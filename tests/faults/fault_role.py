@@ -5,6 +5,7 @@ not UTF-8 (and one a split 4-byte sequence), SLEEP_S apart, then exit 0. The byt
 N only (:func:`badutf8_lines`), so a test can recompute them.
 KIND ``steps``: N plain step lines SLEEP_S apart (all at once if 0), then exit 0.
 KIND ``forever``: a step line every SLEEP_S, never ends by itself.
+KIND ``flood``: step lines in blocks of 1000 as fast as it can for N seconds (0: forever), then exit 0.
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ def main() -> None:
         for i in range(n):
             os.write(1, step_line(i))
             time.sleep(sleep_s)
+    elif kind == "flood":
+        i, deadline = 0, time.monotonic() + n if n else float("inf")
+        while time.monotonic() < deadline:
+            block = memoryview(b"".join(step_line(j) for j in range(i, i + 1000)))
+            while block:
+                block = block[os.write(1, block) :]
+            i += 1000
     else:
         i = 0
         while True:

@@ -175,4 +175,7 @@ def test_roles_that_ended_while_the_launcher_lagged_keep_exit_codes_and_metrics(
     assert code == 0 and "succeeded after" in out, out
     assert re.search(r"worker:0 +succeeded +exit code 0", out) and re.search(r"worker:1 +succeeded +exit code 0", out)
     for i in range(2):
-        assert metric_steps(run, f"worker-{i}") == list(range(lines)), i
+        steps = metric_steps(run, f"worker-{i}")
+        # A launcher far behind samples a flood's steps (every line is in the log): never one twice,
+        # and the last one is there.
+        assert steps and steps == sorted(set(steps)) and steps[-1] == lines - 1, (i, len(steps), steps[-5:])
