@@ -74,7 +74,7 @@ def hanging_python(tmp_path: Path) -> str:
 
 @pytest.mark.parametrize("preflight", [True, False], ids=["preflight", "no-preflight"])
 def test_ctrl_c_during_a_hung_ssh_exits_at_once_and_leaves_no_ssh(tmp_path: Path, sshd: SshServer, preflight: bool):
-    cluster, port = remote_cluster(tmp_path, sshd, python=hanging_python(tmp_path))
+    cluster, _port = remote_cluster(tmp_path, sshd, python=hanging_python(tmp_path))
     extra = [] if preflight else ["--no-preflight"]
     cli = Cli("launch", str(cluster), "--run-dir", str(tmp_path / "run"), *extra)
     try:
