@@ -63,12 +63,23 @@ class Endpoint:
         return {"host": self.host, "remote": self.remote, "attach_argv": self.attach_argv}
 
 
+def linger_args() -> list[str]:
+    """``--linger S`` from $TOWERDECK_AGENT_LINGER_S: how long an agent whose roles have all ended
+    waits for a controller to (re)attach before it exits (the agent's default: 600 s)."""
+    value = os.environ.get("TOWERDECK_AGENT_LINGER_S", "")
+    try:
+        seconds = float(value)
+    except ValueError:
+        return []
+    return ["--linger", f"{seconds:g}"] if 0 <= seconds < float("inf") else []
+
+
 def local_endpoint(host: str, sock: Path, log: Path, on_disconnect: str) -> Endpoint:
     agent = [sys.executable, "-u", str(artifact_file(sock.parent))]  # the zipapp, beside the socket
     return Endpoint(
         host,
         False,
-        [*agent, "--serve", str(sock), "--log", str(log), "--on-disconnect", on_disconnect],
+        [*agent, "--serve", str(sock), "--log", str(log), "--on-disconnect", on_disconnect, *linger_args()],
         [*agent, "--attach", str(sock)],
     )
 
@@ -77,7 +88,16 @@ def remote_endpoint(host: HostConfig, config: Path | None, run_dir: str, on_disc
     """``run_dir`` is the run directory on that host (``~`` is expanded there, by python)."""
     base = ssh_argv(host, config)
     first = remote_python(
-        host, BOOTSTRAP, run_dir, "--serve", "agent.sock", "--log", "agent.log", "--on-disconnect", on_disconnect
+        host,
+        BOOTSTRAP,
+        run_dir,
+        "--serve",
+        "agent.sock",
+        "--log",
+        "agent.log",
+        "--on-disconnect",
+        on_disconnect,
+        *linger_args(),
     )
     attach = remote_python(host, ATTACH, run_dir)
     return Endpoint(host.address, True, [*base, first], [*base, attach], agent_payload(), host)

@@ -30,6 +30,7 @@ from typing import Any
 
 from core import journal
 from core.render import role_dir
+from core.runlock import holder
 from core.spec import ClusterSpec, Task, dumps
 
 PARSED_FILE = "parsed.json"  # roles/<role>/: how far its output was parsed into metrics.jsonl
@@ -187,11 +188,19 @@ class RunInfo:
     state: str
     result: str | None
     roles: int
+    controlled: bool = False  # a launcher, attach or window holds it now (core.runlock)
 
     @property
     def alive(self) -> bool:
-        """True when the run's launcher process still runs (reattach is possible)."""
-        return self.state not in ("done",)
+        """True when a process runs the run now (``launch``, ``attach`` or a window)."""
+        return self.controlled
+
+    @property
+    def shown_state(self) -> str:
+        """The state as ``runs`` shows it: a run that did not end and that nobody runs says so."""
+        if self.state in ("done", "detached") or self.controlled:
+            return self.state
+        return f"{self.state} (no launcher: `attach` it)"
 
 
 def read_info(path: Path) -> RunInfo | None:
@@ -205,6 +214,7 @@ def read_info(path: Path) -> RunInfo | None:
             str(info.get("state", "?")),
             info.get("result"),
             len(info.get("roles", [])),
+            holder(path) is not None,
         )
     except (OSError, ValueError, TypeError, AttributeError):
         return None

@@ -26,7 +26,7 @@ def cli_argv(*args: str) -> list[str]:
 class Cli:
     """``python main.py ARGS`` in the background, in its own session (killed whole on timeout)."""
 
-    def __init__(self, *args: str, stdin: Any = subprocess.DEVNULL) -> None:
+    def __init__(self, *args: str, stdin: Any = subprocess.DEVNULL, env: dict[str, str] | None = None) -> None:
         self.args = args
         self.proc = subprocess.Popen(
             cli_argv(*args),
@@ -36,6 +36,7 @@ class Cli:
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
+            env={**os.environ, **(env or {})},
         )
 
     def finish(self, timeout_s: float) -> tuple[int, str]:

@@ -15,16 +15,18 @@ import pytest
 
 from tests.faults.fault_role import badutf8_lines, step_line
 from tests.faults.harness import Cli, role_cluster, wait_for
+from tests.ssh.conftest import kill_strays
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def clis() -> Iterator[list[Cli]]:
+def clis(tmp_path: Path) -> Iterator[list[Cli]]:
     started: list[Cli] = []
     yield started
     for cli in started:
         cli.end()
+    kill_strays(tmp_path)  # agents and roles a failed test left running (keep mode outlives it)
 
 
 def role_pids(run: Path) -> list[int]:

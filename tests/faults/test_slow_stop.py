@@ -4,6 +4,7 @@ Through the real CLI, each with a hard limit that kills."""
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import re
 import signal
@@ -12,9 +13,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.faults.harness import Cli, role_cluster, wait_for
+from tests.ssh.conftest import kill_strays
 
 pytestmark = pytest.mark.slow
 
@@ -52,11 +55,12 @@ class Lines:
 
 
 @pytest.fixture
-def clis() -> Iterator[list[Cli]]:
+def clis(tmp_path: Path) -> Iterator[list[Cli]]:
     started: list[Cli] = []
     yield started
     for cli in started:
         cli.end()
+    kill_strays(tmp_path)  # agents and roles a failed test left running (keep mode outlives it)
 
 
 def test_two_flooding_workers_are_reported_done_promptly(tmp_path: Path, clis: list[Cli]):
@@ -103,3 +107,48 @@ def test_ctrl_c_stops_two_flooding_workers_in_seconds(tmp_path: Path, clis: list
     code, _ = cli.finish(30)
     assert code == 130
     assert elapsed_s < 15, f"{elapsed_s:.1f} s to stop"
+
+
+def agent_processes(run: Path) -> list[psutil.Process]:
+    """The run's serving agent (its command line names the run directory's socket)."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        with contextlib.suppress(psutil.Error):
+            line = " ".join(p.info["cmdline"] or [])
+            if p.info["status"] != psutil.STATUS_ZOMBIE and "--serve" in line and str(run) in line:
+                found.append(p)
+    return found
+
+
+def test_a_deep_run_directory_leaves_no_temp_folder_and_ctl_reaches_it(tmp_path: Path, clis: list[Cli]):
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    run = tmp_path / ("deep-" + "x" * 120) / "run"
+    cluster = role_cluster(tmp_path, ["steps", "100", "0.05"])
+    cli = Cli("launch", str(cluster), "--run-dir", str(run), env={"TMPDIR": str(temp)})
+    clis.append(cli)
+    lines = Lines(cli)
+    lines.wait(r"worker:0 +running", 60)
+    status = Cli("ctl", str(run), "status")
+    code, out = status.finish(30)
+    assert code == 0 and "worker:0" in out, out
+    code, _ = cli.finish(60)
+    assert code == 0
+    assert not list(temp.iterdir()), list(temp.iterdir())
+
+
+def test_an_orphaned_agent_ends_after_its_roles_and_runs_tells_a_dead_run(tmp_path: Path, clis: list[Cli]):
+    root = tmp_path / "runs"
+    run = root / "orphan"
+    cluster = role_cluster(tmp_path, ["steps", "60", "0.05"])
+    launch = Cli("launch", str(cluster), "--run-dir", str(run), env={"TOWERDECK_AGENT_LINGER_S": "2"})
+    clis.append(launch)
+    Lines(launch).wait(r"worker:0 +running", 60)
+    code, out = Cli("runs", "--root", str(root)).finish(30)
+    assert code == 0 and re.search(r"orphan .* running +-", out) and "no launcher" not in out, out
+    launch.proc.kill()
+    launch.finish(30)
+    code, out = Cli("runs", "--root", str(root)).finish(30)
+    assert code == 0 and "running (no launcher: `attach` it)" in out, out
+    wait_for(lambda: agent_processes(run), 10, "the run's agent")  # it outlived its launcher
+    wait_for(lambda: not agent_processes(run), 30, "the orphaned agent to end after its role")
