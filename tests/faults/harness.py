@@ -91,3 +91,11 @@ def role_cluster(tmp_path: Path, *commands: list[str], extra: str = "", host: st
 
 def _toml_list(items: list[str]) -> str:
     return "[" + ", ".join('"' + i.replace("\\", "\\\\").replace('"', '\\"') + '"' for i in items) + "]"
+
+
+def launch_roles(tmp_path: Path, clis: list[Cli], *commands: list[str], extra: str = "") -> tuple[Cli, Path]:
+    """``launch`` of a :func:`role_cluster` into ``tmp_path/run``, ended after the test (``clis``)."""
+    run = tmp_path / "run"
+    cli = Cli("launch", str(role_cluster(tmp_path, *commands, extra=extra)), "--run-dir", str(run))
+    clis.append(cli)
+    return cli, run

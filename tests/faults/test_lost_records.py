@@ -7,26 +7,15 @@ import contextlib
 import json
 import re
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
 from tests.faults.fault_role import badutf8_lines, step_line
-from tests.faults.harness import Cli, role_cluster, wait_for
-from tests.ssh.conftest import kill_strays
+from tests.faults.harness import Cli, launch_roles, role_cluster, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def clis(tmp_path: Path) -> Iterator[list[Cli]]:
-    started: list[Cli] = []
-    yield started
-    for cli in started:
-        cli.end()
-    kill_strays(tmp_path)  # agents and roles a failed test left running (keep mode outlives it)
 
 
 def role_pids(run: Path) -> list[int]:
@@ -81,10 +70,7 @@ def wait_state(run: Path, role: str, state: str, detail: str = "", timeout_s: fl
 
 
 def test_attach_while_launch_runs_is_refused_naming_the_launcher(tmp_path: Path, clis: list[Cli]):
-    cluster = role_cluster(tmp_path, ["forever", "0", "0.05"])
-    run = tmp_path / "run"
-    launch = Cli("launch", str(cluster), "--run-dir", str(run))
-    clis.append(launch)
+    launch, run = launch_roles(tmp_path, clis, ["forever", "0", "0.05"])
     wait_state(run, "worker:0", "running")
     attach = Cli("attach", str(run))
     clis.append(attach)
@@ -100,10 +86,7 @@ def test_attach_while_launch_runs_is_refused_naming_the_launcher(tmp_path: Path,
 
 
 def test_a_second_attach_is_refused_and_the_first_stops_the_run_as_asked(tmp_path: Path, clis: list[Cli]):
-    cluster = role_cluster(tmp_path, ["forever", "0", "0.05"])
-    run = tmp_path / "run"
-    launch = Cli("launch", str(cluster), "--run-dir", str(run))
-    clis.append(launch)
+    launch, run = launch_roles(tmp_path, clis, ["forever", "0", "0.05"])
     wait_state(run, "worker:0", "running")
     wait_for(lambda: len(metric_steps(run)) >= 5, 30, "steps")
     launch.kill_group()

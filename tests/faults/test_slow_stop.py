@@ -10,14 +10,12 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.faults.harness import Cli, role_cluster, wait_for
-from tests.ssh.conftest import kill_strays
+from tests.faults.harness import Cli, launch_roles, role_cluster, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -54,20 +52,8 @@ class Lines:
         raise AssertionError(f"no line matching {pattern!r} in {timeout_s:g} s:\n{self.text()[-3000:]}")
 
 
-@pytest.fixture
-def clis(tmp_path: Path) -> Iterator[list[Cli]]:
-    started: list[Cli] = []
-    yield started
-    for cli in started:
-        cli.end()
-    kill_strays(tmp_path)  # agents and roles a failed test left running (keep mode outlives it)
-
-
 def test_two_flooding_workers_are_reported_done_promptly(tmp_path: Path, clis: list[Cli]):
-    cluster = role_cluster(tmp_path, ["flood", "10", "0"], ["flood", "10", "0"])
-    run = tmp_path / "run"
-    cli = Cli("launch", str(cluster), "--run-dir", str(run))
-    clis.append(cli)
+    cli, run = launch_roles(tmp_path, clis, ["flood", "10", "0"], ["flood", "10", "0"])
     lines = Lines(cli)
     lines.wait(r"worker:1 +running", 60)
     logs = [run / "roles" / f"worker-{i}" / "attempt-1.log" for i in range(2)]
@@ -91,10 +77,7 @@ def test_two_flooding_workers_are_reported_done_promptly(tmp_path: Path, clis: l
 
 
 def test_ctrl_c_stops_two_flooding_workers_in_seconds(tmp_path: Path, clis: list[Cli]):
-    cluster = role_cluster(tmp_path, ["flood", "0", "0"], ["flood", "0", "0"])
-    run = tmp_path / "run"
-    cli = Cli("launch", str(cluster), "--run-dir", str(run))
-    clis.append(cli)
+    cli, run = launch_roles(tmp_path, clis, ["flood", "0", "0"], ["flood", "0", "0"])
     lines = Lines(cli)
     lines.wait(r"worker:1 +running", 60)
     time.sleep(10)  # ten seconds of flood: a backlog, whatever this machine's speed
