@@ -445,7 +445,7 @@ class Controller(UserCommands, OutputIntake, TelemetryIntake, HostConnections, S
         elif kind in ("log_write_failed", "log_write_recovered"):
             self._on_log_write(host, kind, event)
         elif kind == "agent_lost":
-            self._on_agent_lost(host, event.get("returncode"), event.get("reason"))
+            self._on_agent_lost(host, event.get("returncode"), event.get("reason"), event.get("busy") is True)
         elif kind == "host_state":
             fields = {k: v for k, v in event.items() if k not in ("ev", "t")}
             with self._lock:
@@ -500,7 +500,7 @@ class Controller(UserCommands, OutputIntake, TelemetryIntake, HostConnections, S
             role.backoff_until = now + decision.backoff_s
         self._set_state(role, decision.state, decision.detail)
 
-    def _on_agent_lost(self, host: str, returncode: int | None, reason: str | None = None) -> None:
+    def _on_agent_lost(self, host: str, returncode: int | None, reason: str | None = None, busy: bool = False) -> None:
         transport = self._transports.pop(host, None)
         local = transport.is_local if transport is not None else True
         lost = [r for r in self._roles.values() if r.host_key == host and r.state in ALIVE]
@@ -510,7 +510,7 @@ class Controller(UserCommands, OutputIntake, TelemetryIntake, HostConnections, S
         self._slurm_check_end()
         self._publish("warning", message=f"the agent on {host} is lost: {why}")
         for role in lost:
-            if local:  # a pid of another machine means nothing here
+            if local and not busy:  # a pid of another machine means nothing here; a busy agent runs them
                 _kill_group(role.pid)  # last resort for local roles: no orphans if the agent died
             with self._lock:
                 role.ended_at = time.time()

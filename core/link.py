@@ -44,6 +44,7 @@ BACKOFF_START_S = 0.5
 BACKOFF_MAX_S = 10.0
 RECONNECT_GIVE_UP_S = 300.0  # then the host is lost (its roles may still run; `attach` later)
 SEEN_SAVE_PERIOD_S = 1.0
+KEEPALIVE_S = 5.0  # a ping this often: the agent refuses another controller while it hears this one
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ class AgentLink:
         self._closing = False
         self._bye = False
         self._attach_failed: str | None = None
+        self._busy = False  # the agent refused us: another controller holds it
         self._pending: list[dict[str, Any]] = []
         self._hello = threading.Event()
         self._stop = threading.Event()
@@ -161,6 +163,7 @@ class AgentLink:
         self._load_seen()
         self._thread = threading.Thread(target=self._run, name=f"agent-link-{self.host}", daemon=True)
         self._thread.start()
+        threading.Thread(target=self._keepalive, name=f"agent-keepalive-{self.host}", daemon=True).start()
         self._hello.wait(HELLO_TIMEOUT_S)
 
     def send(self, command: dict[str, Any]) -> bool:
@@ -203,6 +206,12 @@ class AgentLink:
         if self._thread is not None:
             self._thread.join(timeout_s)
 
+    def _keepalive(self) -> None:
+        while not self._stop.wait(KEEPALIVE_S):
+            with self._lock:
+                if self._connected:
+                    self._write({"op": "ping", "id": "keepalive"})
+
     def _write(self, command: dict[str, Any]) -> bool:
         proc = self._proc
         if proc is None or proc.stdin is None:
@@ -236,7 +245,7 @@ class AgentLink:
             self._lost = True
             self.lost_reason = why
         self._state("lost", why)
-        self._sink(self.host, {"ev": "agent_lost", "returncode": None, "reason": why})
+        self._sink(self.host, {"ev": "agent_lost", "returncode": None, "reason": why, "busy": self._busy})
 
     def _reconnect(self) -> str:
         """Attach again with exponential back-off; returns why the last session ended."""
@@ -297,7 +306,12 @@ class AgentLink:
             self._sink(self.host, event)
             return
         if kind == "attach_failed":
+            if event.get("busy") and self._connected_count > 0:
+                return  # our own last connection, not yet seen gone by the agent: try again
             self._attach_failed = str(event.get("message"))
+            self._busy = bool(event.get("busy"))
+            return
+        if kind == "pong" and event.get("id") == "keepalive":
             return
         if kind == "bye":
             self._bye = True

@@ -53,7 +53,11 @@ class OutputIntake:
                 role.held_due = now + COALESCE_PERIOD_S
                 self._take_held(role)
             return
-        role.held_output = None  # older than this chunk
+        if role.held_output is not None:  # unparsed chunks lie between: this one starts afresh
+            role.held_output = None
+            with self._lock:
+                role.partial = ""
+                role.telemetry.break_stream()
         offset = event.get("offset")
         self._take_output(role, data, offset if isinstance(offset, int) else None, float(event.get("t") or 0))
 
@@ -67,6 +71,7 @@ class OutputIntake:
         tail = data[cut + 1 :]
         with self._lock:
             role.partial = ""  # what came before is not joined to these lines
+            role.telemetry.break_stream()
         offset = end - len(output_bytes(tail)) if isinstance(end, int) else None
         self._take_output(role, tail, offset, float(event.get("t") or 0))
 
@@ -100,6 +105,7 @@ class OutputIntake:
         note = f"\n[towerdeck] {end - offset} bytes of output skipped here to catch up (all in {role.log_path})\n"
         with self._lock:
             role.partial = ""
+            role.telemetry.break_stream()
             role.add_output(note)
         self._publish("role_output", role=role.task.role_id, attempt=role.attempt, offset=offset, text=note)
         self.run.note_parsed(role.task, role.attempt, end)
