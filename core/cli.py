@@ -384,7 +384,7 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(f"{'RUN':<36} {'STARTED':<19} {'ROLES':>5}  {'STATE':<10} RESULT", file=out)
     for r in runs:
         started = rundir.started_text(r.created)
-        print(f"{r.id:<36} {started:<19} {r.roles:>5}  {r.state:<10} {r.result or '-'}", file=out)
+        print(f"{r.id:<36} {started:<19} {r.roles:>5}  {r.shown_state:<10} {r.result or '-'}", file=out)
     print(f"\n{len(runs)} run{'s' if len(runs) != 1 else ''} in {root}", file=out)
     return EXIT_OK
 

@@ -4,10 +4,11 @@ person can follow (state changes, progress, warnings, why a role waits)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -200,9 +201,14 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not follows_known_roles(args.follow, spec.role_ids(), err):
         return EXIT_USAGE
     if not args.no_preflight and needs_preflight(spec):
-        from core.preflight import format_table, preflight
+        from core.preflight import PreflightRun, format_table, preflight
 
-        results = preflight(spec)
+        checking = PreflightRun()
+        with _on_interrupt(lambda signum: checking.cancel()):  # Ctrl-C ends a hung ssh at once
+            results = preflight(spec, run=checking)
+        if checking.cancelled:
+            print("interrupted during the pre-flight: nothing was launched", file=err)
+            return EXIT_INTERRUPTED
         if not all(r.ok for r in results):
             print(format_table(results), file=err)
             print(f"{args.file}: a host cannot launch (see above); fix it, or --no-preflight to try anyway", file=err)
@@ -226,6 +232,22 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         where = f"partition {spec.slurm.partition}" if spec.slurm.partition else "the default partition"
         print(f"Slurm: submitting one allocation in {where}", file=out, flush=True)
     return _supervise(session, args, out, err, time.time())
+
+
+@contextlib.contextmanager
+def _on_interrupt(action: Callable[[int], None]) -> Iterator[None]:
+    """Run ``action(signum)`` on SIGINT or SIGTERM while the block runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: action(signum)) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -28,6 +28,7 @@ class UserCommands:
     _detached: bool
     _done: threading.Event
     _transports: dict[str, Transport]
+    _interrupted: threading.Event
 
     if TYPE_CHECKING:  # provided by the controller; no stubs at run time to shadow the real ones
 
@@ -78,6 +79,8 @@ class UserCommands:
         if name == "launch":
             self._set_phase(ClusterPhase.RUNNING)
             self._connect_all()
+            if self._interrupted.is_set():
+                return "stopped while connecting"  # the queued stop ends the roles not started
             for role in self._roles.values():
                 self._launch_role(role)
             return "launched"

@@ -13,8 +13,8 @@ import contextlib
 import json
 import os
 import socket
-import tempfile
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,11 +31,23 @@ STATUS_TAIL_LINES = 10
 
 
 def socket_path_for(run_dir: Path) -> Path:
-    path = run_dir / SOCKET_NAME
-    if len(str(path)) < MAX_SUN_PATH:
-        return path
-    # A Unix socket path is limited to ~108 bytes; use a private temp dir for deep run dirs.
-    return Path(tempfile.mkdtemp(prefix="towerdeck-")) / SOCKET_NAME
+    """The control socket: always in the run directory (see :func:`_reachable`)."""
+    return run_dir / SOCKET_NAME
+
+
+@contextlib.contextmanager
+def _reachable(path: Path) -> Iterator[str]:
+    """A name for ``path`` that fits a Unix socket address (~108 bytes): the path itself, or for a
+    deep run directory the same file through an open descriptor of its directory (Linux's
+    ``/proc/self/fd/N/NAME``), rather than a temp folder that would outlive a killed launcher."""
+    if len(str(path)) < MAX_SUN_PATH or not os.path.isdir("/proc/self/fd"):
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
 
 
 class ControlServer:
@@ -52,7 +64,8 @@ class ControlServer:
         try:
             if self.path.exists():
                 self.path.unlink()
-            sock.bind(str(self.path))
+            with _reachable(self.path) as name:
+                sock.bind(name)
         finally:
             os.umask(old_umask)
         os.chmod(self.path, 0o600)
@@ -151,7 +164,8 @@ def request(socket_path: Path, payload: dict[str, Any], timeout_s: float = 15.0)
     """Send one request to a running launch; raises OSError when nothing listens."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout_s)
-        sock.connect(str(socket_path))
+        with _reachable(socket_path) as name:
+            sock.connect(name)
         sock.sendall((json.dumps(payload) + "\n").encode())
         reply = _read_line(sock)
     if not isinstance(reply, dict):

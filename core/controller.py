@@ -29,6 +29,7 @@ from core.commands import UserCommands
 from core.diagnosis import Diagnoser, Diagnosis
 from core.hosts import HostConnections, TransportFactory, remote_run_dir
 from core.intake import TelemetryIntake
+from core.output_intake import RECEIVED_KEY, OutputIntake
 from core.render import render, role_dir
 from core.rundir import RunDir
 from core.slurm.hosting import SlurmHosting
@@ -46,7 +47,6 @@ from core.states import (
 )
 from core.status import cluster_status
 from core.supervised import SupervisedRole
-from core.telemetry.live import sample_dict
 from core.transport import EventSink, LocalTransport, Transport
 
 # The states and views live in core.states; they are re-exported here for existing imports.
@@ -73,7 +73,7 @@ def local_transport(host: str, sink: EventSink, log_path: Path) -> Transport:
     return LocalTransport(host, sink, log_path)
 
 
-class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
+class Controller(UserCommands, OutputIntake, TelemetryIntake, HostConnections, SlurmHosting):
     """Launches ``spec`` into ``run`` and manages it until every role has ended.
 
     ``transport_factory`` None (the default) reaches each host's agent with
@@ -110,12 +110,17 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         self._transports: dict[str, Transport] = {}
         self._queue: queue.Queue[tuple[str, Any, Any]] = queue.Queue(MAX_QUEUE)
         self._queue_full = threading.Event()  # set by a link that found it full; said on the loop
+        # Users' commands go before agents' events: a stop is not queued behind a flood's backlog.
+        self._commands: queue.Queue[tuple[tuple[str, Any], Future[str] | None]] = queue.Queue(MAX_QUEUE)
+        self._ticked_at = 0.0
         self._subscribers: list[Callable[[Event], None]] = []
         self._lock = threading.RLock()
         self._phase = ClusterPhase.IDLE
         self._result: str | None = None
         self._reason = ""
         self._done = threading.Event()
+        self._coalesced: set[str] = set()  # roles told about coalescing (core.output_intake)
+        self._interrupted = threading.Event()  # stop_all/kill_all was asked (see _connect_all)
         self._thread: threading.Thread | None = None
         self._write_error_reported = False
         self._listener_errors: set[str] = set()
@@ -142,7 +147,7 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         """Start the agents and every role (or reattach to them); returns at once."""
         self._thread = threading.Thread(target=self._loop, name="controller", daemon=True)
         self._thread.start()
-        self._queue.put(("cmd", ("attach" if self._attaching else "launch", None), None))
+        self._commands.put((("attach" if self._attaching else "launch", None), None))
 
     def detach(self) -> Future[str]:
         """Leave the cluster running: disconnect from every agent, which keeps its roles going
@@ -165,9 +170,11 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         return self._command("restart", role)
 
     def stop_all(self) -> Future[str]:
+        self._interrupted.set()  # a connection still being made (a hung ssh) is given up now
         return self._command("stop_all", None)
 
     def kill_all(self) -> Future[str]:
+        self._interrupted.set()
         return self._command("kill_all", None)
 
     def restart_all(self) -> Future[str]:
@@ -243,15 +250,15 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
     def _command(self, name: str, arg: Any) -> Future[str]:
         future: Future[str] = Future()
         try:
-            self._queue.put_nowait(("cmd", (name, arg), future))
+            self._commands.put_nowait(((name, arg), future))
         except queue.Full:
-            self._queue_full.set()
             future.set_exception(
                 RuntimeError(f"the controller is {MAX_QUEUE} events behind; {name} not queued, try again")
             )
         return future
 
     def _sink(self, host: str, event: dict[str, Any]) -> None:
+        event[RECEIVED_KEY] = time.monotonic()  # how far behind the controller is (core.output_intake)
         try:
             self._queue.put_nowait(("agent", host, event))
         except queue.Full:
@@ -282,6 +289,16 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
     def _loop(self) -> None:
         while not self._done.is_set():
             try:
+                while not self._done.is_set():
+                    command, future = self._commands.get_nowait()
+                    self._on_command(command, future)
+            except queue.Empty:
+                pass
+            except Exception as exc:  # never let one bad command kill the controller
+                self._publish("warning", message=f"internal error: {exc!r}")
+            if self._done.is_set():
+                break
+            try:
                 item = self._queue.get(timeout=TICK_S)
             except queue.Empty:
                 item = None
@@ -299,9 +316,9 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
                         self._on_agent_event(a, b)
                     elif kind == "slurm":
                         self._on_slurm(a)
-                    else:
-                        self._on_command(a, b)
-                self._tick()
+                if item is None or time.monotonic() - self._ticked_at >= TICK_S / 2:
+                    self._ticked_at = time.monotonic()  # deadlines, not every event of a flood
+                    self._tick()
             except Exception as exc:  # never let one bad event kill the controller
                 self._publish("warning", message=f"internal error: {exc!r}")
         for transport in self._transports.values():
@@ -404,6 +421,8 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
             "cwd": cwd,
             "log": log,
             "tb_dir": launch.env.get("TOWERDECK_TB_DIR", ""),
+            # Its log is on this machine (or shared): a stop may skip the unsent backlog.
+            "skip_backlog": not host.remote,
         }
         try:
             sent = (host_run_dir is not None or not host.remote) and transport.send(start)
@@ -422,20 +441,9 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         if role is not None and event.get("attempt") not in (None, role.attempt):
             return  # late news of an earlier attempt
         if kind == "output" and role is not None:
-            text = str(event.get("data", ""))
-            t = float(event.get("t") or time.time())
-            with self._lock:
-                role.add_output(text)
-                samples = role.telemetry.feed(text, t)
-            self._publish(
-                "role_output", role=role.task.role_id, attempt=role.attempt, offset=event.get("offset"), text=text
-            )
-            self._publish_waits(self._diagnoser.on_output(role.task.role_id, text, time.time()))  # diagnosis
-            self._note_progress(role, [s.step for s in samples if s.step is not None])
-            if samples:
-                records = [sample_dict(s) for s in samples]
-                self.run.append_metrics(role.task, records)
-                self._publish("metrics", role=role.task.role_id, samples=records)
+            self._on_output(role, event)
+        elif kind == "skipped" and role is not None:
+            self._on_skipped(role, event)
         elif kind == "started" and role is not None:
             with self._lock:
                 role.pid = int(event["pid"])
@@ -448,7 +456,8 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
                 role.add_output(f"[towerdeck] {event.get('error')}\n")
                 role.ended_at = time.time()
             self._set_state(role, RoleState.FAILED, str(event.get("error")))
-        elif kind == "exited" and role is not None:
+        elif kind == "exited" and role is not None and role.state in ALIVE:  # once: a resume repeats exits
+            self._take_held(role)  # its last lines first, if a flood left them unparsed
             self._on_exit(role, event.get("returncode"), event.get("signal"))
         elif kind == "sample":
             self._on_sample(host, event)
@@ -457,7 +466,7 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         elif kind in ("log_write_failed", "log_write_recovered"):
             self._on_log_write(host, kind, event)
         elif kind == "agent_lost":
-            self._on_agent_lost(host, event.get("returncode"), event.get("reason"))
+            self._on_agent_lost(host, event.get("returncode"), event.get("reason"), event.get("busy") is True)
         elif kind == "host_state":
             fields = {k: v for k, v in event.items() if k not in ("ev", "t")}
             with self._lock:
@@ -512,7 +521,7 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
             role.backoff_until = now + decision.backoff_s
         self._set_state(role, decision.state, decision.detail)
 
-    def _on_agent_lost(self, host: str, returncode: int | None, reason: str | None = None) -> None:
+    def _on_agent_lost(self, host: str, returncode: int | None, reason: str | None = None, busy: bool = False) -> None:
         transport = self._transports.pop(host, None)
         local = transport.is_local if transport is not None else True
         lost = [r for r in self._roles.values() if r.host_key == host and r.state in ALIVE]
@@ -523,9 +532,9 @@ class Controller(UserCommands, TelemetryIntake, HostConnections, SlurmHosting):
         self._publish("warning", message=f"the agent on {host} is lost: {why}")
         for role in lost:
             # Last resort for local roles (no orphans if the agent died; a pid of another machine
-            # means nothing here), unless that pid is another process by now: the link may have
-            # been lost for minutes.
-            if local and role.pid is not None and not pids.kill_group_if_same(role.pid, role.pid_started):
+            # means nothing here; a busy agent runs them), unless that pid is another process by
+            # now: the link may have been lost for minutes.
+            if local and not busy and role.pid is not None and not pids.kill_group_if_same(role.pid, role.pid_started):
                 self._publish(
                     "warning", message=f"{role.task.role_id}: pid {role.pid} is another process now; not killed"
                 )

@@ -41,10 +41,13 @@ class HostConnections:
 
         def _set_phase(self, phase: ClusterPhase, result: str | None = None, reason: str = "") -> None: ...
 
+        def _launch_role(self, role: SupervisedRole) -> None: ...
+
     _factory: TransportFactory
     _transports: dict[str, Transport]
     _on_disconnect: str
     _attaching: bool
+    _interrupted: threading.Event  # set by stop_all/kill_all from any thread: stop connecting
 
     def _transport(self, host: str) -> Transport:
         if host not in self._transports:
@@ -63,8 +66,15 @@ class HostConnections:
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join()
+            while thread.is_alive() and not self._interrupted.is_set():
+                thread.join(0.1)
         self._transports.update(made)
+        if self._interrupted.is_set():  # stopped while connecting (a hung ssh): give up at once
+            closing = [threading.Thread(target=t.close, args=(1.0,), daemon=True) for t in made.values()]
+            for thread in closing:
+                thread.start()
+            for thread in closing:
+                thread.join(5.0)
 
     def _link_factory(self, host: str, sink: EventSink, log_path: Path) -> Transport:
         """An :class:`AgentLink` to ``host``'s agent: local, or over SSH per the spec's [hosts]."""
@@ -99,7 +109,11 @@ class HostConnections:
         return "reattached"
 
     def _adopt(self, host: str, hello: dict[str, Any]) -> None:
-        """Take over the roles an agent reports after a reattach."""
+        """Take over the roles an agent reports after a reattach.
+
+        A role it runs is taken over (one still starting goes on to running); one that ended is
+        taken over until the resume sends its output and its exit, unless the journal already
+        has that end; one it never heard of that had not started yet is started now."""
         live: dict[str, Any] = hello.get("roles") or {}
         ended: dict[str, Any] = hello.get("ended") or {}
         for role in self._roles.values():
@@ -108,16 +122,25 @@ class HostConnections:
             name = role.task.role_id
             info = live.get(name) or ended.get(name)
             if info is not None:
+                attempt = int(info.get("attempt", role.attempt))
+                if name not in live and role.state not in ALIVE and attempt == role.attempt:
+                    continue  # its end is in the journal already
                 with self._lock:
-                    role.attempt = int(info.get("attempt", role.attempt))
+                    role.attempt = attempt
                     role.pid = info.get("pid")
                     role.pid_started = pids.start_time(role.pid) if isinstance(role.pid, int) else None
                     role.log_path = self.run.log_path(role.task, role.attempt)
-                    role.running_at = None
+                    # Still starting when the launcher went: it runs, say so at the next tick.
+                    role.running_at = time.time() if role.state == RoleState.STARTING else None
                 if role.state not in ALIVE:
                     with self._lock:
                         role.state = RoleState.RUNNING
                 self._set_state(role, role.state, "reattached")
+            elif role.state in (RoleState.PENDING, RoleState.STARTING):
+                # The launcher went before this role's start reached the agent: start it now.
+                with self._lock:
+                    role.attempt = max(0, role.attempt - 1) if role.state == RoleState.STARTING else role.attempt
+                self._launch_role(role)
             elif role.state in ALIVE:
                 with self._lock:
                     role.pid = None

@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from core.agent import artifact_file
+from core.rundir import read_parsed
 from core.spec import HostConfig
 from core.ssh import ATTACH, BOOTSTRAP, SshFailure, agent_payload, explain_failure, remote_python, ssh_argv
-from core.transport import EventSink, parse_event_line
+from core.transport import EventSink, output_bytes, parse_event_line
 
 HELLO_TIMEOUT_S = 30.0
 BACKOFF_START_S = 0.5
@@ -44,6 +45,7 @@ BACKOFF_MAX_S = 10.0
 RECONNECT_GIVE_UP_S = 300.0  # then the host is lost (its roles may still run; `attach` later)
 SEEN_SAVE_PERIOD_S = 1.0
 MAX_PENDING_COMMANDS = 1024  # commands waiting for a reconnect; past it a command is refused
+KEEPALIVE_S = 5.0  # a ping this often: the agent refuses another controller while it hears this one
 
 
 @dataclass(frozen=True)
@@ -63,12 +65,23 @@ class Endpoint:
         return {"host": self.host, "remote": self.remote, "attach_argv": self.attach_argv}
 
 
+def linger_args() -> list[str]:
+    """``--linger S`` from $TOWERDECK_AGENT_LINGER_S: how long an agent whose roles have all ended
+    waits for a controller to (re)attach before it exits (the agent's default: 600 s)."""
+    value = os.environ.get("TOWERDECK_AGENT_LINGER_S", "")
+    try:
+        seconds = float(value)
+    except ValueError:
+        return []
+    return ["--linger", f"{seconds:g}"] if 0 <= seconds < float("inf") else []
+
+
 def local_endpoint(host: str, sock: Path, log: Path, on_disconnect: str) -> Endpoint:
     agent = [sys.executable, "-u", str(artifact_file(sock.parent))]  # the zipapp, beside the socket
     return Endpoint(
         host,
         False,
-        [*agent, "--serve", str(sock), "--log", str(log), "--on-disconnect", on_disconnect],
+        [*agent, "--serve", str(sock), "--log", str(log), "--on-disconnect", on_disconnect, *linger_args()],
         [*agent, "--attach", str(sock)],
     )
 
@@ -77,7 +90,16 @@ def remote_endpoint(host: HostConfig, config: Path | None, run_dir: str, on_disc
     """``run_dir`` is the run directory on that host (``~`` is expanded there, by python)."""
     base = ssh_argv(host, config)
     first = remote_python(
-        host, BOOTSTRAP, run_dir, "--serve", "agent.sock", "--log", "agent.log", "--on-disconnect", on_disconnect
+        host,
+        BOOTSTRAP,
+        run_dir,
+        "--serve",
+        "agent.sock",
+        "--log",
+        "agent.log",
+        "--on-disconnect",
+        on_disconnect,
+        *linger_args(),
     )
     attach = remote_python(host, ATTACH, run_dir)
     return Endpoint(host.address, True, [*base, first], [*base, attach], agent_payload(), host)
@@ -109,12 +131,14 @@ class AgentLink:
         self._closing = False
         self._bye = False
         self._attach_failed: str | None = None
+        self._busy = False  # the agent refused us: another controller holds it
         self._pending: list[dict[str, Any]] = []
         self._hello = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.run_dir: str | None = None  # the run directory on the agent's host, from its hello
         self.seen: dict[str, tuple[int, int]] = {}  # role -> (attempt, byte offset seen)
+        self._mirrored: dict[str, tuple[int, int]] = {}  # remote role -> (attempt, bytes mirrored here)
         self._seen_file = local_run_dir / "agents" / f"{_safe(self.host)}.seen.json"
         self._seen_saved_at = 0.0
         self._seen_dirty = False
@@ -140,6 +164,7 @@ class AgentLink:
         self._load_seen()
         self._thread = threading.Thread(target=self._run, name=f"agent-link-{self.host}", daemon=True)
         self._thread.start()
+        threading.Thread(target=self._keepalive, name=f"agent-keepalive-{self.host}", daemon=True).start()
         self._hello.wait(HELLO_TIMEOUT_S)
 
     def send(self, command: dict[str, Any]) -> bool:
@@ -188,6 +213,12 @@ class AgentLink:
         if self._thread is not None:
             self._thread.join(timeout_s)
 
+    def _keepalive(self) -> None:
+        while not self._stop.wait(KEEPALIVE_S):
+            with self._lock:
+                if self._connected:
+                    self._write({"op": "ping", "id": "keepalive"})
+
     def _write(self, command: dict[str, Any]) -> bool:
         proc = self._proc
         if proc is None or proc.stdin is None:
@@ -221,7 +252,7 @@ class AgentLink:
             self._lost = True
             self.lost_reason = why
         self._state("lost", why)
-        self._sink(self.host, {"ev": "agent_lost", "returncode": None, "reason": why})
+        self._sink(self.host, {"ev": "agent_lost", "returncode": None, "reason": why, "busy": self._busy})
 
     def _reconnect(self) -> str:
         """Attach again with exponential back-off; returns why the last session ended."""
@@ -282,24 +313,41 @@ class AgentLink:
             self._sink(self.host, event)
             return
         if kind == "attach_failed":
+            if event.get("busy") and self._connected_count > 0:
+                return  # our own last connection, not yet seen gone by the agent: try again
             self._attach_failed = str(event.get("message"))
+            self._busy = bool(event.get("busy"))
+            return
+        if kind == "pong" and event.get("id") == "keepalive":
             return
         if kind == "bye":
             self._bye = True
         if kind == "output" and not self._accept_output(event):
             return
+        if kind == "skipped":
+            self._accept_skip(event)
         self._sink(self.host, event)
 
     def _on_hello(self, event: dict[str, Any]) -> None:
-        """Tell the agent what was seen of each role it knows, then send what waited."""
+        """Tell the agent what was seen of each role it knows, then send what waited.
+
+        The first connection of a reattach resumes each role where its output was parsed (the
+        controller's ``parsed.json``): what a killed launcher had received but not yet parsed is
+        sent again, and nothing it parsed is. A remote mirror goes on from its own size."""
         known: dict[str, Any] = {**(event.get("ended") or {}), **(event.get("roles") or {})}
         seen: dict[str, dict[str, int]] = {}
+        first_of_attach = self._attach and self._connected_count == 0
         for name, info in known.items():
             attempt = int(info.get("attempt", 0))
             mine = self.seen.get(name)
             end = mine[1] if mine is not None and mine[0] == attempt else self._seen_on_disk(name, attempt)
+            if first_of_attach:
+                parsed = read_parsed(self._role_path(name))
+                if parsed is not None and parsed[0] == attempt:
+                    end = parsed[1]
             self.seen[name] = (attempt, end)
-            seen[name] = {"attempt": attempt, "end": end}
+            start = min(end, self._mirror_end(name, attempt)) if self.endpoint.remote else end
+            seen[name] = {"attempt": attempt, "end": start}
         with self._lock:
             self._connected = True
             self._connected_count += 1
@@ -311,14 +359,23 @@ class AgentLink:
         self._hello.set()
 
     def _seen_on_disk(self, role: str, attempt: int) -> int:
-        if self.endpoint.remote:
+        return self._mirror_end(role, attempt) if self.endpoint.remote else 0
+
+    def _mirror_end(self, role: str, attempt: int) -> int:
+        """How much of a remote role's log is mirrored here (the mirror's size)."""
+        mirrored = self._mirrored.get(role)
+        if mirrored is None or mirrored[0] != attempt:
+            size = 0
             with contextlib.suppress(OSError):
-                return self._mirror_path(role, attempt).stat().st_size
-            return 0
-        return 0
+                size = self._mirror_path(role, attempt).stat().st_size
+            mirrored = self._mirrored[role] = (attempt, size)
+        return mirrored[1]
 
     def _accept_output(self, event: dict[str, Any]) -> bool:
-        """Drop output already seen; mirror remote output locally; track the offset."""
+        """Drop output already seen; mirror remote output locally; track the offset.
+
+        Offsets are bytes of the role's log (the original stream, whatever its encoding): the
+        agent's ``data`` gives those bytes back exactly (see :func:`core.transport.output_bytes`)."""
         role, attempt, data = event.get("role"), event.get("attempt"), str(event.get("data", ""))
         end = event.get("end")
         if not isinstance(role, str) or not isinstance(attempt, int) or not isinstance(end, int):
@@ -327,26 +384,45 @@ class AgentLink:
         seen_end = seen[1] if seen is not None and seen[0] == attempt else 0
         if seen is not None and seen[0] > attempt:
             return False
+        raw = output_bytes(data)
+        start = end - len(raw)
+        if self.endpoint.remote:  # the mirror takes what it has not got, wherever it is seen
+            self._mirror(role, attempt, raw, start, end)
         if end <= seen_end:
             return False  # already seen: a replay overlapping the live stream
-        start = end - len(data.encode())
         if start < seen_end:  # the chunk straddles what was seen: keep only the new part
-            data = data.encode()[seen_end - start :].decode("utf-8", "replace")
-            event["data"] = data
+            event["data"] = raw[seen_end - start :].decode("utf-8", "surrogateescape")
             event["offset"] = seen_end
-        if self.endpoint.remote:
-            path = self._mirror_path(role, attempt)
-            with contextlib.suppress(OSError):
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with open(path, "ab") as f:
-                    f.write(data.encode())
         self.seen[role] = (attempt, end)
         self._seen_dirty = True
         self._save_seen()
         return True
 
+    def _accept_skip(self, event: dict[str, Any]) -> None:
+        """Output the agent did not send (a stopping local role far behind): seen all the same."""
+        role, attempt, end = event.get("role"), event.get("attempt"), event.get("end")
+        if isinstance(role, str) and isinstance(attempt, int) and isinstance(end, int):
+            seen = self.seen.get(role)
+            if seen is None or seen[0] < attempt or (seen[0] == attempt and seen[1] < end):
+                self.seen[role] = (attempt, end)
+                self._seen_dirty = True
+
+    def _mirror(self, role: str, attempt: int, raw: bytes, start: int, end: int) -> None:
+        mirrored = self._mirror_end(role, attempt)
+        if end <= mirrored or start > mirrored:
+            return  # had already, or a gap (never asked for): the mirror stays a prefix of the log
+        path = self._mirror_path(role, attempt)
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "ab") as f:
+                f.write(raw[mirrored - start :])
+            self._mirrored[role] = (attempt, end)
+
+    def _role_path(self, role: str) -> Path:
+        return self._local_run_dir / "roles" / role.replace(":", "-")
+
     def _mirror_path(self, role: str, attempt: int) -> Path:
-        return self._local_run_dir / "roles" / role.replace(":", "-") / f"attempt-{attempt}.log"
+        return self._role_path(role) / f"attempt-{attempt}.log"
 
     def _load_seen(self) -> None:
         if self.endpoint.remote:

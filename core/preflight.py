@@ -34,8 +34,6 @@ from core.render import command_of
 from core.spec import ClusterSpec, HostConfig
 from core.ssh import PROBE_BOOTSTRAP, agent_payload, explain_failure, remote_python, ssh_argv, ssh_config_path
 
-CANCEL_POLL_S = 0.1  # how soon a cancelled pre-flight kills its probes
-
 
 @dataclass(frozen=True)
 class HostCheck:
@@ -89,15 +87,65 @@ def _request(spec: ClusterSpec, host: str, check_ports: bool, tf_timeout_s: floa
     return {"workdir": workdir, "commands": commands, "ports": ports, "tf_timeout_s": tf_timeout_s}
 
 
+class PreflightRun:
+    """Lets a running pre-flight be cancelled from any thread (a signal handler, a window's Quit).
+
+    Every probe runs in its own process group; :meth:`cancel` kills those groups at once (an
+    ``ssh`` that hangs included), so the checks end now and leave no process behind."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen[bytes]] = set()
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        """End every probe now; the ones not started yet do not start."""
+        with self._lock:
+            self.cancelled = True
+            procs = list(self._procs)
+        for proc in procs:
+            _kill_group(proc)
+
+    def run(self, argv: list[str], payload: bytes, timeout_s: float) -> subprocess.CompletedProcess[bytes]:
+        """Like ``subprocess.run(argv, input=payload, capture_output=True, timeout=timeout_s)``, in a
+        new process group that a timeout or :meth:`cancel` kills whole."""
+        with self._lock:
+            if self.cancelled:
+                raise PreflightCancelled
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+            )
+            self._procs.add(proc)
+        try:
+            stdout, stderr = proc.communicate(payload, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.communicate()
+            raise
+        finally:
+            with self._lock:
+                self._procs.discard(proc)
+        if self.cancelled:
+            raise PreflightCancelled
+        return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+class PreflightCancelled(Exception):
+    """The pre-flight was cancelled (:meth:`PreflightRun.cancel`)."""
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    if proc.returncode is not None:
+        return  # reaped: its pid may be another process's by now
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
 def check_host(
-    spec: ClusterSpec,
-    host: str,
-    timeout_s: float = 60.0,
-    check_ports: bool = True,
-    cancel: threading.Event | None = None,
+    spec: ClusterSpec, host: str, timeout_s: float = 60.0, check_ports: bool = True, run: PreflightRun | None = None
 ) -> HostPreflight:
-    """Run the probe on ``host`` and turn its answer into checks; never raises. Setting ``cancel``
-    kills the probe (and the ssh under it) at once: its result then says "cancelled"."""
+    """Run the probe on ``host`` and turn its answer into checks; never raises (a cancelled run
+    gives a ``reachable`` check that says so)."""
     started = time.monotonic()
     config = spec.host_config(host)
     request = json.dumps(_request(spec, host, check_ports, max(5.0, timeout_s - 10.0)))
@@ -112,7 +160,7 @@ def check_host(
         destination = "this machine"
         payload = b""
     try:
-        raw = _run(argv, payload, timeout_s, cancel)
+        raw = (run or PreflightRun()).run(argv, payload, timeout_s)
         proc = subprocess.CompletedProcess(
             raw.args,
             raw.returncode,
@@ -120,7 +168,7 @@ def check_host(
             raw.stderr.decode("utf-8", "replace"),
         )
     except PreflightCancelled:
-        check = HostCheck("reachable", False, "cancelled before it answered", "check the hosts again")
+        check = HostCheck("reachable", False, f"cancelled while checking {destination}", "check the hosts again")
         return HostPreflight(host, destination, (check,), time.monotonic() - started)
     except subprocess.TimeoutExpired:
         check = HostCheck(
@@ -143,46 +191,6 @@ def check_host(
     if answer is None:
         return HostPreflight(host, destination, _failed(config, proc), elapsed)
     return HostPreflight(host, destination, _checks(config, answer), elapsed)
-
-
-class PreflightCancelled(Exception):
-    """The pre-flight was cancelled (the window closed): its processes are killed."""
-
-
-def _run(
-    argv: list[str], payload: bytes, timeout_s: float, cancel: threading.Event | None
-) -> subprocess.CompletedProcess[bytes]:
-    """``subprocess.run`` with a time limit that ``cancel`` cuts short. The probe runs in its own
-    process group, so killing it also kills what ssh started (a ProxyCommand)."""
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-
-    def kill() -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-
-    def watch(cancel: threading.Event) -> None:  # ends with the probe, or kills it on cancel
-        while proc.poll() is None:
-            if cancel.wait(CANCEL_POLL_S):
-                kill()
-                return
-
-    if cancel is not None:
-        threading.Thread(target=watch, args=(cancel,), name="preflight-cancel", daemon=True).start()
-    try:
-        out, err = proc.communicate(payload, timeout=timeout_s)
-    except BaseException:  # the time limit, or Ctrl-C (its own session does not get the SIGINT)
-        kill()
-        proc.communicate()
-        raise
-    if cancel is not None and cancel.is_set():
-        raise PreflightCancelled
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def _failed(config: HostConfig, proc: subprocess.CompletedProcess[str]) -> tuple[HostCheck, ...]:
@@ -287,19 +295,19 @@ def preflight(
     timeout_s: float = 60.0,
     check_ports: bool = True,
     max_parallel: int = 16,
-    cancel: threading.Event | None = None,
+    run: PreflightRun | None = None,
 ) -> list[HostPreflight]:
-    """Check every host of ``spec`` in parallel; one result per host, in launch order. Setting
-    ``cancel`` ends it at once (every probe killed; the hosts not checked say "cancelled")."""
+    """Check every host of ``spec`` in parallel; one result per host, in launch order.
+    ``run.cancel()`` (any thread) ends it at once (``run.cancelled`` then says so)."""
     hosts = list(dict.fromkeys(t.host for t in spec.tasks()))
     wanted = wanted_gpus(spec)
     pool = ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(hosts))))
     try:
-        futures = [pool.submit(check_host, spec, host, timeout_s, check_ports, cancel) for host in hosts]
+        futures = [pool.submit(check_host, spec, host, timeout_s, check_ports, run) for host in hosts]
         # The GPUs the tasks ask for, looked at on their hosts meanwhile (the `gpus` command's query).
         gpus = pool.submit(_gpu_looks, spec, [h for h in hosts if h in wanted], timeout_s) if wanted else None
         results = [f.result() for f in futures]
-        if cancel is not None and cancel.is_set():
+        if run is not None and run.cancelled:
             return results  # cancelled: the GPU look is not waited for
         looks = gpus.result() if gpus is not None else {}
     finally:

@@ -13,6 +13,7 @@ Layout (documented in the README)::
         roles/<job>-<index>/
             attempt-<n>.log complete stdout+stderr of attempt n, written by the role itself
             metrics.jsonl   step, loss, step time parsed from its output
+            parsed.json     {attempt, end}: the log's byte offset parsed so far (reattach resumes there)
             scalars.jsonl   TensorBoard scalars (tag, step, wall_time, value) from its event files
             tensorboard/    TOWERDECK_TB_DIR: where the example trainers write event files
 """
@@ -30,9 +31,11 @@ from typing import Any
 
 from core import journal
 from core.render import role_dir
+from core.runlock import holder
 from core.spec import ClusterSpec, Task, dumps
 
 MAX_CREATED = 32503680000.0  # year 3000: past it a "created" time is damage, not a date
+PARSED_FILE = "parsed.json"  # roles/<role>/: how far its output was parsed into metrics.jsonl
 
 
 def runs_root() -> Path:
@@ -134,6 +137,19 @@ class RunDir:
         text = "".join(journal.encode(p) for p in points)
         self._guard("write scalars", lambda: journal.append_lines(self.role_dir(task) / "scalars.jsonl", text))
 
+    def note_parsed(self, task: Task, attempt: int, end: int) -> None:
+        """Record that the output of ``attempt`` up to byte ``end`` (a line's end) is parsed and its
+        metrics appended: a reattach resumes there, so no step is recorded twice or lost."""
+        text = json.dumps({"attempt": attempt, "end": end})
+
+        def write() -> None:
+            self.role_dir(task).mkdir(parents=True, exist_ok=True)
+            tmp = self.role_dir(task) / (PARSED_FILE + ".tmp")
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, self.role_dir(task) / PARSED_FILE)
+
+        self._guard("write parsed offsets", write)
+
     def write_spec(self, spec: ClusterSpec) -> None:
         """Replace cluster.toml atomically: a Slurm run's counted tasks once they are placed."""
 
@@ -156,6 +172,15 @@ class RunDir:
         self._guard("write run.json", write)
 
 
+def read_parsed(role_path: Path) -> tuple[int, int] | None:
+    """(attempt, byte end) of a role's output already parsed (see :meth:`RunDir.note_parsed`)."""
+    try:
+        data = json.loads((role_path / PARSED_FILE).read_text(encoding="utf-8"))
+        return int(data["attempt"]), int(data["end"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
 @dataclass(frozen=True)
 class RunInfo:
     path: Path
@@ -166,11 +191,19 @@ class RunInfo:
     result: str | None
     roles: int
     role_ids: tuple[str, ...] = ()
+    controlled: bool = False  # a launcher, attach or window holds it now (core.runlock)
 
     @property
     def alive(self) -> bool:
-        """True when the run's launcher process still runs (reattach is possible)."""
-        return self.state not in ("done",)
+        """True when a process runs the run now (``launch``, ``attach`` or a window)."""
+        return self.controlled
+
+    @property
+    def shown_state(self) -> str:
+        """The state as ``runs`` shows it: a run that did not end and that nobody runs says so."""
+        if self.state in ("done", "detached") or self.controlled:
+            return self.state
+        return f"{self.state} (no launcher: `attach` it)"
 
 
 def _created(value: Any) -> float:
@@ -199,6 +232,7 @@ def read_info(path: Path) -> RunInfo | None:
             info.get("result") if isinstance(info.get("result"), str) else None,
             len(roles) if isinstance(roles, list) else 0,
             tuple(r for r in roles if isinstance(r, str)) if isinstance(roles, list) else (),
+            holder(path) is not None,
         )
     except (OSError, ValueError, TypeError, AttributeError, RecursionError):
         return None

@@ -21,6 +21,7 @@ from core.controller import Controller
 from core.notify import Notifier
 from core.problems import ERROR
 from core.rundir import RunDir
+from core.runlock import RunLock, RunLocked
 from core.spec import ClusterSpec, load
 from core.states import ClusterStatus, Event
 
@@ -97,10 +98,13 @@ class LaunchSession:
     controller is done (or left the roles running).
     """
 
-    def __init__(self, controller: Controller, run: RunDir, server: control.ControlServer) -> None:
+    def __init__(
+        self, controller: Controller, run: RunDir, server: control.ControlServer, lock: RunLock | None = None
+    ) -> None:
         self.controller = controller
         self.run = run
         self.server = server
+        self.lock = lock  # one controller per run (core.runlock), held until close()
         # [notify] (issue 23): the user's command hears of the run's notifications, off this thread.
         self.notifier = notifier_for(controller.spec, run)
         if self.notifier is not None:
@@ -114,23 +118,47 @@ class LaunchSession:
 
     @classmethod
     def launch(
-        cls, spec: ClusterSpec, root: Path | None = None, path: Path | None = None, on_disconnect: str = "keep"
+        cls,
+        spec: ClusterSpec,
+        root: Path | None = None,
+        path: Path | None = None,
+        on_disconnect: str = "keep",
+        who: str = "launch",
     ) -> LaunchSession:
         """A new run directory (under ``root``, or exactly ``path``) and its controller; raises
         OSError when the directory cannot be made."""
         run = RunDir.create(spec, root=root, path=path)
+        try:
+            lock = RunLock.acquire(run.path, who)
+        except RunLocked as exc:  # a new directory: only a racing attach can hold it
+            raise OSError(str(exc)) from None
         controller = Controller(spec, run, on_disconnect=on_disconnect)
         server = control.ControlServer(controller, run.path)
         run.update(control_socket=str(server.start()))
-        return cls(controller, run, server)
+        return cls(controller, run, server, lock)
 
     @classmethod
-    def attach(cls, path: Path, spec: ClusterSpec | None = None) -> LaunchSession:
-        """Take over the run in ``path`` (its agents keep its roles); raises SessionError."""
+    def attach(cls, path: Path, spec: ClusterSpec | None = None, who: str = "attach") -> LaunchSession:
+        """Take over the run in ``path`` (its agents keep its roles); raises SessionError, also
+        when another process controls it (naming that process)."""
         try:
             run = RunDir.open(path)
         except (OSError, ValueError) as exc:
             raise SessionError(f"cannot attach to {path}: {exc}") from exc
+        try:
+            lock = RunLock.acquire(path, who)
+        except RunLocked as exc:
+            raise SessionError(str(exc)) from None
+        except OSError as exc:
+            raise SessionError(f"cannot attach to {path}: {exc.strerror or exc}") from exc
+        try:
+            return cls._attached(run, path, spec, lock)
+        except BaseException:
+            lock.release()
+            raise
+
+    @classmethod
+    def _attached(cls, run: RunDir, path: Path, spec: ClusterSpec | None, lock: RunLock) -> LaunchSession:
         if spec is None:
             spec, problems = load(path / "cluster.toml")
             if spec is None:
@@ -139,7 +167,7 @@ class LaunchSession:
         controller = Controller(spec, run, attach=True)
         server = control.ControlServer(controller, run.path)
         run.update(control_socket=str(server.start()), pid=os.getpid())
-        return cls(controller, run, server)
+        return cls(controller, run, server, lock)
 
     def start(self) -> None:
         """Launch (or reattach); returns at once."""
@@ -154,6 +182,8 @@ class LaunchSession:
         self.server.close()
         if self.notifier is not None:
             self.notifier.close(notify_wait_s)
+        if self.lock is not None:
+            self.lock.release()
 
 
 def notifier_for(spec: ClusterSpec, run: RunDir) -> Notifier | None:

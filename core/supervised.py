@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import time
 from pathlib import Path
+from typing import Any
 
 from core.spec import Task
 from core.states import RoleState
@@ -39,6 +40,10 @@ class SupervisedRole(RoleView):
         self.last_step: int | None = None
         self.progress_at: float | None = None
         self.output_blocked = False  # its log cannot be written (disk full): no news is not a stall
+        self.parsed_noted_at = 0.0  # when parsed.json was last written (core.rundir.note_parsed)
+        # A flood's newest output chunk left unparsed, and when it is next parsed (core.output_intake).
+        self.held_output: dict[str, Any] | None = None
+        self.held_due = 0.0
 
     def add_output(self, text: str) -> None:
         """Keep the last lines as a terminal would show them (a carriage return redraws)."""

@@ -32,6 +32,22 @@ def parse_event_line(raw: str | bytes) -> dict[str, Any]:
     return event
 
 
+def output_bytes(data: str) -> bytes:
+    """The original bytes of an ``output`` event's ``data``: the agent decodes with
+    ``surrogateescape``, so each byte that was not UTF-8 arrives as one lone surrogate."""
+    try:
+        return data.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no agent sends: count it as what a reader shows
+        return data.encode("utf-8", "replace")
+
+
+def readable(data: str) -> str:
+    """``output`` text as a person and the parsers see it: each byte that was not UTF-8 as U+FFFD."""
+    if data.isascii():
+        return data
+    return output_bytes(data).decode("utf-8", "replace")
+
+
 class Transport(Protocol):
     """How the controller reaches one host's agent (a local child, or :class:`core.link.AgentLink`).
 

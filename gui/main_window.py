@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import os
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,6 +23,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from core.controller import Controller
 from core.inbox import EventInbox
 from core.overview import PlannedRole
+from core.preflight import PreflightRun
 from core.problems import ERROR
 from core.replay import RunDirError, RunReader
 from core.session import LaunchSession, RunSource, SessionError, needs_preflight
@@ -101,7 +101,7 @@ class MainWindow(QtWidgets.QMainWindow):
         # "stop" or "leave" answers the closing question ahead (scripts, --screenshot, tests).
         self.close_choice: str | None = os.environ.get("TOWERDECK_CLOSE_CHOICE") or None
         self._preflight_job: Future[list[Any]] | None = None
-        self._preflight_cancel = threading.Event()  # set on close: the probes (and ssh) are killed
+        self._preflight_run = PreflightRun()  # cancelled on close: the probes (and ssh) are killed
         self._preflight_passed = False
         self._launch_after_preflight = False
         self.preflight_results: list[Any] = []
@@ -223,7 +223,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._preflight_passed = False
         self._close_source()
         # `python main.py ctl` and another window can act on this run, through an owner-only socket.
-        session = LaunchSession.launch(self.spec, root=self.runs_root)
+        session = LaunchSession.launch(self.spec, root=self.runs_root, who="window")
         run = session.run
         self._reset_panels()
         session.subscribe(self.inbox.put)  # the controller's events and the [notify] reports
@@ -496,7 +496,7 @@ class MainWindow(QtWidgets.QMainWindow):
         assert self.source is not None
         path, spec = self.source.path, self.source.spec
         try:
-            session = LaunchSession.attach(path, spec)
+            session = LaunchSession.attach(path, spec, who="window")
         except SessionError as exc:
             QtWidgets.QMessageBox.warning(self, "TowerDeck", str(exc))
             return False
@@ -519,7 +519,7 @@ class MainWindow(QtWidgets.QMainWindow):
         from core.preflight import preflight
 
         self._launch_after_preflight = launch_after
-        self._preflight_job = self._background.submit(preflight, spec, 60.0, True, cancel=self._preflight_cancel)
+        self._preflight_job = self._background.submit(preflight, spec, 60.0, True, run=self._preflight_run)
         self.statusBar().showMessage("checking hosts (SSH, python, TensorFlow, paths, ports)...")
 
     def _poll_preflight(self) -> None:
@@ -564,7 +564,7 @@ class MainWindow(QtWidgets.QMainWindow):
         settings.save_layout(self, self.split, self.tabs)
         self.timer.stop()
         self._close_source()
-        self._preflight_cancel.set()  # Python joins the pool's thread at exit: never wait on an ssh
+        self._preflight_run.cancel()  # Python joins the pool's thread at exit: never wait on an ssh
         self._background.shutdown(wait=False, cancel_futures=True)
         self._gc_hold.release()
         event.accept()

@@ -114,7 +114,9 @@ class Role:
         self.reader: IO[bytes] | None = _open_log(log_path)
         self.log_missing = self.reader is None
         self.offset = 0
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # surrogateescape: a byte that is not UTF-8 travels as one lone surrogate (JSON ``\udcXX``),
+        # so whoever reads ``output`` gets the original bytes back and counts them exactly.
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
         self.leader_done = False
         self.returncode: int | None = None
         self.signal: int | None = None
@@ -128,6 +130,8 @@ class Role:
         self.pump_status: int | None = None  # read end of the pump's status lines
         self.pump_status_buf = b""
         self.tree_gone_at: float | None = None
+        self.tree_checked_at = 0.0  # see watch.tick
+        self.skip_backlog = False  # once stopping, output far behind may be skipped (watch.tail)
 
     def reopen_log(self) -> None:
         """Try again to open a log that could not be opened yet."""

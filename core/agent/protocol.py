@@ -74,6 +74,7 @@ class StartRequest:
     cwd: str | None
     log: str
     tb_dir: str | None  # the role's TensorBoard directory on this host, tailed for ``scalars``
+    skip_backlog: bool = False  # a stopping role's unsent output may be skipped (see watch.tail)
 
 
 def parse_start(command: dict[str, Any]) -> StartRequest:
@@ -91,7 +92,8 @@ def parse_start(command: dict[str, Any]) -> StartRequest:
         raise TypeError("env must map strings to strings")
     if tb_dir is not None and not isinstance(tb_dir, str):
         raise TypeError("tb_dir must be a string (a directory on the agent's host)")
-    return StartRequest(name, int(command.get("attempt", 1)), argv, env, command.get("cwd") or None, log, tb_dir)
+    skip = command.get("skip_backlog") is True
+    return StartRequest(name, int(command.get("attempt", 1)), argv, env, command.get("cwd") or None, log, tb_dir, skip)
 
 
 def clamp_period(period_s: float) -> float:

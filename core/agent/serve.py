@@ -24,6 +24,9 @@ from .protocol import encode_event, now
 from .supervisor import TICK_S, Agent
 
 LINGER_S = 600.0  # an agent with no roles and no controller waits this long for a reattach
+# A controller heard from within this long holds the agent: another connection is refused. The
+# controller's link pings every few seconds; one silent longer is taken as gone (a dead network).
+CONTROLLER_QUIET_S = 15.0
 # What an agent's command line holds, for telling a live agent from a recycled pid.
 AGENT_MARKERS = (b"agent.pyz", b"core.agent")
 
@@ -82,40 +85,59 @@ def _connect(sock_path: str) -> socket.socket:
 def serve(agent: Agent, listener: socket.socket, linger_s: float = LINGER_S) -> None:
     """Run ``agent`` for one controller at a time on ``listener`` until it has nothing left to do."""
     client: socket.socket | None = None
+    heard_at = 0.0
     agent.connected = False
     idle_since = now()
     while not agent.finished:
         fds: list[Any] = [listener] + ([client] if client is not None else [])
-        ready, _, _ = select.select(fds, [], [], TICK_S)
-        if listener in ready:
-            new, _ = listener.accept()
-            if client is not None:  # a newer controller wins; the old connection is stale
-                _hang_up(client)
-            client = new
-            agent.out = client.makefile("w", encoding="utf-8", newline="\n")
-            agent.connected = True
-            agent.awaiting_resume = True
-            agent.hello(serving=True, run_dir=os.getcwd(), **agent.inventory())
-        elif client is not None and client in ready:
+        ready, _, _ = select.select(fds, [], [], 0 if agent.behind else TICK_S)
+        if client is not None and client in ready:  # first: a controller that left says so here
             try:
                 data = client.recv(1 << 16)
             except OSError:
                 data = b""
             if data:
+                heard_at = now()
                 agent.feed(data)
             else:
                 agent.disconnect()
         if client is not None and not agent.connected:
             _hang_up(client)
             client = None
+        if listener in ready:
+            new, _ = listener.accept()
+            if client is not None and now() - heard_at < CONTROLLER_QUIET_S:
+                _refuse(new, now() - heard_at)  # one controller at a time: no tug of war
+            else:
+                if client is not None:  # silent too long: that controller is gone
+                    _hang_up(client)
+                client, heard_at = new, now()
+                agent.out = client.makefile("w", encoding="utf-8", newline="\n")
+                agent.connected = True
+                agent.awaiting_resume = True
+                agent.hello(serving=True, run_dir=os.getcwd(), **agent.inventory())
+        if client is not None and not agent.connected:
+            _hang_up(client)
+            client = None
         agent.tick()
         if agent.connected or agent.roles:
             idle_since = now()
-        elif agent.shutting_down or not agent.missed_exits or now() - idle_since > linger_s:
+        elif agent.shutting_down or not agent.exits or now() - idle_since > linger_s:
             agent.finished = True
     if client is not None:
         _hang_up(client)
     listener.close()
+
+
+def _refuse(conn: socket.socket, quiet_s: float) -> None:
+    message = (
+        f"another controller is connected to this agent (heard from {quiet_s:.0f} s ago); one controller "
+        "at a time: leave that one (`ctl RUN detach`) or stop it first"
+    )
+    with contextlib.suppress(OSError):
+        conn.settimeout(1.0)
+        conn.sendall(encode_event("attach_failed", message=message, busy=True).encode())
+    _hang_up(conn)
 
 
 def _hang_up(conn: socket.socket) -> None:

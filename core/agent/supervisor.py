@@ -70,11 +70,13 @@ class Agent:
         self.gpu_sampler: GpuSampler | None = None
         self.scalars = ScalarFeed()
         self.ended: dict[str, dict[str, Any]] = {}  # roles that exited since the last sample
-        # Exits nobody heard (the controller was away), kept for ``resume``: fields, log, end.
-        self.missed_exits: dict[str, dict[str, Any]] = {}
+        # Every role's last exit (fields, log, end), kept for ``resume``: a controller that lagged
+        # and was killed may not have handled one it was sent.
+        self.exits: dict[str, dict[str, Any]] = {}
         self.awaiting_resume = False  # serve mode: a controller attached and has not said what it saw
         self.sample_table: ProcTable | None = None  # rows reused by the next sample
         self.pumps: dict[int, Role] = {}  # log pump pid -> its role
+        self.behind = False  # some role's output is not all sent yet: the next tick comes at once
 
     # ---------------------------------------------------------------- output
 
@@ -142,6 +144,7 @@ class Agent:
         if self.shutting_down:
             self.error("the agent is shutting down", op="start", role=name)
             return
+        self.exits.pop(name, None)
         token = secrets.token_hex(8)
         full_env = {**os.environ, **request.env, TOKEN_VAR: token}
         pump: tuple[int, int, int] | None = None
@@ -164,6 +167,7 @@ class Agent:
             return
         os.close(pump[1])  # only the role holds the write end: EOF when its whole tree is gone
         role = Role(name, attempt, proc, log_path, token)
+        role.skip_backlog = request.skip_backlog
         role.pump_pid, role.pump_done, role.pump_status = pump[0], False, pump[2]
         self.pumps[pump[0]] = role
         self.roles[name] = role
@@ -213,49 +217,47 @@ class Agent:
         for name, info in seen.items():
             attempt, start = int(info["attempt"]), int(info["end"])
             role = self.roles.get(name)
-            missed = self.missed_exits.get(name)
+            ended = self.exits.get(name)
             if role is not None and role.attempt == attempt:
                 self.replay(name, attempt, role.log_path, start, role.text_end())
-            elif missed is not None and missed["fields"]["attempt"] == attempt:
-                self.replay(name, attempt, missed["log"], start, missed["end"])
-        for missed in self.missed_exits.values():
-            self.emit("exited", **missed["fields"])
-        self.missed_exits = {}
+            elif ended is not None and ended["fields"]["attempt"] == attempt:
+                self.replay(name, attempt, ended["log"], start, ended["end"])
+        for ended in self.exits.values():  # every one: the controller ignores those it handled
+            self.emit("exited", **ended["fields"])
         self.emit("resumed", roles=sorted(self.roles))
 
     def replay(self, name: str, attempt: int, log_path: str, start: int, stop: int) -> None:
         """Emit ``output`` for bytes [start, stop) of a log file, as the live tail would have."""
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")  # as the live tail
         try:
             with open(log_path, "rb") as f:
                 f.seek(start)
-                position = start
+                position = chunk_start = start
                 while position < stop:
                     data = f.read(min(CHUNK_BYTES, stop - position))
                     if not data:
                         break
-                    chunk_start = position
                     position += len(data)
                     text = decoder.decode(data, final=position >= stop)
                     if text:
                         end = position - len(decoder.getstate()[0])
                         self.emit("output", role=name, attempt=attempt, offset=chunk_start, end=end, data=text)
+                        chunk_start = end
         except OSError as exc:
             self.error(f"cannot read {log_path} again: {exc}", role=name)
 
     def report_exit(self, role: Role, fields: dict[str, Any]) -> None:
+        self.exits[role.name] = {"fields": fields, "log": role.log_path, "end": role.offset}
         if self.connected and not self.awaiting_resume:
             self.emit("exited", **fields)
-        else:
-            self.missed_exits[role.name] = {"fields": fields, "log": role.log_path, "end": role.offset}
 
     def inventory(self) -> dict[str, Any]:
-        """What a controller attaching now needs to know: live roles and exits it has not heard."""
+        """What a controller attaching now needs to know: live roles and every role's last exit."""
         live = {
             r.name: {"attempt": r.attempt, "pid": r.pid, "log": r.log_path, "end": r.text_end()}
             for r in self.roles.values()
         }
-        ended = {name: {**m["fields"], "log": m["log"], "end": m["end"]} for name, m in self.missed_exits.items()}
+        ended = {name: {**m["fields"], "log": m["log"], "end": m["end"]} for name, m in self.exits.items()}
         return {"roles": live, "ended": ended}
 
     def op_configure(self, command: dict[str, Any]) -> None:
@@ -311,7 +313,7 @@ class Agent:
         stdin_open = True
         while not self.finished:
             if stdin_open:
-                ready, _, _ = select.select([stdin_fd], [], [], TICK_S)
+                ready, _, _ = select.select([stdin_fd], [], [], 0 if self.behind else TICK_S)
                 if ready:
                     data = os.read(stdin_fd, 1 << 16)
                     if data:

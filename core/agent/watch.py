@@ -21,6 +21,14 @@ if TYPE_CHECKING:
 
 READ_BUDGET_BYTES = 1 << 20  # per role per tick, so one chatty role cannot starve the rest
 CHUNK_BYTES = 64 * 1024
+# A role started with skip_backlog (its log is on the controller's machine) whose unsent output
+# is more than this jumps to its last SKIP_KEEP_BYTES, with a ``skipped`` event: a stop, or the
+# news of an exit, takes seconds whatever the backlog of a flood; every byte is in its log.
+SKIP_STOPPING_BYTES = 8 << 20  # stopping: its output is of little use now
+SKIP_ENDED_BYTES = 16 << 20  # ended: the news of its exit waits for this to be sent
+SKIP_BEHIND_BYTES = 64 << 20  # running: the stream is that far behind the role
+SKIP_KEEP_BYTES = 256 * 1024
+TREE_CHECK_S = 0.5  # how often an ended role's tree is looked for while its output is still sent
 
 
 def reap(agent: Agent) -> None:
@@ -53,6 +61,11 @@ def tail(agent: Agent, role: Role) -> bool:
     role.reopen_log()
     if role.reader is None:
         return True
+    if role.skip_backlog and agent.connected and not agent.awaiting_resume:
+        if role.stopping or agent.shutting_down:
+            skip_backlog(agent, role, SKIP_STOPPING_BYTES)
+        else:
+            skip_backlog(agent, role, SKIP_ENDED_BYTES if role.leader_done else SKIP_BEHIND_BYTES)
     budget = READ_BUDGET_BYTES
     while budget > 0:
         try:
@@ -63,13 +76,33 @@ def tail(agent: Agent, role: Role) -> bool:
             return True
         if not data:
             return True
-        start = role.offset
+        start = role.text_end()  # a sequence split by the last read starts this chunk
         role.offset += len(data)
         budget -= len(data)
         text = role.decoder.decode(data)
         if text:
             agent.emit("output", role=role.name, attempt=role.attempt, offset=start, end=role.text_end(), data=text)
     return False
+
+
+def skip_backlog(agent: Agent, role: Role, limit_bytes: int) -> None:
+    """Jump over all but the last SKIP_KEEP_BYTES of a role's unsent output when there is more than
+    ``limit_bytes``, to a line start, and say so with a ``skipped`` event (role, attempt, offset,
+    end: the bytes skipped, log)."""
+    assert role.reader is not None
+    try:
+        size = os.fstat(role.reader.fileno()).st_size
+        if size - role.offset <= limit_bytes:
+            return
+        role.reader.seek(size - SKIP_KEEP_BYTES)
+        newline = role.reader.read(SKIP_KEEP_BYTES).find(b"\n")
+    except OSError:
+        return
+    end = size - SKIP_KEEP_BYTES + newline + 1 if newline >= 0 else size
+    agent.emit("skipped", role=role.name, attempt=role.attempt, offset=role.text_end(), end=end, log=role.log_path)
+    role.offset = end
+    role.decoder.reset()
+    role.reader.seek(end)
 
 
 def read_pump_status(agent: Agent, role: Role) -> None:
@@ -101,9 +134,10 @@ def read_pump_status(agent: Agent, role: Role) -> None:
 
 def _finish(agent: Agent, role: Role) -> None:
     """The role and its whole tree are gone and its output is read: report the exit."""
+    start = role.text_end()
     tail_text = role.decoder.decode(b"", final=True)
     if tail_text:
-        agent.emit("output", role=role.name, attempt=role.attempt, offset=role.offset, end=role.offset, data=tail_text)
+        agent.emit("output", role=role.name, attempt=role.attempt, offset=start, end=role.offset, data=tail_text)
     role.close()
     del agent.roles[role.name]
     agent.ended[role.name] = {
@@ -136,11 +170,16 @@ def tick(agent: Agent) -> None:
     reap(agent)
     t = now()
     table: ProcTable | None = None
+    agent.behind = False
     for role in list(agent.roles.values()):
         at_end = tail(agent, role)
+        agent.behind |= not at_end and agent.connected and not agent.awaiting_resume
         read_pump_status(agent, role)
         if not role.leader_done and not (role.stopping and role.kill_at is not None and t >= role.kill_at):
             continue
+        if not at_end and t - role.tree_checked_at < TREE_CHECK_S:
+            continue  # output still to send: scanning /proc every tick would slow the sending
+        role.tree_checked_at = t
         table = table or ProcTable()
         tree = role_tree(role, table, scan_environ=True)
         if role.leader_done and not tree and not role.pump_done:

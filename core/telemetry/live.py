@@ -23,6 +23,11 @@ class RoleTelemetry:
         self.parser = MetricParser(self.patterns)
         self.placement.flush()
 
+    def break_stream(self) -> None:
+        """Output was skipped: what comes next starts a line, it does not finish the last one."""
+        self.parser.drop_partial()
+        self.placement.drop_partial()
+
     def feed(self, text: str, t: float) -> list[MetricSample]:
         samples = self.parser.feed(text, t)
         for sample in samples:

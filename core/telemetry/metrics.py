@@ -177,6 +177,10 @@ class MetricParser:
             self._partial = tail
         return out
 
+    def drop_partial(self) -> None:
+        """Forget the unfinished line: the next text does not continue it (output was skipped)."""
+        self._partial, self._discarding = "", False
+
     def flush(self, t: float | None = None) -> list[MetricSample]:
         """Parse the unfinished last line (at the end of a stream) and forget it."""
         line, self._partial, self._discarding = self._partial, "", False

@@ -146,6 +146,10 @@ class PlacementAggregator:
 
     # -- feeding -------------------------------------------------------------------------------
 
+    def drop_partial(self) -> None:
+        """Forget the unfinished line: the next chunk does not continue it (output was skipped)."""
+        self._partial = ""
+
     def feed_line(self, line: str, t: float | None = None) -> bool:
         """Take one log line; True if it was a placement or device-creation line.
 

@@ -95,7 +95,9 @@ def test_invalid_utf8_and_carriage_returns_survive(agent: AgentProcess, tmp_path
     code = "import os; os.write(1, b'bad \\xff\\xfe bytes\\n10%\\r50%\\r100%\\n')"
     start(agent, "worker:0", [sys.executable, "-c", code], tmp_path / "l.log")
     agent.wait_for("exited", role="worker:0")
-    assert agent.output("worker:0") == "bad \ufffd\ufffd bytes\n10%\r50%\r100%\n"
+    # Each byte that is not UTF-8 travels as one lone surrogate: the original bytes come back exactly.
+    assert agent.output("worker:0") == "bad \udcff\udcfe bytes\n10%\r50%\r100%\n"
+    assert agent.output("worker:0").encode("utf-8", "surrogateescape") == (tmp_path / "l.log").read_bytes()
     assert (tmp_path / "l.log").read_bytes() == b"bad \xff\xfe bytes\n10%\r50%\r100%\n"
 
 

@@ -118,3 +118,26 @@ def test_a_stale_socket_is_replaced_and_a_live_one_is_refused(tmp_path: Path):
     missing = Relay("--attach", str(tmp_path / "nobody.sock"))
     assert missing.until(lambda e: e["ev"] == "attach_failed")[-1]["message"].startswith("no agent at")
     assert missing.proc.wait(10) == 3
+
+
+def test_a_second_controller_is_refused_while_the_first_is_heard(tmp_path: Path):
+    sock = tmp_path / "agents" / "a.sock"
+    first = Relay("--serve", str(sock), "--on-disconnect", "keep", "--log", str(tmp_path / "agent.log"))
+    first.until(lambda e: e["ev"] == "hello")
+    first.send({"op": "resume", "seen": {}})
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]  # keeps the agent for the third
+    first.send({"op": "start", "role": "w", "argv": sleeper, "log": str(tmp_path / "w.log")})
+    first.until(lambda e: e["ev"] == "started")
+    second = Relay("--attach", str(sock))
+    refused = second.until(lambda e: e["ev"] == "attach_failed")[-1]
+    assert refused["busy"] is True and "another controller is connected" in refused["message"], refused
+    assert second.proc.wait(10) == 0  # the agent hung up on it
+    first.send({"op": "ping", "id": 2})  # the first one was not disturbed
+    assert first.until(lambda e: e["ev"] == "pong")[-1]["id"] == 2
+    first.close()  # gone: the next one is welcome
+    third = Relay("--attach", str(sock))
+    answer = third.until(lambda e: e["ev"] in ("hello", "attach_failed"))[-1]
+    assert answer["ev"] == "hello", answer
+    third.send({"op": "shutdown"})
+    third.until(lambda e: e["ev"] == "bye")
+    third.close()

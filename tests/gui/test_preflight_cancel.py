@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from core.preflight import preflight
+from core.preflight import PreflightRun, preflight
 from core.spec import ClusterSpec, load
 from tests.conftest import free_ports
 from tests.helpers.procs import with_marker
@@ -47,13 +47,13 @@ def _wait_for(condition, timeout_s: float, what: str) -> None:  # type: ignore[n
 
 def test_a_cancelled_preflight_kills_its_ssh_at_once(tmp_path: Path) -> None:
     spec, marker = _hanging_cluster(tmp_path)
-    cancel = threading.Event()
+    cancel = PreflightRun()
     results: list[object] = []
-    worker = threading.Thread(target=lambda: results.append(preflight(spec, 60.0, cancel=cancel)))
+    worker = threading.Thread(target=lambda: results.append(preflight(spec, 60.0, run=cancel)))
     worker.start()
     _wait_for(lambda: with_marker(marker), 30, "the ProxyCommand to start")
     cancelled_at = time.monotonic()
-    cancel.set()
+    cancel.cancel()
     worker.join(10)
     assert not worker.is_alive() and time.monotonic() - cancelled_at < 5
     [result] = results[0]  # type: ignore[misc]
