@@ -24,6 +24,7 @@ CLI_COMMANDS = {
     "demo-path",
     "attach",
     "export",
+    "profile-summary",
 }
 
 
