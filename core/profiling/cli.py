@@ -31,6 +31,11 @@ def add_profile_arguments(p: argparse.ArgumentParser) -> None:
         help="for profile: host_tracer_level=1: step times and a ~2 MB file, no per-op detail",
     )
     p.add_argument(
+        "--unsafe",
+        action="store_true",
+        help="for profile: also trace roles known to crash when traced (MultiWorkerMirrored workers but worker:0)",
+    )
+    p.add_argument(
         "--timeout",
         type=float,
         metavar="SECONDS",
@@ -63,7 +68,7 @@ def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, out
         print(f"profile: {exc}", file=err)
         return EXIT_USAGE
     try:
-        result = capture(run_path, targets, args.seconds, args.light, args.timeout)
+        result = capture(run_path, targets, args.seconds, args.light, args.timeout, args.unsafe)
     except ProfileError as exc:
         print(f"profile: {exc}", file=err)
         return EXIT_FAILED

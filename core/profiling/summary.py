@@ -38,9 +38,8 @@ DIFFERENCE_FLOOR_MS = 0.05  # below this, a ratio is noise
 
 @dataclass(frozen=True)
 class OpTime:
-    """One TensorFlow op type's self time over the capture."""
+    """One TensorFlow op type's self time over the capture, all ops of that type together."""
 
-    operation: str
     op_type: str
     occurrences: int
     self_time_ms: float
@@ -69,9 +68,9 @@ class RoleProfile:
     def median_step_ms(self) -> float | None:
         return statistics.median(self.step_times_ms) if self.step_times_ms else None
 
-    def op_ms(self, operation: str) -> float:
-        """An op's self time per step (per capture without step markers)."""
-        total = sum(o.self_time_ms for o in self.top_ops if o.operation == operation)
+    def op_ms(self, op_type: str) -> float:
+        """An op type's self time per step (per capture without step markers)."""
+        total = sum(o.self_time_ms for o in self.top_ops if o.op_type == op_type)
         return total / self.steps if self.steps else total
 
 
@@ -126,24 +125,22 @@ def parse(role: str, tables: Mapping[str, Any]) -> RoleProfile:
 
 
 def _top_ops(stats: Any) -> tuple[OpTime, ...]:
-    ops: list[OpTime] = []
+    """The op types with the most self time: by type, since one graph's op names differ between
+    roles and a type (MatMul, the dataset iterator) is what a user compares."""
+    by_type: dict[str, list[float]] = {}
     for table in stats if isinstance(stats, list) else []:
         index = {c: i for i, c in enumerate(_columns(table))}
-        if not {"operation", "total_self_time", "type"} <= index.keys():
+        if not {"total_self_time", "type"} <= index.keys():
             continue
         for row in table.get("rows", []):
             op_type = str(_cell(row, index["type"]) or "")
-            if op_type == "IDLE":
+            if op_type in ("IDLE", ""):
                 continue
-            ops.append(
-                OpTime(
-                    operation=str(_cell(row, index["operation"]) or op_type),
-                    op_type=op_type,
-                    occurrences=int(_number(_cell(row, index.get("occurrences", -1)))),
-                    self_time_ms=_number(_cell(row, index["total_self_time"])) / 1000.0,  # µs in the table
-                )
-            )
+            seen = by_type.setdefault(op_type, [0.0, 0.0])
+            seen[0] += _number(_cell(row, index["occurrences"])) if "occurrences" in index else 0.0
+            seen[1] += _number(_cell(row, index["total_self_time"])) / 1000.0  # µs in the table
         break  # the first table is the whole capture; a second repeats it without IDLE
+    ops = [OpTime(op_type, int(n), ms) for op_type, (n, ms) in by_type.items()]
     ops.sort(key=lambda o: o.self_time_ms, reverse=True)
     return tuple(ops[:TOP_OPS])
 
@@ -177,8 +174,9 @@ def _difference(values: Sequence[float | None], roles: Sequence[str]) -> str:
     low = min(v for v, _ in known)
     if high < DIFFERENCE_FLOOR_MS or high < DIFFERENCE_RATIO * max(low, 1e-9):
         return ""
-    ratio = f"{high / low:.1f}x" if low > 0 else "only"
-    return f"  <- {ratio} on {high_role}"
+    if low < DIFFERENCE_FLOOR_MS:
+        return f"  <- mainly on {high_role}"
+    return f"  <- {high / low:.1f}x on {high_role}"
 
 
 def format_profiles(profiles: Sequence[RoleProfile]) -> list[str]:
@@ -188,7 +186,7 @@ def format_profiles(profiles: Sequence[RoleProfile]) -> list[str]:
         return []
     roles = [p.role for p in profiles]
     width = max(12, *(len(r) + 2 for r in roles))
-    label_width = 34
+    label_width = 40
 
     def row(label: str, values: Sequence[float | None], mark: bool = True) -> str:
         cells = "".join(f"{_fmt(v):>{width}}" for v in values)
@@ -203,10 +201,10 @@ def format_profiles(profiles: Sequence[RoleProfile]) -> list[str]:
         values = [p.breakdown_ms.get(name) for p in profiles]
         if name in ALWAYS_SHOWN or any(v for v in values):
             lines.append(row(f"  {name}", values))
-    ops = list(dict.fromkeys(o.operation for p in profiles for o in p.top_ops))
+    ops = list(dict.fromkeys(o.op_type for p in profiles for o in p.top_ops))
     if ops:
         per = "ms/step" if all(p.steps for p in profiles) else "ms in capture"
-        lines.append(f"top ops by self time ({per}):")
+        lines.append(f"top op types by self time ({per}):")
         for op in ops[: TOP_OPS + 4]:
             lines.append(row(f"  {op[: label_width - 3]}", [p.op_ms(op) if p.top_ops else None for p in profiles]))
     for p in profiles:

@@ -43,7 +43,7 @@ def test_a_recorded_profile_gives_steps_breakdown_bottleneck_and_top_ops() -> No
         statistics.fmean(step_column(tables, "hostComputeTimeMs"))
     )
     assert "input-bound" in profile.bottleneck and "<" not in profile.bottleneck
-    assert [o.operation for o in profile.top_ops][:2] == ["MatMul", "Sum"]  # IDLE is not an op
+    assert [o.op_type for o in profile.top_ops] == ["_MklMatMul", "Sum"]  # IDLE is not an op
     assert profile.top_ops[0].occurrences > 0 and profile.top_ops[0].self_time_ms > profile.top_ops[1].self_time_ms
 
 
@@ -64,7 +64,7 @@ def _profile(role: str, step_ms: float, matmul_ms: float) -> RoleProfile:
         step_times_ms=(step_ms,) * 10,
         breakdown_ms={"input": 0.0, "host compute": step_ms * 0.8, "device compute": 0.0, "communication": 0.0},
         bottleneck=f"{role} is compute-bound",
-        top_ops=(OpTime("MatMul", "MatMul", 10, matmul_ms * 10), OpTime("Sum", "Sum", 10, 1.0)),
+        top_ops=(OpTime("MatMul", 10, matmul_ms * 10), OpTime("Sum", 10, 1.0)),
     )
 
 
@@ -182,3 +182,16 @@ def test_a_remote_role_is_refused_as_not_yet_supported() -> None:
     target = Target("worker:3", "worker", 3, "gpu-node-7.example", 2222, 4242, "running")
     reason = check(target)
     assert reason is not None and "runs on gpu-node-7.example" in reason and "not yet supported" in reason
+
+
+def test_a_multi_worker_mirrored_worker_but_the_first_is_refused_unless_unsafe() -> None:
+    from core.profiling.capture import check
+
+    worker1 = Target("worker:1", "worker", 1, "203.0.113.9", 2222, 4242, "running")
+    refused = check(worker1, "multi_worker_mirrored")
+    assert refused is not None and "crashes it on TensorFlow 2.21" in refused and "--unsafe" in refused
+    # --unsafe goes on to the ordinary checks (here: the host is not this machine).
+    assert "runs on 203.0.113.9" in (check(worker1, "multi_worker_mirrored", unsafe=True) or "")
+    worker0 = Target("worker:0", "worker", 0, "203.0.113.9", 2222, 4242, "running")
+    assert "crashes" not in (check(worker0, "multi_worker_mirrored") or "")
+    assert "crashes" not in (check(worker1, "parameter_server") or "")
