@@ -166,17 +166,25 @@ def _fmt(ms: float | None) -> str:
 
 
 def _difference(values: Sequence[float | None], roles: Sequence[str]) -> str:
-    """' <- 2.4x on worker:1' when the largest value is DIFFERENCE_RATIO times the smallest."""
+    """' <- 2.4x on worker:1' when one role's value is DIFFERENCE_RATIO times another's. Roles are
+    compared within their job where a job has two or more here (a ps differs from a worker by
+    design), across all roles otherwise."""
     known = [(v, r) for v, r in zip(values, roles, strict=True) if v is not None]
-    if len(known) < 2:
-        return ""
-    high, high_role = max(known)
-    low = min(v for v, _ in known)
-    if high < DIFFERENCE_FLOOR_MS or high < DIFFERENCE_RATIO * max(low, 1e-9):
-        return ""
-    if low < DIFFERENCE_FLOOR_MS:
-        return f"  <- mainly on {high_role}"
-    return f"  <- {high / low:.1f}x on {high_role}"
+    jobs: dict[str, list[tuple[float, str]]] = {}
+    for v, r in known:
+        jobs.setdefault(r.split(":")[0], []).append((v, r))
+    groups = [g for g in jobs.values() if len(g) >= 2] or ([known] if len(known) >= 2 else [])
+    best, mark = 0.0, ""
+    for group in groups:
+        high, high_role = max(group)
+        low = min(v for v, _ in group)
+        if high < DIFFERENCE_FLOOR_MS or high < DIFFERENCE_RATIO * low:
+            continue
+        ratio = high / low if low >= 0.005 else float("inf")  # 0.00 as printed: no ratio to give
+        if ratio > best:
+            best = ratio
+            mark = f"  <- mainly on {high_role}" if ratio == float("inf") else f"  <- {ratio:.1f}x on {high_role}"
+    return mark
 
 
 def format_profiles(profiles: Sequence[RoleProfile]) -> list[str]:

@@ -78,6 +78,19 @@ def test_side_by_side_marks_an_op_taking_twice_as_long_on_one_worker() -> None:
     assert "worker:1: worker:1 is compute-bound" in lines
 
 
+def test_roles_are_compared_within_their_job_where_it_has_several() -> None:
+    ps = RoleProfile(role="ps:0", top_ops=(OpTime("MatMul", 1, 0.0), OpTime("Sum", 1, 0.0)))
+    lines = format_profiles([_profile("worker:0", 10.0, 2.0), _profile("worker:1", 10.0, 2.1), ps])
+    matmul = next(line for line in lines if line.strip().startswith("MatMul"))
+    assert "<-" not in matmul  # the ps does no MatMul by design: not a difference between workers
+    lines = format_profiles([_profile("worker:0", 10.0, 0.0), ps])
+    matmul = next(line for line in lines if line.strip().startswith("MatMul"))
+    assert "<-" not in matmul  # 0 vs 0
+    lines = format_profiles([_profile("worker:0", 10.0, 2.0), ps])
+    matmul = next(line for line in lines if line.strip().startswith("MatMul"))
+    assert matmul.endswith("<- mainly on worker:0")  # one role of each job: compared across
+
+
 def test_no_mark_below_twice() -> None:
     lines = format_profiles([_profile("worker:0", 10.0, 2.0), _profile("worker:1", 10.0, 3.9)])
     assert not any("<-" in line for line in lines)
