@@ -8,9 +8,14 @@ runs at a time: each holds several TensorFlow processes, and a trace grows each 
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
+import signal
+import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +23,7 @@ import psutil
 import pytest
 
 from core.profiling.env import start_worker
-from tests.conftest import free_ports, run_cli
+from tests.conftest import ROOT, free_ports, run_cli
 from tests.core.test_launch import TRAINERS, Launch
 from tests.helpers.procs import assert_nothing_left
 
@@ -185,6 +190,43 @@ def test_parameter_server_chief_worker_and_ps_at_once(clusters: OneCluster) -> N
     again = run_cli("profile-summary", str(launch.run_dir))
     assert again.returncode == 0, again.stderr
     assert table(again.stdout)["steps captured"] == rows["steps captured"]
+
+
+def test_the_run_s_profiles_open_in_tensorboard_per_role_and_nothing_is_left(clusters: OneCluster) -> None:
+    launch = clusters.get("parameter_server")
+    if not list(launch.run_dir.glob("profiles/*/worker-0")):
+        assert launch.ctl("profile", "worker:0", "--seconds", "1", "--light").returncode == 0
+    captured = sorted(launch.run_dir.glob("profiles/*/worker-0"))[-1].parent.name
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "main.py"),
+            "runs",
+            "tensorboard",
+            str(launch.run_dir),
+            "--profile",
+            "--no-browser",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        first = proc.stdout.readline() if proc.stdout else ""
+        m = re.match(r"TensorBoard on (http://127\.0\.0\.1:(\d+)/) \(pid (\d+)\): profiles", first)
+        assert m, first + (proc.stderr.read() if proc.stderr and proc.poll() is not None else "")
+        with urllib.request.urlopen(m.group(1) + "data/plugin/profile/runs", timeout=30) as reply:
+            body = reply.read()
+            runs = json.loads(gzip.decompress(body) if reply.headers.get("Content-Encoding") == "gzip" else body)
+        # One run per role and capture: the Profile tab selects each.
+        assert any(r.startswith(f"{captured}/worker-0/") for r in runs), runs
+        port, tb_pid = int(m.group(2)), int(m.group(3))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "TensorBoard stopped" in out
+    assert not psutil.pid_exists(tb_pid) or psutil.Process(tb_pid).status() == psutil.STATUS_ZOMBIE
+    assert_nothing_left([port], marker="\0never-matches\0")
 
 
 def test_a_role_another_tool_is_profiling_is_refused_with_tensorflows_reason(
