@@ -18,6 +18,8 @@ import fcntl
 import json
 import os
 import re
+import signal
+import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from core.locality import is_local_host
-from core.profiling.env import ProfileError, WorkerResult, finish_worker, start_worker
+from core.profiling.env import ProfileError, WorkerResult, finish_worker, profiler_python, start_worker
 
 PROFILES_DIR = "profiles"
 RECORD_NAME = "profile.json"
@@ -250,32 +252,65 @@ def capture(
         }
         _write_record(folder, requested, result)
         strategy = run_strategy(run_path)
+        profiler_python()  # no environment: say so before any role is asked
         started = time.monotonic()
-        running = []
-        for target in targets:
-            outcome = RoleCapture(target.role, target.address)
-            result.roles.append(outcome)
-            outcome.error = check(target, strategy, unsafe)
-            if outcome.error is None:
-                logdir = folder / target.dir_name
-                logdir.mkdir()
-                level = LIGHT_HOST_TRACER_LEVEL if light else FULL_HOST_TRACER_LEVEL
-                proc = start_worker("capture", target.address, str(logdir), str(int(seconds * 1000)), str(level))
-                running.append((target, outcome, proc))
-        for target, outcome, proc in running:
-            done = finish_worker(proc, started + limit_s - time.monotonic(), started)
-            outcome.elapsed_s = round(done.elapsed_s, 3)
-            outcome.error = _failure(target, done, limit_s)
-            if outcome.error is None:
-                found = sorted((folder / target.dir_name).rglob("*.xplane.pb"))
-                if not found:
-                    outcome.error = f"{target.role} answered but wrote no profile under {folder / target.dir_name}"
-                else:
-                    outcome.ok = True
-                    outcome.xplane = str(found[-1].relative_to(folder))
-                    outcome.xplane_bytes = found[-1].stat().st_size
-        _write_record(folder, requested, result)
+        running: list[tuple[Target, RoleCapture, subprocess.Popen[str]]] = []
+        try:
+            _ask(folder, targets, result, running, strategy, unsafe, seconds, light)
+            _collect(folder, running, started, limit_s)
+        finally:
+            # Interrupted (Ctrl-C, a closing window): no trace process outlives the capture.
+            for _, _, proc in running:
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            _write_record(folder, requested, result)
         return result
+
+
+def _ask(
+    folder: Path,
+    targets: Sequence[Target],
+    result: Capture,
+    running: list[tuple[Target, RoleCapture, subprocess.Popen[str]]],
+    strategy: str,
+    unsafe: bool,
+    seconds: float,
+    light: bool,
+) -> None:
+    """Check each target and start a trace of each that passes, all at once."""
+    for target in targets:
+        outcome = RoleCapture(target.role, target.address)
+        result.roles.append(outcome)
+        outcome.error = check(target, strategy, unsafe)
+        if outcome.error is None:
+            logdir = folder / target.dir_name
+            logdir.mkdir()
+            level = LIGHT_HOST_TRACER_LEVEL if light else FULL_HOST_TRACER_LEVEL
+            proc = start_worker("capture", target.address, str(logdir), str(int(seconds * 1000)), str(level))
+            running.append((target, outcome, proc))
+
+
+def _collect(
+    folder: Path,
+    running: list[tuple[Target, RoleCapture, subprocess.Popen[str]]],
+    started: float,
+    limit_s: float,
+) -> None:
+    """Wait for every trace within the one time limit; note each role's file or failure."""
+    for target, outcome, proc in running:
+        done = finish_worker(proc, started + limit_s - time.monotonic(), started)
+        outcome.elapsed_s = round(done.elapsed_s, 3)
+        outcome.error = _failure(target, done, limit_s)
+        if outcome.error is None:
+            found = sorted((folder / target.dir_name).rglob("*.xplane.pb"))
+            if not found:
+                outcome.error = f"{target.role} answered but wrote no profile under {folder / target.dir_name}"
+            else:
+                outcome.ok = True
+                outcome.xplane = str(found[-1].relative_to(folder))
+                outcome.xplane_bytes = found[-1].stat().st_size
 
 
 def _write_record(folder: Path, requested: dict[str, Any], result: Capture) -> None:

@@ -249,26 +249,55 @@ def test_a_role_another_tool_is_profiling_is_refused_with_tensorflows_reason(
         other.communicate(timeout=60)
 
 
+def trace_processes(address: str) -> list[int]:
+    """The profiler-environment processes tracing ``address``."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        cmdline = p.info["cmdline"] or []
+        tracing = any("xprof_worker.py" in c for c in cmdline) and address in cmdline
+        if tracing and p.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(p.pid)
+    return found
+
+
 def test_a_paused_role_is_given_up_at_the_time_limit_and_nothing_is_left(clusters: OneCluster) -> None:
     launch = clusters.get("parameter_server")
+    address = launch.role("worker:1")["address"]
     assert launch.ctl("signal", "worker:1", "STOP").returncode == 0
     try:
         started = time.monotonic()
         result = launch.ctl("profile", "worker:1", "--seconds", "1", "--timeout", "3")
         elapsed = time.monotonic() - started
+        # Interrupted while it waits (Ctrl-C): the trace process goes with it.
+        ctl = subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "main.py"),
+                "ctl",
+                str(launch.run_dir),
+                "profile",
+                "worker:1",
+                "--timeout",
+                "60",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while not trace_processes(address) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert trace_processes(address), "the capture never started"
+        ctl.send_signal(signal.SIGINT)
+        _, interrupted = ctl.communicate(timeout=30)
     finally:
         assert launch.ctl("signal", "worker:1", "CONT").returncode == 0
-    address = launch.role("worker:1")["address"]
     assert result.returncode == 1 and result.stderr.strip() == (
         f"profile: no answer from worker:1 at {address} in 3 s (paused, or busy in one long op?)"
     )
     assert elapsed < 25  # xprof alone would wait 20 s per attempt
-    leftovers = [
-        p.pid
-        for p in psutil.process_iter(["cmdline"])
-        if any("xprof_worker.py" in part for part in p.info["cmdline"] or []) and address in p.info["cmdline"]
-    ]
-    assert leftovers == []
+    assert ctl.returncode == 130 and interrupted.strip() == "interrupted", interrupted
+    assert trace_processes(address) == []
     assert_unharmed(launch, ["worker:1"])
 
 
