@@ -234,9 +234,10 @@ def test_a_role_another_tool_is_profiling_is_refused_with_tensorflows_reason(
 ) -> None:
     launch = clusters.get("parameter_server")
     address = launch.role("ps:0")["address"]
-    other = start_worker("capture", address, str(tmp_path / "other"), "4000", "1")  # TensorBoard, say
+    # TensorBoard's capture, say: 10 s, long enough for `ctl` to start on a loaded machine.
+    other = start_worker("capture", address, str(tmp_path / "other"), "10000", "1")
     try:
-        deadline = time.time() + 30
+        deadline = time.time() + 8
         while time.time() < deadline:
             result = launch.ctl("profile", "ps:0", "--seconds", "1")
             if "already being profiled" in result.stderr:
