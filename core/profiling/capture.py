@@ -53,7 +53,8 @@ class Target:
 
     @property
     def address(self) -> str:
-        return f"{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # IPv6, as gRPC writes it
+        return f"{host}:{self.port}"
 
     @property
     def dir_name(self) -> str:

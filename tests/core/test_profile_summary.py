@@ -103,6 +103,8 @@ def test_selecting_roles_names_an_unknown_one_and_the_run_s_roles() -> None:
     ]
     assert [t.role for t in select(roles, [], workers=True, every=False)] == ["worker:0"]
     assert [t.port for t in select(roles, [], workers=False, every=True)] == [1, 2]
+    six = {"role": "worker:1", "job": "worker", "index": 1, "host": "::1", "address": "[::1]:2224", "pid": 3}
+    assert select([six], ["worker:1"], workers=False, every=False)[0].address == "[::1]:2224"
     with pytest.raises(ProfileError, match=r"no role worker:7 in this run \(its roles: ps:0, worker:0\)"):
         select(roles, ["worker:7"], workers=False, every=False)
     with pytest.raises(ProfileError, match="name the roles"):
