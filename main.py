@@ -25,6 +25,7 @@ CLI_COMMANDS = {
     "attach",
     "export",
     "gpus",
+    "profile-summary",
 }
 
 

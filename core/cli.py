@@ -27,6 +27,7 @@ from core.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, line_
 from core.exits import print_problems as _print_problems
 from core.importers import from_flags, from_tf_config
 from core.problems import SpecError
+from core.profiling.cli import add_profile_arguments, add_summary_parser, cmd_profile
 from core.render import render_all
 from core.spec import UnplacedTasksError, dumps, load
 from core.states import RoleState, RoleStatus
@@ -121,10 +122,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="a run directory, a run id from `runs`, or 'latest'")
     p.add_argument(
         "action",
-        choices=("status", "stop", "kill", "restart", "signal", "stop-all", "kill-all", "restart-all", "detach"),
+        choices=(
+            "status",
+            "stop",
+            "kill",
+            "restart",
+            "signal",
+            "stop-all",
+            "kill-all",
+            "restart-all",
+            "detach",
+            "profile",
+        ),
     )
-    p.add_argument("role", nargs="?", help="the role, e.g. worker:1 (for stop, kill, restart, signal)")
+    p.add_argument("role", nargs="?", help="the role, e.g. worker:1 (for stop, kill, restart, signal, profile)")
     p.add_argument("signal", nargs="?", help="for signal: the signal name, e.g. STOP or CONT")
+    p.add_argument("more_roles", nargs="*", metavar="ROLE", help="for profile: more roles")
+    add_profile_arguments(p)  # core/profiling/cli.py
     p.add_argument("--json", action="store_true", help="for status: print the reply as JSON")
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
 
@@ -156,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="the TFJob's name (default: from the cluster's name, as a DNS-1035 label)")
     p.add_argument("--namespace", help="the Kubernetes namespace (default: kubectl's current one)")
     p.add_argument("--workdir", help="the directory the trainer starts in inside the image (default: the image's)")
+    add_summary_parser(sub)  # profile-summary (core/profiling/cli.py)
     return parser
 
 
@@ -415,6 +430,8 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         if not sock:
             raise OSError("no control socket recorded")
+        if action == "profile":
+            return cmd_profile(args, path, Path(str(sock)), out, err)
         reply = control.request(Path(str(sock)), payload)
     except (OSError, ValueError):  # ValueError: a hand-edited socket path with a NUL in it
         print(

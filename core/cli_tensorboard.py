@@ -22,6 +22,11 @@ def add_tensorboard_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-browser", action="store_true", help="with tensorboard: print the address, open no browser"
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="with tensorboard: the run's profiles (`ctl RUN profile`) in TensorBoard's Profile tab",
+    )
 
 
 def cmd_runs_tensorboard(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -45,7 +50,12 @@ def cmd_runs_tensorboard(args: argparse.Namespace, out: TextIO, err: TextIO) -> 
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
     try:
         try:
-            server = start(path, spec)
+            if args.profile:  # core/profiling/tensorboard.py: the profiler environment's TensorBoard
+                from core.profiling.tensorboard import start_profiles
+
+                server = start_profiles(path)
+            else:
+                server = start(path, spec)
         except TensorBoardError as exc:
             print(f"tensorboard: {exc}", file=err)
             return EXIT_FAILED

@@ -136,6 +136,14 @@ def start(run_path: Path, spec: ClusterSpec, timeout_s: float = READY_TIMEOUT_S)
         where = ["--logdir", str(run_path / "roles")]  # --logdir_spec cannot hold a ','
     else:
         where = ["--logdir_spec", ",".join(f"{name}:{path}" for name, path in dirs.local.items())]
+    return serve(program, where, dirs, timeout_s)
+
+
+def serve(
+    program: Path, where: list[str], dirs: EventDirs, timeout_s: float = READY_TIMEOUT_S, ready_path: str = ""
+) -> TensorBoardServer:
+    """Start ``program`` (a tensorboard) on ``where`` (its --logdir arguments), bound to 127.0.0.1
+    on a free port; returns once it answers (on ``ready_path`` with HTTP 200, when given)."""
     home = Path(tempfile.mkdtemp(prefix="towerdeck-tensorboard-"))
     log = open(home / "tensorboard.log", "wb")  # noqa: SIM115 - the child holds it; closed below
     try:
@@ -157,7 +165,7 @@ def start(run_path: Path, spec: ClusterSpec, timeout_s: float = READY_TIMEOUT_S)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and server.alive():
         port = _port_from(info)
-        if port is not None and _answers(port):
+        if port is not None and _answers(port) and (not ready_path or _http_ok(port, ready_path)):
             server.port = port
             return server
         time.sleep(0.2)
@@ -173,6 +181,14 @@ def _port_from(info: Path) -> int | None:
     except (OSError, ValueError, AttributeError):
         return None
     return port if isinstance(port, int) and port > 0 else None
+
+
+def _http_ok(port: int, path: str) -> bool:
+    import urllib.request
+
+    with contextlib.suppress(OSError), urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+        return bool(reply.status == 200)
+    return False
 
 
 def _answers(port: int) -> bool:

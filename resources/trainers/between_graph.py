@@ -136,12 +136,14 @@ def main() -> int:
         log_step_count_steps=None,
     ) as sess:
         while not sess.should_stop():
-            batch = rng.integers(0, n_train, args.batch_size)
-            _, cost, step = sess.run([train_op, loss, global_step], {x: x_train[batch], y: y_train[batch]})
+            # A step marker: TensorFlow's profiler (`ctl RUN profile`) counts and times steps by it.
+            with tf.profiler.experimental.Trace("train", step_num=local_step, _r=1):
+                batch = rng.integers(0, n_train, args.batch_size)
+                _, cost, step = sess.run([train_op, loss, global_step], {x: x_train[batch], y: y_train[batch]})
+                if args.step_sleep:
+                    time.sleep(args.step_sleep)
             local_step += 1
             window_steps += 1
-            if args.step_sleep:
-                time.sleep(args.step_sleep)
             if local_step % args.log_every == 0:
                 elapsed = time.time() - window_start
                 avg_ms = 1000.0 * elapsed / window_steps

@@ -81,9 +81,12 @@ def main() -> int:
     window_start = time.time()
     loss_value = float("nan")
     for step in range(1, args.train_steps + 1):
-        result = coordinator.schedule(train_step, args=(iterator,))
-        if args.step_sleep:
-            time.sleep(args.step_sleep)
+        # A step marker: TensorFlow's profiler (`ctl RUN profile`) counts and times the chief's steps
+        # by it (workers and ps only serve: their profiles show ops, not steps).
+        with tf.profiler.experimental.Trace("train", step_num=step, _r=1):
+            result = coordinator.schedule(train_step, args=(iterator,))
+            if args.step_sleep:
+                time.sleep(args.step_sleep)
         if step % args.log_every == 0 or step == args.train_steps:
             coordinator.join()
             loss_value = float(result.fetch())

@@ -1,0 +1,357 @@
+"""Capture TensorFlow profiles of a run's roles, live, into ``RUN/profiles/<timestamp>/<job>-<task>/``.
+
+Every ``tf.distribute.Server`` hosts TensorFlow's profiler service on its cluster port. Before
+asking, each role is checked: it runs, on this machine, and its port is held by its own process
+tree (a port taken by another process would be profiled, or refused, in its name). The roles are
+traced at once, one profiler-environment subprocess each (each role writes its own folder), all
+under one hard time limit; a role that does not answer is killed out of the wait, never the run.
+One capture per run at a time (a lock file), since TensorFlow refuses a second session anyway.
+
+The folder is TensorBoard's layout (``plugins/profile/<session>/<host>_<port>.xplane.pb``) with
+``profile.json`` beside the roles: what was asked and what came of it, per role.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.locality import is_local_host
+from core.profiling.env import ProfileError, WorkerResult, finish_worker, profiler_python, start_worker
+
+PROFILES_DIR = "profiles"
+RECORD_NAME = "profile.json"
+LOCK_NAME = ".capture.lock"
+# xprof waits 20 s for a server that accepts but does not answer; past the trace itself, this much
+# more is allowed before the capture is given up.
+DEFAULT_SLACK_S = 20.0
+LIGHT_HOST_TRACER_LEVEL = 1  # step times and TF ops, ~2 MB, no per-op detail below TF ops
+FULL_HOST_TRACER_LEVEL = 2
+
+
+@dataclass(frozen=True)
+class Target:
+    """A role to profile, as the control socket's status names it."""
+
+    role: str
+    job: str
+    index: int
+    host: str
+    port: int
+    pid: int | None
+    state: str
+
+    @property
+    def address(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host  # IPv6, as gRPC writes it
+        return f"{host}:{self.port}"
+
+    @property
+    def dir_name(self) -> str:
+        return f"{self.job}-{self.index}"
+
+    @classmethod
+    def from_status(cls, role: dict[str, Any]) -> Target:
+        port = int(str(role.get("address", "")).rsplit(":", 1)[-1] or 0)
+        return cls(
+            role=str(role["role"]),
+            job=str(role["job"]),
+            index=int(role["index"]),
+            host=str(role.get("host", "")),
+            port=port,
+            pid=role.get("pid") if isinstance(role.get("pid"), int) else None,
+            state=str(role.get("state", "")),
+        )
+
+
+@dataclass
+class RoleCapture:
+    """What came of one role's capture."""
+
+    role: str
+    address: str
+    ok: bool = False
+    error: str | None = None
+    xplane: str | None = None  # relative to the capture folder
+    xplane_bytes: int = 0
+    elapsed_s: float = 0.0
+
+
+@dataclass
+class Capture:
+    """One capture of one or several roles: its folder and each role's outcome."""
+
+    path: Path
+    seconds: float
+    light: bool
+    roles: list[RoleCapture] = field(default_factory=list)
+
+    def xplanes(self) -> dict[str, Path]:
+        return {r.role: self.path / r.xplane for r in self.roles if r.ok and r.xplane}
+
+
+def select(roles: Sequence[dict[str, Any]], names: Sequence[str], workers: bool, every: bool) -> list[Target]:
+    """The roles asked for, from the status's role list; raises ProfileError naming an unknown one."""
+    by_name = {str(r["role"]): r for r in roles}
+    if every:
+        chosen = list(roles)
+    elif workers:
+        chosen = [r for r in roles if r.get("job") == "worker"]
+        if not chosen:
+            raise ProfileError("this run has no worker roles; name the roles to profile")
+    else:
+        if not names:
+            raise ProfileError("name the roles to profile (e.g. worker:0 ps:0), or give --workers or --all")
+        unknown = [n for n in names if n not in by_name]
+        if unknown:
+            raise ProfileError(f"no role {', '.join(unknown)} in this run (its roles: {', '.join(by_name)})")
+        chosen = [by_name[n] for n in dict.fromkeys(names)]
+    return [Target.from_status(r) for r in chosen]
+
+
+def check(target: Target, strategy: str = "", unsafe: bool = False) -> str | None:
+    """Why ``target`` cannot be profiled now, in one line; None when it can."""
+    if strategy == "multi_worker_mirrored" and target.job == "worker" and target.index > 0 and not unsafe:
+        # Measured (TF 2.21 CPU, 2 workers): worker:1 died of "double free or corruption" in its
+        # training step's collectives in 5 of 5 captures, full or light, with or without step
+        # markers, TensorFlow's own client or xprof's; worker:0 survived 4 of 4.
+        return (
+            f"{target.role} not profiled: tracing a MultiWorkerMirroredStrategy worker other than worker:0 "
+            "crashes it on TensorFlow 2.21 (double free); profile worker:0, or pass --unsafe to try anyway"
+        )
+    if target.state != "running":
+        return f"{target.role} is {target.state or 'not running'}; only a running role can be profiled"
+    if not is_local_host(target.host):
+        return (
+            f"{target.role} runs on {target.host}: profiling a role on another host (through its agent) "
+            "is not yet supported; profile it from that host"
+        )
+    if target.pid is None:
+        return f"{target.role} has no process id yet; try again in a moment"
+    if target.port <= 0:
+        return f"{target.role} has no port: not a TensorFlow server"
+    return port_owner_problem(target)
+
+
+def port_owner_problem(target: Target) -> str | None:
+    """None when the role's own process tree listens on its port; otherwise who does, or nobody."""
+    import psutil
+
+    try:
+        root = psutil.Process(target.pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return f"{target.role} (pid {target.pid}) is gone"
+    for proc in tree:
+        with contextlib.suppress(psutil.Error):
+            for conn in proc.net_connections(kind="tcp"):
+                if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == target.port:
+                    return None
+    holder = _listener_of(target.port)
+    if holder is not None:
+        return (
+            f"port {target.port} of {target.role} is held by another process ({holder}), not by "
+            f"{target.role} (pid {target.pid}); it was not profiled"
+        )
+    return (
+        f"{target.role} (pid {target.pid}) does not listen on port {target.port}: not a TensorFlow server, or "
+        "not serving yet (a plain Keras process can call tf.profiler.experimental.server.start(PORT))"
+    )
+
+
+def _listener_of(port: int) -> str | None:
+    import psutil
+
+    with contextlib.suppress(psutil.Error, OSError):
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+                if conn.pid is None:
+                    return "a process this user cannot see"
+                with contextlib.suppress(psutil.Error):
+                    return f"pid {conn.pid}, {psutil.Process(conn.pid).name()}"
+                return f"pid {conn.pid}"
+    return None
+
+
+@contextlib.contextmanager
+def capture_lock(run_path: Path) -> Iterator[None]:
+    """One capture of a run at a time, across processes (the window and the CLI)."""
+    folder = run_path / PROFILES_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / LOCK_NAME, "a+", encoding="utf-8") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            raise ProfileError(f"another profile of this run is in progress ({holder}); wait for it") from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()}, since {time.strftime('%H:%M:%S')}")
+        lock.flush()
+        try:
+            yield
+        finally:
+            lock.seek(0)
+            lock.truncate()
+
+
+def new_capture_dir(run_path: Path) -> Path:
+    base = run_path / PROFILES_DIR / time.strftime("%Y%m%d-%H%M%S")
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    path.mkdir(parents=True)
+    return path
+
+
+def run_strategy(run_path: Path) -> str:
+    """The run's distribution strategy, from the cluster file it was launched with ('' unknown)."""
+    import tomllib
+
+    try:
+        with open(run_path / "cluster.toml", "rb") as f:
+            return str(tomllib.load(f).get("strategy") or "")
+    except (OSError, ValueError):
+        return ""
+
+
+def capture(
+    run_path: Path,
+    targets: Sequence[Target],
+    seconds: float = 2.0,
+    light: bool = False,
+    timeout_s: float | None = None,
+    unsafe: bool = False,
+) -> Capture:
+    """Profile ``targets`` at once for ``seconds``; each role's outcome is in the result (and in
+    ``profile.json``). Raises ProfileError only when nothing can be tried (another capture runs,
+    no profiler environment)."""
+    if not targets:
+        raise ProfileError("no role to profile")
+    limit_s = timeout_s if timeout_s is not None else seconds + DEFAULT_SLACK_S
+    with capture_lock(run_path):
+        folder = new_capture_dir(run_path)
+        result = Capture(folder, seconds, light)
+        requested = {
+            "t": round(time.time(), 3),
+            "roles": [t.role for t in targets],
+            "seconds": seconds,
+            "light": light,
+            "timeout_s": limit_s,
+        }
+        _write_record(folder, requested, result)
+        strategy = run_strategy(run_path)
+        profiler_python()  # no environment: say so before any role is asked
+        started = time.monotonic()
+        running: list[tuple[Target, RoleCapture, subprocess.Popen[str]]] = []
+        try:
+            _ask(folder, targets, result, running, strategy, unsafe, seconds, light)
+            _collect(folder, running, started, limit_s)
+        finally:
+            # Interrupted (Ctrl-C, a closing window): no trace process outlives the capture.
+            for _, _, proc in running:
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            _write_record(folder, requested, result)
+        return result
+
+
+def _ask(
+    folder: Path,
+    targets: Sequence[Target],
+    result: Capture,
+    running: list[tuple[Target, RoleCapture, subprocess.Popen[str]]],
+    strategy: str,
+    unsafe: bool,
+    seconds: float,
+    light: bool,
+) -> None:
+    """Check each target and start a trace of each that passes, all at once."""
+    for target in targets:
+        outcome = RoleCapture(target.role, target.address)
+        result.roles.append(outcome)
+        outcome.error = check(target, strategy, unsafe)
+        if outcome.error is None:
+            logdir = folder / target.dir_name
+            logdir.mkdir()
+            level = LIGHT_HOST_TRACER_LEVEL if light else FULL_HOST_TRACER_LEVEL
+            proc = start_worker("capture", target.address, str(logdir), str(int(seconds * 1000)), str(level))
+            running.append((target, outcome, proc))
+
+
+def _collect(
+    folder: Path,
+    running: list[tuple[Target, RoleCapture, subprocess.Popen[str]]],
+    started: float,
+    limit_s: float,
+) -> None:
+    """Wait for every trace within the one time limit; note each role's file or failure."""
+    for target, outcome, proc in running:
+        done = finish_worker(proc, started + limit_s - time.monotonic(), started)
+        outcome.elapsed_s = round(done.elapsed_s, 3)
+        outcome.error = _failure(target, done, limit_s)
+        if outcome.error is None:
+            found = sorted((folder / target.dir_name).rglob("*.xplane.pb"))
+            if not found:
+                outcome.error = f"{target.role} answered but wrote no profile under {folder / target.dir_name}"
+            else:
+                outcome.ok = True
+                outcome.xplane = str(found[-1].relative_to(folder))
+                outcome.xplane_bytes = found[-1].stat().st_size
+
+
+def _write_record(folder: Path, requested: dict[str, Any], result: Capture) -> None:
+    record = {"requested": requested, "roles": [asdict(r) for r in result.roles]}
+    tmp = folder / (RECORD_NAME + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, folder / RECORD_NAME)
+
+
+_CAUSE = re.compile(r"returned (.+)$|\] (UNAVAILABLE: .+|.*Another profiling session.*)$")
+
+
+def _failure(target: Target, done: WorkerResult, limit_s: float) -> str | None:
+    """The real cause of a failed capture, from the worker's reply and xprof's stderr."""
+    if done.returncode is None:
+        return f"no answer from {target.role} at {target.address} in {limit_s:g} s (paused, or busy in one long op?)"
+    if isinstance(done.reply, dict) and done.reply.get("ok"):
+        return None
+    text = done.stderr
+    if "Another profiling session" in text:
+        return (
+            f"{target.role} is already being profiled by another tool (TensorBoard's Profile tab?); try again after it"
+        )
+    if "Connection refused" in text:
+        return f"{target.role} refused the connection on {target.address}: nothing listens there now"
+    if "http1" in text.lower() or "HTTP/2" in text or "Trying to connect an http1.x server" in text:
+        return f"{target.address} does not speak gRPC: {target.role} is not a TensorFlow server"
+    causes = [m.group(1) or m.group(2) for line in text.splitlines() if (m := _CAUSE.search(line.strip()))]
+    if causes:
+        return f"{target.role}: {causes[-1]}"
+    error = done.reply.get("error") if isinstance(done.reply, dict) else None
+    if error:
+        return f"{target.role}: {error}"
+    last = next((line for line in reversed(text.splitlines()) if line.strip()), "no output")
+    return f"the profiler environment failed (exit {done.returncode}): {last.strip()}"
+
+
+def list_captures(run_path: Path) -> list[Path]:
+    """A run's capture folders, oldest first."""
+    folder = run_path / PROFILES_DIR
+    if not folder.is_dir():
+        return []
+    return sorted((p for p in folder.iterdir() if (p / RECORD_NAME).is_file()), key=lambda p: p.name)

@@ -1,0 +1,221 @@
+"""What a captured profile says, per role and side by side.
+
+xprof (in the profiler environment) turns each role's ``.xplane.pb`` into Google Charts data tables;
+this module reads two of them: ``overview_page`` (the step table: each step's time and where it
+went, and xprof's bottleneck statement) and ``framework_op_stats`` (TensorFlow ops by self time).
+Step times exist only where the trainer marks its steps
+(``tf.profiler.experimental.Trace('train', step_num=s, _r=1)``).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.profiling.env import ProfileError, run_worker
+
+TOP_OPS = 8
+# Where a step's time went: our name, and the step table's columns summed into it.
+BREAKDOWN: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("input", ("infeedTimeMs",)),
+    ("host compute", ("hostComputeTimeMs",)),
+    ("device compute", ("deviceComputeTimeMs",)),
+    ("communication", ("deviceToDeviceTimeMs", "deviceCollectivesTimeMs")),
+    ("kernel launch", ("kernelLaunchTimeMs",)),
+    ("compile", ("compileTimeMs",)),
+    ("output", ("outfeedTimeMs",)),
+    ("other: Python, I/O, waiting", ("otherTimeMs",)),
+)
+ALWAYS_SHOWN = ("input", "host compute", "device compute", "communication")
+DIFFERENCE_RATIO = 2.0  # "the same op taking 2x on one worker"
+DIFFERENCE_FLOOR_MS = 0.05  # below this, a ratio is noise
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One TensorFlow op type's self time over the capture, all ops of that type together."""
+
+    op_type: str
+    occurrences: int
+    self_time_ms: float
+
+
+@dataclass(frozen=True)
+class RoleProfile:
+    """One role's profile: its steps, where their time went, the bottleneck, the top ops."""
+
+    role: str
+    step_times_ms: tuple[float, ...] = ()
+    breakdown_ms: Mapping[str, float] = field(default_factory=dict)  # mean per step
+    bottleneck: str = ""
+    top_ops: tuple[OpTime, ...] = ()
+    errors: tuple[str, ...] = ()
+
+    @property
+    def steps(self) -> int:
+        return len(self.step_times_ms)
+
+    @property
+    def mean_step_ms(self) -> float | None:
+        return statistics.fmean(self.step_times_ms) if self.step_times_ms else None
+
+    @property
+    def median_step_ms(self) -> float | None:
+        return statistics.median(self.step_times_ms) if self.step_times_ms else None
+
+    def op_ms(self, op_type: str) -> float:
+        """An op type's self time per step (per capture without step markers)."""
+        total = sum(o.self_time_ms for o in self.top_ops if o.op_type == op_type)
+        return total / self.steps if self.steps else total
+
+
+def _cell(row: Any, i: int) -> Any:
+    cells = row.get("c") if isinstance(row, dict) else None
+    if not isinstance(cells, list) or i >= len(cells) or not isinstance(cells[i], dict):
+        return None
+    return cells[i].get("v")
+
+
+def _columns(table: Any) -> list[str]:
+    return [str(c.get("id")) for c in table.get("cols", []) if isinstance(c, dict)] if isinstance(table, dict) else []
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def _plain(text: str) -> str:
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", text))).strip()
+
+
+def parse(role: str, tables: Mapping[str, Any]) -> RoleProfile:
+    """One role's profile from xprof's ``overview_page`` and ``framework_op_stats`` tables."""
+    overview = tables.get("overview_page") or []
+    steps: list[float] = []
+    sums = {name: 0.0 for name, _ in BREAKDOWN}
+    bottleneck = ""
+    for table in overview if isinstance(overview, list) else []:
+        cols = _columns(table)
+        props = table.get("p") if isinstance(table, dict) else None
+        if isinstance(props, dict) and props.get("statement") and not bottleneck:
+            bottleneck = _plain(str(props["statement"]))
+        if "stepTimeMs" not in cols or steps:
+            continue
+        index = {c: i for i, c in enumerate(cols)}
+        for row in table.get("rows", []):
+            steps.append(_number(_cell(row, index["stepTimeMs"])))
+            for name, parts in BREAKDOWN:
+                sums[name] += sum(_number(_cell(row, index[p])) for p in parts if p in index)
+        if not bottleneck and isinstance(props, dict):
+            bottleneck = _plain(str(props.get("input_conclusion") or ""))
+    breakdown = {name: total / len(steps) for name, total in sums.items()} if steps else {}
+    return RoleProfile(
+        role=role,
+        step_times_ms=tuple(steps),
+        breakdown_ms=breakdown,
+        bottleneck=bottleneck if steps else "no steps were marked in this capture (see README: step markers)",
+        top_ops=_top_ops(tables.get("framework_op_stats")),
+        errors=tuple(str(e) for e in tables.get("errors") or ()),
+    )
+
+
+def _top_ops(stats: Any) -> tuple[OpTime, ...]:
+    """The op types with the most self time: by type, since one graph's op names differ between
+    roles and a type (MatMul, the dataset iterator) is what a user compares."""
+    by_type: dict[str, list[float]] = {}
+    for table in stats if isinstance(stats, list) else []:
+        index = {c: i for i, c in enumerate(_columns(table))}
+        if not {"total_self_time", "type"} <= index.keys():
+            continue
+        for row in table.get("rows", []):
+            op_type = str(_cell(row, index["type"]) or "")
+            if op_type in ("IDLE", ""):
+                continue
+            seen = by_type.setdefault(op_type, [0.0, 0.0])
+            seen[0] += _number(_cell(row, index["occurrences"])) if "occurrences" in index else 0.0
+            seen[1] += _number(_cell(row, index["total_self_time"])) / 1000.0  # µs in the table
+        break  # the first table is the whole capture; a second repeats it without IDLE
+    ops = [OpTime(op_type, int(n), ms) for op_type, (n, ms) in by_type.items()]
+    ops.sort(key=lambda o: o.self_time_ms, reverse=True)
+    return tuple(ops[:TOP_OPS])
+
+
+def summarize(xplanes: Mapping[str, Path], timeout_s: float = 120.0) -> list[RoleProfile]:
+    """Each role's profile, computed in the profiler environment; raises ProfileError."""
+    if not xplanes:
+        return []
+    done = run_worker("tables", *(str(p) for p in xplanes.values()), timeout_s=timeout_s)
+    if done.returncode is None:
+        raise ProfileError(f"summarising the profile took longer than {timeout_s:g} s; it was stopped")
+    if not isinstance(done.reply, dict):
+        last = next((line for line in reversed(done.stderr.splitlines()) if line.strip()), "no output")
+        raise ProfileError(f"the profiler environment failed to read the profile (exit {done.returncode}): {last}")
+    return [parse(role, done.reply.get(str(path)) or {}) for role, path in xplanes.items()]
+
+
+# ------------------------------------------------------------------------------------------ text
+
+
+def _fmt(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms:.2f}"
+
+
+def _difference(values: Sequence[float | None], roles: Sequence[str]) -> str:
+    """' <- 2.4x on worker:1' when one role's value is DIFFERENCE_RATIO times another's. Roles are
+    compared within their job where a job has two or more here (a ps differs from a worker by
+    design), across all roles otherwise."""
+    known = [(v, r) for v, r in zip(values, roles, strict=True) if v is not None]
+    jobs: dict[str, list[tuple[float, str]]] = {}
+    for v, r in known:
+        jobs.setdefault(r.split(":")[0], []).append((v, r))
+    groups = [g for g in jobs.values() if len(g) >= 2] or ([known] if len(known) >= 2 else [])
+    best, mark = 0.0, ""
+    for group in groups:
+        high, high_role = max(group)
+        low = min(v for v, _ in group)
+        if high < DIFFERENCE_FLOOR_MS or high < DIFFERENCE_RATIO * low:
+            continue
+        ratio = high / low if low >= 0.005 else float("inf")  # 0.00 as printed: no ratio to give
+        if ratio > best:
+            best = ratio
+            mark = f"  <- mainly on {high_role}" if ratio == float("inf") else f"  <- {ratio:.1f}x on {high_role}"
+    return mark
+
+
+def format_profiles(profiles: Sequence[RoleProfile]) -> list[str]:
+    """Text for the CLI: one column per role, differences of 2x or more marked, then each role's
+    bottleneck sentence."""
+    if not profiles:
+        return []
+    roles = [p.role for p in profiles]
+    width = max(12, *(len(r) + 2 for r in roles))
+    label_width = 40
+
+    def row(label: str, values: Sequence[float | None], mark: bool = True) -> str:
+        cells = "".join(f"{_fmt(v):>{width}}" for v in values)
+        return f"{label:<{label_width}}{cells}{_difference(values, roles) if mark else ''}"
+
+    lines = [f"{'':<{label_width}}" + "".join(f"{r:>{width}}" for r in roles)]
+    lines.append(f"{'steps captured':<{label_width}}" + "".join(f"{p.steps:>{width}}" for p in profiles))
+    lines.append(row("step time, mean (ms)", [p.mean_step_ms for p in profiles]))
+    lines.append(row("step time, median (ms)", [p.median_step_ms for p in profiles]))
+    lines.append("where a step's time went (ms/step):")
+    for name, _ in BREAKDOWN:
+        values = [p.breakdown_ms.get(name) for p in profiles]
+        if name in ALWAYS_SHOWN or any(v for v in values):
+            lines.append(row(f"  {name}", values))
+    ops = list(dict.fromkeys(o.op_type for p in profiles for o in p.top_ops))
+    if ops:
+        per = "ms/step" if all(p.steps for p in profiles) else "ms in capture"
+        lines.append(f"top op types by self time ({per}):")
+        for op in ops[: TOP_OPS + 4]:
+            lines.append(row(f"  {op[: label_width - 3]}", [p.op_ms(op) if p.top_ops else None for p in profiles]))
+    for p in profiles:
+        lines.append(f"{p.role}: {p.bottleneck or 'xprof named no bottleneck'}")
+        lines.extend(f"{p.role}: could not read {e}" for e in p.errors)
+    return lines
