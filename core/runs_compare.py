@@ -1,0 +1,251 @@
+"""Runs side by side (issue 23): the table ``runs compare`` prints and the window's compare view
+shows, and each run's curves for the overlay.
+
+:func:`compare_rows` reads each run's summary (:mod:`core.runs_index`) and its ``cluster.toml``:
+cluster shape, command, env, launch style, strategy, TensorFlow version (when a role's log says it),
+the host each role was given, durations, final/best loss, throughput, restarts, exit codes. A row
+whose values are not all equal is marked ``differs``. :func:`read_curves` streams each role's
+``metrics.jsonl`` into arrays, thinned to a bounded number of points.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import itertools
+import math
+import os
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+import numpy.typing as npt
+
+from core import journal
+from core.runs_index import RunSummary, summarize
+from core.spec import ClusterSpec, load
+
+MIN_RUNS, MAX_RUNS = 2, 8
+MAX_CURVE_POINTS = 4096  # per role and series: more than a plot's width, far less than a day's steps
+_TF_VERSION = re.compile(rb"\bTensorFlow(?: version)?[ :=]+v?(\d+\.\d+(?:\.\d+)?)", re.IGNORECASE)
+_LOG_HEAD_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One line of the side-by-side table: its label and one value per run."""
+
+    label: str
+    values: tuple[str, ...]
+
+    @property
+    def differs(self) -> bool:
+        return len(set(self.values)) > 1
+
+
+def _number(value: float | None, digits: int = 4) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:.{digits}g}"
+
+
+def duration_text(seconds: float | None) -> str:
+    """``1h02m``, ``3m05s``, ``4.2s``; ``-`` when unknown."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def _tf_version(path: Path, roles: Sequence[str]) -> str:
+    """The TensorFlow version a role printed in the head of its first log, if any did."""
+    seen: set[str] = set()
+    for role in roles:
+        job, _, index = role.partition(":")
+        with contextlib.suppress(OSError), open(path / "roles" / f"{job}-{index}" / "attempt-1.log", "rb") as f:
+            match = _TF_VERSION.search(f.read(_LOG_HEAD_BYTES))
+            if match:
+                seen.add(match.group(1).decode())
+    return ", ".join(sorted(seen)) if seen else "not recorded"
+
+
+def _spec(path: Path) -> ClusterSpec | None:
+    with contextlib.suppress(Exception):
+        spec, _ = load(path / "cluster.toml")
+        return spec
+    return None
+
+
+def _role_hosts(spec: ClusterSpec | None) -> dict[str, str]:
+    if spec is None:
+        return {}
+    with contextlib.suppress(Exception):  # counted jobs never placed have no hosts
+        return {t.role_id: f"{t.host}:{t.port}" for t in spec.tasks()}
+    return {}
+
+
+def compare_rows(summaries: Sequence[RunSummary]) -> list[CompareRow]:
+    """The side-by-side table of ``summaries`` (one column each, in order)."""
+    specs = [_spec(s.path) for s in summaries]
+    hosts = [_role_hosts(spec) for spec in specs]
+
+    def row(label: str, values: Sequence[str]) -> CompareRow:
+        return CompareRow(label, tuple(values))
+
+    def from_spec(get: str) -> list[str]:
+        out = []
+        for spec in specs:
+            if spec is None:
+                out.append("?")
+            elif get == "command":
+                out.append(" ".join(spec.command))
+            elif get == "env":
+                out.append(" ".join(f"{k}={v}" for k, v in sorted(spec.env.items())) or "-")
+            else:
+                out.append(str(getattr(spec, get)))
+        return out
+
+    rows = [
+        row("run", [s.id for s in summaries]),
+        row("name", [s.name for s in summaries]),
+        row("cluster file", [s.cluster_file or "-" for s in summaries]),
+        row("started", [time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.created)) for s in summaries]),
+        row("duration", [duration_text(s.duration_s) for s in summaries]),
+        row("outcome", [s.outcome_text() for s in summaries]),
+        row("cluster shape", [s.shape() for s in summaries]),
+        row("backend", [s.backend for s in summaries]),
+        row("command", from_spec("command")),
+        row("env", from_spec("env")),
+        row("launch style", from_spec("launch_style")),
+        row("strategy", from_spec("strategy")),
+        row("TensorFlow", [_tf_version(s.path, s.roles) for s in summaries]),
+        row("final loss", [_number(s.last_loss) for s in summaries]),
+        row("best loss", [_number(s.best_loss) for s in summaries]),
+        row("steps/s (mean)", [_number(s.steps_per_s, 3) for s in summaries]),
+        row("restarts", [str(s.restarts) for s in summaries]),
+    ]
+    every_role: list[str] = []
+    for s in summaries:
+        every_role += [r for r in s.roles if r not in every_role]
+    for role in every_role:
+        figures = [s.role_figures.get(role) for s in summaries]
+        rows.append(row(f"{role} host", [h.get(role, "-") for h in hosts]))
+        rows.append(row(f"{role} exit", [f"{f.state} {f.exit}" if f else "-" for f in figures]))
+        if any(f is not None and f.steps is not None for f in figures):
+            rows.append(row(f"{role} final loss", [_number(f.last_loss) if f else "-" for f in figures]))
+            rows.append(row(f"{role} steps/s", [_number(f.steps_per_s, 3) if f else "-" for f in figures]))
+    return rows
+
+
+def load_for_compare(paths: Sequence[Path]) -> list[RunSummary]:
+    """The summaries of ``paths``; raises ValueError naming a run that cannot be read, or a count
+    outside 2-8."""
+    if not MIN_RUNS <= len(paths) <= MAX_RUNS:
+        raise ValueError(f"compare takes {MIN_RUNS} to {MAX_RUNS} runs, not {len(paths)}")
+    summaries = []
+    for path in paths:
+        summary = summarize(path)
+        if summary is None:
+            raise ValueError(f"{path} has no readable run.json")
+        summaries.append(summary)
+    return summaries
+
+
+def print_table(rows: Sequence[CompareRow], out: TextIO, width: int = 30) -> None:
+    """The table for a terminal: ``*`` marks a row whose values differ; long values are cut."""
+
+    def cut(text: str, same: int) -> str:
+        if len(text) <= width:
+            return text
+        if same > width // 2:  # the values differ far in: show where they do
+            text = "…" + text[same - 8 :]
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    label_width = max(len(r.label) for r in rows)
+    for r in rows:
+        mark = "*" if r.differs else " "
+        same = len(os.path.commonprefix(list(r.values))) if r.differs else 0
+        cells = "  ".join(f"{cut(v, same):<{width}}" for v in r.values).rstrip()
+        print(f"{mark} {r.label:<{label_width}}  {cells}", file=out)
+    differing = sum(r.differs for r in rows)
+    print(f"\n* {differing} of {len(rows)} rows differ", file=out)
+
+
+def write_csv(rows: Sequence[CompareRow], handle: TextIO) -> None:
+    """``field,differs,<run 1>,<run 2>,...``: the first row names the runs."""
+    writer = csv.writer(handle)
+    writer.writerow(["field", "differs", *rows[0].values])
+    for r in rows[1:]:
+        writer.writerow([r.label, "yes" if r.differs else "no", *r.values])
+
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Curves:
+    """One role's series, aligned: ``step``, wall time ``t``, ``loss``, ``step_time_s`` (NaN
+    where a record lacks it; derived from step and time deltas when the trainer does not print it)."""
+
+    step: FloatArray
+    t: FloatArray
+    loss: FloatArray
+    step_time_s: FloatArray
+
+
+def _thin(columns: list[list[float]], limit: int) -> list[FloatArray]:
+    arrays = [np.asarray(c, dtype=np.float64) for c in columns]
+    n = len(arrays[0])
+    if n > limit:
+        keep = np.unique(np.linspace(0, n - 1, limit).astype(np.int64))
+        arrays = [a[keep] for a in arrays]
+    return arrays
+
+
+def _fill_step_times(step: FloatArray, t: FloatArray, given: FloatArray) -> FloatArray:
+    """Where the trainer printed no step time: the time between consecutive output batches over
+    the steps they advanced (lines of one batch share a wall time, so each batch gets its rate)."""
+    if not np.isnan(given).any():
+        return given
+    last_of_batch = np.flatnonzero(np.append(np.diff(t) != 0, True))
+    derived = np.full_like(t, np.nan)
+    for previous, current in itertools.pairwise(last_of_batch):
+        advanced = step[current] - step[previous]
+        if advanced > 0:
+            derived[previous + 1 : current + 1] = (t[current] - t[previous]) / advanced
+    return np.where(np.isnan(given), derived, given)
+
+
+def read_curves(path: Path, roles: Sequence[str], limit: int = MAX_CURVE_POINTS) -> dict[str, Curves]:
+    """Each role's metrics as arrays (roles with none are left out), at most ``limit`` points each."""
+    curves: dict[str, Curves] = {}
+    for role in roles:
+        job, _, index = role.partition(":")
+        tail = journal.JsonlTail(path / "roles" / f"{job}-{index}" / "metrics.jsonl")
+        steps: list[float] = []
+        times: list[float] = []
+        losses: list[float] = []
+        step_times: list[float] = []
+        while records := tail.read():
+            for r in records:
+                step, t = r.get("step"), r.get("t")
+                if not isinstance(step, (int, float)) or not isinstance(t, (int, float)):
+                    continue
+                loss, given = r.get("loss"), r.get("step_time_s")
+                steps.append(float(step))
+                times.append(float(t))
+                losses.append(float(loss) if isinstance(loss, (int, float)) else math.nan)
+                step_times.append(float(given) if isinstance(given, (int, float)) else math.nan)
+        if steps:
+            s, t_, loss_, st = _thin([steps, times, losses, step_times], limit)
+            curves[role] = Curves(s, t_, loss_, _fill_step_times(s, t_, st))
+    return curves
