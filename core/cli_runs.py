@@ -60,9 +60,6 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return cmd_runs_tensorboard(args, out, err)
     if args.action == "compare":
         return cmd_compare(args, out, err)
-    if args.run:
-        print(f"runs: unexpected {args.run[0]!r}; did you mean `runs compare ...` or `--filter TEXT`?", file=err)
-        return EXIT_USAGE
     root = args.root or runs_root()
     summaries = runs_index.list_summaries(root)
     chosen = runs_index.select(summaries, args.filter, args.outcome, args.sort, args.reverse)

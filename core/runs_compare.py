@@ -173,7 +173,7 @@ def print_table(rows: Sequence[CompareRow], out: TextIO, width: int = 30) -> Non
     label_width = max(len(r.label) for r in rows)
     for r in rows:
         mark = "*" if r.differs else " "
-        same = len(os.path.commonprefix(list(r.values))) if r.differs else 0
+        same = len(os.path.commonprefix(list(r.values))) if r.differs else 0  # noqa: RUF071 - characters meant
         cells = "  ".join(f"{cut(v, same):<{width}}" for v in r.values).rstrip()
         print(f"{mark} {r.label:<{label_width}}  {cells}", file=out)
     differing = sum(r.differs for r in rows)
