@@ -95,7 +95,7 @@ class RunSummary:
     def search_text(self) -> str:
         """What a text filter matches against (case-insensitively)."""
         return " ".join(
-            [self.id, self.name, self.cluster_file, self.outcome_text(), self.backend, self.reason, *self.roles]
+            [self.id, self.name, self.cluster_file, self.outcome_text(), self.backend, self.reason, self.shape()]
         ).lower()
 
     def to_json(self) -> dict[str, Any]:
