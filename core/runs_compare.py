@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import itertools
 import math
 import os
 import re
@@ -30,7 +29,8 @@ from core.runs_index import RunSummary, summarize
 from core.spec import ClusterSpec, load
 
 MIN_RUNS, MAX_RUNS = 2, 8
-MAX_CURVE_POINTS = 4096  # per role and series: more than a plot's width, far less than a day's steps
+MAX_CURVE_POINTS = 4096
+RATE_WINDOW_S = 1.0  # derived step times: measured over at least this much wall time  # per role and series: more than a plot's width, far less than a day's steps
 _TF_VERSION = re.compile(rb"\bTensorFlow(?: version)?[ :=]+v?(\d+\.\d+(?:\.\d+)?)", re.IGNORECASE)
 _LOG_HEAD_BYTES = 64 * 1024
 
@@ -202,7 +202,7 @@ class Curves:
     step_time_s: FloatArray
 
 
-def _thin(columns: list[list[float]], limit: int) -> list[FloatArray]:
+def _thin(columns: list[FloatArray], limit: int) -> list[FloatArray]:
     arrays = [np.asarray(c, dtype=np.float64) for c in columns]
     n = len(arrays[0])
     if n > limit:
@@ -212,17 +212,21 @@ def _thin(columns: list[list[float]], limit: int) -> list[FloatArray]:
 
 
 def _fill_step_times(step: FloatArray, t: FloatArray, given: FloatArray) -> FloatArray:
-    """Where the trainer printed no step time: the time between consecutive output batches over
-    the steps they advanced (lines of one batch share a wall time, so each batch gets its rate)."""
-    if not np.isnan(given).any():
+    """Where the trainer printed no step time: derived from wall time over steps. Lines of one
+    output batch share a wall time and batches can land milliseconds apart, so each batch's
+    value is measured back to the last batch at least :data:`RATE_WINDOW_S` earlier (a tenth of the run's, if shorter)."""
+    if not np.isnan(given).any() or len(t) < 2:
         return given
-    last_of_batch = np.flatnonzero(np.append(np.diff(t) != 0, True))
-    derived = np.full_like(t, np.nan)
-    for previous, current in itertools.pairwise(last_of_batch):
-        advanced = step[current] - step[previous]
-        if advanced > 0:
-            derived[previous + 1 : current + 1] = (t[current] - t[previous]) / advanced
-    return np.where(np.isnan(given), derived, given)
+    ends = np.flatnonzero(np.append(np.diff(t) != 0, True))  # the last line of each batch
+    t_end, step_end = t[ends], step[ends]
+    window_s = min(RATE_WINDOW_S, float(t_end[-1] - t_end[0]) / 10)  # a short run: a tenth of it
+    back = np.searchsorted(t_end, t_end - window_s, side="right") - 1
+    valid = back >= 0
+    advanced = np.where(valid, step_end - step_end[np.maximum(back, 0)], 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_batch = np.where(valid & (advanced > 0), (t_end - t_end[np.maximum(back, 0)]) / advanced, np.nan)
+    batch_of_line = np.searchsorted(ends, np.arange(len(t)))  # each line's batch
+    return np.where(np.isnan(given), per_batch[batch_of_line], given)
 
 
 def read_curves(path: Path, roles: Sequence[str], limit: int = MAX_CURVE_POINTS) -> dict[str, Curves]:
@@ -246,6 +250,8 @@ def read_curves(path: Path, roles: Sequence[str], limit: int = MAX_CURVE_POINTS)
                 losses.append(float(loss) if isinstance(loss, (int, float)) else math.nan)
                 step_times.append(float(given) if isinstance(given, (int, float)) else math.nan)
         if steps:
-            s, t_, loss_, st = _thin([steps, times, losses, step_times], limit)
-            curves[role] = Curves(s, t_, loss_, _fill_step_times(s, t_, st))
+            step_a, t_a = np.asarray(steps), np.asarray(times)
+            filled = _fill_step_times(step_a, t_a, np.asarray(step_times))
+            s, t_, loss_, st = _thin([step_a, t_a, np.asarray(losses), filled], limit)
+            curves[role] = Curves(s, t_, loss_, st)
     return curves

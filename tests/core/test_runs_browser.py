@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 import pytest
 
@@ -239,3 +240,17 @@ def test_compare_takes_two_to_eight(tmp_path: Path) -> None:
         load_for_compare([tmp_path])
     with pytest.raises(ValueError, match=r"no readable run\.json"):
         load_for_compare([tmp_path, tmp_path])
+
+
+def test_derived_step_times_do_not_spike_on_batches_landing_together() -> None:
+    from core.runs_compare import _fill_step_times
+
+    # Two lines a batch every 0.1 s (0.05 s a step), and one extra batch landing 1 ms after another.
+    batches = np.sort(np.append(np.round(np.arange(0.0, 5.0, 0.1), 3), 3.001))
+    t = np.repeat(batches, 2)
+    step = np.arange(1.0, len(t) + 1)
+    derived = _fill_step_times(step, t, np.full(len(t), np.nan))
+    finite = derived[np.isfinite(derived)]
+    assert len(finite) > len(t) * 0.7 and 0.04 < finite.min() and finite.max() < 0.06
+    given = np.full(len(t), 0.5)
+    assert (_fill_step_times(step, t, given) == 0.5).all()  # a printed step time wins
