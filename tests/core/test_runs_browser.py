@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -124,14 +126,24 @@ def test_bad_compare_and_list_input_is_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2 and "invalid choice" in result.stderr
 
 
-def test_live_run_is_running_then_stopped_and_never_deleted(tmp_path: Path) -> None:
-    path = cluster_file(tmp_path, "forever", 1, steps=0)
+@contextlib.contextmanager
+def launching(path: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``python main.py launch PATH ARGS`` in the background; killed after if still running."""
     launcher = subprocess.Popen(
-        [sys.executable, str(ROOT / "main.py"), "launch", str(path), "--progress-every", "0"],
+        [sys.executable, str(ROOT / "main.py"), "launch", str(path), "--progress-every", "0", *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
+        yield launcher
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+
+
+def test_live_run_is_running_then_stopped_and_never_deleted(tmp_path: Path) -> None:
+    with launching(cluster_file(tmp_path, "forever", 1, steps=0)) as launcher:
         wait_for(lambda: [r["outcome"] for r in listed()] == ["running"], what="the run listed as running")
         run = runs_index.summarize(next(runs_root().iterdir()))
         assert run is not None and run.live and run.outcome_detail == f"pid {launcher.pid}"
@@ -142,10 +154,6 @@ def test_live_run_is_running_then_stopped_and_never_deleted(tmp_path: Path) -> N
         assert not (run.path / "summary.json").exists()  # a live run is never cached
         assert run_cli("ctl", "latest", "stop-all").returncode == 0
         launcher.wait(60)  # exit 1: the training did not succeed
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.wait()
     assert [r["outcome"] for r in listed()] == ["stopped"]
     assert (run.path / "summary.json").is_file()
     target = runs_index.archive_run(run.path)
@@ -155,18 +163,11 @@ def test_live_run_is_running_then_stopped_and_never_deleted(tmp_path: Path) -> N
 
 
 def test_launcher_killed_leaves_a_left_run(tmp_path: Path) -> None:
-    path = cluster_file(tmp_path, "orphaned", 1, steps=0)
-    launcher = subprocess.Popen(
-        [sys.executable, str(ROOT / "main.py"), "launch", str(path), "--on-disconnect", "stop"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
+    with launching(cluster_file(tmp_path, "orphaned", 1, steps=0), "--on-disconnect", "stop") as launcher:
         wait_for(lambda: [r["outcome"] for r in listed()] == ["running"], what="the run listed as running")
         run_dir = next(runs_root().iterdir())
-        wait_for(lambda: len(_role_pids(run_dir)) == 2, what="both roles started")
-        pids = _role_pids(run_dir)
-    finally:
+        wait_for(lambda: len(role_pids(run_dir)) == 2, what="both roles started")
+        pids = role_pids(run_dir)
         launcher.send_signal(signal.SIGKILL)
         launcher.wait()
     # --on-disconnect stop: each host's agent stops the roles once its launcher is gone.
@@ -177,7 +178,7 @@ def test_launcher_killed_leaves_a_left_run(tmp_path: Path) -> None:
     runs_index.delete_run(run_dir)  # nobody holds it: it may go
 
 
-def _role_pids(run_dir: Path) -> list[int]:
+def role_pids(run_dir: Path) -> list[int]:
     pids = []
     for line in (run_dir / "events.jsonl").read_text().splitlines():
         record = json.loads(line)

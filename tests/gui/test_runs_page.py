@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+import signal
 from pathlib import Path
 
+import psutil
 import pytest
 
-from tests.conftest import ROOT, run_cli
-from tests.core.test_runs_browser import cluster_file
+from core.spec import load
+from tests.conftest import run_cli
+from tests.core.test_runs_browser import cluster_file, launching, role_pids
+from tests.helpers.procs import assert_nothing_left
 
 pytestmark = pytest.mark.slow
 
@@ -112,13 +114,7 @@ def test_runs_page_sorts_filters_opens_compares_and_deletes(qtbot, three_runs: d
 
 
 def test_a_live_run_is_attached_never_deleted(qtbot, tmp_path: Path) -> None:
-    path = cluster_file(tmp_path, "forever", 1, steps=0)
-    launcher = subprocess.Popen(
-        [sys.executable, str(ROOT / "main.py"), "launch", str(path), "--progress-every", "0"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
+    with launching(cluster_file(tmp_path, "forever", 1, steps=0)) as launcher:
         window, page = window_on_runs(qtbot)
 
         def live_listed() -> bool:
@@ -139,9 +135,33 @@ def test_a_live_run_is_attached_never_deleted(qtbot, tmp_path: Path) -> None:
         future = source.stop_all()
         qtbot.waitUntil(future.done, timeout=30_000)
         assert launcher.wait(60) is not None
-        run_dir = source.path
-        assert run_dir.exists()
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.wait()
+        assert source.path.exists()
+
+
+def test_a_left_run_is_taken_over_from_the_runs_page(qtbot, tmp_path: Path) -> None:
+    path = cluster_file(tmp_path, "kept", 1, steps=0)
+    with launching(path, "--on-disconnect", "keep") as launcher:
+        root = Path(os.environ["TOWERDECK_DATA_DIR"]) / "runs"
+        qtbot.waitUntil(lambda: any(root.glob("*/roles/worker-0/metrics.jsonl")), timeout=60_000)
+        launcher.send_signal(signal.SIGKILL)  # the launcher dies; its agent keeps the roles
+        launcher.wait()
+    window, page = window_on_runs(qtbot)
+    assert column(page, "Outcome") == ["left (launcher gone)"]
+    page.select_ids(column(page, "Run"))
+    assert page.buttons["Attach"].isEnabled() and page.buttons["Delete"].isEnabled()
+    page.buttons["Attach"].click()  # opens it, then attaches once the reader knows it is left
+    qtbot.waitUntil(lambda: window.session is not None, timeout=30_000)
+    source = window.source
+    assert source is not None and source.controls_here and source.path.parent == root
+    qtbot.waitUntil(lambda: "running" in window.phase_label.text(), timeout=30_000)
+    window.stop_all()
+    qtbot.waitUntil(lambda: source.done, timeout=60_000)
+    spec, _ = load(path)
+    assert spec is not None
+    assert_nothing_left([t.port for t in spec.tasks()], str(tmp_path), timeout_s=20)  # the agent, the ports
+    pids = role_pids(source.path)
+    assert len(pids) == 2 and not any(psutil.pid_exists(p) for p in pids)
+    window.pages.setCurrentWidget(window.monitor)
+    with qtbot.waitSignal(page.sig_loaded, timeout=30_000):
+        window.pages.setCurrentWidget(page)
+    assert column(page, "Outcome") == ["stopped"]
