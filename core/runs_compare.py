@@ -5,7 +5,8 @@ shows, and each run's curves for the overlay.
 cluster shape, command, env, launch style, strategy, TensorFlow version (when a role's log says it),
 the host each role was given, durations, final/best loss, throughput, restarts, exit codes. A row
 whose values are not all equal is marked ``differs``. :func:`read_curves` streams each role's
-``metrics.jsonl`` into arrays, thinned to a bounded number of points.
+``metrics.jsonl`` (else its TensorBoard loss scalars) into arrays, thinned to a bounded number of
+points, and :func:`read_scalars` every TensorBoard scalar tag the roles wrote.
 """
 
 from __future__ import annotations
@@ -16,16 +17,16 @@ import math
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 import numpy.typing as npt
 
 from core import journal
-from core.runs_index import RunSummary, summarize
+from core.runs_index import RunSummary, summarize, training_records
 from core.spec import ClusterSpec, load
 
 MIN_RUNS, MAX_RUNS = 2, 8
@@ -202,6 +203,15 @@ class Curves:
     step_time_s: FloatArray
 
 
+@dataclass(frozen=True)
+class Scalar:
+    """One role's series of one TensorBoard tag."""
+
+    step: FloatArray
+    wall_time: FloatArray
+    value: FloatArray
+
+
 def _thin(columns: list[FloatArray], limit: int) -> list[FloatArray]:
     arrays = [np.asarray(c, dtype=np.float64) for c in columns]
     n = len(arrays[0])
@@ -229,29 +239,63 @@ def _fill_step_times(step: FloatArray, t: FloatArray, given: FloatArray) -> Floa
     return np.where(np.isnan(given), per_batch[batch_of_line], given)
 
 
+def _columns(records: Iterable[dict[str, Any]]) -> tuple[list[float], list[float], list[float], list[float]]:
+    steps: list[float] = []
+    times: list[float] = []
+    losses: list[float] = []
+    step_times: list[float] = []
+    for r in records:
+        step, t = r.get("step"), r.get("t")
+        if not isinstance(step, (int, float)) or not isinstance(t, (int, float)):
+            continue
+        loss, given = r.get("loss"), r.get("step_time_s")
+        steps.append(float(step))
+        times.append(float(t))
+        losses.append(float(loss) if isinstance(loss, (int, float)) else math.nan)
+        step_times.append(float(given) if isinstance(given, (int, float)) else math.nan)
+    return steps, times, losses, step_times
+
+
 def read_curves(path: Path, roles: Sequence[str], limit: int = MAX_CURVE_POINTS) -> dict[str, Curves]:
-    """Each role's metrics as arrays (roles with none are left out), at most ``limit`` points each."""
+    """Each role's training records as arrays (its metrics, else its TensorBoard loss scalars;
+    roles with neither are left out), at most ``limit`` points each."""
     curves: dict[str, Curves] = {}
     for role in roles:
         job, _, index = role.partition(":")
-        tail = journal.JsonlTail(path / "roles" / f"{job}-{index}" / "metrics.jsonl")
-        steps: list[float] = []
-        times: list[float] = []
-        losses: list[float] = []
-        step_times: list[float] = []
-        while records := tail.read():
-            for r in records:
-                step, t = r.get("step"), r.get("t")
-                if not isinstance(step, (int, float)) or not isinstance(t, (int, float)):
-                    continue
-                loss, given = r.get("loss"), r.get("step_time_s")
-                steps.append(float(step))
-                times.append(float(t))
-                losses.append(float(loss) if isinstance(loss, (int, float)) else math.nan)
-                step_times.append(float(given) if isinstance(given, (int, float)) else math.nan)
+        role_path = path / "roles" / f"{job}-{index}"
+        steps, times, losses, step_times = _columns(training_records(role_path, from_scalars=False))
+        if not steps:
+            steps, times, losses, step_times = _columns(training_records(role_path, from_scalars=True))
         if steps:
             step_a, t_a = np.asarray(steps), np.asarray(times)
             filled = _fill_step_times(step_a, t_a, np.asarray(step_times))
             s, t_, loss_, st = _thin([step_a, t_a, np.asarray(losses), filled], limit)
             curves[role] = Curves(s, t_, loss_, st)
     return curves
+
+
+def read_scalars(path: Path, roles: Sequence[str], limit: int = MAX_CURVE_POINTS) -> dict[str, dict[str, Scalar]]:
+    """Every TensorBoard scalar the roles wrote: per tag, per role, (step, wall time, value)
+    arrays, at most ``limit`` points each."""
+    found: dict[str, dict[str, tuple[list[float], list[float], list[float]]]] = {}
+    for role in roles:
+        job, _, index = role.partition(":")
+        tail = journal.JsonlTail(path / "roles" / f"{job}-{index}" / "scalars.jsonl")
+        while records := tail.read():
+            for r in records:
+                tag, step, wall, value = r.get("tag"), r.get("step"), r.get("wall_time"), r.get("value")
+                if not (
+                    isinstance(tag, str)
+                    and isinstance(step, (int, float))
+                    and isinstance(wall, (int, float))
+                    and isinstance(value, (int, float))
+                ):
+                    continue
+                columns = found.setdefault(tag, {}).setdefault(role, ([], [], []))
+                columns[0].append(float(step))
+                columns[1].append(float(wall))
+                columns[2].append(float(value))
+    return {
+        tag: {role: Scalar(*_thin([np.asarray(c) for c in cols], limit)) for role, cols in per_role.items()}
+        for tag, per_role in found.items()
+    }

@@ -2,7 +2,8 @@
 
 A run's :class:`RunSummary` says what the runs browser (``runs`` and the window's Runs page)
 shows: name, cluster file, start, duration, outcome, roles, backend, last/best loss, mean steps/s,
-restarts. Building it reads the run's journal and every role's ``metrics.jsonl``, so it is cached
+restarts. Building it reads the run's journal and every role's ``metrics.jsonl`` (or, for a
+trainer that reports only through TensorBoard, the loss tags of its ``scalars.jsonl``), so it is cached
 in ``summary.json`` in the run directory: written (atomically) when the launch session finishes
 the run (:func:`write_summary`, called from :meth:`core.session.LaunchSession.close`), and rebuilt
 lazily the first time an older run, or one whose launcher died, is listed once it is over. A
@@ -21,7 +22,7 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any
 
 from core import journal
 from core.spec import ClusterSpec, load
+from core.status import LOSS_TAGS
 
 SUMMARY_FILE = "summary.json"
 SUMMARY_VERSION = 1
@@ -166,37 +168,58 @@ def _role_ends(path: Path) -> tuple[dict[str, dict[str, Any]], str]:
     return ends, first_failure
 
 
-def _metrics_figures(path: Path, tail_only: bool) -> dict[str, Any]:
-    """Last and best loss, steps and steps/s from one role's ``metrics.jsonl``, streamed.
-
-    Steps/s counts only forward steps over the time they took, so a restart that repeats steps
-    neither inflates nor zeroes it."""
+def _tail(path: Path, tail_only: bool) -> journal.JsonlTail:
     offset = 0
     if tail_only:
         with contextlib.suppress(OSError):
             offset = max(0, path.stat().st_size - LIVE_TAIL_BYTES)
-    tail = journal.JsonlTail(path, offset)
+    return journal.JsonlTail(path, offset)
+
+
+def training_records(role_path: Path, from_scalars: bool, tail_only: bool = False) -> Iterator[dict[str, Any]]:
+    """A role's training records (``t``, ``step``, ``loss``, maybe ``step_time_s``), streamed: its
+    ``metrics.jsonl`` (parsed from its output), or, ``from_scalars``, the loss tags of its
+    ``scalars.jsonl`` (a trainer that reports only through TensorBoard)."""
+    tail = _tail(role_path / ("scalars.jsonl" if from_scalars else "metrics.jsonl"), tail_only)
+    while records := tail.read():
+        for r in records:
+            if not from_scalars:
+                yield r
+            elif str(r.get("tag", "")).lower() in LOSS_TAGS:
+                yield {"t": r.get("wall_time"), "step": r.get("step"), "loss": r.get("value")}
+
+
+def _figures(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Last and best loss, steps and steps/s. Steps/s counts only forward steps over the time they
+    took, so a restart that repeats steps neither inflates nor zeroes it."""
     last = best = None
     steps_done = 0.0
     seconds = 0.0
     prev: tuple[float, float] | None = None
     last_step: int | None = None
-    while records := tail.read():
-        for r in records:
-            loss = _finite(r.get("loss"))
-            if loss is not None:
-                last = loss
-                best = loss if best is None else min(best, loss)
-            step, t = _finite(r.get("step")), _finite(r.get("t"))
-            if step is None or t is None:
-                continue
-            last_step = int(step)
-            if prev is not None and step > prev[0] and t >= prev[1]:
-                steps_done += step - prev[0]
-                seconds += t - prev[1]
-            prev = (step, t)
+    for r in records:
+        loss = _finite(r.get("loss"))
+        if loss is not None:
+            last = loss
+            best = loss if best is None else min(best, loss)
+        step, t = _finite(r.get("step")), _finite(r.get("t"))
+        if step is None or t is None:
+            continue
+        last_step = int(step)
+        if prev is not None and step > prev[0] and t >= prev[1]:
+            steps_done += step - prev[0]
+            seconds += t - prev[1]
+        prev = (step, t)
     rate = steps_done / seconds if seconds > 0 else None
     return {"last_loss": last, "best_loss": best, "steps": last_step, "steps_per_s": rate}
+
+
+def _role_figures(role_path: Path, tail_only: bool) -> dict[str, Any]:
+    """From the role's metrics, else from its TensorBoard loss scalars."""
+    figures = _figures(training_records(role_path, False, tail_only))
+    if figures["steps"] is None:
+        figures = _figures(training_records(role_path, True, tail_only))
+    return figures
 
 
 def _backend(spec: ClusterSpec | None, info: dict[str, Any]) -> str:
@@ -228,7 +251,7 @@ def build(path: Path, info: dict[str, Any] | None = None) -> dict[str, Any]:
     for role in roles:
         end = ends.get(role, {})
         job, _, index = role.partition(":")
-        metrics = _metrics_figures(path / "roles" / f"{job}-{index}" / "metrics.jsonl", tail_only=not over)
+        metrics = _role_figures(path / "roles" / f"{job}-{index}", tail_only=not over)
         figures[role] = {
             "state": end.get("state", "?"),
             "exit": end.get("exit", "-"),

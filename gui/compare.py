@@ -1,7 +1,8 @@
 """Compare runs (issue 23): 2-8 runs' curves overlaid, each run one colour, above the side-by-side
 table of :func:`core.runs_compare.compare_rows` with the rows that differ highlighted.
 
-Per run and plot (loss, step time, steps/s; by step or by seconds since the run started): a run
+Per run and plot (loss, step time, steps/s, and any TensorBoard scalar the roles wrote; by step or
+by seconds since the run started): a run
 with up to :data:`LINES_UP_TO` training roles draws each role as a line; past that its workers'
 median is the line and their min-max a band behind it (:class:`core.telemetry.spread.BinnedWorkers`,
 the Training tab's spread). Everything is read off the GUI thread; the view draws once it arrives.
@@ -15,7 +16,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core.runs_compare import CompareRow, Curves, compare_rows, load_for_compare, read_curves
+from core.runs_compare import CompareRow, Curves, Scalar, compare_rows, load_for_compare, read_curves, read_scalars
 from core.runs_index import RunSummary
 from core.telemetry.spread import BinnedWorkers
 from gui.offthread import Relay, run_off_thread
@@ -26,14 +27,17 @@ LINES_UP_TO = 2  # roles drawn one line each; more: the median and a min-max ban
 SPREAD_COLUMNS = 512
 DIFF_BRUSH = QtGui.QColor("#fde68a")
 PLOTS = (("loss", "loss"), ("step time", "s"), ("steps/s", "steps/s"))
-Loaded = tuple[list[RunSummary], list[CompareRow], list[dict[str, Curves]]]
+Loaded = tuple[list[RunSummary], list[CompareRow], list[dict[str, Curves]], list[dict[str, dict[str, Scalar]]]]
+SCALAR_PLOT = "TensorBoard scalar"
 
 
 def _load(paths: list[Path]) -> Loaded:
     summaries = load_for_compare(paths)
     rows = compare_rows(summaries)
-    curves = [read_curves(s.path, [r for r in s.roles if not r.startswith("ps:")]) for s in summaries]
-    return summaries, rows, curves
+    trainers = [[r for r in s.roles if not r.startswith("ps:")] for s in summaries]
+    curves = [read_curves(s.path, roles) for s, roles in zip(summaries, trainers, strict=True)]
+    scalars = [read_scalars(s.path, roles) for s, roles in zip(summaries, trainers, strict=True)]
+    return summaries, rows, curves, scalars
 
 
 def _series(curve: Curves, plot: str) -> np.ndarray:
@@ -58,6 +62,7 @@ class CompareView(QtWidgets.QWidget):
         self.summaries: list[RunSummary] = []
         self.rows: list[CompareRow] = []
         self.curves: list[dict[str, Curves]] = []
+        self.scalars: list[dict[str, dict[str, Scalar]]] = []
         self.error = ""
         # What each plot drew, (run id, role or "band"), for the tests and the screenshot script.
         self.drawn: dict[str, list[tuple[str, str]]] = {}
@@ -66,12 +71,14 @@ class CompareView(QtWidgets.QWidget):
         self.x_box.addItem("by step", "step")
         self.x_box.addItem("by time since start (s)", "time")
         self.x_box.currentIndexChanged.connect(lambda _i: self._draw())
+        self.tag_box = QtWidgets.QComboBox()  # the TensorBoard tag of the fourth plot
+        self.tag_box.currentIndexChanged.connect(lambda _i: self._draw())
         self.key = QtWidgets.QLabel("reading the runs...")
         self.key.setTextFormat(QtCore.Qt.TextFormat.RichText)
         self.key.setWordWrap(True)
         self.plots: dict[str, pg.PlotWidget] = {}
         plots = QtWidgets.QHBoxLayout()
-        for name, unit in PLOTS:
+        for name, unit in (*PLOTS, (SCALAR_PLOT, "value")):
             widget = pg.PlotWidget(title=name)
             widget.setBackground("w")
             widget.setLabel("left", unit)
@@ -86,6 +93,7 @@ class CompareView(QtWidgets.QWidget):
         top_layout = QtWidgets.QVBoxLayout(top)
         head = QtWidgets.QHBoxLayout()
         head.addWidget(self.key, 1)
+        head.addWidget(self.tag_box)
         head.addWidget(self.x_box)
         top_layout.addLayout(head)
         top_layout.addLayout(plots, 1)
@@ -107,7 +115,13 @@ class CompareView(QtWidgets.QWidget):
             self.key.setText(f"cannot compare: {error}")
             self.sig_loaded.emit()
             return
-        self.summaries, self.rows, self.curves = loaded
+        self.summaries, self.rows, self.curves, self.scalars = loaded
+        tags = sorted({tag for per_run in self.scalars for tag in per_run})
+        self.tag_box.blockSignals(True)
+        self.tag_box.addItems(tags)
+        self.tag_box.blockSignals(False)
+        self.tag_box.setVisible(bool(tags))
+        self.plots[SCALAR_PLOT].setVisible(bool(tags))
         self._fill_table()
         self._draw()
         self.sig_loaded.emit()
@@ -159,9 +173,15 @@ class CompareView(QtWidgets.QWidget):
             style = "one line a role" if workers <= LINES_UP_TO else f"median and min-max of {workers}"
             parts.append(f'<span style="color:{colour}"><b>{summary.id}</b> ({summary.shape()}; {style})</span>')
             for name, widget in self.plots.items():
-                xs = {r: (c.t - summary.created) if by_time else c.step for r, c in curves.items()}
-                ys = {r: _series(c, name) for r, c in curves.items()}
+                if name == SCALAR_PLOT:
+                    per_role = self.scalars[i].get(self.tag_box.currentText(), {})
+                    xs = {r: (c.wall_time - summary.created) if by_time else c.step for r, c in per_role.items()}
+                    ys = {r: c.value for r, c in per_role.items()}
+                else:
+                    xs = {r: (c.t - summary.created) if by_time else c.step for r, c in curves.items()}
+                    ys = {r: _series(c, name) for r, c in curves.items()}
                 self._draw_run(widget, name, colour, xs, ys, summary.id)
+        self.plots[SCALAR_PLOT].setTitle(f"TensorBoard: {self.tag_box.currentText()}")
         self.key.setText(" · ".join(parts) if parts else "no training metrics in these runs")
 
     def _draw_run(

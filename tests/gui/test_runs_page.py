@@ -9,8 +9,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from core import runs_index
 from core.spec import load
-from tests.conftest import run_cli
+from tests.conftest import free_ports, run_cli
 from tests.core.test_runs_browser import cluster_file, launching, role_pids
 from tests.helpers.procs import assert_nothing_left
 
@@ -165,3 +166,48 @@ def test_a_left_run_is_taken_over_from_the_runs_page(qtbot, tmp_path: Path) -> N
     with qtbot.waitSignal(page.sig_loaded, timeout=30_000):
         window.pages.setCurrentWidget(page)
     assert column(page, "Outcome") == ["stopped"]
+
+
+TB_ONLY = """
+name = "{name}"
+strategy = "multi_worker_mirrored"
+launch_style = "tf_config"
+workdir = "{trainers}"
+command = ["python", "-u", "tb_only_trainer.py", "--logdir={{tb_dir}}", "--steps=40", "--step_sleep=0.01"]
+stop_grace_s = 3
+[jobs.worker]
+tasks = [{tasks}]
+"""
+
+
+def test_tensorboard_only_runs_compare_on_their_scalars(qtbot, tmp_path: Path) -> None:
+    """Real TensorFlow runs that print no loss line (TF2's usual way): their loss and speed come
+    from their TensorBoard scalars, and the compare view offers every tag they wrote."""
+    from gui.compare import SCALAR_PLOT, CompareView
+    from tests.core.test_journal import TRAINERS
+
+    ids = []
+    for name, workers in (("tb1", 1), ("tb2", 2)):
+        path = tmp_path / f"{name}.toml"
+        tasks = ", ".join(f'"127.0.0.1:{p}"' for p in free_ports(workers))
+        path.write_text(TB_ONLY.format(name=name, trainers=TRAINERS, tasks=tasks))
+        result = run_cli("launch", str(path), "--run-dir", str(tmp_path / "runs" / name), "--progress-every", "0")
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        ids.append(tmp_path / "runs" / name)
+    for run in ids:
+        summary = runs_index.summarize(run)
+        assert summary is not None and summary.outcome == "succeeded"
+        assert summary.last_loss is not None and summary.best_loss is not None and summary.steps_per_s
+        assert summary.role_figures["worker:0"].steps is not None and summary.role_figures["worker:0"].steps >= 30
+
+    view = CompareView(ids)
+    qtbot.addWidget(view)
+    view.show()
+    qtbot.waitUntil(lambda: bool(view.rows) or bool(view.error), timeout=30_000)
+    assert not view.error
+    tags = [view.tag_box.itemText(i) for i in range(view.tag_box.count())]
+    assert "loss" in tags and "learning_rate" in tags
+    assert sorted(run for run, _ in view.drawn["loss"]) == ["tb1", "tb2", "tb2"]  # from the scalars
+    view.tag_box.setCurrentIndex(tags.index("learning_rate"))
+    assert sorted(view.drawn[SCALAR_PLOT]) == [("tb1", "worker:0"), ("tb2", "worker:0"), ("tb2", "worker:1")]
+    assert "cluster shape" in view.differing_labels()
