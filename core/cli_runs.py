@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from core import runs_compare, runs_index
+from core import runs_index
 from core.cli_tensorboard import cmd_runs_tensorboard
 from core.exits import EXIT_OK, EXIT_USAGE, resolve_run
 from core.rundir import runs_root
-from core.runs_compare import duration_text
+from core.runs_index import duration_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,6 +123,8 @@ def print_list(summaries: list[runs_index.RunSummary], out: TextIO) -> None:
 
 
 def cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from core import runs_compare  # numpy: only for compare, not for every listing
+
     if not runs_compare.MIN_RUNS <= len(args.run) <= runs_compare.MAX_RUNS:
         print(
             f"runs compare: name {runs_compare.MIN_RUNS} to {runs_compare.MAX_RUNS} runs, "

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from core import journal
-from core.runs_index import RunSummary, summarize, training_records
+from core.runs_index import RunSummary, duration_text, summarize, training_records
 from core.spec import ClusterSpec, load
 
 MIN_RUNS, MAX_RUNS = 2, 8
@@ -52,19 +52,6 @@ def _number(value: float | None, digits: int = 4) -> str:
     if value is None or not math.isfinite(value):
         return "-"
     return f"{value:.{digits}g}"
-
-
-def duration_text(seconds: float | None) -> str:
-    """``1h02m``, ``3m05s``, ``4.2s``; ``-`` when unknown."""
-    if seconds is None:
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
 
 
 def _tf_version(path: Path, roles: Sequence[str]) -> str:

@@ -108,6 +108,19 @@ class RunSummary:
         return data
 
 
+def duration_text(seconds: float | None) -> str:
+    """``1h02m``, ``3m05s``, ``4.2s``; ``-`` when unknown."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
 def launcher_alive(path: Path, info: dict[str, Any]) -> bool:
     """True when a launcher (``launch``, ``attach`` or a window) holds the run now.
 
