@@ -56,11 +56,18 @@ class RunsModel(QtCore.QAbstractTableModel):
         super().__init__()
         self.runs: list[RunSummary] = []
         self._cells: list[list[str]] = []
+        self._keys: list[list[Any]] = []
 
     def set_runs(self, runs: list[RunSummary]) -> None:
         self.beginResetModel()
         self.runs = runs
         self._cells = [row_cells(s) for s in runs]
+        keys = [runs_index.sort_key(k) for k in SORTS]
+        # Sorting asks for keys n log n times: computed once per load, not per comparison.
+        self._keys = [
+            [(cells[c], run.created) if c in (0, 6) else keys[c](run) for c in range(len(SORTS))]
+            for run, cells in zip(runs, self._cells, strict=True)
+        ]
         self.endResetModel()
 
     def rowCount(self, parent: Any = None) -> int:
@@ -81,8 +88,7 @@ class RunsModel(QtCore.QAbstractTableModel):
         if role == QtCore.Qt.ItemDataRole.DisplayRole:
             return self._cells[index.row()][index.column()]
         if role == SORT_ROLE:
-            key = runs_index.sort_key(SORTS[index.column()])(run)
-            return key if index.column() not in (0, 6) else (self._cells[index.row()][index.column()], run.created)
+            return self._keys[index.row()][index.column()]
         if role == QtCore.Qt.ItemDataRole.ForegroundRole and HEADERS[index.column()] == "Outcome":
             return QtGui.QBrush(QtGui.QColor(OUTCOME_COLOURS.get(run.outcome, "#000000")))
         if role == QtCore.Qt.ItemDataRole.ToolTipRole:

@@ -211,3 +211,32 @@ def test_tensorboard_only_runs_compare_on_their_scalars(qtbot, tmp_path: Path) -
     view.tag_box.setCurrentIndex(tags.index("learning_rate"))
     assert sorted(view.drawn[SCALAR_PLOT]) == [("tb1", "worker:0"), ("tb2", "worker:0"), ("tb2", "worker:1")]
     assert "cluster shape" in view.differing_labels()
+
+
+def test_a_thousand_runs_load_off_the_gui_thread_and_sort(qtbot, tmp_path: Path) -> None:
+    from PySide6 import QtCore
+
+    from gui.main_window import MainWindow
+    from tests.core.test_runs_browser import make_runs
+
+    template = tmp_path / "template"
+    assert run_cli("launch", str(cluster_file(tmp_path, "tmpl", 2)), "--run-dir", str(template)).returncode == 0
+    root = tmp_path / "many"
+    make_runs(template, root, 1000)
+    window = MainWindow(None, runs_root=root)
+    qtbot.addWidget(window)
+    window.show()
+    page = window.runs_page
+    ticks: list[int] = []
+    timer = QtCore.QTimer(window)
+    timer.timeout.connect(lambda: ticks.append(len(page.model.runs)))
+    timer.start(20)
+    with qtbot.waitSignal(page.sig_loaded, timeout=120_000):
+        window.pages.setCurrentWidget(page)  # the first listing builds 1,000 summaries: off this thread
+    timer.stop()
+    assert ticks and ticks[0] == 0  # the GUI thread went on while they were read
+    assert page.proxy.rowCount() == 1000 and column(page, "Run")[0] == "run-0999"
+    page.outcome_box.setCurrentIndex(page.outcome_box.findData("stopped"))
+    assert page.proxy.rowCount() == 333 and set(column(page, "Outcome")) == {"stopped"}
+    page.table.sortByColumn(0, QtCore.Qt.SortOrder.AscendingOrder)
+    assert column(page, "Run")[:2] == ["run-0002", "run-0005"]
