@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from core import runs_index
+from core import runs_index, runs_select
 from core.cli_tensorboard import cmd_runs_tensorboard
 from core.exits import EXIT_OK, EXIT_USAGE, resolve_run
 from core.rundir import runs_root
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--filter", default="", metavar="TEXT", help="list only runs whose row contains every word")
     parser.add_argument(
-        "--sort", choices=runs_index.SORT_KEYS, default="start", help="order of the list (default: newest first)"
+        "--sort", choices=runs_select.SORT_KEYS, default="start", help="order of the list (default: newest first)"
     )
     parser.add_argument("--reverse", action="store_true", help="reverse the order")
     parser.add_argument("--json", action="store_true", help="print JSON, one object per run")
@@ -62,7 +62,7 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return cmd_compare(args, out, err)
     root = args.root or runs_root()
     summaries = runs_index.list_summaries(root)
-    chosen = runs_index.select(summaries, args.filter, args.outcome, args.sort, args.reverse)
+    chosen = runs_select.select(summaries, args.filter, args.outcome, args.sort, args.reverse)
     if args.json:
         for s in chosen:
             print(json.dumps(s.to_json(), default=str), file=out)

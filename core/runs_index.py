@@ -393,46 +393,6 @@ def list_summaries(root: Path, use_cache: bool = True, workers: int = 4) -> list
     return sorted(found, key=lambda s: s.created, reverse=True)
 
 
-SORT_KEYS = ("start", "name", "duration", "outcome", "loss", "best", "speed", "restarts", "roles")
-
-
-def sort_key(key: str) -> Any:
-    """A sort key for :data:`SORT_KEYS`; missing figures sort last."""
-    inf = float("inf")
-
-    def number(value: float | None) -> float:
-        return inf if value is None else value
-
-    keys: dict[str, Any] = {
-        "start": lambda s: s.created,
-        "name": lambda s: (s.name.lower(), s.created),
-        "duration": lambda s: number(s.duration_s),
-        "outcome": lambda s: (OUTCOMES.index(s.outcome), s.created),
-        "loss": lambda s: number(s.last_loss),
-        "best": lambda s: number(s.best_loss),
-        "speed": lambda s: -inf if s.steps_per_s is None else s.steps_per_s,
-        "restarts": lambda s: s.restarts,
-        "roles": lambda s: len(s.roles),
-    }
-    return keys[key]
-
-
-def select(
-    summaries: Iterable[RunSummary],
-    text: str = "",
-    outcomes: Iterable[str] = (),
-    sort: str = "start",
-    reverse: bool = False,
-) -> list[RunSummary]:
-    """The runs matching every word of ``text`` and one of ``outcomes`` (all when empty), sorted
-    (``start`` newest first unless ``reverse``)."""
-    words = text.lower().split()
-    wanted = set(outcomes)
-    chosen = [s for s in summaries if (not wanted or s.outcome in wanted) and all(w in s.search_text() for w in words)]
-    descending = sort in ("start", "speed")
-    return sorted(chosen, key=sort_key(sort), reverse=descending != reverse)
-
-
 class RunBusyError(Exception):
     """The run is held by a launcher: it cannot be deleted or archived."""
 

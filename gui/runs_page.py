@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core import runs_index
+from core import runs_index, runs_select
 from core.cli_runs import COLUMNS, row_cells
 from core.runs_compare import MAX_RUNS, MIN_RUNS
 from core.runs_index import RunSummary
@@ -62,7 +62,7 @@ class RunsModel(QtCore.QAbstractTableModel):
         self.beginResetModel()
         self.runs = runs
         self._cells = [row_cells(s) for s in runs]
-        keys = [runs_index.sort_key(k) for k in SORTS]
+        keys = [runs_select.sort_key(k) for k in SORTS]
         # Sorting asks for keys n log n times: computed once per load, not per comparison.
         self._keys = [
             [(cells[c], run.created) if c in (0, 6) else keys[c](run) for c in range(len(SORTS))]

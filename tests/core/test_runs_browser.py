@@ -19,7 +19,7 @@ import numpy as np
 import psutil
 import pytest
 
-from core import runs_index
+from core import runs_index, runs_select
 from core.runs_compare import load_for_compare, read_curves
 from tests.conftest import ROOT, free_ports, run_cli
 from tests.core.test_journal import TRAINERS, wait_for
@@ -227,7 +227,7 @@ def test_a_thousand_runs_list_from_their_cache(tmp_path: Path) -> None:
     took_s = time.perf_counter() - started
     assert [s.last_loss for s in again] == [s.last_loss for s in first] and again[0].last_loss == loss
     assert took_s < 10  # generous: the figure is in benchmarks/bench_runs.py
-    chosen = runs_index.select(again, "", ["failed"])
+    chosen = runs_select.select(again, "", ["failed"])
     assert len(chosen) == 333 and all(s.outcome == "failed" for s in chosen)
     # A run.json rewritten after the cache (here: its result) makes the cache stale: rebuilt.
     info = json.loads((paths[0] / "run.json").read_text())
