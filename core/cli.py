@@ -20,7 +20,8 @@ from core.agent.processes import SIGNAL_HINT, signal_number
 from core.cli_export import add_csv_arguments, cmd_export_csv, wants_csv
 from core.cli_gpus import add_parser as add_gpus_parser
 from core.cli_launch import cmd_attach, cmd_launch
-from core.cli_tensorboard import add_tensorboard_arguments, cmd_runs_tensorboard
+from core.cli_runs import add_arguments as add_runs_arguments
+from core.cli_runs import cmd_runs
 from core.demo import DEMO_CLUSTER
 from core.diagnosis import waiting_lines
 from core.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, line_count, write_output
@@ -112,10 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress-every", type=float, default=5.0, metavar="SECONDS", help="0: never; default 5")
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
 
-    p = sub.add_parser("runs", help="list past and running runs; `runs tensorboard RUN` opens one in TensorBoard")
+    p = sub.add_parser(
+        "runs",
+        help="list past and running runs; `runs compare A B` puts runs side by side; "
+        "`runs tensorboard RUN` opens one in TensorBoard",
+    )
     p.set_defaults(handler=cmd_runs)
     p.add_argument("--root", type=Path, help="the runs root (default: the user data dir)")
-    add_tensorboard_arguments(p)  # core/cli_tensorboard.py
+    add_runs_arguments(p)  # core/cli_runs.py
 
     p = sub.add_parser("ctl", help="stop, kill or restart roles of a running launch")
     p.set_defaults(handler=cmd_ctl)
@@ -386,22 +391,6 @@ def cmd_demo_path(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 # ------------------------------------------------------------------------------------------
 # Runs
-
-
-def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    if args.action == "tensorboard":
-        return cmd_runs_tensorboard(args, out, err)
-    root = args.root or rundir.runs_root()
-    runs = rundir.list_runs(root)
-    if not runs:
-        print(f"no runs in {root}", file=out)
-        return EXIT_OK
-    print(f"{'RUN':<36} {'STARTED':<19} {'ROLES':>5}  {'STATE':<10} RESULT", file=out)
-    for r in runs:
-        started = rundir.started_text(r.created)
-        print(f"{r.id:<36} {started:<19} {r.roles:>5}  {r.shown_state:<10} {r.result or '-'}", file=out)
-    print(f"\n{len(runs)} run{'s' if len(runs) != 1 else ''} in {root}", file=out)
-    return EXIT_OK
 
 
 def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

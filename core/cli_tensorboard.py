@@ -13,22 +13,6 @@ from core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, resolve_run
 from core.spec import load
 
 
-def add_tensorboard_arguments(parser: argparse.ArgumentParser) -> None:
-    """``runs [tensorboard RUN [--no-browser]]``."""
-    parser.add_argument(
-        "action", nargs="?", choices=("tensorboard",), help="tensorboard RUN: open the run in TensorBoard"
-    )
-    parser.add_argument("run", nargs="?", help="a run directory, a run id from `runs`, or 'latest'")
-    parser.add_argument(
-        "--no-browser", action="store_true", help="with tensorboard: print the address, open no browser"
-    )
-    parser.add_argument(
-        "--profile",
-        action="store_true",
-        help="with tensorboard: the run's profiles (`ctl RUN profile`) in TensorBoard's Profile tab",
-    )
-
-
 def cmd_runs_tensorboard(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from core.tensorboard_serve import TensorBoardError, start
 

@@ -206,7 +206,7 @@ class RunInfo:
         return f"{self.state} (no launcher: `attach` it)"
 
 
-def _created(value: Any) -> float:
+def created_time(value: Any) -> float:
     """run.json's ``created`` as a time ``time.localtime`` takes, else 0.0 (shown as unknown)."""
     try:
         created = float(value)
@@ -227,7 +227,7 @@ def read_info(path: Path) -> RunInfo | None:
             path,
             str(info.get("id", path.name)),
             str(info.get("name", "?")),
-            _created(info.get("created", 0.0)),
+            created_time(info.get("created", 0.0)),
             str(info.get("state", "?")),
             info.get("result") if isinstance(info.get("result"), str) else None,
             len(roles) if isinstance(roles, list) else 0,

@@ -10,12 +10,13 @@ following a run directory; both satisfy it, so views need no ``isinstance``.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from core import control
+from core import control, runs_index
 from core.checks import check_local
 from core.controller import Controller
 from core.notify import Notifier
@@ -180,6 +181,11 @@ class LaunchSession:
         deliver what it has queued, each command within its timeout (at most ``notify_wait_s``
         here: the window passes 0 and its notifier thread finishes on its own)."""
         self.server.close()
+        if self.controller.done:
+            # The run is over: cache its summary for the runs browser (issue 23). It reads the
+            # run's metrics, so not on the caller's (maybe the GUI's) thread; not a daemon, so a
+            # CLI exiting now still finishes it.
+            threading.Thread(target=runs_index.write_summary, args=(self.run.path,), name="run-summary").start()
         if self.notifier is not None:
             self.notifier.close(notify_wait_s)
         if self.lock is not None:

@@ -31,7 +31,7 @@ from core.slurm.hosting import slurm_banner
 from core.spec import ClusterSpec
 from core.states import ClusterStatus, Event
 from core.telemetry.pci import tf_devices_by_bus
-from gui import collector, dialogs, settings, window_actions
+from gui import collector, dialogs, runs_page, settings, window_actions
 from gui.desktop_notify import DesktopNotifier
 from gui.editor import ClusterEditor
 from gui.exporting import Exporter
@@ -74,6 +74,7 @@ class MainWindow(QtWidgets.QMainWindow):
     recent_runs_menu: QtWidgets.QMenu
     view_menu: QtWidgets.QMenu
     phase_label: QtWidgets.QLabel
+    compare_views: list[QtWidgets.QWidget]
 
     def __init__(
         self, spec: ClusterSpec | None, runs_root: Path | None = None, cluster_path: Path | None = None
@@ -183,6 +184,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.exporter = Exporter(self)  # issue 23: File > Export plot / run figures as CSV
         self.desktop_notifier = DesktopNotifier(self)
         self.tensorboard = TensorBoardAction(self)  # File > Open in TensorBoard
+        self.runs_page = runs_page.install(self)  # issue 23: the Runs page and compare views
 
     def _on_editor_spec_changed(self, spec: ClusterSpec | None) -> None:
         """The form changed: it is what the next launch uses (a running cluster keeps its own)."""

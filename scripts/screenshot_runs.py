@@ -1,0 +1,112 @@
+"""Screenshots of the Runs page and the compare view on real runs (docs/runs.png, docs/compare.png).
+
+Launches real light-trainer clusters with ``python main.py launch`` into a temporary data dir
+(1 ps + 2 workers, 1 ps + 6 workers, one whose worker fails), then shows the window's Runs page and
+a compare of the two good runs and grabs both. Run under Xvfb, from the repo root:
+``xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python scripts/screenshot_runs.py docs``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CLUSTER = """
+name = "{name}"
+workdir = "{trainers}"
+command = ["python", "-u", "light_trainer.py", "--steps={steps}", "--rate_hz={rate}"]
+stop_grace_s = 3
+[jobs.ps]
+tasks = ["127.0.0.1:{ps}"]
+[jobs.worker]
+tasks = [{workers}]
+restart = "Never"
+{extra}
+"""
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def launch(tmp: Path, name: str, workers: int, steps: int, rate: float, extra: str = "") -> None:
+    ports = free_ports(workers + 1)
+    path = tmp / f"{name}.toml"
+    path.write_text(
+        CLUSTER.format(
+            name=name,
+            trainers=ROOT / "resources" / "trainers",
+            steps=steps,
+            rate=rate,
+            ps=ports[0],
+            workers=", ".join(f'"127.0.0.1:{p}"' for p in ports[1:]),
+            extra=extra,
+        )
+    )
+    subprocess.run([sys.executable, str(ROOT / "main.py"), "launch", str(path), "--progress-every", "0"], check=False)
+
+
+def main(out_dir: Path) -> int:
+    with tempfile.TemporaryDirectory(prefix="shot-runs-") as tmp_name:
+        tmp = Path(tmp_name)
+        os.environ["TOWERDECK_DATA_DIR"] = str(tmp / "data")
+        os.environ["TOWERDECK_SETTINGS_DIR"] = str(tmp / "settings")
+        launch(tmp, "mnist-2w", 2, 300, 40)
+        launch(tmp, "mnist-6w", 6, 300, 25)
+        bad = 'command = ["python", "-c", "import sys; print(\'Step: 1,  Cost: 2.5\', flush=True); sys.exit(3)"]'
+        launch(tmp, "typo-in-flags", 1, 10, 10, bad)
+
+        from PySide6 import QtCore, QtWidgets
+
+        from gui.main_window import MainWindow
+
+        app = QtWidgets.QApplication.instance() or QtWidgets.QApplication([])
+        window = MainWindow(None, runs_root=tmp / "data" / "runs")
+        window.resize(1500, 560)
+        window.show()
+        page = window.runs_page
+        loop = QtCore.QEventLoop()
+        page.sig_loaded.connect(lambda _n: loop.quit())
+        window.pages.setCurrentWidget(page)
+        QtCore.QTimer.singleShot(30_000, loop.quit)
+        loop.exec()
+        for i in range(page.table.model().columnCount()):
+            page.table.resizeColumnToContents(i)
+        ids = [r.id for r in page.model.runs if r.name in ("mnist-2w", "mnist-6w")]
+        page.select_ids(ids)
+        app.processEvents()
+        window.grab().save(str(out_dir / "runs.png"))
+        page.buttons["Compare"].click()
+        view = window.compare_views[-1]
+        view.resize(1500, 950)
+        done = QtCore.QEventLoop()
+        view.sig_loaded.connect(done.quit)
+        QtCore.QTimer.singleShot(30_000, done.quit)
+        if not view.rows:
+            done.exec()
+        for _ in range(5):
+            app.processEvents()
+        view.grab().save(str(out_dir / "compare.png"))
+        print(f"saved {out_dir / 'runs.png'} and {out_dir / 'compare.png'}")
+        view.close()
+        window.close_choice = "stop"
+        window.close()
+        app.processEvents()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs"))

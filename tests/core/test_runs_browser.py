@@ -1,0 +1,257 @@
+"""The runs browser and compare in the CLI (issue 23), on real launches of the light trainer."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pytest
+
+from core import runs_index, runs_select
+from core.runs_compare import load_for_compare, read_curves
+from tests.conftest import ROOT, free_ports, run_cli
+from tests.core.test_journal import TRAINERS, wait_for
+
+CLUSTER = """
+name = "{name}"
+workdir = "{trainers}"
+command = ["python", "-u", "light_trainer.py", "--steps={steps}", "--rate_hz=40"]
+stop_grace_s = 3
+{env}
+[jobs.ps]
+tasks = ["127.0.0.1:{ps}"]
+[jobs.worker]
+tasks = [{workers}]
+restart = "Never"
+{worker_command}
+"""
+
+
+def cluster_file(
+    tmp_path: Path, name: str, workers: int, steps: int = 30, env: str = "", worker_command: str = ""
+) -> Path:
+    ports = free_ports(workers + 1)
+    path = tmp_path / f"{name}.toml"
+    path.write_text(
+        CLUSTER.format(
+            name=name,
+            trainers=TRAINERS,
+            steps=steps,
+            env=env,
+            ps=ports[0],
+            workers=", ".join(f'"127.0.0.1:{p}"' for p in ports[1:]),
+            worker_command=worker_command,
+        )
+    )
+    return path
+
+
+def listed(*args: str) -> list[dict[str, Any]]:
+    result = run_cli("runs", "--json", *args)
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def runs_root() -> Path:
+    return Path(os.environ["TOWERDECK_DATA_DIR"]) / "runs"
+
+
+def test_real_runs_listed_and_compared(tmp_path: Path) -> None:
+    two = run_cli("launch", str(cluster_file(tmp_path, "two", 2)), "--progress-every", "0")
+    assert two.returncode == 0, two.stderr
+    three = run_cli("launch", str(cluster_file(tmp_path, "three", 3, steps=40, env='[env]\nSEED = "7"')))
+    assert three.returncode == 0, three.stderr
+    bad = 'command = ["python", "-c", "import sys; print(\'Step: 1,  Cost: 2.5\', flush=True); sys.exit(3)"]'
+    failed = run_cli("launch", str(cluster_file(tmp_path, "broken", 1, worker_command=bad)))
+    assert failed.returncode == 1
+    # The session cached each summary as its run ended: listing reads nothing else.
+    assert len(list(runs_root().glob("*/summary.json"))) == 3
+
+    runs = {r["name"]: r for r in listed()}
+    assert runs["two"]["outcome"] == "succeeded" and runs["three"]["outcome"] == "succeeded"
+    assert runs["broken"]["outcome"] == "failed" and runs["broken"]["outcome_detail"] == "worker:0 exit 3"
+    assert runs["two"]["roles"] == ["ps:0", "worker:0", "worker:1"] and len(runs["three"]["roles"]) == 4
+    assert runs["two"]["backend"] == "local" and runs["two"]["cluster_file"].endswith("two.toml")
+    for name, steps in (("two", 30), ("three", 40)):
+        figures = runs[name]["role_figures"]
+        assert figures["worker:0"]["steps"] == steps and figures["worker:0"]["exit"] == "0"
+        assert 5 < runs[name]["steps_per_s"] < 200  # asked for 40 a second
+        assert runs[name]["best_loss"] <= runs[name]["last_loss"] < 2.1
+    assert runs["broken"]["last_loss"] == 2.5 and runs["broken"]["duration_s"] > 0
+
+    assert [r["name"] for r in listed("--outcome", "failed")] == ["broken"]
+    assert {r["name"] for r in listed("--filter", "worker succeeded")} == {"two", "three"}
+    assert [r["name"] for r in listed("--sort", "roles")] == ["broken", "two", "three"]
+    table = run_cli("runs")
+    assert "failed (worker:0 exit 3)" in table.stdout and "3 runs in" in table.stdout
+
+    out_csv = tmp_path / "compare.csv"
+    result = run_cli("runs", "compare", runs["two"]["id"], runs["three"]["id"], "--csv", str(out_csv))
+    assert result.returncode == 0, result.stderr
+    lines = {line[2:].split("  ")[0].strip(): line for line in result.stdout.splitlines() if line[:1] in "* "}
+    assert lines["cluster shape"].startswith("*") and "1 ps, 3 worker" in lines["cluster shape"]
+    assert lines["launch style"].startswith(" ") and lines["env"].startswith("*") and "SEED=7" in lines["env"]
+    assert lines["worker:2 host"].startswith("*") and lines["worker:0 exit"].startswith(" ")
+    with open(out_csv, newline="") as f:
+        table_rows = {row[0]: row for row in csv.reader(f)}
+    assert table_rows["field"][2:] == [runs["two"]["id"], runs["three"]["id"]]
+    assert table_rows["cluster shape"][1:] == ["yes", "1 ps, 2 worker", "1 ps, 3 worker"]
+    assert table_rows["strategy"][1] == "no" and table_rows["worker:2 exit"][2:] == ["-", "succeeded 0"]
+
+    curves = read_curves(Path(runs["three"]["path"]), runs["three"]["roles"])
+    assert sorted(curves) == ["worker:0", "worker:1", "worker:2"]
+    assert curves["worker:0"].step[-1] == 40 and (curves["worker:0"].step_time_s[1:] > 0).any()
+
+
+def test_bad_compare_and_list_input_is_one_line(tmp_path: Path) -> None:
+    result = run_cli("runs", "compare", "latest")
+    assert result.returncode == 2 and "2 to 8 runs" in result.stderr and "Traceback" not in result.stderr
+    result = run_cli("runs", "compare", "nope-a", "nope-b")
+    assert result.returncode == 2 and "no run 'nope-a'" in result.stderr
+    result = run_cli("runs", "whatever")
+    assert result.returncode == 2 and "invalid choice: 'whatever'" in result.stderr and "Traceback" not in result.stderr
+    result = run_cli("runs", "--outcome", "exploded")
+    assert result.returncode == 2 and "invalid choice" in result.stderr
+
+
+@contextlib.contextmanager
+def launching(path: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``python main.py launch PATH ARGS`` in the background; killed after if still running."""
+    launcher = subprocess.Popen(
+        [sys.executable, str(ROOT / "main.py"), "launch", str(path), "--progress-every", "0", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield launcher
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+
+
+def test_live_run_is_running_then_stopped_and_never_deleted(tmp_path: Path) -> None:
+    with launching(cluster_file(tmp_path, "forever", 1, steps=0)) as launcher:
+        wait_for(lambda: [r["outcome"] for r in listed()] == ["running"], what="the run listed as running")
+        run = runs_index.summarize(next(runs_root().iterdir()))
+        assert run is not None and run.live and run.outcome_detail == f"pid {launcher.pid}"
+        with pytest.raises(runs_index.RunBusyError, match="still running"):
+            runs_index.delete_run(run.path)
+        with pytest.raises(runs_index.RunBusyError):
+            runs_index.archive_run(run.path)
+        assert not (run.path / "summary.json").exists()  # a live run is never cached
+        assert run_cli("ctl", "latest", "stop-all").returncode == 0
+        launcher.wait(60)  # exit 1: the training did not succeed
+    assert [r["outcome"] for r in listed()] == ["stopped"]
+    assert (run.path / "summary.json").is_file()
+    target = runs_index.archive_run(run.path)
+    assert target.parent.name == "archived" and listed() == []
+    runs_index.delete_run(target)
+    assert not target.exists()
+
+
+def test_launcher_killed_leaves_a_left_run(tmp_path: Path) -> None:
+    with launching(cluster_file(tmp_path, "orphaned", 1, steps=0), "--on-disconnect", "stop") as launcher:
+        wait_for(lambda: [r["outcome"] for r in listed()] == ["running"], what="the run listed as running")
+        run_dir = next(runs_root().iterdir())
+        wait_for(lambda: len(role_pids(run_dir)) == 2, what="both roles started")
+        pids = role_pids(run_dir)
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait()
+    # --on-disconnect stop: each host's agent stops the roles once its launcher is gone.
+    wait_for(lambda: not any(psutil.pid_exists(p) for p in pids), what="the roles stopped by their agent")
+    left = listed()
+    assert [r["outcome"] for r in left] == ["left"] and left[0]["outcome_detail"] == "launcher gone"
+    assert not (run_dir / "summary.json").exists()  # not over: never cached
+    runs_index.delete_run(run_dir)  # nobody holds it: it may go
+
+
+def role_pids(run_dir: Path) -> list[int]:
+    pids = []
+    for line in (run_dir / "events.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record.get("kind") == "role_pid":
+            pids.append(int(record["pid"]))
+    return pids
+
+
+# ---------------------------------------------------------------------------- 1,000 runs
+
+
+def make_runs(template: Path, root: Path, count: int) -> list[Path]:
+    """``count`` copies of a real finished run, each with its own id, start and figures."""
+    root.mkdir(parents=True, exist_ok=True)
+    info = json.loads((template / "run.json").read_text())
+    paths = []
+    for i in range(count):
+        path = root / f"run-{i:04d}"
+        shutil.copytree(template, path, ignore=shutil.ignore_patterns("summary.json", "*.log", "agents"))
+        outcome = ("succeeded", "failed", "stopped")[i % 3]
+        (path / "run.json").write_text(
+            json.dumps({**info, "id": path.name, "created": 1.0e9 + i, "ended": 1.0e9 + i + 60, "result": outcome})
+        )
+        paths.append(path)
+    return paths
+
+
+def test_a_thousand_runs_list_from_their_cache(tmp_path: Path) -> None:
+    template = tmp_path / "template"
+    result = run_cli("launch", str(cluster_file(tmp_path, "tmpl", 2)), "--run-dir", str(template))
+    assert result.returncode == 0, result.stderr
+    root = tmp_path / "many"
+    paths = make_runs(template, root, 1000)
+
+    first = runs_index.list_summaries(root)  # rebuilds each summary and caches it
+    assert len(first) == 1000 and all((p / "summary.json").is_file() for p in paths)
+    assert first[0].id == "run-0999" and first[-1].id == "run-0000"
+    loss = first[0].last_loss
+    assert loss is not None and first[0].outcome == ("succeeded", "failed", "stopped")[999 % 3]
+    # The cache is all a listing reads: with every telemetry file gone the figures stay.
+    for path in paths:
+        for metrics in path.glob("roles/*/metrics.jsonl"):
+            metrics.unlink()
+    started = time.perf_counter()
+    again = runs_index.list_summaries(root)
+    took_s = time.perf_counter() - started
+    assert [s.last_loss for s in again] == [s.last_loss for s in first] and again[0].last_loss == loss
+    assert took_s < 10  # generous: the figure is in benchmarks/bench_runs.py
+    chosen = runs_select.select(again, "", ["failed"])
+    assert len(chosen) == 333 and all(s.outcome == "failed" for s in chosen)
+    # A run.json rewritten after the cache (here: its result) makes the cache stale: rebuilt.
+    info = json.loads((paths[0] / "run.json").read_text())
+    (paths[0] / "run.json").write_text(json.dumps({**info, "result": "succeeded", "name": "renamed"}))
+    rebuilt = runs_index.summarize(paths[0])
+    assert rebuilt is not None and rebuilt.name == "renamed" and rebuilt.last_loss is None  # metrics gone
+
+
+def test_compare_takes_two_to_eight(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="2 to 8"):
+        load_for_compare([tmp_path])
+    with pytest.raises(ValueError, match=r"no readable run\.json"):
+        load_for_compare([tmp_path, tmp_path])
+
+
+def test_derived_step_times_do_not_spike_on_batches_landing_together() -> None:
+    from core.runs_compare import _fill_step_times
+
+    # Two lines a batch every 0.1 s (0.05 s a step), and one extra batch landing 1 ms after another.
+    batches = np.sort(np.append(np.round(np.arange(0.0, 5.0, 0.1), 3), 3.001))
+    t = np.repeat(batches, 2)
+    step = np.arange(1.0, len(t) + 1)
+    derived = _fill_step_times(step, t, np.full(len(t), np.nan))
+    finite = derived[np.isfinite(derived)]
+    assert len(finite) > len(t) * 0.7 and finite.min() > 0.04 and finite.max() < 0.06
+    given = np.full(len(t), 0.5)
+    assert (_fill_step_times(step, t, given) == 0.5).all()  # a printed step time wins

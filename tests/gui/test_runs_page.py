@@ -1,0 +1,242 @@
+"""The window's Runs page and compare view (issue 23), driven like a user, on real light-trainer runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import psutil
+import pytest
+
+from core import runs_index
+from core.spec import load
+from tests.conftest import free_ports, run_cli
+from tests.core.test_runs_browser import cluster_file, launching, role_pids
+from tests.helpers.procs import assert_nothing_left
+
+pytestmark = pytest.mark.slow
+
+
+def shown(page) -> list[list[str]]:  # type: ignore[no-untyped-def]
+    proxy = page.proxy
+    return [[str(proxy.index(r, c).data()) for c in range(proxy.columnCount())] for r in range(proxy.rowCount())]
+
+
+def column(page, name: str) -> list[str]:  # type: ignore[no-untyped-def]
+    from gui.runs_page import HEADERS
+
+    return [row[HEADERS.index(name)] for row in shown(page)]
+
+
+@pytest.fixture
+def three_runs(tmp_path: Path) -> dict[str, str]:
+    """Three finished runs: 2 workers, 3 workers, and one whose worker exits 3."""
+    assert run_cli("launch", str(cluster_file(tmp_path, "two", 2))).returncode == 0
+    assert run_cli("launch", str(cluster_file(tmp_path, "three", 3, steps=40))).returncode == 0
+    bad = 'command = ["python", "-c", "import sys; print(\'Step: 1,  Cost: 2.5\', flush=True); sys.exit(3)"]'
+    assert run_cli("launch", str(cluster_file(tmp_path, "broken", 1, worker_command=bad))).returncode == 1
+    root = Path(os.environ["TOWERDECK_DATA_DIR"]) / "runs"
+    return {p.name.split("-")[2]: p.name for p in root.iterdir()}
+
+
+def window_on_runs(qtbot):  # type: ignore[no-untyped-def]
+    from gui.main_window import MainWindow
+
+    window = MainWindow(None, runs_root=Path(os.environ["TOWERDECK_DATA_DIR"]) / "runs")
+    qtbot.addWidget(window)
+    window.show()
+    page = window.runs_page
+    with qtbot.waitSignal(page.sig_loaded, timeout=30_000):
+        window.pages.setCurrentWidget(page)  # showing the page reads the runs, off the GUI thread
+    return window, page
+
+
+def test_runs_page_sorts_filters_opens_compares_and_deletes(qtbot, three_runs: dict[str, str]) -> None:
+    window, page = window_on_runs(qtbot)
+    assert sorted(column(page, "Run")) == sorted(three_runs.values())
+    assert column(page, "Run")[0] == three_runs["broken"]  # newest first
+    outcomes = dict(zip(column(page, "Run"), column(page, "Outcome"), strict=True))
+    assert outcomes[three_runs["broken"]] == "failed (worker:0 exit 3)"
+    assert outcomes[three_runs["two"]] == "succeeded"
+
+    page.table.sortByColumn(5, page.table.horizontalHeader().sortIndicatorOrder().AscendingOrder)  # Roles
+    assert column(page, "Roles") == ["1 ps, 1 worker", "1 ps, 2 worker", "1 ps, 3 worker"]
+    page.outcome_box.setCurrentIndex(page.outcome_box.findData("failed"))
+    assert column(page, "Run") == [three_runs["broken"]]
+    page.outcome_box.setCurrentIndex(0)
+    qtbot.keyClicks(page.filter_edit, "THREE")  # case-insensitive, anywhere in the row
+    assert column(page, "Run") == [three_runs["three"]] and "1 of 3 runs" in page.count_label.text()
+    page.filter_edit.clear()
+
+    # Compare needs 2-8 selected; the view overlays both runs and highlights what differs.
+    page.select_ids([three_runs["two"]])
+    assert not page.buttons["Compare"].isEnabled() and page.buttons["Open"].isEnabled()
+    assert not page.buttons["Attach"].isEnabled()  # finished: nothing to attach to
+    page.select_ids([three_runs["two"], three_runs["three"]])
+    assert page.buttons["Compare"].isEnabled() and not page.buttons["Open"].isEnabled()
+    page.buttons["Compare"].click()
+    assert len(window.compare_views) == 1
+    view = window.compare_views[0]
+    qtbot.waitUntil(lambda: bool(view.rows), timeout=30_000)
+    differing = view.differing_labels()
+    assert "cluster shape" in differing and "worker:2 host" in differing and "strategy" not in differing
+    assert view.table.columnCount() == 2
+    # The 2-worker run draws a line per worker; the 3-worker one its median and min-max band.
+    assert sorted(view.drawn["loss"]) == sorted(
+        [(three_runs["two"], "worker:0"), (three_runs["two"], "worker:1"), (three_runs["three"], "band")]
+    )
+    assert view.drawn["steps/s"] and "median and min-max of 3" in view.key_text()
+    view.x_box.setCurrentIndex(1)  # by time since start
+    assert view.plots["loss"].getPlotItem().getAxis("bottom").labelText == "seconds since start"
+    view.only_diff.setChecked(True)
+    assert view.table.rowCount() == len(differing)
+    view.close()
+
+    # Open: the existing open-run path shows it on the Run page.
+    page.select_ids([three_runs["two"]])
+    page.buttons["Open"].click()
+    assert window.source is not None and window.source.path.name == three_runs["two"]
+    assert window.pages.currentWidget() is window.monitor
+
+    # Delete asks first; "no" keeps the run.
+    window.pages.setCurrentWidget(page)
+    qtbot.waitUntil(lambda: not page._loading, timeout=30_000)
+    broken = Path(os.environ["TOWERDECK_DATA_DIR"]) / "runs" / three_runs["broken"]
+    asked: list[str] = []
+    page.confirm = lambda title, text: asked.append(text) is not None
+    page.select_ids([three_runs["broken"]])
+    page.buttons["Delete"].click()
+    assert asked and three_runs["broken"] in asked[0] and broken.exists()
+    page.confirm = lambda title, text: True
+    with qtbot.waitSignal(page.sig_loaded, timeout=30_000):
+        page.buttons["Delete"].click()
+    assert not broken.exists() and three_runs["broken"] not in column(page, "Run")
+
+
+def test_a_live_run_is_attached_never_deleted(qtbot, tmp_path: Path) -> None:
+    with launching(cluster_file(tmp_path, "forever", 1, steps=0)) as launcher:
+        window, page = window_on_runs(qtbot)
+
+        def live_listed() -> bool:
+            page.refresh()
+            return column(page, "Outcome")[:1] == [f"running (pid {launcher.pid})"]
+
+        qtbot.waitUntil(live_listed, timeout=60_000)
+        page.select_ids(column(page, "Run"))
+        assert not page.buttons["Delete"].isEnabled() and not page.buttons["Archive"].isEnabled()
+        page.confirm = lambda title, text: True
+        page.delete_selected()  # even asked directly, a live run stays
+        assert page.buttons["Attach"].isEnabled()
+        page.buttons["Attach"].click()
+        source = window.source
+        assert source is not None and source.path.name == column(page, "Run")[0]
+        # Its launcher holds it: the window controls it through the launcher's socket.
+        qtbot.waitUntil(lambda: not source.done and source.control_socket() is not None, timeout=10_000)
+        future = source.stop_all()
+        qtbot.waitUntil(future.done, timeout=30_000)
+        assert launcher.wait(60) is not None
+        assert source.path.exists()
+
+
+def test_a_left_run_is_taken_over_from_the_runs_page(qtbot, tmp_path: Path) -> None:
+    path = cluster_file(tmp_path, "kept", 1, steps=0)
+    with launching(path, "--on-disconnect", "keep") as launcher:
+        root = Path(os.environ["TOWERDECK_DATA_DIR"]) / "runs"
+        qtbot.waitUntil(lambda: any(root.glob("*/roles/worker-0/metrics.jsonl")), timeout=60_000)
+        launcher.send_signal(signal.SIGKILL)  # the launcher dies; its agent keeps the roles
+        launcher.wait()
+    window, page = window_on_runs(qtbot)
+    assert column(page, "Outcome") == ["left (launcher gone)"]
+    page.select_ids(column(page, "Run"))
+    assert page.buttons["Attach"].isEnabled() and page.buttons["Delete"].isEnabled()
+    page.buttons["Attach"].click()  # opens it, then attaches once the reader knows it is left
+    qtbot.waitUntil(lambda: window.session is not None, timeout=30_000)
+    source = window.source
+    assert source is not None and source.controls_here and source.path.parent == root
+    qtbot.waitUntil(lambda: "running" in window.phase_label.text(), timeout=30_000)
+    window.stop_all()
+    qtbot.waitUntil(lambda: source.done, timeout=60_000)
+    spec, _ = load(path)
+    assert spec is not None
+    assert_nothing_left([t.port for t in spec.tasks()], str(tmp_path), timeout_s=20)  # the agent, the ports
+    pids = role_pids(source.path)
+    assert len(pids) == 2 and not any(psutil.pid_exists(p) for p in pids)
+    window.pages.setCurrentWidget(window.monitor)
+    with qtbot.waitSignal(page.sig_loaded, timeout=30_000):
+        window.pages.setCurrentWidget(page)
+    assert column(page, "Outcome") == ["stopped"]
+
+
+TB_ONLY = """
+name = "{name}"
+strategy = "multi_worker_mirrored"
+launch_style = "tf_config"
+workdir = "{trainers}"
+command = ["python", "-u", "tb_only_trainer.py", "--logdir={{tb_dir}}", "--steps=40", "--step_sleep=0.01"]
+stop_grace_s = 3
+[jobs.worker]
+tasks = [{tasks}]
+"""
+
+
+def test_tensorboard_only_runs_compare_on_their_scalars(qtbot, tmp_path: Path) -> None:
+    """Real TensorFlow runs that print no loss line (TF2's usual way): their loss and speed come
+    from their TensorBoard scalars, and the compare view offers every tag they wrote."""
+    from gui.compare import SCALAR_PLOT, CompareView
+    from tests.core.test_journal import TRAINERS
+
+    ids = []
+    for name, workers in (("tb1", 1), ("tb2", 2)):
+        path = tmp_path / f"{name}.toml"
+        tasks = ", ".join(f'"127.0.0.1:{p}"' for p in free_ports(workers))
+        path.write_text(TB_ONLY.format(name=name, trainers=TRAINERS, tasks=tasks))
+        result = run_cli("launch", str(path), "--run-dir", str(tmp_path / "runs" / name), "--progress-every", "0")
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        ids.append(tmp_path / "runs" / name)
+    for run in ids:
+        summary = runs_index.summarize(run)
+        assert summary is not None and summary.outcome == "succeeded"
+        assert summary.last_loss is not None and summary.best_loss is not None and summary.steps_per_s
+        assert summary.role_figures["worker:0"].steps is not None and summary.role_figures["worker:0"].steps >= 30
+
+    view = CompareView(ids)
+    qtbot.addWidget(view)
+    view.show()
+    qtbot.waitUntil(lambda: bool(view.rows) or bool(view.error), timeout=30_000)
+    assert not view.error
+    tags = [view.tag_box.itemText(i) for i in range(view.tag_box.count())]
+    assert "loss" in tags and "learning_rate" in tags
+    assert sorted(run for run, _ in view.drawn["loss"]) == ["tb1", "tb2", "tb2"]  # from the scalars
+    view.tag_box.setCurrentIndex(tags.index("learning_rate"))
+    assert sorted(view.drawn[SCALAR_PLOT]) == [("tb1", "worker:0"), ("tb2", "worker:0"), ("tb2", "worker:1")]
+    assert "cluster shape" in view.differing_labels()
+
+
+def test_a_thousand_runs_load_off_the_gui_thread_and_sort(qtbot, tmp_path: Path) -> None:
+    from PySide6 import QtCore
+
+    from gui.main_window import MainWindow
+    from tests.core.test_runs_browser import make_runs
+
+    template = tmp_path / "template"
+    assert run_cli("launch", str(cluster_file(tmp_path, "tmpl", 2)), "--run-dir", str(template)).returncode == 0
+    root = tmp_path / "many"
+    make_runs(template, root, 1000)
+    window = MainWindow(None, runs_root=root)
+    qtbot.addWidget(window)
+    window.show()
+    page = window.runs_page
+    ticks: list[int] = []
+    timer = QtCore.QTimer(window)
+    timer.timeout.connect(lambda: ticks.append(len(page.model.runs)))
+    timer.start(20)
+    with qtbot.waitSignal(page.sig_loaded, timeout=120_000):
+        window.pages.setCurrentWidget(page)  # the first listing builds 1,000 summaries: off this thread
+    timer.stop()
+    assert ticks and ticks[0] == 0  # the GUI thread went on while they were read
+    assert page.proxy.rowCount() == 1000 and column(page, "Run")[0] == "run-0999"
+    page.outcome_box.setCurrentIndex(page.outcome_box.findData("stopped"))
+    assert page.proxy.rowCount() == 333 and set(column(page, "Outcome")) == {"stopped"}
+    page.table.sortByColumn(0, QtCore.Qt.SortOrder.AscendingOrder)
+    assert column(page, "Run")[:2] == ["run-0002", "run-0005"]
