@@ -15,10 +15,11 @@ GPU samples is ~200 MB, and mapping it costs a page fault per page touched.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
+
+from core import journal
 
 SKIM_FROM_BYTES = 2 << 20  # a smaller file is read whole: it is quick, and every point shows
 SKIM_POINTS = 2048  # lines taken evenly over the file; about a plot's width in pixels
@@ -48,17 +49,7 @@ def skim(path: Path, points: int = SKIM_POINTS, tail_bytes: int = SKIM_TAIL_BYTE
     finally:
         os.close(fd)
     lines.extend(tail.split(b"\n"))
-    records = []
-    for line in lines:
-        if not line:
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records, end
+    return journal.decode_lines(lines)[0], end
 
 
 def _spaced_lines(fd: int, stop: int, points: int) -> list[bytes]:
