@@ -18,12 +18,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-# First: pins tensorboard.compat.tf to the stub so nothing below imports TensorFlow.
+from core.agent import tbtail  # isort: skip
 from core.telemetry.tbevents import ScalarTailer  # isort: skip
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+# Before anything runs: pin tensorboard.compat.tf (resolved lazily, on first use) to the stub so
+# nothing below imports TensorFlow. Importing the tailer does not pin it (the first ScalarTailer
+# does), and EventFileWriter in write_events() ran before any tailer: it resolved the real
+# TensorFlow, which both readers then used ("TensorFlow imported: True" in the 2026-11-25 run).
+tbtail._tensorboard()
 
 POINTS = 100_000
 TAGS = ("loss", "steps_per_sec")

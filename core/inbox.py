@@ -27,6 +27,7 @@ from core.states import Event
 
 MAX_OUTPUT_CHARS_PER_FRAME = 64 * 1024  # ~650 lines of 100 chars a frame: more than a screen shows
 MAX_TELEMETRY_POINTS = 200_000  # per role or host between two drains: ~20 MB at worst
+SAMPLE_POINTS = 16  # what a host sample costs a view against one metrics point: 8 GPUs x 2 series
 _TELEMETRY_FIELD = {"metrics": "samples", "scalars": "points"}
 
 
@@ -69,6 +70,24 @@ class EventInbox:
             self.thinned_points += len(older) - len(thinned)
             kept[:] = thinned + kept[half:]
 
+    def _take(self, max_points: int) -> dict[tuple[str, str], list[object]]:
+        """At most ``max_points`` telemetry points, oldest first per key; a host sample counts
+        as :data:`SAMPLE_POINTS` (it feeds a series pair per GPU)."""
+        taken: dict[tuple[str, str], list[object]] = {}
+        budget = max_points
+        for key in list(self._telemetry):
+            weight = SAMPLE_POINTS if key[0] == "sample" else 1
+            n = budget // weight
+            if n <= 0:
+                break
+            items = self._telemetry[key]
+            if len(items) <= n:
+                taken[key] = self._telemetry.pop(key)
+            else:
+                taken[key], self._telemetry[key] = items[:n], items[n:]
+            budget -= len(taken[key]) * weight
+        return taken
+
     def _put_output(self, role: str, text: str) -> None:
         parts = self._output.setdefault(role, collections.deque())
         parts.append(text)
@@ -86,13 +105,20 @@ class EventInbox:
         with self._lock:
             return len(self._events) + sum(len(v) for v in self._telemetry.values())
 
-    def drain(self) -> tuple[list[Event], dict[str, str]]:
+    def drain(self, max_points: int | None = None) -> tuple[list[Event], dict[str, str]]:
         """Everything since the last drain: state events in order, then one merged telemetry
-        event per role and kind (host samples one by one, in order), and output text per role."""
+        event per role and kind (host samples one by one, in order), and output text per role.
+
+        With ``max_points``, at most that many telemetry points come out (the rest, in order, at
+        the next drain): a reopened run's thousands of points per role reach the views over a few
+        frames instead of stalling one."""
         with self._lock:
             events = list(self._events)
             self._events.clear()
-            telemetry, self._telemetry = self._telemetry, {}
+            if max_points is None:
+                telemetry, self._telemetry = self._telemetry, {}
+            else:
+                telemetry = self._take(max_points)
             output = {}
             for role, parts in self._output.items():
                 skipped = self._skipped_chars.get(role, 0)

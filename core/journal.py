@@ -50,6 +50,25 @@ def append_lines(path: Path, text: str) -> None:
         handle.write(text)
 
 
+def decode_lines(lines: list[bytes]) -> tuple[list[dict[str, Any]], int]:
+    """The JSON objects among ``lines``, and how many lines were neither blank nor an object."""
+    records = []
+    skipped = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            skipped += 1
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            skipped += 1
+    return records, skipped
+
+
 class JsonlTail:
     """Follows one JSON-lines file from where the last read stopped.
 
@@ -78,19 +97,8 @@ class JsonlTail:
         if len(self._partial) > MAX_LINE_BYTES:
             self._partial = b""
             self.skipped += 1
-        records = []
-        for line in lines:
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                self.skipped += 1
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-            else:
-                self.skipped += 1
+        records, skipped = decode_lines(lines)
+        self.skipped += skipped
         return records
 
     def at_end(self) -> bool:

@@ -25,7 +25,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from core import control, journal
+from core import control, journal, skim
 from core.render import role_dir
 from core.spec import ClusterSpec, Task, load
 from core.states import ClusterPhase, ClusterStatus, Event, RoleStatus
@@ -37,7 +37,24 @@ CHUNK_BYTES = 1 << 20  # read at most this much of one file per poll: the view s
 CHUNKS_PER_POLL = 8
 TELEMETRY_CHUNK_BYTES = 256 * 1024  # per telemetry file and poll: ~2,500 metrics samples
 CATCH_UP_OUTPUT_BYTES = 512 * 1024  # of an attempt log read back, only the tail is published as output
+SKIM_SAMPLES = 1024  # host samples taken over a long file (each feeds 8 GPUs' cards and tiles)
 _ATTEMPT = re.compile(r"attempt-(\d+)\.log$")
+
+
+def _read(tail: journal.JsonlTail, points: int = skim.SKIM_POINTS) -> list[dict[str, Any]]:
+    """The next records of a telemetry file. A large file read for the first time (a past run, or a
+    live one opened late) is skimmed (:mod:`core.skim`): its whole span at a plot's resolution and
+    its newest lines exact, in one pass, instead of every line a chunk at a time; from there on it
+    is followed line by line."""
+    if tail.offset == 0:
+        try:
+            size = tail.path.stat().st_size
+        except FileNotFoundError:
+            return []
+        if size >= skim.SKIM_FROM_BYTES:
+            records, tail.offset = skim.skim(tail.path, points)
+            return records
+    return tail.read(TELEMETRY_CHUNK_BYTES)
 
 
 class RunDirError(Exception):
@@ -241,12 +258,12 @@ class RunReader:
 
     def _read_telemetry(self, role: _RoleReplay) -> None:
         """A chunk of the role's metrics and scalars: into its view, and to the view as one batch."""
-        samples = role.metrics.read(TELEMETRY_CHUNK_BYTES)
+        samples = _read(role.metrics)
         if samples:
             with self._lock:
                 role.add_metrics(samples)
             self._publish("metrics", role.task.role_id, t=samples[-1].get("t"), samples=samples)
-        points = role.scalars.read(TELEMETRY_CHUNK_BYTES)
+        points = _read(role.scalars)
         if points:
             with self._lock:
                 role.add_scalars(points)
@@ -255,7 +272,7 @@ class RunReader:
     def _read_samples(self) -> None:
         for path in sorted((self.path / "telemetry").glob("samples-*.jsonl")):
             tail = self._samples.setdefault(path, journal.JsonlTail(path))
-            records = tail.read(TELEMETRY_CHUNK_BYTES)
+            records = _read(tail, SKIM_SAMPLES)  # a GPU card draws ~600 px of a day
             for record in records:
                 with self._lock:
                     apply_sample(self._roles, record)

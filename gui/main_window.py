@@ -46,6 +46,10 @@ from gui.tensorboard_action import TensorBoardAction
 from gui.window_actions import TABS
 
 FRAME_HZ = 10
+# A reopened run's backlog of telemetry goes into the views in batches of this many points, for at
+# most FRAME_TELEMETRY_S a frame, so no frame stalls the window; a live run sends far fewer.
+FRAME_TELEMETRY_POINTS: int | None = 2_000
+FRAME_TELEMETRY_S = 0.04
 SLOW_REFRESH_S = 1.0  # placement tables and TF devices: they change slowly and cost more
 
 Source = RunSource
@@ -335,11 +339,15 @@ class MainWindow(QtWidgets.QMainWindow):
     # ------------------------------------------------------------------ frame
 
     def _on_frame(self) -> None:
-        events, output = self.inbox.drain()
-        for event in events:
-            self._dispatch(event)
-        for role, text in output.items():
-            self.logs.add_output(role, text)
+        deadline = time.monotonic() + FRAME_TELEMETRY_S
+        while True:
+            events, output = self.inbox.drain(FRAME_TELEMETRY_POINTS)
+            for event in events:
+                self._dispatch(event)
+            for role, text in output.items():
+                self.logs.add_output(role, text)
+            if not events or time.monotonic() >= deadline:
+                break
         self._refresh_table()
         self._refresh_visible()
         self._poll_preflight()

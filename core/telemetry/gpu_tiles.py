@@ -81,10 +81,16 @@ class _History:
 
 
 class GpuTileBoard:
-    """Keeps the latest figures and a short history of every GPU seen in samples."""
+    """Keeps the latest figures and a short history of every GPU seen in samples.
+
+    A sample only appends to the histories and keeps its GPU's latest figures; the immutable
+    :class:`GpuTile` is built when asked for (once per frame at most), not per sample: a reopened
+    day-long run feeds thousands of samples between two frames.
+    """
 
     def __init__(self) -> None:
         self._tiles: dict[tuple[str, int], GpuTile] = {}
+        self._latest: dict[tuple[str, int], tuple[Mapping[str, Any], float]] = {}
         self._history: dict[tuple[str, int], _History] = {}
         self.version = 0  # bumped on every change, so a view redraws only when it must
 
@@ -96,46 +102,60 @@ class GpuTileBoard:
             if not isinstance(gpu, dict) or not isinstance(gpu.get("index"), int):
                 continue
             key = (host, int(gpu["index"]))
-            history = self._history.setdefault(key, _History())
+            history = self._history.get(key)
+            if history is None:
+                history = self._history[key] = _History()
             util = _num(gpu.get("utilization_gpu_percent"))
             used, total = _num(gpu.get("memory_used_bytes")), _num(gpu.get("memory_total_bytes"))
             history.utilization.append(max(0.0, min(util / 100.0, 1.0)) if util is not None else float("nan"))
             history.memory.append(max(0.0, min(used / total, 1.0)) if used is not None and total else float("nan"))
-            roles = sorted(
-                {str(p["role"]) for p in gpu.get("processes") or [] if isinstance(p, dict) and p.get("role")},
-                key=natural_key,
-            )
-            self._tiles[key] = GpuTile(
-                host=host,
-                index=key[1],
-                name=str(gpu.get("name") or "GPU"),
-                utilization_percent=util,
-                memory_used_bytes=used,
-                memory_total_bytes=total,
-                temperature_c=_num(gpu.get("temperature_c")),
-                power_w=_num(gpu.get("power_w")),
-                power_limit_w=_num(gpu.get("power_limit_w")),
-                roles=tuple(roles),
-                utilization_history=tuple(history.utilization),
-                memory_history=tuple(history.memory),
-                t=t,
-            )
+            self._latest[key] = (gpu, t)
+            self._tiles.pop(key, None)
             self.version += 1
+
+    def _build(self, key: tuple[str, int]) -> GpuTile:
+        gpu, t = self._latest[key]
+        history = self._history[key]
+        roles = sorted(
+            {str(p["role"]) for p in gpu.get("processes") or [] if isinstance(p, dict) and p.get("role")},
+            key=natural_key,
+        )
+        tile = self._tiles[key] = GpuTile(
+            host=key[0],
+            index=key[1],
+            name=str(gpu.get("name") or "GPU"),
+            utilization_percent=_num(gpu.get("utilization_gpu_percent")),
+            memory_used_bytes=_num(gpu.get("memory_used_bytes")),
+            memory_total_bytes=_num(gpu.get("memory_total_bytes")),
+            temperature_c=_num(gpu.get("temperature_c")),
+            power_w=_num(gpu.get("power_w")),
+            power_limit_w=_num(gpu.get("power_limit_w")),
+            roles=tuple(roles),
+            utilization_history=tuple(history.utilization),
+            memory_history=tuple(history.memory),
+            t=t,
+        )
+        return tile
 
     def clear(self) -> None:
         self._tiles.clear()
+        self._latest.clear()
         self._history.clear()
         self.version += 1
 
     def tile(self, host: str, index: int) -> GpuTile | None:
-        return self._tiles.get((host, index))
+        key = (host, index)
+        if key not in self._latest:
+            return None
+        return self._tiles.get(key) or self._build(key)
 
     def by_host(self) -> list[tuple[str, list[GpuTile]]]:
         """Hosts in natural order, each with its GPUs by index."""
         hosts: dict[str, list[GpuTile]] = {}
-        for tile in self._tiles.values():
+        for key in self._latest:
+            tile = self._tiles.get(key) or self._build(key)
             hosts.setdefault(tile.host, []).append(tile)
         return [(h, sorted(hosts[h], key=lambda g: g.index)) for h in sorted(hosts, key=natural_key)]
 
     def __len__(self) -> int:
-        return len(self._tiles)
+        return len(self._latest)

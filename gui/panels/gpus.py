@@ -133,6 +133,7 @@ class GpuPanel(QtWidgets.QWidget):
             card.first.append(t, float(cpu))
         if isinstance(used, (int, float)) and isinstance(total, (int, float)) and total > 0:
             card.second.append(t, 100.0 * used / total)
+        new_gpu = False
         for gpu in data.get("gpus") or []:
             if not isinstance(gpu, dict) or not isinstance(gpu.get("index"), int):
                 continue
@@ -140,6 +141,7 @@ class GpuPanel(QtWidgets.QWidget):
             pair = self.history.get(key)
             if pair is None:  # not setdefault: it built two 2048-point Series per GPU per sample
                 pair = self.history[key] = (Series(capacity=2048), Series(capacity=2048))
+                new_gpu = True
             first, second = pair
             util = gpu.get("utilization_gpu_percent")
             used, total = gpu.get("memory_used_bytes"), gpu.get("memory_total_bytes")
@@ -151,9 +153,11 @@ class GpuPanel(QtWidgets.QWidget):
             self.grid.board.add_sample({"host": host, "t": t, "gpus": data.get("gpus")})
         if self.grid_mode and self.focus is None and self.history:
             self.focus = min(self.history)
-        for key in self.history:
-            if self.shown(key):
-                self._card(*key)
+            new_gpu = True
+        if new_gpu:  # which cards show changes only with the set of GPUs (not per sample)
+            for key in self.history:
+                if self.shown(key):
+                    self._card(*key)
         self._dirty = True
 
     def set_gpu_status(self, host: str, status: str) -> None:

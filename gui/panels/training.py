@@ -198,6 +198,10 @@ class TrainingPanel(QtWidgets.QWidget):
     def add_samples(self, role: str, samples: list[dict[str, object]]) -> None:
         """Take a ``metrics`` event's samples for ``role``."""
         stats = self.stats.setdefault(role, WorkerStats())
+        loss_x: list[float] = []
+        loss_v: list[float] = []
+        time_x: list[float] = []
+        time_v: list[float] = []
         for raw in samples:
             try:
                 sample = MetricSample(**raw)  # type: ignore[arg-type]
@@ -206,13 +210,23 @@ class TrainingPanel(QtWidgets.QWidget):
             stats.add(sample)
             if sample.step is None:
                 continue
-            if sample.loss is not None and math.isfinite(sample.loss):
-                self._series(self.loss, role).append(float(sample.step), sample.loss)
-                self.loss_bins.add(role, float(sample.step), sample.loss)
-            if stats.step_time_s is not None:
-                self._series(self.step_time, role).append(float(sample.step), stats.step_time_s * 1000.0)
-                self.time_bins.add(role, float(sample.step), stats.step_time_s * 1000.0)
             self._dirty = True
+            if sample.loss is not None and math.isfinite(sample.loss):
+                loss_x.append(float(sample.step))
+                loss_v.append(sample.loss)
+            if stats.step_time_s is not None:
+                time_x.append(float(sample.step))
+                time_v.append(stats.step_time_s * 1000.0)
+        # The bins take a batch in one vectorised pass (a reopened run hands over thousands).
+        for table, bins, xs, values in (
+            (self.loss, self.loss_bins, loss_x, loss_v),
+            (self.step_time, self.time_bins, time_x, time_v),
+        ):
+            if xs:
+                append = self._series(table, role).append
+                for x, value in zip(xs, values, strict=True):
+                    append(x, value)
+                bins.add_many(role, xs, values)
 
     def add_scalars(self, role: str, points: list[dict[str, object]]) -> None:
         """Take a ``scalars`` event's points ({tag, step, wall_time, value}) for ``role``."""
