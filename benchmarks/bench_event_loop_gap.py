@@ -7,13 +7,17 @@ Run from the repo root, in a real window under Xvfb (DURATION_S defaults to 120)
 
     DURATION_S=600 xvfb-run -a -s "-screen 0 1920x1200x24" .venv/bin/python benchmarks/bench_event_loop_gap.py
 
-and, for a loaded machine, `stress-ng --cpu 2` beside it.
+and, for a loaded machine, `stress-ng --cpu 2` beside it. PROFILE=N prints the N functions that
+took the GUI thread longest (cProfile on it: slower, so not for the figures). The window starts
+on the Training tab with settings of its own (a temporary TOWERDECK_SETTINGS_DIR), so runs compare.
 """
 
 from __future__ import annotations
 
 import collections
+import cProfile
 import os
+import pstats
 import sys
 import tempfile
 import threading
@@ -39,6 +43,7 @@ def main() -> int:
     from gui.main_window import MainWindow
 
     with tempfile.TemporaryDirectory(prefix="towerdeck-gap-") as tmp:
+        os.environ["TOWERDECK_SETTINGS_DIR"] = str(Path(tmp) / "settings")  # not yours: the same start
         cluster = Path(tmp) / "scale.toml"
         from scripts.scale_cluster import main as write_cluster
 
@@ -47,6 +52,7 @@ def main() -> int:
         assert spec is not None, problems
         window = MainWindow(spec, runs_root=Path(tmp) / "runs")
         window.resize(1920, 1200)
+        window.tabs.setCurrentIndex(0)
         window.show()
         window.close_choice = "stop"
         beat = Heartbeat()
@@ -82,7 +88,13 @@ def main() -> int:
                 done.start(100)
 
             QtCore.QTimer.singleShot(int(duration_s * 1000), stop)
+            profile = cProfile.Profile() if os.environ.get("PROFILE") else None
+            if profile is not None:
+                profile.enable()
             app.exec()
+            if profile is not None:
+                profile.disable()
+                pstats.Stats(profile).sort_stats("cumulative").print_stats(int(os.environ["PROFILE"]))
             running = state["running"]
         beat.stop()
         window.close()

@@ -8,6 +8,7 @@ to nothing to refresh.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -101,25 +102,44 @@ def row_cells(role: RoleStatus, link_state: str | None, now: float) -> list[str]
     ]
 
 
+@functools.lru_cache(maxsize=4096)
+def _text_key(text: str) -> tuple[Any, ...]:
+    return (0, natural_key(text)) if text else (1,)
+
+
 def text_keys(cells: list[str]) -> list[tuple[Any, ...]]:
     """A sort key per cell in natural order (``worker:2`` before ``worker:10``), empty cells last."""
-    return [(0, natural_key(text)) if text else (1,) for text in cells]
+    return [_text_key(text) for text in cells]
+
+
+NUMERIC_COLUMNS = tuple(
+    COLUMNS.index(c) for c in ("PID", "Uptime", "Restarts", "Step", "Loss", "Step time", "CPU", "RSS")
+)
 
 
 def sort_keys(role: RoleStatus, cells: list[str], now: float) -> list[tuple[Any, ...]]:
-    """One key per column: natural order for names, hosts and text, numeric for numbers."""
+    """One key per column: natural order for names, hosts and text, numeric for numbers.
+
+    Only the text columns' keys are parsed (and cached): a frame builds 65 rows' keys."""
     alive = role.state in (RoleState.RUNNING, RoleState.STARTING, RoleState.STOPPING)
-    keys = text_keys(cells)
-    keys[COLUMNS.index("PID")] = _num(role.pid)
-    # By start time (later = shorter uptime): a key that does not change every frame, which
-    # would re-sort the table 10 times a second (issue 19).
-    keys[COLUMNS.index("Uptime")] = _num(-role.started_at if role.started_at and alive else None)
-    keys[COLUMNS.index("Restarts")] = _num(role.restarts)
-    keys[COLUMNS.index("Step")] = _num(role.step)
-    keys[COLUMNS.index("Loss")] = _num(role.loss)
-    keys[COLUMNS.index("Step time")] = _num(role.step_time_s)
-    keys[COLUMNS.index("CPU")] = _num(role.cpu_percent)
-    keys[COLUMNS.index("RSS")] = _num(role.rss_bytes)
+    numbers = (
+        role.pid,
+        # By start time (later = shorter uptime): a key that does not change every frame, which
+        # would re-sort the table 10 times a second (issue 19).
+        -role.started_at if role.started_at and alive else None,
+        role.restarts,
+        role.step,
+        role.loss,
+        role.step_time_s,
+        role.cpu_percent,
+        role.rss_bytes,
+    )
+    keys = [_num(None)] * len(cells)
+    for column, value in zip(NUMERIC_COLUMNS, numbers, strict=True):
+        keys[column] = _num(value)
+    for column, text in enumerate(cells):
+        if column not in NUMERIC_COLUMNS:
+            keys[column] = _text_key(text)
     return keys
 
 
