@@ -47,7 +47,7 @@ COLUMNS = (
     "GPUs",
 )
 STATE_COLUMN = COLUMNS.index("State")
-CELL_PADDING_PX = 14  # a cell's margins and focus frame around its text
+CELL_PADDING_PX = 8  # a cell's margins and focus frame around its text
 
 
 def fmt_bytes(n: int | None) -> str:
@@ -347,10 +347,18 @@ class RolesView(QtWidgets.QWidget):
             self._update_count()  # a role's new state may enter or leave the filter
 
     def _fit_columns(self) -> None:
-        """Every column as wide as its widest cell (measures all rows: after a reset only)."""
+        """Every column as wide as its header and widest cell, measured from the rows' texts (not
+        ``sizeHintForColumn``, which asks the model for every role of every cell: after a reset
+        only, and still the longest thing a regroup did on a loaded machine)."""
         header = self.table.header()
+        metrics = self.table.fontMetrics()
+        rows = self.model.role_rows()
         for column in range(len(COLUMNS) - 1):  # the last one stretches
-            header.resizeSection(column, max(self.table.sizeHintForColumn(column), header.sectionSizeHint(column)))
+            texts = {row.cells[column] for row in rows}
+            needed = max((metrics.horizontalAdvance(text) for text in texts), default=0) + CELL_PADDING_PX
+            if column == 0 and self.model.grouping != "none":
+                needed += self.table.indentation()
+            header.resizeSection(column, max(needed, header.sectionSizeHint(column)))
 
     def _widen(self, cells: list[tuple[int, str]]) -> None:
         """Widen a column whose changed cell no longer fits; never narrows (no jitter)."""
