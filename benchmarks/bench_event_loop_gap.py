@@ -7,17 +7,24 @@ Run from the repo root, in a real window under Xvfb (DURATION_S defaults to 120)
 
     DURATION_S=600 xvfb-run -a -s "-screen 0 1920x1200x24" .venv/bin/python benchmarks/bench_event_loop_gap.py
 
-and, for a loaded machine, `stress-ng --cpu 2` beside it.
+and, for a loaded machine, `stress-ng --cpu 2` beside it. PROFILE=N prints the N functions that
+took the GUI thread longest (cProfile on it: slower, so not for the figures). STACKS=N prints the
+N stacks the GUI thread was seen in most while its event loop stood still over 300 ms (sampled
+every 20 ms from another thread: what the long gaps were spent on). The window starts
+on the Training tab with settings of its own (a temporary TOWERDECK_SETTINGS_DIR), so runs compare.
 """
 
 from __future__ import annotations
 
 import collections
+import cProfile
 import os
+import pstats
 import sys
 import tempfile
 import threading
 import time
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +46,7 @@ def main() -> int:
     from gui.main_window import MainWindow
 
     with tempfile.TemporaryDirectory(prefix="towerdeck-gap-") as tmp:
+        os.environ["TOWERDECK_SETTINGS_DIR"] = str(Path(tmp) / "settings")  # not yours: the same start
         cluster = Path(tmp) / "scale.toml"
         from scripts.scale_cluster import main as write_cluster
 
@@ -47,6 +55,7 @@ def main() -> int:
         assert spec is not None, problems
         window = MainWindow(spec, runs_root=Path(tmp) / "runs")
         window.resize(1920, 1200)
+        window.tabs.setCurrentIndex(0)
         window.show()
         window.close_choice = "stop"
         beat = Heartbeat()
@@ -66,6 +75,22 @@ def main() -> int:
             last[0] = now
 
         beat.timer.timeout.connect(note)
+        stalls: collections.Counter[str] = collections.Counter()
+        sampling = threading.Event()
+        gui_ident = threading.get_ident()
+
+        def sample_stalls() -> None:  # a poor man's py-spy: where the GUI thread is while it stalls
+            while not sampling.wait(0.02):
+                if time.monotonic() - last[0] > 0.3:
+                    frame = sys._current_frames().get(gui_ident)
+                    if frame is not None:
+                        stack = traceback.extract_stack(frame)[-12:]
+                        stalls[
+                            " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(stack))
+                        ] += 1
+
+        if os.environ.get("STACKS"):
+            threading.Thread(target=sample_stalls, name="stall-sampler", daemon=True).start()
         with collection_threads() as threads:
             window.launch()
             state = {"running": ""}
@@ -82,9 +107,16 @@ def main() -> int:
                 done.start(100)
 
             QtCore.QTimer.singleShot(int(duration_s * 1000), stop)
+            profile = cProfile.Profile() if os.environ.get("PROFILE") else None
+            if profile is not None:
+                profile.enable()
             app.exec()
+            if profile is not None:
+                profile.disable()
+                pstats.Stats(profile).sort_stats("cumulative").print_stats(int(os.environ["PROFILE"]))
             running = state["running"]
         beat.stop()
+        sampling.set()
         window.close()
         app.processEvents()
     gaps.sort()
@@ -95,6 +127,8 @@ def main() -> int:
         f"p99 {gaps[int(len(gaps) * 0.99)] * 1000:.0f} ms; median {gaps[len(gaps) // 2] * 1000:.0f} ms"
     )
     print("gaps over 0.5 s: " + ("; ".join(long_gaps) or "none"))
+    for stack, n in stalls.most_common(int(os.environ.get("STACKS") or 0)):
+        print(f"{n * 20} ms stalled in: {stack}")
     print(f"garbage collections by thread: {dict(by_thread)} (GUI thread: {threading.current_thread().name})")
     return 0 if set(by_thread) <= {threading.current_thread().name} else 1
 

@@ -1,11 +1,14 @@
 """The roles table and the banner above it: one row per role, failed and stalled roles standing out.
 
 Fed with the source's :class:`~core.controller.ClusterStatus` once a frame; cells are only
-touched when their text changes, so a steady table costs next to nothing to refresh.
+touched when their text changes, the table re-sorts only when a key in its sort column changes,
+and a column is only measured again when one of its cells changed, so a steady table costs next
+to nothing to refresh.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +47,7 @@ COLUMNS = (
     "GPUs",
 )
 STATE_COLUMN = COLUMNS.index("State")
+CELL_PADDING_PX = 8  # a cell's margins and focus frame around its text
 
 
 def fmt_bytes(n: int | None) -> str:
@@ -98,23 +102,44 @@ def row_cells(role: RoleStatus, link_state: str | None, now: float) -> list[str]
     ]
 
 
+@functools.lru_cache(maxsize=4096)
+def _text_key(text: str) -> tuple[Any, ...]:
+    return (0, natural_key(text)) if text else (1,)
+
+
 def text_keys(cells: list[str]) -> list[tuple[Any, ...]]:
     """A sort key per cell in natural order (``worker:2`` before ``worker:10``), empty cells last."""
-    return [(0, natural_key(text)) if text else (1,) for text in cells]
+    return [_text_key(text) for text in cells]
+
+
+NUMERIC_COLUMNS = tuple(
+    COLUMNS.index(c) for c in ("PID", "Uptime", "Restarts", "Step", "Loss", "Step time", "CPU", "RSS")
+)
 
 
 def sort_keys(role: RoleStatus, cells: list[str], now: float) -> list[tuple[Any, ...]]:
-    """One key per column: natural order for names, hosts and text, numeric for numbers."""
+    """One key per column: natural order for names, hosts and text, numeric for numbers.
+
+    Only the text columns' keys are parsed (and cached): a frame builds 65 rows' keys."""
     alive = role.state in (RoleState.RUNNING, RoleState.STARTING, RoleState.STOPPING)
-    keys = text_keys(cells)
-    keys[COLUMNS.index("PID")] = _num(role.pid)
-    keys[COLUMNS.index("Uptime")] = _num(now - role.started_at if role.started_at and alive else None)
-    keys[COLUMNS.index("Restarts")] = _num(role.restarts)
-    keys[COLUMNS.index("Step")] = _num(role.step)
-    keys[COLUMNS.index("Loss")] = _num(role.loss)
-    keys[COLUMNS.index("Step time")] = _num(role.step_time_s)
-    keys[COLUMNS.index("CPU")] = _num(role.cpu_percent)
-    keys[COLUMNS.index("RSS")] = _num(role.rss_bytes)
+    numbers = (
+        role.pid,
+        # By start time (later = shorter uptime): a key that does not change every frame, which
+        # would re-sort the table 10 times a second (issue 19).
+        -role.started_at if role.started_at and alive else None,
+        role.restarts,
+        role.step,
+        role.loss,
+        role.step_time_s,
+        role.cpu_percent,
+        role.rss_bytes,
+    )
+    keys = [_num(None)] * len(cells)
+    for column, value in zip(NUMERIC_COLUMNS, numbers, strict=True):
+        keys[column] = _num(value)
+    for column, text in enumerate(cells):
+        if column not in NUMERIC_COLUMNS:
+            keys[column] = _text_key(text)
     return keys
 
 
@@ -182,7 +207,9 @@ class RolesView(QtWidgets.QWidget):
         self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.ActionsContextMenu)
         header = self.table.header()
-        header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
+        # Not ResizeToContents: that measured every cell of all 65 rows at each frame's change
+        # (issue 19); columns are fitted after a reset and widened as a changed cell needs.
+        header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
         self._collapsed: set[str] = set()
         self._last_selection: list[str] = []
@@ -311,10 +338,40 @@ class RolesView(QtWidgets.QWidget):
     def _show_rows(self, rows: list[RoleRow]) -> None:
         selected = self.selected_roles()
         scroll = self.table.verticalScrollBar().value()
+        self.model.sort_column = self.proxy.sortColumn()
         if self.model.set_rows(rows):  # the set of roles changed: put back what can be
             self._restore(selected, scroll)
-        elif self.filter.text():
+            return
+        self._widen(self.model.changed_cells)
+        if self.filter.text():
             self._update_count()  # a role's new state may enter or leave the filter
+
+    def _fit_columns(self) -> None:
+        """Every column as wide as its header and widest cell, measured from the rows' texts (not
+        ``sizeHintForColumn``, which asks the model for every role of every cell: after a reset
+        only, and still the longest thing a regroup did on a loaded machine)."""
+        header = self.table.header()
+        metrics = self.table.fontMetrics()
+        rows = self.model.role_rows()
+        for column in range(len(COLUMNS) - 1):  # the last one stretches
+            texts = {row.cells[column] for row in rows}
+            needed = max((metrics.horizontalAdvance(text) for text in texts), default=0) + CELL_PADDING_PX
+            if column == 0 and self.model.grouping != "none":
+                needed += self.table.indentation()
+            header.resizeSection(column, max(needed, header.sectionSizeHint(column)))
+
+    def _widen(self, cells: list[tuple[int, str]]) -> None:
+        """Widen a column whose changed cell no longer fits; never narrows (no jitter)."""
+        header = self.table.header()
+        metrics = self.table.fontMetrics()
+        for column, text in cells:
+            if column >= len(COLUMNS) - 1:
+                continue
+            needed = metrics.horizontalAdvance(text) + CELL_PADDING_PX
+            if column == STATE_COLUMN:  # bold when failed, stalled or waiting
+                needed += len(text)
+            if needed > header.sectionSize(column):
+                header.resizeSection(column, needed)
 
     def _keeping_selection(self, change: Callable[[], None]) -> None:
         selected = self.selected_roles()
@@ -340,6 +397,7 @@ class RolesView(QtWidgets.QWidget):
             index = self.proxy.index(row, 0)
             self.table.setFirstColumnSpanned(row, QtCore.QModelIndex(), True)
             self.table.setExpanded(index, index.data(GROUP_ROLE) not in self._collapsed)
+        self._fit_columns()
         self._update_count()
 
     def _update_count(self) -> None:

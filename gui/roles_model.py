@@ -1,8 +1,11 @@
 """The roles table's model: rows grouped by job or host, filtered and sorted, updated in place.
 
 :class:`RolesModel` holds one :class:`RoleRow` per role, under a group row per job or host (or
-flat). A frame's new status only emits ``dataChanged`` for the rows whose cells changed, so
-a steady 65-row table costs next to nothing, and the views' selection (persistent indexes) and
+flat). A frame's new status only emits ``dataChanged`` for the cells that changed (one signal a row,
+with the roles that changed), and one signal a group carrying the sort key's role for the rows
+whose key in the sort column changed: the proxy re-sorts only then (issue 19: a full-width
+signal a group re-sorted and re-measured all 65 rows 10 times a second). So a steady 65-row table
+costs next to nothing, and the views' selection (persistent indexes) and
 scroll position survive. Only a change of the set of roles or of the grouping resets the model;
 the view then puts the selection back by role name.
 
@@ -27,6 +30,9 @@ GROUP_ROLE = QtCore.Qt.ItemDataRole.UserRole + 3  # a group row's name
 GROUPINGS = ("none", "job", "host")
 Index = QtCore.QModelIndex | QtCore.QPersistentModelIndex
 ROOT = QtCore.QModelIndex()  # the invisible root, as Qt's own default arguments use it
+_R = QtCore.Qt.ItemDataRole
+# What a cell's change can alter, the sort key aside (the proxy re-sorts only on SORT_KEY_ROLE).
+LOOK_ROLES = [_R.DisplayRole, _R.ForegroundRole, _R.BackgroundRole, _R.FontRole, _R.ToolTipRole]
 
 
 @dataclass
@@ -76,6 +82,8 @@ class RolesModel(QtCore.QAbstractItemModel):
 
     def __init__(self, columns: tuple[str, ...], state_column: int) -> None:
         super().__init__()
+        self.sort_column = -1  # the view's sort column: only its keys' changes re-sort the proxy
+        self.changed_cells: list[tuple[int, str]] = []  # (column, text) the last set_rows changed
         self._columns = columns
         self._state_column = state_column
         self._grouping = "none"
@@ -100,24 +108,54 @@ class RolesModel(QtCore.QAbstractItemModel):
 
     def set_rows(self, rows: list[RoleRow]) -> bool:
         """Show ``rows``; True when the model was reset (the set of roles or groups changed)."""
+        self.changed_cells = []
         layout = [(g.name, [r.name for r in g.rows]) for g in self._groups]
         if layout != self._layout_of(rows):
             self._rebuild(rows)
             return True
         grouped = self._grouping != "none"
+        by_group: dict[str, list[RoleRow]] = {}
+        for r in rows:
+            by_group.setdefault(r.group(self._grouping), []).append(r)
         for g, group in enumerate(self._groups):
-            new_rows = [r for r in rows if r.group(self._grouping) == group.name]
+            new_rows = by_group.get(group.name, [])
             old_title = group.title()
-            changed = [i for i, (old, new) in enumerate(zip(group.rows, new_rows, strict=True)) if old != new]
-            group.rows[:] = new_rows
-            if changed:  # one signal a group a frame: the proxy re-sorts once, not once a role
-                parent = self.index(g, 0) if grouped else QtCore.QModelIndex()
+            parent = self.index(g, 0) if grouped else ROOT
+            resort: list[int] = []  # rows whose key in the sort column changed
+            for i, (old, new) in enumerate(zip(group.rows, new_rows, strict=True)):
+                if old == new:
+                    continue
+                group.rows[i] = new
+                self._emit_row_changes(i, old, new, parent)
+                if 0 <= self.sort_column < len(self._columns) and (
+                    old.sort_keys[self.sort_column] != new.sort_keys[self.sort_column]
+                ):
+                    resort.append(i)
+            if resort:  # one signal a group a frame that re-sorts: the proxy sorts once, not once a role
                 self.dataChanged.emit(
-                    self.index(changed[0], 0, parent), self.index(changed[-1], len(self._columns) - 1, parent)
+                    self.index(resort[0], self.sort_column, parent),
+                    self.index(resort[-1], self.sort_column, parent),
+                    [SORT_KEY_ROLE],
                 )
             if grouped and group.title() != old_title:
-                self.dataChanged.emit(self.index(g, 0), self.index(g, 0))
+                self.dataChanged.emit(self.index(g, 0), self.index(g, 0), LOOK_ROLES)
         return False
+
+    def _emit_row_changes(self, i: int, old: RoleRow, new: RoleRow, parent: QtCore.QModelIndex) -> None:
+        """dataChanged on the changed cells of one row, without the sort key's role: the proxy
+        then neither re-sorts nor measures anything but those cells (see :meth:`set_rows`)."""
+        columns = [c for c, (a, b) in enumerate(zip(old.cells, new.cells, strict=True)) if a != b]
+        if old.failed != new.failed:  # the row's background
+            columns = [0, len(self._columns) - 1]
+        elif (old.emphasised, old.state_colour, old.state_tooltip) != (
+            new.emphasised,
+            new.state_colour,
+            new.state_tooltip,
+        ):
+            columns.append(self._state_column)
+        if columns:
+            self.dataChanged.emit(self.index(i, min(columns), parent), self.index(i, max(columns), parent), LOOK_ROLES)
+        self.changed_cells += [(c, new.cells[c]) for c in columns]
 
     def _layout_of(self, rows: list[RoleRow]) -> list[tuple[str, list[str]]]:
         if self._grouping == "none":
@@ -224,6 +262,8 @@ class RolesProxy(QtCore.QSortFilterProxyModel):
         super().__init__()
         self._patterns: list[re.Pattern[str]] = []
         self._fields = (0, host_column, state_column)
+        self.setSortRole(SORT_KEY_ROLE)  # a change of a cell's text alone never re-sorts
+        self.setFilterKeyColumn(-1)  # the filter reads role, host and state: any column's change
         self.setRecursiveFilteringEnabled(True)  # a group stays while one of its roles matches
         self.setDynamicSortFilter(True)
 

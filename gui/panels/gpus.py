@@ -6,6 +6,11 @@ Past ``grid_from`` GPUs (default 8: more cards than a screen holds) the panel le
 :class:`~gui.gpu_grid.GpuGrid`, a small tile per GPU grouped by host, and shows the full card of
 the GPU clicked there only; every GPU's history is kept either way, so a card opens with it.
 
+Cards are made when shown, and at most ``CARDS_PER_FRAME`` a frame (issue 19: a plot widget
+costs 50-300 ms on a loaded machine, and the first frame on the GPUs tab of a 64-GPU run made
+17 of them at once, 6.7 s without turning the event loop). The samples go to the history
+whether or not a card exists, so a card made later opens with all of it.
+
 Fed with the agents' ``sample`` and ``gpu_status`` events; every plot reads a bounded
 :class:`~core.telemetry.series.Series`.
 """
@@ -28,6 +33,7 @@ from gui.panels.plotting import FollowX, fit_to_pixels, light_grid, settle
 UTIL_COLOUR = "#2b6cb0"
 MEMORY_COLOUR = "#d9822b"
 GRID_FROM = 8
+CARDS_PER_FRAME = 2
 
 
 def _mib(n: Any) -> str:
@@ -64,8 +70,10 @@ class GpuPanel(QtWidgets.QWidget):
         self.latest: dict[str, dict[str, Any]] = {}  # host -> latest sample
         self.tf_devices: dict[str, list[str]] = {}  # normalized pci bus id -> TF devices by role
         self._dirty = False
-        # Every GPU's two series, whether or not its card exists (a card is made when shown).
+        # Every GPU's (and host's, index -1) two series, whether or not its card exists (a card
+        # is made when shown, a few a frame).
         self.history: dict[tuple[str, int], tuple[Series, Series]] = {}
+        self._gpu_count = 0
         self.grid_from = GRID_FROM
         self.focus: tuple[str, int] | None = None  # the GPU whose card shows, in grid mode
         self.grid = GpuGrid()
@@ -92,7 +100,13 @@ class GpuPanel(QtWidgets.QWidget):
 
     @property
     def grid_mode(self) -> bool:
-        return len(self.history) > self.grid_from
+        return self._gpu_count > self.grid_from
+
+    def pending_cards(self) -> list[tuple[str, int]]:
+        """The cards that should show but are not made yet: the focused GPU's first, then the
+        hosts' and the GPUs' in order; :meth:`refresh` makes ``CARDS_PER_FRAME`` of them."""
+        keys = [k for k in self.history if k not in self.cards and self.shown(k)]
+        return sorted(keys, key=lambda k: (k != self.focus, k[1] >= 0, k))
 
     def shown(self, key: tuple[str, int]) -> bool:
         """Whether ``key``'s card shows: always for a host's CPU card and below ``grid_from`` GPUs."""
@@ -112,6 +126,7 @@ class GpuPanel(QtWidgets.QWidget):
         self.cards.clear()
         self.latest.clear()
         self.history.clear()
+        self._gpu_count = 0
         self.focus = None
         self.grid.board.clear()
         self.grid_scroll.hide()
@@ -126,23 +141,18 @@ class GpuPanel(QtWidgets.QWidget):
         t = float(t) if isinstance(t, (int, float)) else time.time()
         self.latest[host] = data
         figures: dict[str, Any] = data["figures"] if isinstance(data.get("figures"), dict) else {}
-        card = self._card(host, -1)
+        self._host(host)
+        host_first, host_second = self._series((host, -1))
         cpu = figures.get("cpu_percent")
         used, total = figures.get("memory_used_bytes"), figures.get("memory_total_bytes")
         if isinstance(cpu, (int, float)):
-            card.first.append(t, float(cpu))
+            host_first.append(t, float(cpu))
         if isinstance(used, (int, float)) and isinstance(total, (int, float)) and total > 0:
-            card.second.append(t, 100.0 * used / total)
-        new_gpu = False
+            host_second.append(t, 100.0 * used / total)
         for gpu in data.get("gpus") or []:
             if not isinstance(gpu, dict) or not isinstance(gpu.get("index"), int):
                 continue
-            key = (host, int(gpu["index"]))
-            pair = self.history.get(key)
-            if pair is None:  # not setdefault: it built two 2048-point Series per GPU per sample
-                pair = self.history[key] = (Series(capacity=2048), Series(capacity=2048))
-                new_gpu = True
-            first, second = pair
+            first, second = self._series((host, int(gpu["index"])))
             util = gpu.get("utilization_gpu_percent")
             used, total = gpu.get("memory_used_bytes"), gpu.get("memory_total_bytes")
             if isinstance(util, (int, float)):
@@ -151,14 +161,16 @@ class GpuPanel(QtWidgets.QWidget):
                 second.append(t, 100.0 * used / total)
         if data.get("gpus"):
             self.grid.board.add_sample({"host": host, "t": t, "gpus": data.get("gpus")})
-        if self.grid_mode and self.focus is None and self.history:
-            self.focus = min(self.history)
-            new_gpu = True
-        if new_gpu:  # which cards show changes only with the set of GPUs (not per sample)
-            for key in self.history:
-                if self.shown(key):
-                    self._card(*key)
+        if self.grid_mode and self.focus is None:
+            self.focus = min((k for k in self.history if k[1] >= 0), default=None)
         self._dirty = True
+
+    def _series(self, key: tuple[str, int]) -> tuple[Series, Series]:
+        pair = self.history.get(key)
+        if pair is None:  # not setdefault: it built two 2048-point Series per GPU per sample
+            pair = self.history[key] = (Series(capacity=2048), Series(capacity=2048))
+            self._gpu_count += key[1] >= 0
+        return pair
 
     def set_gpu_status(self, host: str, status: str) -> None:
         """Take a ``gpu_status`` event: the agent's one line about NVML on ``host``."""
@@ -220,10 +232,7 @@ class GpuPanel(QtWidgets.QWidget):
         layout.addWidget(plot)
         card = _Card(inner, values, users, plot)
         card.follow = FollowX(plot, headroom=0.01)
-        if index >= 0:  # the GPU's history, kept from the first sample on
-            card.first, card.second = self.history.setdefault(
-                (host, index), (Series(capacity=2048), Series(capacity=2048))
-            )
+        card.first, card.second = self._series((host, index))  # the history, kept from the first sample on
         first_name, second_name = ("CPU %", "memory %") if index < 0 else ("utilization %", "memory %")
         # One-pixel pens: a wider one is stroked point by point (see gui.panels.training.PEN_PX).
         first = plot.plot(pen=pg.mkPen(UTIL_COLOUR, width=1), name=first_name)
@@ -234,8 +243,12 @@ class GpuPanel(QtWidgets.QWidget):
         self.cards[(host, index)] = card
         grid = box.layout()
         assert isinstance(grid, QtWidgets.QGridLayout)
-        position = 1 + len([k for k in self.cards if k[0] == host]) - 1
-        grid.addWidget(inner, 1 + position // 2, position % 2)
+        # Its place by index (the host's card first), whatever order the cards were made in.
+        made = sorted(k for k in self.cards if k[0] == host)
+        first = made.index((host, index))
+        for position, key in enumerate(made[first:], start=first):
+            grid.removeWidget(self.cards[key].box)
+            grid.addWidget(self.cards[key].box, 1 + position // 2, position % 2)
         return card
 
     # ------------------------------------------------------------------ drawing
@@ -244,6 +257,11 @@ class GpuPanel(QtWidgets.QWidget):
         if not self._dirty:
             return
         self._dirty = False
+        pending = self.pending_cards()
+        for key in pending[:CARDS_PER_FRAME]:
+            self._card(*key)
+        if len(pending) > CARDS_PER_FRAME:
+            self._dirty = True  # the next frame makes the next few
         grid_mode = self.grid_mode
         self.grid_scroll.setVisible(grid_mode)
         if grid_mode:

@@ -92,18 +92,24 @@ def test_grid_shows_64_gpus_on_8_hosts_and_a_click_selects_one(qtbot):
     qtbot.waitUntil(lambda: grid.repaints > painted)
 
 
-def test_gpu_panel_leads_with_the_grid_past_8_gpus_and_shows_one_full_card(qtbot):
-    from PySide6 import QtCore
-
+def fed_panel(qtbot, samples: int):  # type: ignore[no-untyped-def]
+    """A shown GPU panel fed ``samples`` samples of 8 hosts with 8 GPUs each (host CPU 10 %, 11 %...)."""
     from gui.panels.gpus import GpuPanel
 
     panel = GpuPanel()
     qtbot.addWidget(panel)
     panel.resize(1400, 900)
     panel.show()
-    for t in range(5):
+    for t in range(samples):
         for h in range(1, 9):
-            panel.add_sample(sample(f"127.0.0.{h}", float(t)) | {"figures": {"cpu_percent": 10.0}})
+            panel.add_sample(sample(f"127.0.0.{h}", float(t)) | {"figures": {"cpu_percent": 10.0 + t}})
+    return panel
+
+
+def test_gpu_panel_leads_with_the_grid_past_8_gpus_and_shows_one_full_card(qtbot):
+    from PySide6 import QtCore
+
+    panel = fed_panel(qtbot, 5)
     panel.refresh()
     assert panel.grid_mode and panel.grid_scroll.isVisible() and len(panel.grid.board) == 64
     # One full card shows, not 64 plots; cards made before the grid took over stay hidden.
@@ -126,6 +132,32 @@ def test_gpu_panel_with_few_gpus_keeps_a_card_each(qtbot):
     panel = GpuPanel()
     qtbot.addWidget(panel)
     panel.add_sample(sample("127.0.0.1", 1.0, gpus=4) | {"figures": {}})
-    panel.refresh()
+    while panel.pending_cards():  # a few cards a frame
+        panel.refresh()
     assert not panel.grid_mode and panel.grid_scroll.isHidden()
     assert {k for k in panel.cards if k[1] >= 0} == {("127.0.0.1", i) for i in range(4)}
+
+
+def test_cards_are_made_a_few_a_frame_and_open_with_their_history(qtbot):
+    """Issue 19: the first samples of a 64-GPU run made 17 plot widgets in one go on the GUI
+    thread (6.7 s without an event loop turn on a loaded machine). Samples make no widget now;
+    each frame makes at most CARDS_PER_FRAME cards, those on screen only, the focused GPU's first."""
+    from gui.panels.gpus import CARDS_PER_FRAME
+
+    panel = fed_panel(qtbot, 3)
+    assert panel.cards == {}, "a sample made plot widgets"
+    assert len(panel.history) == 64 + 8 and all(len(first) == 3 for first, _ in panel.history.values())
+    made = []
+    while panel.pending_cards():
+        before = len(panel.cards)
+        panel.refresh()
+        made.append(len(panel.cards) - before)
+        if len(made) == 1:  # the focused GPU's card comes first
+            assert ("127.0.0.1", 0) in panel.cards
+    assert max(made) <= CARDS_PER_FRAME and len(made) >= (8 + 1) // CARDS_PER_FRAME
+    assert set(panel.cards) == {(f"127.0.0.{h}", -1) for h in range(1, 9)} | {("127.0.0.1", 0)}
+    card = panel.cards[("127.0.0.8", -1)]
+    assert len(card.first) == 3 and card.first.last() == (2.0, 12.0)  # samples from before it was made
+    panel.grid.select("127.0.0.5", 3)
+    panel.grid.sig_gpu_selected.emit("127.0.0.5", 3)  # as a click on its tile does
+    assert len(panel.cards[("127.0.0.5", 3)].first) == 3

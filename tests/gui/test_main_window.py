@@ -99,6 +99,7 @@ def test_launch_watch_every_tab_stop_a_worker_and_stop_all(qtbot, tmp_path: Path
     window.tabs.setCurrentWidget(window.gpus)
     qtbot.waitUntil(lambda: "127.0.0.1" in window.gpus.hosts, timeout=10_000)
     qtbot.waitUntil(lambda: "no NVIDIA GPU" in window.gpus.host_status["127.0.0.1"].text(), timeout=10_000)
+    qtbot.waitUntil(lambda: ("127.0.0.1", -1) in window.gpus.cards, timeout=10_000)  # made a few a frame
     card = window.gpus.cards[("127.0.0.1", -1)]
     qtbot.waitUntil(lambda: "memory" in card.values.text() and "worker:0" in card.users.text(), timeout=10_000)
     qtbot.waitUntil(

@@ -129,6 +129,47 @@ def test_sort_numbers_as_numbers_and_names_naturally(view):
     assert view.shown_roles()[-1] == "ps:0"
 
 
+def test_a_frame_re_sorts_only_on_its_sort_column_and_measures_only_changed_cells(view, qtbot, monkeypatch):
+    """Issue 19: every frame changed every row (uptime, step, CPU), and a full-width signal made the
+    proxy re-sort and the header measure every cell of the 65 rows, 10 times a second."""
+    from gui.roles import COLUMNS, RolesProxy
+    from gui.roles_model import RolesModel
+
+    calls = {"lessThan": 0, "data": 0}
+    less_than, data = RolesProxy.lessThan, RolesModel.data
+
+    def counting_less_than(self, left, right):  # type: ignore[no-untyped-def]
+        calls["lessThan"] += 1
+        return less_than(self, left, right)
+
+    def counting_data(self, index, role=0):  # type: ignore[no-untyped-def]
+        calls["data"] += 1
+        return data(self, index, role)
+
+    monkeypatch.setattr(RolesProxy, "lessThan", counting_less_than)
+    monkeypatch.setattr(RolesModel, "data", counting_data)
+    view.table.sortByColumn(COLUMNS.index("Role"), view.table.header().sortIndicatorOrder().AscendingOrder)
+    qtbot.wait(1)
+    calls.update(lessThan=0, data=0)
+    for frame in range(1, 11):  # every worker's step, step time and CPU change at each frame
+        view.show_status(cluster(frame), {})
+        qtbot.wait(1)  # paints
+    assert calls["lessThan"] == 0, "a frame that changed no role name re-sorted the table by name"
+    # Painting the visible rows reads a few roles per cell; measuring the 65 rows read ~10000 a frame.
+    assert calls["data"] < 10 * 2500, f"{calls['data'] / 10:.0f} reads of the model a frame"
+    view.table.sortByColumn(COLUMNS.index("Step"), view.table.header().sortIndicatorOrder().AscendingOrder)
+    calls.update(lessThan=0)
+    view.show_status(cluster(11), {})
+    assert calls["lessThan"] > 0  # the steps changed: re-sorted
+    steps = [int(view.cell(name, "Step") or -1) for name in view.shown_roles()]
+    assert steps[:-1] == sorted(steps[:-1]) and steps[-1] == -1  # ps:0 has no step: last
+    # A cell that grows wider than its column widens it.
+    column = COLUMNS.index("Step")
+    view.show_status(cluster(10**9), {})
+    needed = view.table.fontMetrics().horizontalAdvance(view.cell("worker:1", "Step"))
+    assert view.table.header().sectionSize(column) >= needed
+
+
 def test_selection_and_scroll_survive_updates_sorting_and_regrouping(view, qtbot):
     from gui.roles import COLUMNS
 

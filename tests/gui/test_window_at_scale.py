@@ -68,8 +68,10 @@ def test_64_workers_on_8_hosts_in_the_overview_and_the_gpu_grid(qtbot, tmp_path:
         _follow_the_run(qtbot, window, overview)
     gui_thread = threading.current_thread().name
     assert threads and set(threads) == {gui_thread}, f"collections ran on {sorted(set(threads))}"
-    # Seconds, not a frame: on a loaded 2-core machine the first GPU cards took up to 6.7 s (README).
-    beat.assert_turning(max_gap_s=10.0)
+    # The issue asks for 1 s; 3 s leaves room for a CI machine loaded well past its cores (the
+    # benchmark's figures are in the README). Before issue 19's fixes: up to 6.7 s (the first GPU
+    # cards, the roles table measuring all its cells each frame).
+    beat.assert_turning(max_gap_s=3.0)
     assert_nothing_left(ports, f"--test_marker={tmp_path.name}")
 
 
@@ -90,8 +92,12 @@ def _follow_the_run(qtbot, window, overview) -> None:
         gpus = window.gpus
         qtbot.waitUntil(lambda: len(gpus.grid.board) == HOSTS * 8, timeout=60_000)
         qtbot.waitUntil(lambda: gpus.grid_scroll.isVisible() and len(gpus.grid.headers()) == HOSTS, timeout=10_000)
-        shown = [k for k, c in gpus.cards.items() if k[1] >= 0 and not c.box.isHidden()]
-        assert len(shown) == 1 and len([k for k in gpus.cards if k[1] >= 0]) <= gpus.grid_from + 1
+
+        def shown() -> list[tuple[str, int]]:
+            return [k for k, c in gpus.cards.items() if k[1] >= 0 and not c.box.isHidden()]
+
+        qtbot.waitUntil(lambda: len(shown()) == 1, timeout=10_000)  # cards are made a few a frame
+        assert len([k for k in gpus.cards if k[1] >= 0]) <= gpus.grid_from + 1
 
         # A click on a tile in the overview selects that role in the table (and so the logs).
         rect = overview.cell_rect("worker:37")
