@@ -381,7 +381,7 @@ def test_crash_looping_role_stops_at_the_maximum(tmp_path: Path):
     assert result.returncode == 1
     assert "gave up after 2 restarts" in result.stdout and "boom" in result.stdout
     run = run_dir_of(result)
-    assert sorted(p.name for p in (run / "roles" / "worker-0").iterdir()) == [
+    assert sorted(p.name for p in (run / "roles" / "worker-0").glob("attempt-*")) == [
         "attempt-1.log",
         "attempt-2.log",
         "attempt-3.log",
