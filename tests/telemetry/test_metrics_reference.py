@@ -41,6 +41,20 @@ EDGES = [
     "\x1b[1m 3/10\x1b[0m \x1b[32m━━\x1b[0m 1s 5ms/step - loss: 0.45\n",
     "٣/10 - loss: 0.5\n",
     "²/10 - loss: 0.5\n",
+    # Keras bar redraws (the parser's fast path), and near misses that must take the general one.
+    " 3/10 [==>.......] - ETA: 1s - loss: 0.4500\n",
+    " 3/10 [==>.......] - ETA: 1s - loss: 0.4500\n",
+    " 4/10 [===>      ] - ETA: 1:02 - loss: 1.5e-04 - acc: 0.5000 - loss: 0.3000 - ETA: 2.0\n",
+    " 5/Unknown [====] - ETA: 0s - loss: nan\n",
+    " 6/10 [====] - ETA: 0s - loss: 0.1 - val_loss: 0.2 \n",
+    " 6/10 [====] - ETA: 0s - loss: 0.1 - val.loss: 0.2\n",
+    " 7/10 [====] - ETA: 0s - loss: inf\n",
+    " 7/10 [====] - ETA: 0s - loss: 1e5\n",
+    "\t8/10 [====] - ETA: 0s - loss: 0.1\n",
+    " 9/10 [====] - ETA: 0s - loss: 0.1\x08\x08\n",
+    "10/10 [====] - 1s 6ms/step - loss: 0.1\n",
+    "Epoch 5/7\n",
+    " 3/10 [==>.......] - ETA: 1s - loss: 0.4500\n",
 ]
 
 
