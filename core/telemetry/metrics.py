@@ -50,9 +50,12 @@ _KERAS_PROGRESS = re.compile(r"^\s*(?P<n>\d+)/(?P<total>\d+|Unknown)\s+(?=[\[━
 _KERAS_STEP_TIME = re.compile(rf"(?P<value>{_NUM})(?P<unit>us|µs|ms|s)/step")
 _KERAS_METRIC = re.compile(r" - ([A-Za-z_][\w.]*): ([^\s\x08]+)")
 _DECIMAL = r"(?:\d+\.\d+(?:e[-+]\d+)?|nan)"
-_KERAS_BAR_LINE = re.compile(
-    rf" *(\d+)/(\d+|Unknown) \[[=>. ]*\] - ETA: [0-9:]+s? - loss: ({_DECIMAL})"
-    rf"((?: - [A-Za-z_]\w*: {_DECIMAL})*)"
+# The common Keras lines in full: a verbose=1 bar redraw ("[==>..] - ETA: 1s"), its last draw or a
+# verbose=2 line ("[====] - 1s 6ms/step", "- 1s - 6ms/step"), then " - loss: x" and other plain
+# "name: decimal" metrics. Groups: n, total, step time and its unit (None with ETA), loss, the rest.
+_KERAS_COMMON_LINE = re.compile(
+    r" *(\d+)/(\d+|Unknown) (?:\[[=>. ]*\] - ETA: [0-9:]+s?|(?:\[[=>. ]*\] )?- \d+s(?: - | )(\d+)(ms|us|s)/step)"
+    rf" - loss: ({_DECIMAL})((?: - [A-Za-z_]\w*: {_DECIMAL})*)"
 ).fullmatch
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -206,34 +209,7 @@ class MetricParser:
         for line in lines:
             if not line or len(line) > MAX_PARTIAL_LINE_CHARS:
                 continue
-            if not patterns:
-                # Keras verbose=1 bar redraws with only "name: decimal" metrics, the bulk of a Keras
-                # log: one fullmatch gives all; such a line holds no other format's marker, no ANSI
-                # and no step time, so the general path below would read it the same way.
-                m = _KERAS_BAR_LINE(line)
-                if m is not None:
-                    n_text, total, loss_text, more = m.groups()
-                    n = int(n_text)
-                    key = (self._keras_epoch, n, False)
-                    if key == self._keras_last_key:
-                        continue
-                    bar_loss = float(loss_text)
-                    bar_extra: dict[str, float] = {}
-                    if more:
-                        for name, text in _KERAS_METRIC.findall(more):
-                            if name == "loss":
-                                bar_loss = float(text)
-                            elif name != "ETA":
-                                bar_extra[name] = float(text)
-                    self._keras_last_key = key
-                    self._keras_last_n = n
-                    if self._keras_epoch is not None and total != "Unknown":
-                        step = (self._keras_epoch - 1) * int(total) + n
-                    else:
-                        step = self._keras_base + n
-                    append(MetricSample(t, step, bar_loss, None, None, bar_extra, "keras"))
-                    continue
-            else:
+            if patterns:
                 sample = None
                 for pattern in patterns:
                     sample = _user_sample(pattern, line, t)
@@ -241,6 +217,47 @@ class MetricParser:
                         break
                 if sample is not None:
                     append(sample)
+                    continue
+            elif " - loss: " in line:
+                # The common Keras lines, most of a Keras log, by one fullmatch: such a line holds
+                # no other format's marker and no ANSI, so the general path would read it the same.
+                m = _KERAS_COMMON_LINE(line)
+                if m is not None:
+                    n_text, total, time_text, unit, loss_text, more = m.groups()
+                    n = int(n_text)
+                    key = (self._keras_epoch, n, time_text is not None)
+                    if key == self._keras_last_key:  # a redraw of what was already reported
+                        continue
+                    common_time_s = None
+                    if time_text is not None:
+                        common_time_s = float(time_text) * _UNIT_S[unit]
+                        if not common_time_s > 0.0:
+                            common_time_s = None
+                    common_loss = float(loss_text)
+                    common_extra: dict[str, float] = {}
+                    if more:
+                        for name, text in _KERAS_METRIC.findall(more):
+                            if name == "loss":
+                                common_loss = float(text)
+                            elif name != "ETA":
+                                common_extra[name] = float(text)
+                    self._keras_last_key = key
+                    self._keras_last_n = n
+                    if self._keras_epoch is not None and total != "Unknown":
+                        step = (self._keras_epoch - 1) * int(total) + n
+                    else:
+                        step = self._keras_base + n
+                    append(
+                        MetricSample(
+                            t,
+                            step,
+                            common_loss,
+                            common_time_s,
+                            None if common_time_s is None else 1.0 / common_time_s,
+                            common_extra,
+                            "keras",
+                        )
+                    )
                     continue
             if "Cost:" in line:
                 self._classic(line, t, out)

@@ -53,6 +53,12 @@ EDGES = [
     "\t8/10 [====] - ETA: 0s - loss: 0.1\n",
     " 9/10 [====] - ETA: 0s - loss: 0.1\x08\x08\n",
     "10/10 [====] - 1s 6ms/step - loss: 0.1\n",
+    "10/10 [====] - 1s 6ms/step - loss: 0.1\n",
+    "10/10 - 1s - 0ms/step - loss: 0.1\n",
+    "10/10 [===] - 2s 1s/step - loss: 0.1 - acc: 0.2\n",
+    "10/10 - 1s 500us/step - loss: 0.1 - ETA: 0.5\n",
+    "10/10 - 1s 5.5ms/step - loss: 0.1\n",
+    "10/Unknown - 3s - 7ms/step - loss: 0.1\n",
     "Epoch 5/7\n",
     " 3/10 [==>.......] - ETA: 1s - loss: 0.4500\n",
 ]
