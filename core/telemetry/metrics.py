@@ -205,9 +205,12 @@ class MetricParser:
         # the Keras progress line (most of a Keras log) handled inline: profiled, the per-line
         # method calls and helper calls cost more than the regexes.
         patterns = self._patterns
+        epoch, last_key = self._keras_epoch, self._keras_last_key  # copies, kept in step below
         append = out.append
+        if max(map(len, lines)) > MAX_PARTIAL_LINE_CHARS:  # overlong lines are dropped, not parsed
+            lines = [line for line in lines if len(line) <= MAX_PARTIAL_LINE_CHARS]
         for line in lines:
-            if not line or len(line) > MAX_PARTIAL_LINE_CHARS:
+            if not line:
                 continue
             if patterns:
                 sample = None
@@ -225,8 +228,8 @@ class MetricParser:
                 if m is not None:
                     n_text, total, time_text, unit, loss_text, more = m.groups()
                     n = int(n_text)
-                    key = (self._keras_epoch, n, time_text is not None)
-                    if key == self._keras_last_key:  # a redraw of what was already reported
+                    key = (epoch, n, time_text is not None)
+                    if key == last_key:  # a redraw of what was already reported
                         continue
                     common_time_s = None
                     if time_text is not None:
@@ -241,10 +244,10 @@ class MetricParser:
                                 common_loss = float(text)
                             elif name != "ETA":
                                 common_extra[name] = float(text)
-                    self._keras_last_key = key
+                    self._keras_last_key = last_key = key
                     self._keras_last_n = n
-                    if self._keras_epoch is not None and total != "Unknown":
-                        step = (self._keras_epoch - 1) * int(total) + n
+                    if epoch is not None and total != "Unknown":
+                        step = (epoch - 1) * int(total) + n
                     else:
                         step = self._keras_base + n
                     append(
@@ -275,6 +278,7 @@ class MetricParser:
                 if not stripped[:1].isdigit():
                     if stripped.startswith("Epoch "):
                         self._keras_epoch_line(line)
+                        epoch = self._keras_epoch
                     continue
                 # "n/..." at the start, or not a progress line (a timestamp): no regex for those.
                 if not stripped.partition("/")[0].isdigit():
@@ -314,7 +318,7 @@ class MetricParser:
                             extra[name] = number
                 if loss is None and step_time_s is None and not extra:
                     continue
-                self._keras_last_key = key
+                self._keras_last_key = last_key = key
                 self._keras_last_n = n
                 total = m["total"]
                 if self._keras_epoch is not None and total != "Unknown":
@@ -331,25 +335,27 @@ class MetricParser:
         m = _CLASSIC.search(line)
         if m is None:
             return
-        step_time_s = _float(m["time"])
+        step_text, loss_text, time_text, unit = m.groups()
+        step_time_s = _float(time_text)
         if step_time_s is not None:
-            step_time_s = _positive(step_time_s * _UNIT_S[m["unit"]])
+            step_time_s = _positive(step_time_s * _UNIT_S[unit])
         out.append(
-            MetricSample(t, _int(m["step"]), _float(m["loss"]), step_time_s, _inverse(step_time_s), {}, "classic")
+            MetricSample(t, _int(step_text), _float(loss_text), step_time_s, _inverse(step_time_s), {}, "classic")
         )
 
     def _tf1_loss(self, line: str, t: float, out: list[MetricSample]) -> None:
         m = _TF1_LOSS.search(line)
         if m is None:
             return
-        step = _int(m["step"])
-        interval_s = _float(m["sec"])
+        loss_text, step_text, sec_text = m.groups()
+        step = _int(step_text)
+        interval_s = _float(sec_text)
         step_time_s = None
         prev = self._tf1_prev_step
         if step is not None and prev is not None and step > prev and interval_s is not None:
             step_time_s = _positive(interval_s / (step - prev))
         self._tf1_prev_step = step
-        out.append(MetricSample(t, step, _float(m["loss"]), step_time_s, _inverse(step_time_s), {}, "tf1_hooks"))
+        out.append(MetricSample(t, step, _float(loss_text), step_time_s, _inverse(step_time_s), {}, "tf1_hooks"))
 
     def _keras_epoch_line(self, line: str) -> None:
         m = _KERAS_EPOCH.match(line)
