@@ -221,7 +221,7 @@ class MetricParser:
                 if sample is not None:
                     append(sample)
                     continue
-            elif " - loss: " in line:
+            if " - loss: " in line:
                 # The common Keras lines, most of a Keras log, by one fullmatch: such a line holds
                 # no other format's marker and no ANSI, so the general path would read it the same.
                 m = _KERAS_COMMON_LINE(line)
@@ -262,6 +262,9 @@ class MetricParser:
                         )
                     )
                     continue
+            elif line[:6] == "Epoch " and self._keras_epoch_line(line):
+                epoch = self._keras_epoch
+                continue
             if "Cost:" in line:
                 self._classic(line, t, out)
             elif "loss = " in line:
@@ -357,14 +360,15 @@ class MetricParser:
         self._tf1_prev_step = step
         out.append(MetricSample(t, step, _float(loss_text), step_time_s, _inverse(step_time_s), {}, "tf1_hooks"))
 
-    def _keras_epoch_line(self, line: str) -> None:
+    def _keras_epoch_line(self, line: str) -> bool:
         m = _KERAS_EPOCH.match(line)
         if m is None:
-            return
+            return False
         if self._keras_last_n is not None:
             self._keras_base += self._keras_last_n
         self._keras_last_n = None
         self._keras_epoch = int(m["epoch"])
+        return True
 
 
 def _user_sample(pattern: MetricPattern, line: str, t: float) -> MetricSample | None:
