@@ -49,13 +49,22 @@ _KERAS_EPOCH = re.compile(r"^\s*Epoch (?P<epoch>\d+)/(?P<epochs>\d+)\s*$")
 _KERAS_PROGRESS = re.compile(r"^\s*(?P<n>\d+)/(?P<total>\d+|Unknown)\s+(?=[\[━─-]|\d)(?P<rest>.*)$")
 _KERAS_STEP_TIME = re.compile(rf"(?P<value>{_NUM})(?P<unit>us|µs|ms|s)/step")
 _KERAS_METRIC = re.compile(r" - ([A-Za-z_][\w.]*): ([^\s\x08]+)")
+_DECIMAL = r"(?:\d+\.\d+(?:e[-+]\d+)?|nan)"
+# The common Keras lines in full: a verbose=1 bar redraw ("[==>..] - ETA: 1s"), its last draw or a
+# verbose=2 line ("[====] - 1s 6ms/step", "- 1s - 6ms/step"), then " - loss: x" and other plain
+# "name: decimal" metrics. Groups: n, total, step time and its unit (None with ETA), loss, the rest.
+_KERAS_COMMON_LINE = re.compile(
+    r" *(\d+)/(\d+|Unknown) (?:\[[=>. ]*\] - ETA: [0-9:]+s?|(?:\[[=>. ]*\] )?- \d+s(?: - | )(\d+)(ms|us|s)/step)"
+    rf" - loss: ({_DECIMAL})((?: - [A-Za-z_]\w*: {_DECIMAL})*)"
+).fullmatch
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
+_INF = math.inf
 _UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
 _KNOWN_GROUPS = frozenset({"step", "loss", "step_time_s", "step_time_ms", "step_time_us", "steps_per_sec"})
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class MetricSample:
     """One reading from a trainer's output.
 
@@ -63,6 +72,8 @@ class MetricSample:
     ``step_time_s`` and ``steps_per_sec`` are only set when the line itself says them (or, for
     ``tf1_hooks``, the printed interval and the previous line's step do); :class:`WorkerStats`
     derives them otherwise. ``loss`` may be NaN or infinite: a diverging run is information.
+    Not frozen, only for speed (a frozen dataclass is built ~3x slower, and a log makes one per
+    step line): treat a sample as read-only.
     """
 
     t: float
@@ -155,26 +166,26 @@ class MetricParser:
         now = time.time() if t is None else t
         if "\r" in text:
             text = text.replace("\r", "\n")
-        parts = text.split("\n")
-        if len(parts) == 1:
+        lines = text.split("\n")
+        tail = lines.pop()
+        if not lines:
             if not self._discarding:
-                if len(self._partial) + len(text) > MAX_PARTIAL_LINE_CHARS:
+                if len(self._partial) + len(tail) > MAX_PARTIAL_LINE_CHARS:
                     self._partial, self._discarding = "", True
                 else:
-                    self._partial += text
+                    self._partial += tail
             return []
-        out: list[MetricSample] = []
         if self._discarding:
             self._discarding = False
-        else:
-            self._parse_line(self._partial + parts[0], now, out)
-        for i in range(1, len(parts) - 1):
-            self._parse_line(parts[i], now, out)
-        tail = parts[-1]
+            lines[0] = ""
+        elif self._partial:
+            lines[0] = self._partial + lines[0]
         if len(tail) > MAX_PARTIAL_LINE_CHARS:
             self._partial, self._discarding = "", True
         else:
             self._partial = tail
+        out: list[MetricSample] = []
+        self._parse_lines(lines, now, out)
         return out
 
     def drop_partial(self) -> None:
@@ -186,108 +197,178 @@ class MetricParser:
         line, self._partial, self._discarding = self._partial, "", False
         out: list[MetricSample] = []
         if line:
-            self._parse_line(line, time.time() if t is None else t, out)
+            self._parse_lines([line], time.time() if t is None else t, out)
         return out
 
-    def _parse_line(self, line: str, t: float, out: list[MetricSample]) -> None:
-        if not line or len(line) > MAX_PARTIAL_LINE_CHARS:
-            return
-        for pattern in self._patterns:
-            sample = _user_sample(pattern, line, t)
-            if sample is not None:
-                out.append(sample)
-                return
-        if "Cost:" in line:
-            self._classic(line, t, out)
-        elif "loss = " in line:
-            self._tf1_loss(line, t, out)
-        elif "global_step/sec" in line:
-            m = _TF1_RATE.search(line)
-            if m is not None:
-                rate = _float(m["rate"])
-                out.append(MetricSample(t, None, None, _inverse(rate), rate, {}, "tf1_hooks"))
-        elif "/" in line:
-            if "\x1b" in line:
-                line = _ANSI.sub("", line)
-            stripped = line.lstrip()
-            if stripped[:1].isdigit():
-                self._keras_progress(line, t, out)
-            elif stripped.startswith("Epoch "):
-                self._keras_epoch_line(line)
+    def _parse_lines(self, lines: list[str], t: float, out: list[MetricSample]) -> None:
+        # One loop for all lines, with cheap substring tests choosing at most one regex per line and
+        # the Keras progress line (most of a Keras log) handled inline: profiled, the per-line
+        # method calls and helper calls cost more than the regexes.
+        patterns = self._patterns
+        epoch, last_key = self._keras_epoch, self._keras_last_key  # copies, kept in step below
+        append = out.append
+        if max(map(len, lines)) > MAX_PARTIAL_LINE_CHARS:  # overlong lines are dropped, not parsed
+            lines = [line for line in lines if len(line) <= MAX_PARTIAL_LINE_CHARS]
+        for line in lines:
+            if not line:
+                continue
+            if patterns:
+                sample = None
+                for pattern in patterns:
+                    sample = _user_sample(pattern, line, t)
+                    if sample is not None:
+                        break
+                if sample is not None:
+                    append(sample)
+                    continue
+            if " - loss: " in line:
+                # The common Keras lines, most of a Keras log, by one fullmatch: such a line holds
+                # no other format's marker and no ANSI, so the general path would read it the same.
+                m = _KERAS_COMMON_LINE(line)
+                if m is not None:
+                    n_text, total, time_text, unit, loss_text, more = m.groups()
+                    n = int(n_text)
+                    key = (epoch, n, time_text is not None)
+                    if key == last_key:  # a redraw of what was already reported
+                        continue
+                    common_time_s = None
+                    if time_text is not None:
+                        common_time_s = float(time_text) * _UNIT_S[unit]
+                        if not common_time_s > 0.0:
+                            common_time_s = None
+                    common_loss = float(loss_text)
+                    common_extra: dict[str, float] = {}
+                    if more:
+                        for name, text in _KERAS_METRIC.findall(more):
+                            if name == "loss":
+                                common_loss = float(text)
+                            elif name != "ETA":
+                                common_extra[name] = float(text)
+                    self._keras_last_key = last_key = key
+                    self._keras_last_n = n
+                    if epoch is not None and total != "Unknown":
+                        step = (epoch - 1) * int(total) + n
+                    else:
+                        step = self._keras_base + n
+                    append(
+                        MetricSample(
+                            t,
+                            step,
+                            common_loss,
+                            common_time_s,
+                            None if common_time_s is None else 1.0 / common_time_s,
+                            common_extra,
+                            "keras",
+                        )
+                    )
+                    continue
+            elif line[:6] == "Epoch " and self._keras_epoch_line(line):
+                epoch = self._keras_epoch
+                continue
+            if "Cost:" in line:
+                self._classic(line, t, out)
+            elif "loss = " in line:
+                self._tf1_loss(line, t, out)
+            elif "global_step/sec" in line:
+                m = _TF1_RATE.search(line)
+                if m is not None:
+                    rate = _float(m["rate"])
+                    append(MetricSample(t, None, None, _inverse(rate), rate, {}, "tf1_hooks"))
+            elif "/" in line:
+                if "\x1b" in line:
+                    line = _ANSI.sub("", line)
+                stripped = line.lstrip()
+                if not stripped[:1].isdigit():
+                    if stripped.startswith("Epoch "):
+                        self._keras_epoch_line(line)
+                        epoch = self._keras_epoch
+                    continue
+                # "n/..." at the start, or not a progress line (a timestamp): no regex for those.
+                if not stripped.partition("/")[0].isdigit():
+                    continue
+                m = _KERAS_PROGRESS.match(line)
+                if m is None:
+                    continue
+                n = int(m["n"])
+                rest = m["rest"]
+                has_step_time = "/step" in rest
+                key = (self._keras_epoch, n, has_step_time)
+                if key == self._keras_last_key:  # a redraw of what was already reported
+                    continue
+                step_time_s = None
+                if has_step_time:
+                    tm = _KERAS_STEP_TIME.search(rest)
+                    if tm is not None:
+                        value = _float(tm["value"])
+                        if value is not None:
+                            value *= _UNIT_S[tm["unit"]]
+                            if 0.0 < value < _INF:
+                                step_time_s = value
+                loss = None
+                extra: dict[str, float] = {}
+                # Metrics are " - name: value" pieces.
+                if ": " in rest:
+                    for name, text in _KERAS_METRIC.findall(rest):
+                        if name == "ETA":
+                            continue
+                        try:
+                            number = float(text)
+                        except ValueError:
+                            continue
+                        if name == "loss":
+                            loss = number
+                        else:
+                            extra[name] = number
+                if loss is None and step_time_s is None and not extra:
+                    continue
+                self._keras_last_key = last_key = key
+                self._keras_last_n = n
+                total = m["total"]
+                if self._keras_epoch is not None and total != "Unknown":
+                    step = (self._keras_epoch - 1) * int(total) + n
+                else:
+                    step = self._keras_base + n
+                append(
+                    MetricSample(
+                        t, step, loss, step_time_s, None if step_time_s is None else 1.0 / step_time_s, extra, "keras"
+                    )
+                )
 
     def _classic(self, line: str, t: float, out: list[MetricSample]) -> None:
         m = _CLASSIC.search(line)
         if m is None:
             return
-        step_time_s = _float(m["time"])
+        step_text, loss_text, time_text, unit = m.groups()
+        step_time_s = _float(time_text)
         if step_time_s is not None:
-            step_time_s = _positive(step_time_s * _UNIT_S[m["unit"]])
+            step_time_s = _positive(step_time_s * _UNIT_S[unit])
         out.append(
-            MetricSample(t, _int(m["step"]), _float(m["loss"]), step_time_s, _inverse(step_time_s), {}, "classic")
+            MetricSample(t, _int(step_text), _float(loss_text), step_time_s, _inverse(step_time_s), {}, "classic")
         )
 
     def _tf1_loss(self, line: str, t: float, out: list[MetricSample]) -> None:
         m = _TF1_LOSS.search(line)
         if m is None:
             return
-        step = _int(m["step"])
-        interval_s = _float(m["sec"])
+        loss_text, step_text, sec_text = m.groups()
+        step = _int(step_text)
+        interval_s = _float(sec_text)
         step_time_s = None
         prev = self._tf1_prev_step
         if step is not None and prev is not None and step > prev and interval_s is not None:
             step_time_s = _positive(interval_s / (step - prev))
         self._tf1_prev_step = step
-        out.append(MetricSample(t, step, _float(m["loss"]), step_time_s, _inverse(step_time_s), {}, "tf1_hooks"))
+        out.append(MetricSample(t, step, _float(loss_text), step_time_s, _inverse(step_time_s), {}, "tf1_hooks"))
 
-    def _keras_epoch_line(self, line: str) -> None:
+    def _keras_epoch_line(self, line: str) -> bool:
         m = _KERAS_EPOCH.match(line)
         if m is None:
-            return
+            return False
         if self._keras_last_n is not None:
             self._keras_base += self._keras_last_n
         self._keras_last_n = None
         self._keras_epoch = int(m["epoch"])
-
-    def _keras_progress(self, line: str, t: float, out: list[MetricSample]) -> None:
-        m = _KERAS_PROGRESS.match(line)
-        if m is None:
-            return
-        n = int(m["n"])
-        rest = m["rest"]
-        has_step_time = "/step" in rest
-        key = (self._keras_epoch, n, has_step_time)
-        if key == self._keras_last_key:  # a redraw of what was already reported
-            return
-        step_time_s = None
-        if has_step_time:
-            tm = _KERAS_STEP_TIME.search(rest)
-            if tm is not None:
-                value = _float(tm["value"])
-                step_time_s = _positive(value * _UNIT_S[tm["unit"]]) if value is not None else None
-        loss = None
-        extra: dict[str, float] = {}
-        # Metrics are " - name: value" pieces.
-        if ": " in rest:
-            for name, text in _KERAS_METRIC.findall(rest):
-                if name == "ETA":
-                    continue
-                value = _float(text)
-                if value is None:
-                    continue
-                if name == "loss":
-                    loss = value
-                else:
-                    extra[name] = value
-        if loss is None and step_time_s is None and not extra:
-            return
-        self._keras_last_key = key
-        self._keras_last_n = n
-        total = m["total"]
-        if self._keras_epoch is not None and total != "Unknown":
-            step = (self._keras_epoch - 1) * int(total) + n
-        else:
-            step = self._keras_base + n
-        out.append(MetricSample(t, step, loss, step_time_s, _inverse(step_time_s), extra, "keras"))
+        return True
 
 
 def _user_sample(pattern: MetricPattern, line: str, t: float) -> MetricSample | None:
