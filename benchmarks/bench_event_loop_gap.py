@@ -120,6 +120,9 @@ def main() -> int:
         sampling.set()
         window.close()
         app.processEvents()
+        for thread in threading.enumerate():  # closing the run writes its summary.json on its own thread
+            if thread.name == "run-summary":
+                thread.join(10)
     gaps.sort()
     by_thread = collections.Counter(threads)
     print(f"followed {duration_s:.0f} s; at the end: {running}")
