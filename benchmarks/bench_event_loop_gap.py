@@ -45,7 +45,8 @@ def main() -> int:
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication([])
     from gui.main_window import MainWindow
 
-    with tempfile.TemporaryDirectory(prefix="towerdeck-gap-") as tmp:
+    # ignore_cleanup_errors: the run's summary.json can land while the folder is removed
+    with tempfile.TemporaryDirectory(prefix="towerdeck-gap-", ignore_cleanup_errors=True) as tmp:
         os.environ["TOWERDECK_SETTINGS_DIR"] = str(Path(tmp) / "settings")  # not yours: the same start
         cluster = Path(tmp) / "scale.toml"
         from scripts.scale_cluster import main as write_cluster
@@ -119,6 +120,9 @@ def main() -> int:
         sampling.set()
         window.close()
         app.processEvents()
+        for thread in threading.enumerate():  # closing the run writes its summary.json on its own thread
+            if thread.name == "run-summary":
+                thread.join(10)
     gaps.sort()
     by_thread = collections.Counter(threads)
     print(f"followed {duration_s:.0f} s; at the end: {running}")

@@ -42,6 +42,10 @@ LOSS = "loss"
 PEN_PX = 1
 SPREAD_FROM = 8
 SLOWEST_SHOWN = 3
+# Workers whose curves (three plot items each) one frame may make: a live 64-worker launch with
+# *Every worker* ticked made all 65 workers' curves in one frame, a second and more without an
+# event loop turn on a loaded machine (issue 19). The rest come in the next frames.
+CURVES_PER_FRAME = 4
 
 
 def role_colour(index: int) -> QtGui.QColor:
@@ -61,6 +65,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self.loss_curves: dict[str, tuple[pg.PlotDataItem, pg.PlotDataItem]] = {}
         self.time_curves: dict[str, pg.PlotDataItem] = {}
         self._dirty = False
+        self._curves_pending = False  # workers still without curves: the next frame makes more
         self._last_refresh = 0.0
         self._drawn: dict[tuple[str, str], tuple[object, ...]] = {}
         self.spread_from = SPREAD_FROM
@@ -184,6 +189,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self.plot_choice.blockSignals(False)
         self.loss_curves.clear()
         self.time_curves.clear()
+        self._curves_pending = False
         self._drawn.clear()
         self._x_extent.clear()
         self._follow.range = None
@@ -327,9 +333,11 @@ class TrainingPanel(QtWidgets.QWidget):
     def refresh(self, force: bool = False) -> None:
         """Redraw what changed, at most ``REFRESH_HZ`` times a second unless ``force``."""
         now = time.monotonic()
-        if not self._dirty or (not force and now - self._last_refresh < 1.0 / REFRESH_HZ):
+        throttled = not force and not self._curves_pending and now - self._last_refresh < 1.0 / REFRESH_HZ
+        if not self._dirty or throttled:
             return
         self._dirty = False
+        self._curves_pending = False
         self._last_refresh = now
         self.views.setCurrentIndex(1 if self.spread_mode else 0)
         if self.spread_mode:
@@ -344,10 +352,16 @@ class TrainingPanel(QtWidgets.QWidget):
         roles = sorted(
             set(self.loss) | set(self.step_time) | {r for by in self.scalars.values() for r in by}, key=natural_key
         )
+        made = 0
         for i, role in enumerate(roles):
             colour = role_colour(i)
             straggler = role in self.stragglers
             self._label_worker(role, colour, straggler)
+            if role not in self.loss_curves:
+                if made >= CURVES_PER_FRAME:
+                    self._dirty = self._curves_pending = True  # the next frame makes the next few
+                    continue
+                made += 1
             raw_curve, smooth_curve = self._loss_curves(role, colour)
             time_curve = self._time_curve(role, colour)
             shown = role in visible

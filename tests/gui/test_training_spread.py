@@ -98,3 +98,39 @@ def test_the_per_worker_key_sits_outside_the_plots(qtbot):
     panel.workers.item(1).setCheckState(QtCore.Qt.CheckState.Unchecked)
     panel.refresh(force=True)
     assert "worker:1" not in panel.key_text() and "worker:2" in panel.key_text()
+
+
+def test_every_worker_of_64_gets_its_curves_a_few_a_frame(qtbot):
+    """Issue 19: ticking *Every worker* on a 64-worker run made all 64 workers' curves (three plot
+    items each) in one frame, a second and more without an event loop turn on a loaded machine.
+    Each frame makes at most CURVES_PER_FRAME workers' curves now, and all of them appear, drawn
+    with their data, within 64 / CURVES_PER_FRAME frames."""
+    from PySide6 import QtCore
+
+    from gui.panels.training import CURVES_PER_FRAME, TrainingPanel
+
+    panel = TrainingPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1300, 900)
+    panel.show()
+    feed(panel, 64, 20, slow="worker:7")
+    panel.every_worker.setChecked(True)
+    for w in range(64):  # a line each: tick them all
+        panel.workers.item(w).setCheckState(QtCore.Qt.CheckState.Checked)
+    made = []
+    for _frame in range(64):
+        before = len(panel.loss_curves)
+        panel.refresh()  # no force: a frame with curves still to make is not held to REFRESH_HZ
+        made.append(len(panel.loss_curves) - before)
+        if len(panel.loss_curves) == 64:
+            break
+    assert max(made) <= CURVES_PER_FRAME, made
+    assert len(panel.loss_curves) == 64 and len(panel.time_curves) == 64, made
+    assert len(made) <= -(-64 // CURVES_PER_FRAME), made
+    for w in range(64):
+        _raw, smooth = panel.loss_curves[f"worker:{w}"]
+        x, y = smooth.getData()
+        assert smooth.isVisible() and len(x) == 20 and abs(y[0] - (2.0 + 0.01 * w)) < 1e-9
+        assert len(panel.time_curves[f"worker:{w}"].getData()[0]) > 0
+    panel.refresh()  # all made: nothing is pending, the refresh rate holds again
+    assert not panel._dirty
