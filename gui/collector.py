@@ -70,6 +70,10 @@ def release_all() -> None:
     if _collector is None:
         return
     _collector.timer.stop()
+    # Collect what the window left in cycles here, on the GUI thread, before automatic collection
+    # comes back: a thread still running then (a run's summary writer) would otherwise collect
+    # those Qt-owning cycles itself.
+    gc.collect()
     if _collector.was_enabled:
         gc.enable()
     _collector.deleteLater()
