@@ -166,7 +166,7 @@ class RunsPage(QtWidgets.QWidget):
         self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.verticalHeader().setVisible(False)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.horizontalHeader().setStretchLastSection(False)  # not a 1,000-pixel Restarts column
         self.table.doubleClicked.connect(lambda _i: self.open_selected())
         self.table.selectionModel().selectionChanged.connect(lambda *_: self._update_buttons())
         self.count_label = QtWidgets.QLabel("")
