@@ -210,7 +210,7 @@ class AgentLink:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        if self._thread is not None:
+        if self._thread is not None and self._thread.ident is not None:  # closed before it started: nothing to join
             self._thread.join(timeout_s)
 
     def _keepalive(self) -> None:
