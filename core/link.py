@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -116,8 +117,12 @@ class AgentLink:
         log_path: Path,
         attach: bool = False,
         give_up_s: float = RECONNECT_GIVE_UP_S,
+        gone: Callable[[], str | None] | None = None,
     ) -> None:
         self.host = endpoint.host
+        # Asked (on the link's thread) before each reconnect: why the agent cannot come back (its
+        # Slurm job ended, taking the step with it), or None to keep trying.
+        self._gone = gone
         self.endpoint = endpoint
         self._sink = sink
         self._local_run_dir = local_run_dir
@@ -261,6 +266,10 @@ class AgentLink:
         attempt = 0
         reason = "connection dropped"
         while not self._closing and time.monotonic() < deadline:
+            gone = self._gone() if self._gone is not None else None
+            if gone:
+                self.run_dir = None  # ends the outer loop: nothing to reconnect to
+                return f"{reason}; not reconnecting: {gone}"
             attempt += 1
             self._state("reconnecting", reason, attempt=attempt, retry_in_s=round(delay, 2))
             if self._stop.wait(delay):

@@ -210,8 +210,22 @@ class SlurmHosting:
             self._on_disconnect,
         )
         return SlurmLink(
-            endpoint, sink, self.run.path, log_path, attach=self._attaching, node_is_here=is_local_host(node)
+            endpoint,
+            sink,
+            self.run.path,
+            log_path,
+            attach=self._attaching,
+            node_is_here=is_local_host(node),
+            gone=self._slurm_gone,
         )
+
+    def _slurm_gone(self) -> str | None:
+        """Any thread (a link's, before it reconnects): the job's end in words once Slurm ended it,
+        taking every agent step with it; else None."""
+        if self._slurm_end is not None:
+            return self._slurm_end
+        ended = self._slurm.ended_now() if self._slurm is not None else None
+        return ended[1] if ended is not None else None
 
     def _slurm_check_end(self) -> str | None:
         """When a role ended unasked or an agent was lost: if Slurm ended the job, stop the run

@@ -54,14 +54,16 @@ def events(run_dir: Path, kind: str) -> list[dict[str, Any]]:
     return [e for e in map(json.loads, lines) if e["kind"] == kind]
 
 
-def wait_for(predicate: Any, timeout_s: float, what: str) -> Any:
+def wait_for(predicate: Any, timeout_s: float, what: str, context: Any = None) -> Any:
+    """``predicate()`` once it is true; else fails naming ``what``, with ``context()`` (what the
+    roles said, say) so a failure in CI can be read without rerunning it."""
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what}" + (f"\n{context()}" if context is not None else ""))
 
 
 def test_non_chief_waiting_for_an_exited_chief_is_diagnosed_with_the_peer_and_the_fix(

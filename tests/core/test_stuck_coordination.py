@@ -186,6 +186,10 @@ def test_workers_recreating_their_session_after_the_ps_went_are_diagnosed_with_i
             ),
             30,
             "both workers recreating their sessions",
+            lambda: "\n".join(
+                [f"waits: {[(e.role, e.data) for e in seen if e.kind == 'role_waiting']}"]
+                + [f"--- {r}:\n" + "\n".join(controller.last_lines(r, 25)) for r in ("worker:0", "worker:1")]
+            ),
         )
         for wait in waits:
             assert wait.data["waiting_for"] == "ps:0" and wait.data["certain"] is True

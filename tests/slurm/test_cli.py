@@ -90,7 +90,10 @@ class Launcher:
             time.sleep(0.1)
 
     def finish(self, timeout_s: float) -> int:
-        code = self.proc.wait(timeout_s)
+        try:
+            code = self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"launch did not end in {timeout_s:.0f} s; it said:\n{self.text}") from None
         self._reader.join(10)
         return code
 
