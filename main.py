@@ -31,10 +31,10 @@ CLI_COMMANDS = {
 
 def main(argv: list[str]) -> int:
     if argv and (argv[0] in CLI_COMMANDS or argv[0] in ("-h", "--help")):
-        from core.cli import main as cli_main
+        from core.cli.main import main as cli_main
 
         return cli_main(argv)
-    from gui.app import main as gui_main
+    from gui.window.app import main as gui_main
 
     return gui_main(argv)
 

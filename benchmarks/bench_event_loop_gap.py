@@ -1,7 +1,7 @@
 """How long the GUI thread's event loop ever stands still while the window follows a live run of
 1 ps + 64 light workers on 8 loopback hosts (scripts/scale_cluster.py, the NVML double for 8 GPUs
 a host), cycling through the Run page's tabs every few seconds so every panel draws. Also counts
-Python's garbage collections by thread (all must be on the GUI thread, gui/collector.py).
+Python's garbage collections by thread (all must be on the GUI thread, gui/window/collector.py).
 
 Run from the repo root, in a real window under Xvfb (DURATION_S defaults to 120):
 
@@ -35,7 +35,7 @@ os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.
 
 from PySide6 import QtCore, QtWidgets  # noqa: E402
 
-from core.spec import load  # noqa: E402
+from core.cluster.spec import load  # noqa: E402
 from tests.helpers.gcwatch import collection_threads  # noqa: E402
 from tests.helpers.heartbeat import Heartbeat  # noqa: E402
 
@@ -43,7 +43,7 @@ from tests.helpers.heartbeat import Heartbeat  # noqa: E402
 def main() -> int:
     duration_s = float(os.environ.get("DURATION_S", "120"))
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication([])
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
 
     # ignore_cleanup_errors: the run's summary.json can land while the folder is removed
     with tempfile.TemporaryDirectory(prefix="towerdeck-gap-", ignore_cleanup_errors=True) as tmp:

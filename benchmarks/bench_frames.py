@@ -48,11 +48,11 @@ def child(root: Path) -> dict[str, Any]:
     from PySide6 import QtCore, QtWidgets
 
     from core.telemetry.metrics import WorkerStats
-    from core.telemetry.series import Series
-    from core.telemetry.spread import BinnedWorkers
-    from gui.gpu_grid import GpuGrid
-    from gui.panels.gpus import GpuPanel
-    from gui.panels.training import TrainingPanel
+    from core.views.series import Series
+    from core.views.spread import BinnedWorkers
+    from gui.run.gpu_grid import GpuGrid
+    from gui.run.tabs.gpus import GpuPanel
+    from gui.run.tabs.training import TrainingPanel
 
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
     assert app is not None

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.telemetry.metrics import MetricParser, MetricSample
-from core.telemetry.series import Series
+from core.views.series import Series
 
 CHUNK_CHARS = 64 * 1024
 LINES = 300_000

@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from PySide6 import QtCore, QtWidgets
 
-from core import skim
-from gui import main_window
-from gui.main_window import MainWindow
+from core.run import skim
+from gui.window import main_window
+from gui.window.main_window import MainWindow
 from tests.helpers.past_run import START_T, generate_run
 
 WORKERS = int(os.environ.get("WORKERS", "64"))

@@ -6,7 +6,7 @@ plain (every point drawn), + peak downsampling to the pixel width (``setDownsamp
 method="peak")`` set after the curve exists), + clip to view, + ``skipFiniteCheck``, with
 ``connect="finite"``, a 2 px pen against a 1 px (cosmetic) one, zoomed into a tenth of the run
 (what clip-to-view is for), and no ``setData`` at all when nothing changed (the render alone),
-with the grid as TowerDeck draws it (opaque, major ticks: ``gui.panels.plotting.light_grid``)
+with the grid as TowerDeck draws it (opaque, major ticks: ``gui.run.tabs.plotting.light_grid``)
 against pyqtgraph's translucent one. Timed as ``grab()`` (one paint of the plot).
 OpenGL is tried last when ``OPENGL=1`` and said unavailable when the platform has none (the
 offscreen platform here has none).
@@ -28,7 +28,7 @@ import pyqtgraph as pg
 from PySide6 import QtWidgets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from gui.panels.plotting import light_grid
+from gui.run.tabs.plotting import light_grid
 
 FRAMES = int(os.environ.get("FRAMES", "40"))
 POINTS = 8192

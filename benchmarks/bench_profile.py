@@ -20,9 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core import control  # noqa: E402
 from core.profiling.capture import Target, capture  # noqa: E402
 from core.profiling.summary import summarize  # noqa: E402
+from core.run import control  # noqa: E402
 
 TRACE_S = 3.0
 CLUSTER = """

@@ -4,7 +4,7 @@ rebuilding every summary from the run's journal and metrics (what a listing with
 Each generated run is a finished 1 ps + 4 worker run: run.json, cluster.toml, a journal of role
 states and 500 metrics lines per worker (the same bytes hard-linked into every run, so the disk
 holds one copy; both readers read them through the page cache alike). The cached listing is
-:func:`core.runs_index.list_summaries` after one listing has written the caches; the baseline is the
+:func:`core.run.index.list_summaries` after one listing has written the caches; the baseline is the
 same call with ``use_cache=False``. Also timed: ``python main.py runs`` end to end (interpreter
 start included). Run from the repo root: ``python benchmarks/bench_runs.py``.
 """
@@ -22,8 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core import journal, runs_index
-from core.spec import dumps, parse_text
+from core.cluster.spec import dumps, parse_text
+from core.run import index as runs_index
+from core.run import journal
 
 RUNS = 1000
 WORKERS = 4

@@ -58,7 +58,7 @@ REPLAY = """
 import json, resource, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from core.replay import RunReader
+from core.run.reader import RunReader
 reader = RunReader(Path(sys.argv[2]))
 count, last = [0], [time.monotonic()]
 def seen(event):

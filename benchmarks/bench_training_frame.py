@@ -24,7 +24,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtWidgets
 
-from gui.panels.training import TrainingPanel
+from gui.run.tabs.training import TrainingPanel
 
 WORKERS = 4
 STEPS = 1_000_000

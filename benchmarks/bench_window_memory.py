@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import psutil
 from PySide6 import QtWidgets
 
-from core.spec import load
-from core.states import Event
+from core.cluster.spec import load
+from core.run.status import Event
 
 WORKERS, HOSTS, GPUS_PER_HOST = 64, 8, 8
 GIB = 2**30
@@ -160,7 +160,7 @@ def main() -> int:
     warmup_h = float(os.environ.get("WARMUP_H", "3"))
     step_hz = float(os.environ.get("STEP_HZ", "1"))
     frame_s = float(os.environ.get("FRAME_S", "60"))
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
 
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication([])
     with tempfile.TemporaryDirectory() as tmp:

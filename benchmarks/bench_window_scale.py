@@ -35,11 +35,11 @@ import numpy as np
 from gpu_samples import gpu_sample
 from PySide6 import QtWidgets
 
-from core.telemetry.series import Series
-from core.telemetry.spread import BinnedWorkers, slowest
-from gui.panels.gpus import GpuPanel
-from gui.panels.spread import SpreadPlot, StepTimeHeatmap, refresh_from
-from gui.panels.training import TrainingPanel
+from core.views.series import Series
+from core.views.spread import BinnedWorkers, slowest
+from gui.run.tabs.gpus import GpuPanel
+from gui.run.tabs.spread import SpreadPlot, StepTimeHeatmap, refresh_from
+from gui.run.tabs.training import TrainingPanel
 
 WORKERS = int(os.environ.get("WORKERS", "32"))
 STEPS = int(os.environ.get("STEPS", "1000000"))

@@ -243,8 +243,8 @@ def say(text: str) -> None:
 
 
 def run_proof(args: argparse.Namespace, pre: dict[str, Any]) -> dict[str, Any]:
-    from core.session import LaunchSession
-    from core.spec import parse_text
+    from core.cluster.spec import parse_text
+    from core.controller.session import LaunchSession
 
     started = time.time()
     gpus = [g["index"] for g in pre["snapshot"]["gpus"]][: args.max_gpus]

@@ -71,7 +71,7 @@ def main(out_dir: Path) -> int:
 
         from PySide6 import QtCore, QtWidgets
 
-        from gui.main_window import MainWindow
+        from gui.window.main_window import MainWindow
 
         app = QtWidgets.QApplication.instance() or QtWidgets.QApplication([])
         window = MainWindow(None, runs_root=tmp / "data" / "runs")

@@ -33,10 +33,10 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture(autouse=True)
 def gc_given_back() -> Iterator[None]:
-    """A window holds Python's collector on the GUI thread (gui/collector.py); a test's window that
+    """A window holds Python's collector on the GUI thread (gui/window/collector.py); a test's window that
     was never closed must not leave automatic collection off for the tests after it."""
     yield
-    collector = sys.modules.get("gui.collector")
+    collector = sys.modules.get("gui.window.collector")
     if collector is not None:
         collector.release_all()
 

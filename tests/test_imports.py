@@ -122,17 +122,17 @@ def test_the_graph_sees_lazy_and_relative_imports(tmp_path):
     source.write_text(
         "from typing import TYPE_CHECKING\n"
         "from . import sibling\n"
-        "def f():\n    from core.spec import model\n"
+        "def f():\n    from core.cluster.spec import model\n"
         "if TYPE_CHECKING:\n    from core import never_runs\n"
     )
     names = imported_names("core.pkg.m", source)
-    assert {"core.pkg.sibling", "core.spec.model"} <= names
+    assert {"core.pkg.sibling", "core.cluster.spec.model"} <= names
     assert "core.never_runs" not in names
 
 
 def test_core_and_gui_have_no_import_cycle():
     graph = import_graph()
-    assert "core.spec.model" in graph and "gui.editor.widget" in graph  # it reads the real tree
+    assert "core.cluster.spec.model" in graph and "gui.editor.widget" in graph  # it reads the real tree
     found = cycles(graph)
     assert found == [], "import cycles (each: modules that import each other): " + "; ".join(
         " <-> ".join(c) for c in found
@@ -160,3 +160,74 @@ def test_importing_every_core_module_loads_no_qt_or_tensorflow():
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+# The layers, lowest first: a package imports only packages at its own level or below (the agent is
+# stdlib-only and shipped alone; the window is the top). docs/architecture.md draws the same order.
+LAYERS = {
+    "core": (
+        "agent",
+        "telemetry",
+        "cluster",
+        "diagnosis",
+        "run",
+        "views",
+        "remote",
+        "slurm",
+        "preflight",
+        "notify",
+        "profiling",
+        "controller",
+        "cli",
+    ),
+    "gui": ("offthread", "editor", "run", "runs", "window"),
+}
+
+
+def layer_of(module: str) -> tuple[str, int] | None:
+    """(top package, level) of ``module``: ``core.run.rundir`` -> ("core", 4); None for a top package."""
+    parts = module.split(".")
+    if len(parts) < 2:
+        return None
+    order = LAYERS[parts[0]]
+    if parts[1] not in order:
+        raise AssertionError(f"{module}: package {parts[0]}.{parts[1]} has no layer in tests/test_imports.py LAYERS")
+    return parts[0], order.index(parts[1])
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a higher package by a lower one, within core/ and within gui/ (gui above core)."""
+    found = []
+    for name, imported in sorted(graph.items()):
+        mine = layer_of(name)
+        for other in sorted(imported):
+            theirs = layer_of(other)
+            if mine is None or theirs is None or mine[0] != theirs[0]:
+                if name.startswith("core") and other.startswith("gui"):
+                    found.append(f"{name} imports {other} (core never imports gui)")
+                continue
+            if theirs[1] > mine[1]:
+                found.append(f"{name} imports {other}, a higher layer")
+    return found
+
+
+def test_the_layer_check_fails_on_a_lower_package_importing_a_higher_one():
+    graph = {
+        "core.cluster.spec.model": {"core.telemetry.metrics"},  # down: fine
+        "core.run.rundir": {"core.controller.controller"},  # up: a violation
+        "core.cli.main": {"gui.window.app"},
+        "gui.editor.widget": {"gui.window.main_window", "core.cli.main"},
+    }
+    assert layer_violations(graph) == [
+        "core.cli.main imports gui.window.app (core never imports gui)",
+        "core.run.rundir imports core.controller.controller, a higher layer",
+        "gui.editor.widget imports gui.window.main_window, a higher layer",
+    ]
+
+
+def test_every_package_imports_only_its_own_layer_or_below():
+    graph = import_graph()
+    assert {name.split(".")[1] for name in graph if name.count(".") >= 1 and name.startswith("core.")} == set(
+        LAYERS["core"]
+    ), "a package of core/ is missing from LAYERS, or LAYERS names one that is gone"
+    assert layer_violations(graph) == []

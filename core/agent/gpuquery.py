@@ -5,7 +5,7 @@ on it, with their user and, when one of ours, the TowerDeck run and role they be
 The NVML layer of the agent: :class:`core.agent.sampling.GpuSampler` loads NVML through
 :func:`load_nvml` here too. Standard library only, and no import from the rest of the agent
 package: over SSH this module's source is read from the agent's zipapp and run as is (see
-``core.ssh.member_bootstrap``), like the pre-flight probe.
+``core.remote.ssh.member_bootstrap``), like the pre-flight probe.
 
     python3 agent.pyz --gpus [--every SECONDS] [--count N]   # one JSON snapshot per line
 """
@@ -122,7 +122,7 @@ def _command(pid: int) -> str | None:
 
 def towerdeck_role(pid: int) -> tuple[str | None, str | None]:
     """(run directory, role) of a process TowerDeck started, from the variables every role gets
-    (``TOWERDECK_RUN_DIR``, ``TOWERDECK_ROLE``, see core/render.py), looked for in the process
+    (``TOWERDECK_RUN_DIR``, ``TOWERDECK_ROLE``, see core/cluster/render.py), looked for in the process
     and then its parents (a trainer's helper may have cleared its environment); (None, None) when
     it is not one of ours or its environment cannot be read (another user's process)."""
     current: int | None = pid

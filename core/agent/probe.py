@@ -5,10 +5,10 @@ importing TensorFlow) it prints one JSON object: the python version, the working
 for each command whether it is found, whether its script exists and (for a python) which
 TensorFlow it imports and which of the script's module-level imports it cannot find, whether each
 port is free, and whether NVML answers. The controller
-turns it into a table (core/preflight.py).
+turns it into a table (core/preflight/runner.py).
 
 Standard library only, and no import from the rest of the agent package: over SSH this module's
-source is read from the agent's zipapp and run as is (see ``core.ssh.PROBE_BOOTSTRAP``).
+source is read from the agent's zipapp and run as is (see ``core.remote.ssh.PROBE_BOOTSTRAP``).
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def _bind_state(host: str, port: int) -> str:
 
 
 def probe(req: dict[str, Any]) -> dict[str, Any]:
-    """Answer one pre-flight request (the protocol between core/preflight.py and this module)."""
+    """Answer one pre-flight request (the protocol between core/preflight/runner.py and this module)."""
     out: dict[str, Any] = {"python": sys.version.split()[0], "workdir": None, "commands": [], "ports": [], "nvml": None}
     wd = os.path.expanduser(req["workdir"])
     out["workdir"] = {"path": wd, "ok": os.path.isdir(wd)}

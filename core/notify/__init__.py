@@ -11,7 +11,7 @@ TowerDeck opens no listener and makes no network call for this: the command does
 
 from __future__ import annotations
 
-from core.notify.config import NOTIFY_KEYS, NOTIFY_KINDS, NotifyConfig, notify_to_data, parse_notify
+from core.cluster.notify_table import NOTIFY_KEYS, NOTIFY_KINDS, NotifyConfig, notify_to_data, parse_notify
 from core.notify.events import Notification, classify
 from core.notify.notifier import Notifier
 

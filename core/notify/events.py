@@ -17,14 +17,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.states import Event
+from core.run.status import Event
 
 SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
 class Notification:
-    """One thing to tell: its kind (see :data:`core.notify.config.NOTIFY_KINDS`), a one-line title,
+    """One thing to tell: its kind (see :data:`core.cluster.notify_table.NOTIFY_KINDS`), a one-line title,
     a longer message, the role or host it is about, when, and the event's own fields."""
 
     kind: str

@@ -30,9 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.notify.config import NotifyConfig
+from core.cluster.notify_table import NotifyConfig
 from core.notify.events import Notification, classify
-from core.states import Event
+from core.run.status import Event
 
 MIN_INTERVAL_S = 60.0
 QUEUE_SIZE = 16

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.locality import is_local_host
+from core.cluster.locality import is_local_host
 from core.profiling.env import ProfileError, WorkerResult, finish_worker, profiler_python, start_worker
 
 PROFILES_DIR = "profiles"

@@ -1,7 +1,7 @@
 """A run's profiles (``RUN/profiles``) in TensorBoard's Profile tab: the profiler environment's
 TensorBoard (with xprof's plugin), on 127.0.0.1 and a free port, through
-:func:`core.tensorboard_serve.serve` (ready once ``/data/plugin/profile/runs`` answers; stopped,
-its whole process group, with :meth:`~core.tensorboard_serve.TensorBoardServer.stop`). Each
+:func:`core.run.tensorboard.serve` (ready once ``/data/plugin/profile/runs`` answers; stopped,
+its whole process group, with :meth:`~core.run.tensorboard.TensorBoardServer.stop`). Each
 capture's roles are its runs (``<time>/worker-0/<session>``), so the tab selects each host."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from core.profiling.capture import PROFILES_DIR, list_captures
 from core.profiling.env import ProfileError, profiler_python
-from core.tensorboard_serve import EventDirs, TensorBoardError, TensorBoardServer, serve
+from core.run.tensorboard import EventDirs, TensorBoardError, TensorBoardServer, serve
 
 READY_PATH = "/data/plugin/profile/runs"
 

@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from core.locality import is_local_host
+from core.cluster.locality import is_local_host
+from core.cluster.slurm_table import SlurmConfig
+from core.cluster.spec import ClusterSpec, HostConfig
 from core.slurm.client import ENDED_STATES, JobEnd, SlurmClient, SlurmError
-from core.slurm.config import SlurmConfig
-from core.spec import ClusterSpec, HostConfig
 
 PENDING_POLL_S = 0.5  # while pending: a user waits on this, and squeue is cheap
 WATCH_PERIOD_S = 2.0  # while running: only to notice Slurm ending the job

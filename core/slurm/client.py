@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.slurm.config import SlurmConfig
+from core.cluster.slurm_table import SlurmConfig
+from core.cluster.spec import ClusterSpec
 
 # The job's only script: it holds the allocation while the roles run in their own steps. exec
 # makes sleep the batch step itself, so a cancel has one process to end.
@@ -418,7 +419,17 @@ def _fix_for(stderr: str) -> str:
 
 def ssh_prefix_for(login: str, ssh_config: Path | None) -> list[str]:
     """The ``ssh ... -- HOST`` words that reach a ``[slurm] login`` node (remote command after)."""
-    from core.spec import HostConfig
-    from core.ssh import ssh_argv
+    from core.cluster.spec import HostConfig
+    from core.remote.ssh import ssh_argv
 
     return ssh_argv(HostConfig(login, ssh=login), ssh_config)
+
+
+def slurm_client(spec: ClusterSpec) -> SlurmClient:
+    """The client for the spec's ``[slurm]``: here, or on its login node over SSH."""
+    assert spec.slurm is not None
+    if spec.slurm.login is None:
+        return SlurmClient()
+    from core.remote.ssh import ssh_config_path
+
+    return SlurmClient(ssh_prefix_for(spec.slurm.login, ssh_config_path(spec)))

@@ -23,10 +23,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from core.cluster.spec.addresses import canonical_host
+from core.cluster.spec.model import JOB_ORDER, ClusterSpec, Job, Task
 from core.slurm.allocation import PlacementError
 from core.slurm.client import SlurmClient, SlurmError, step_argv
-from core.spec.addresses import canonical_host
-from core.spec.model import JOB_ORDER, ClusterSpec, Job, Task
 
 FreePortsOn = Callable[[str, int], list[int]]
 # The one-shot step's name in squeue, so a look at the job shows what it is.

@@ -1,6 +1,6 @@
 """The per-node agent as one Slurm step: ``srun --jobid=J --nodes=1 --ntasks=1 --nodelist=NODE``.
 
-The agent is the same program :class:`core.transport.LocalTransport` starts, speaking the same
+The agent is the same program :class:`core.remote.transport.LocalTransport` starts, speaking the same
 JSON lines, only over srun's stdio: srun forwards our stdin to the task and its stdout back
 unbuffered. The agent then starts the roles as it does anywhere (own process groups, logs,
 samples), so stop, kill, restart and stall detection work unchanged. The agent file must be
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from core.agent import artifact_file
-from core.link import AgentLink, Endpoint
+from core.remote.link import AgentLink, Endpoint
+from core.remote.transport import EventSink, LocalTransport
 from core.slurm.client import SlurmClient, step_argv
-from core.transport import EventSink, LocalTransport
 
 
 def step_name_for(host: str) -> str:

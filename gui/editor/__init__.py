@@ -3,7 +3,7 @@
 ``ClusterEditor`` (``widget``) is what the main window embeds; its parts are the form
 (``cluster``, one ``job`` tab per job, ``fields``), the ``problems`` list, the ``paste`` dialog and
 the recent ``files``. ``python -m gui.editor [FILE] [--screenshot PNG]`` (``__main__``) shows it
-alone. What a form value means, and every message about it, is :mod:`core.spec`'s.
+alone. What a form value means, and every message about it, is :mod:`core.cluster.spec`'s.
 """
 
 from __future__ import annotations

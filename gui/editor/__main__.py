@@ -11,7 +11,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
-from core.cli import DEMO_CLUSTER
+from core.cluster.demo import DEMO_CLUSTER
 from gui.editor.widget import ClusterEditor
 
 

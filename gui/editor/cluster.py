@@ -9,9 +9,9 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core.problems import ERROR, Problem
-from core.spec import JOB_ORDER, LAUNCH_STYLES, STRATEGIES, TOP_KEYS
-from core.spec.locate import path_parts
+from core.cluster.problems import ERROR, Problem
+from core.cluster.spec import JOB_ORDER, LAUNCH_STYLES, STRATEGIES, TOP_KEYS
+from core.cluster.spec.locate import path_parts
 from gui.editor.fields import ERROR_INK, EnvTable, Marker, command_value, format_command, worst
 from gui.editor.job import COMMAND, ENV, GPUS, HOST, JobEditor
 
@@ -280,7 +280,7 @@ class ClusterForm(QtWidgets.QWidget):
         self.workdir_edit.setText(text)
 
     def data(self) -> tuple[dict[str, Any], list[Problem]]:
-        """The TOML table this form describes, in the order of ``core.spec.to_data``, and problems
+        """The TOML table this form describes, in the order of ``core.cluster.spec.to_data``, and problems
         with text that has no TOML form (GPUs that are not numbers, env without ``=``)."""
         problems: list[Problem] = []
         out: dict[str, Any] = {

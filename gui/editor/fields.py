@@ -1,7 +1,7 @@
 """Small pieces of the cluster editor: text <-> value conversions, problem markers, the env table.
 
-The editor never invents its own validation messages for what ``core.spec`` checks: a form value
-is handed to :func:`core.spec.parse_data` as the user typed it, so the user reads the very words
+The editor never invents its own validation messages for what ``core.cluster.spec`` checks: a form value
+is handed to :func:`core.cluster.spec.parse_data` as the user typed it, so the user reads the very words
 ``python main.py validate`` prints. Only text that has no TOML form at all (``0, x`` as GPUs, an
 env entry without ``=``) gets a message here, in the same shape (field path, message, fix).
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core.problems import ERROR, Problem
+from core.cluster.problems import ERROR, Problem
 
 ERROR_FILL = QtGui.QColor("#fde2e2")
 WARNING_FILL = QtGui.QColor("#fff3cd")
@@ -51,7 +51,7 @@ def format_gpus(value: Any) -> str:
 
 
 def command_value(text: str) -> str | list[str] | None:
-    """A command as typed -> a list of arguments; a string ``core.spec`` will refuse to split stays
+    """A command as typed -> a list of arguments; a string ``core.cluster.spec`` will refuse to split stays
     a string, so the user gets ``validate``'s own message about the quotes."""
     text = text.strip()
     if not text:

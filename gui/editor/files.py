@@ -1,6 +1,6 @@
 """The cluster editor's recent-files list (QSettings), and failures in a few words.
 
-The text it saves, and how, is ``core.spec.write`` (``toml_text``, ``write_atomically``).
+The text it saves, and how, is ``core.cluster.spec.write`` (``toml_text``, ``write_atomically``).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from typing import Any
 
 from PySide6 import QtCore, QtWidgets
 
-from core.problems import Problem
-from core.spec import POLICIES, TASK_KEYS, RestartPolicy, parse_address
+from core.cluster.problems import Problem
+from core.cluster.spec import POLICIES, TASK_KEYS, RestartPolicy, parse_address
 from gui.editor.fields import (
     EnvTable,
     Marker,

@@ -1,6 +1,6 @@
 """The dialog that fills the cluster editor from a pasted classic command line or a TF_CONFIG.
 
-What the text means is ``core.importers.import_pasted``'s business, as for ``python main.py import``.
+What the text means is ``core.cluster.pasted.import_pasted``'s business, as for ``python main.py import``.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 from PySide6 import QtCore, QtWidgets
 
-from core.importers import looks_like_tf_config
-from core.problems import Problem
+from core.cluster.pasted import looks_like_tf_config
+from core.cluster.problems import Problem
 
 
 class PasteDialog(QtWidgets.QDialog):

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core.problems import ERROR, Problem
+from core.cluster.problems import ERROR, Problem
 from gui.editor.fields import ERROR_INK, WARNING_INK
 
 

@@ -1,10 +1,10 @@
 """The cluster editor: every field of a cluster file in a form, checked as the user types.
 
-Validation is ``core.spec.parse_data`` on the TOML table the form describes, so every message is
+Validation is ``core.cluster.spec.parse_data`` on the TOML table the form describes, so every message is
 the one ``python main.py validate`` prints; each problem's field path leads to its widget (tinted,
 with the message and the fix in its tooltip) and the list under the form shows them all, with
 line numbers while the form matches the file on disk. The checks against this machine
-(``core.checks.check_local``: command and script exist, ports free) and all file reads and writes
+(``core.preflight.checks.check_local``: command and script exist, ports free) and all file reads and writes
 run on short-lived threads; the GUI thread only ever parses in memory.
 
 While a cluster runs the form stays editable and says, in a banner, that changes apply to the
@@ -24,12 +24,12 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core.checks import check_local
-from core.importers import import_pasted
-from core.problems import ERROR, Problem
-from core.spec import ClusterSpec, locate, parse_data, parse_text, to_data, toml_text, write_atomically
-from core.spec.locate import path_parts
-from core.spec.write import rebase_workdir, starter_data
+from core.cluster.pasted import import_pasted
+from core.cluster.problems import ERROR, Problem
+from core.cluster.spec import ClusterSpec, locate, parse_data, parse_text, to_data, toml_text, write_atomically
+from core.cluster.spec.locate import path_parts
+from core.cluster.spec.write import rebase_workdir, starter_data
+from core.preflight.checks import check_local
 from gui.editor.cluster import ClusterForm
 from gui.editor.fields import ERROR_INK, WARNING_INK
 from gui.editor.files import RecentFiles, reason

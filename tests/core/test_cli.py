@@ -6,7 +6,7 @@ import json
 import socket
 from pathlib import Path
 
-from core.spec import load
+from core.cluster.spec import load
 from tests.conftest import ROOT, run_cli
 
 DEMO = ROOT / "resources" / "demo_cluster.toml"

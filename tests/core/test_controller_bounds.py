@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from core import controller as controller_module
-from core.controller import Controller, Event
-from core.rundir import RunDir
-from core.spec import load
+from core.cluster.spec import load
+from core.controller import controller as controller_module
+from core.controller.controller import Controller, Event
+from core.run.rundir import RunDir
 from tests.core.test_journal import light_cluster
 
 

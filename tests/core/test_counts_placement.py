@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.agent import artifact_file
+from core.cluster.spec import ClusterSpec, parse_text
+from core.cluster.spec.addresses import canonical_host
+from core.cluster.spec.write import dumps
 from core.slurm.counts import PlacementError, deal, free_ports_argv, parse_free_ports_answer, place_counted
-from core.spec import ClusterSpec, parse_text
-from core.spec.addresses import canonical_host
-from core.spec.write import dumps
 
 BASE = """\
 name = "counted"

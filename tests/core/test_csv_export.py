@@ -7,11 +7,11 @@ import json
 import shutil
 from pathlib import Path
 
-from core import journal
-from core.controller import Controller
-from core.csv_export import COLUMNS, _Snapshot, export_csv, read_csv
-from core.rundir import RunDir
-from core.spec import load
+from core.cluster.spec import load
+from core.controller.controller import Controller
+from core.run import journal
+from core.run.csv_export import COLUMNS, _Snapshot, export_csv, read_csv
+from core.run.rundir import RunDir
 from tests.conftest import ROOT, run_cli
 from tests.core.test_journal import light_cluster, wait_for
 

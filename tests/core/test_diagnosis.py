@@ -1,4 +1,4 @@
-"""core/diagnosis.py and core/stuck_options.py on output recorded from real TensorFlow runs.
+"""core/diagnosis/rules.py and core/cluster/stuck_options.py on output recorded from real TensorFlow runs.
 
 The fixtures are worker:1's output (placement lines left out) from tests/core/test_stuck.py's
 cluster, run through ``python main.py launch`` on TensorFlow 2.21: ``stuck_worker1_create_session``
@@ -12,7 +12,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.diagnosis import (
+from core.cluster.roles import chief_of, expects_steps
+from core.cluster.spec import parse_text, to_data
+from core.cluster.stuck_options import StuckOptions, chief_success, start_stall_detail
+from core.diagnosis.rules import (
     COORDINATION_CONNECT,
     CREATE_SESSION,
     MODEL_READY,
@@ -20,13 +23,9 @@ from core.diagnosis import (
     SILENT,
     WORKER_LOST,
     Diagnoser,
-    chief_of,
-    expects_steps,
     recognise,
     waiting_lines,
 )
-from core.spec import parse_text, to_data
-from core.stuck_options import StuckOptions, chief_success, start_stall_detail
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CREATE_LOG = (FIXTURES / "stuck_worker1_create_session.log").read_text()

@@ -144,8 +144,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path):
 def test_preflight_warns_when_a_tasks_gpu_is_busy_without_failing(
     fake_gpus: None, tagged_process: subprocess.Popen[bytes], tmp_path: Path
 ):
-    from core.preflight import format_table, preflight
-    from core.spec import parse_text
+    from core.cluster.spec import parse_text
+    from core.preflight.runner import format_table, preflight
     from tests.conftest import free_ports
 
     p = free_ports(3)

@@ -9,12 +9,12 @@ import threading
 import time
 from pathlib import Path
 
-from core import journal
-from core.controller import Controller, Event
-from core.replay import RunReader
-from core.rundir import RunDir
-from core.spec import load
-from core.states import ClusterStatus
+from core.cluster.spec import load
+from core.controller.controller import Controller, Event
+from core.run import journal
+from core.run.reader import RunReader
+from core.run.rundir import RunDir
+from core.run.status import ClusterStatus
 from tests.conftest import ROOT, free_ports
 
 TRAINERS = ROOT / "resources" / "trainers"

@@ -437,9 +437,9 @@ def test_user_metric_patterns_from_the_cluster_file_parse_a_custom_format(tmp_pa
 def test_controller_publishes_tensorboard_scalars_and_placement(tmp_path: Path):
     """Through the core API, as the window uses it: scalars from the roles' event files as they
     are written, and the placement table from the output."""
-    from core.controller import Controller
-    from core.rundir import RunDir
-    from core.spec import load
+    from core.cluster.spec import load
+    from core.controller.controller import Controller
+    from core.run.rundir import RunDir
 
     cluster, ports = between_graph(tmp_path, steps=200)
     text = cluster.read_text().replace('"--log_every=10"', '"--log_every=10", "--log_device_placement"')

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.link import AgentLink, Endpoint
+from core.remote.link import AgentLink, Endpoint
 
 HELLO = json.dumps({"ev": "hello", "run_dir": "/nowhere", "roles": {}, "ended": {}})
 FIRST = [sys.executable, "-c", f"print({HELLO!r}, flush=True)"]

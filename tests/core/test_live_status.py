@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core import control
-from core.replay import RunReader
-from core.session import LaunchSession
-from core.spec import load
-from core.states import RoleState, RoleStatus
+from core.cluster.spec import load
+from core.controller.session import LaunchSession
+from core.run import control
+from core.run.reader import RunReader
+from core.run.status import RoleState, RoleStatus
 from tests.conftest import run_cli
 from tests.core.test_journal import light_cluster, wait_for
 from tests.helpers.procs import assert_nothing_left

@@ -13,11 +13,11 @@ from typing import Any
 
 import psutil
 
-from core import journal
+from core.cluster.spec import dumps, load, parse_text
+from core.controller.session import LaunchSession
 from core.notify import Notification, Notifier, NotifyConfig
-from core.session import LaunchSession
-from core.spec import dumps, load, parse_text
-from core.states import Event
+from core.run import journal
+from core.run.status import Event
 from tests.conftest import ROOT, free_ports, run_cli
 from tests.core.test_journal import TRAINERS, wait_for
 from tests.core.test_launch import Launch, launches  # noqa: F401 - the fixture

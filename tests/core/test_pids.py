@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import time
 
-from core.pids import kill_group_if_same, start_time
+from core.run.pids import kill_group_if_same, start_time
 
 
 def _sleeper() -> subprocess.Popen[bytes]:

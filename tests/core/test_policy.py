@@ -1,12 +1,12 @@
-"""Restart and completion policy, without a process: every rule of core.policy."""
+"""Restart and completion policy, without a process: every rule of core.controller.policy."""
 
 from __future__ import annotations
 
 import signal
 
-from core.policy import decide_exit, evaluate
-from core.spec import RestartPolicy
-from core.states import ClusterPhase, RoleState
+from core.cluster.spec import RestartPolicy
+from core.controller.policy import decide_exit, evaluate
+from core.run.status import ClusterPhase, RoleState
 
 ON_FAILURE = RestartPolicy("OnFailure", max_restarts=2, backoff_s=1.0, backoff_max_s=3.0, reset_after_s=600.0)
 

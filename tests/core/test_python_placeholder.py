@@ -8,12 +8,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from core.checks import check_local
-from core.demo import DEMO_CLUSTER
-from core.preflight import check_host
-from core.problems import WARNING
-from core.render import render
-from core.spec import load
+from core.cluster.demo import DEMO_CLUSTER
+from core.cluster.problems import WARNING
+from core.cluster.render import render
+from core.cluster.spec import load
+from core.preflight.checks import check_local
+from core.preflight.runner import check_host
 from tests.conftest import free_ports
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, without the project's packages

@@ -17,9 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from core.controller import Controller, Event
-from core.rundir import RunDir
-from core.spec import load
+from core.cluster.spec import load
+from core.controller.controller import Controller, Event
+from core.run.rundir import RunDir
 from tests.conftest import ROOT, run_cli
 from tests.core.test_launch import between_graph
 from tests.helpers.procs import assert_nothing_left

@@ -19,8 +19,9 @@ import numpy as np
 import psutil
 import pytest
 
-from core import runs_index, runs_select
-from core.runs_compare import load_for_compare, read_curves
+from core.run import index as runs_index
+from core.run import select as runs_select
+from core.run.compare import load_for_compare, read_curves
 from tests.conftest import ROOT, free_ports, run_cli
 from tests.core.test_journal import TRAINERS, wait_for
 
@@ -244,7 +245,7 @@ def test_compare_takes_two_to_eight(tmp_path: Path) -> None:
 
 
 def test_derived_step_times_do_not_spike_on_batches_landing_together() -> None:
-    from core.runs_compare import _fill_step_times
+    from core.run.compare import _fill_step_times
 
     # Two lines a batch every 0.1 s (0.05 s a step), and one extra batch landing 1 ms after another.
     batches = np.sort(np.append(np.round(np.arange(0.0, 5.0, 0.1), 3), 3.001))

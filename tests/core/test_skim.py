@@ -7,7 +7,7 @@ import itertools
 import json
 from pathlib import Path
 
-from core import journal, skim
+from core.run import journal, skim
 
 
 def write(path: Path, n: int, partial: bool = False) -> None:

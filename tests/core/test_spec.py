@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from core.checks import check_local, port_in_use
-from core.render import render, tf_config
-from core.spec import RestartPolicy, dumps, load, locate, parse_role_id, parse_text
+from core.cluster.render import render, tf_config
+from core.cluster.spec import RestartPolicy, dumps, load, locate, parse_role_id, parse_text
+from core.preflight.checks import check_local, port_in_use
 from tests.conftest import ROOT
 
 GOOD = """\
@@ -199,7 +199,7 @@ def test_remote_host_is_reached_over_ssh_and_left_to_the_preflight():
 def test_whether_a_host_is_this_machine_is_read_once_for_a_whole_cluster(monkeypatch):
     import psutil
 
-    from core import locality
+    from core.cluster import locality
 
     calls = []
     real = psutil.net_if_addrs
@@ -350,7 +350,7 @@ def test_restart_reset_after_is_checked_kept_and_written_back():
 
 
 def test_pasted_text_is_a_cluster_or_the_importers_problems():
-    from core.importers import import_pasted, looks_like_tf_config
+    from core.cluster.pasted import import_pasted, looks_like_tf_config
 
     tf_config = """export TF_CONFIG='{"cluster": {"chief": ["h1:4000"], "worker": ["h2:4001"], "ps": ["h3:4002"]}}'"""
     assert looks_like_tf_config(tf_config) and not looks_like_tf_config("python t.py --worker_hosts=h:1")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from core.spec import UnplacedTasksError, dumps, parse_text
-from core.tfjob import to_tfjob
+from core.cluster.spec import UnplacedTasksError, dumps, parse_text
+from core.cluster.tfjob import to_tfjob
 from tests.conftest import run_cli
 from tests.export.tfjob_rules import check
 
@@ -135,7 +135,7 @@ def test_a_command_that_needs_hosts_says_so_for_a_counted_cluster(tmp_path: Path
 
 def test_render_refuses_a_listed_task_while_another_job_is_counted() -> None:
     """The chief's flags and TF_CONFIG would list the workers: with no hosts yet they cannot."""
-    from core.render import render
+    from core.cluster.render import render
 
     spec = _parse(COUNTED)
     with pytest.raises(UnplacedTasksError):

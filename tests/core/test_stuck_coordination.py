@@ -35,9 +35,9 @@ STRAGGLER = re.compile(r"I0000 00:00:(?P<t>\d+\.\d+) .*coordination_service\.cc:
 
 
 def test_the_leader_waiting_for_a_worker_that_never_connected_is_diagnosed(tmp_path):
-    from core.controller import Controller, Event
-    from core.rundir import RunDir
-    from core.spec import load
+    from core.cluster.spec import load
+    from core.controller.controller import Controller, Event
+    from core.run.rundir import RunDir
 
     ports = free_ports(2)
     spec, problems = load(write_cluster(tmp_path, MWMS_PEER_LATE, ports))
@@ -100,9 +100,9 @@ tasks = ["127.0.0.1:{p[2]}"]
 def test_the_ps_chief_that_lost_its_only_worker_is_diagnosed_as_waiting_for_it(tmp_path):
     """Measured (TF 2.21): the chief prints ``Worker /job:worker/replica:0/task:0 failed with
     UnavailableError()`` (a Python ERROR log, shown by default) and then nothing, for good."""
-    from core.controller import Controller, Event
-    from core.rundir import RunDir
-    from core.spec import load
+    from core.cluster.spec import load
+    from core.controller.controller import Controller, Event
+    from core.run.rundir import RunDir
 
     ports = free_ports(3)
     spec, problems = load(write_cluster(tmp_path, PS_ONE_WORKER, ports))
@@ -159,9 +159,9 @@ tasks = ["127.0.0.1:{p[1]}", "127.0.0.1:{p[2]}"]
 def test_workers_recreating_their_session_after_the_ps_went_are_diagnosed_with_it(tmp_path):
     """With --tf_verbosity=info a classic worker whose ps is stopped says so: MonitoredSession's
     ``An error was raised. This may be due to a preemption ...`` and the error naming the ps."""
-    from core.controller import Controller, Event
-    from core.rundir import RunDir
-    from core.spec import load
+    from core.cluster.spec import load
+    from core.controller.controller import Controller, Event
+    from core.run.rundir import RunDir
 
     ports = free_ports(3)
     spec, problems = load(write_cluster(tmp_path, RECOVERING_CLUSTER, ports))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from core import journal
+from core.run import journal
 from tests.conftest import ROOT, free_ports, run_cli
 
 pytestmark = pytest.mark.slow

@@ -17,10 +17,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from core import journal
-from core.csv_export import export_csv, read_csv
-from core.spec import load
-from core.tensorboard_serve import event_dirs
+from core.cluster.spec import load
+from core.run import journal
+from core.run.csv_export import export_csv, read_csv
+from core.run.tensorboard import event_dirs
 from tests.conftest import ROOT, free_ports, run_cli
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""core.spec.write's TOML writer: TOML a person can read, that reads back to the same data."""
+"""core.cluster.spec.write's TOML writer: TOML a person can read, that reads back to the same data."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import tomllib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.spec.write import data_to_toml as dumps
+from core.cluster.spec.write import data_to_toml as dumps
 from tests.conftest import ROOT
 
 scalars = (
@@ -81,7 +81,7 @@ def test_inline_tables_stay_on_one_line_whatever_they_hold():
 
 
 def test_a_cluster_table_is_ordered_like_the_bundled_files_and_keeps_unknown_keys():
-    from core.spec import parse_text, toml_text
+    from core.cluster.spec import parse_text, toml_text
 
     data = {
         "hosts": {"10.0.0.2": {"ssh": "me@gpu-1"}},

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from core.spec import load
-from core.tfjob import to_tfjob
+from core.cluster.spec import load
+from core.cluster.tfjob import to_tfjob
 from tests.conftest import ROOT, run_cli
 from tests.export.tfjob_rules import check
 

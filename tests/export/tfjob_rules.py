@@ -4,7 +4,7 @@ Written from the TFJob CRD (``manifests/base/crds/kubeflow.org_tfjobs.yaml``: fi
 types; unknown fields listed as ``kubectl --validate=strict`` would) and from the operator's
 validating webhook (a DNS-1035 job name, a container named ``tensorflow`` with an image in every
 replica, at most one Chief or Master), plus the enums the API documents (restart, clean-pod and
-success policies). Independent of core/tfjob.py, so a mistake there shows here.
+success policies). Independent of core/cluster/tfjob.py, so a mistake there shows here.
 """
 
 from __future__ import annotations

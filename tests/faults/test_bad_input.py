@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from core.importers import from_flags, from_tf_config
-from core.problems import ERROR, Problem, SpecError
-from core.spec import JOB_KEYS, JOB_ORDER, RESTART_KEYS, TASK_KEYS, TOP_KEYS, dumps, parse_data, parse_text
+from core.cluster.pasted import from_flags, from_tf_config
+from core.cluster.problems import ERROR, Problem, SpecError
+from core.cluster.spec import JOB_KEYS, JOB_ORDER, RESTART_KEYS, TASK_KEYS, TOP_KEYS, dumps, parse_data, parse_text
 from core.telemetry.metrics import MetricParser, MetricPattern, WorkerStats
 from core.telemetry.placement import PlacementAggregator
 from tests.conftest import ROOT

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.cli import main as cli_main
+from core.cli.main import main as cli_main
 from core.telemetry.metrics import MetricParser, MetricPattern
 from tests.conftest import free_ports, run_cli
 from tests.faults.test_bad_input import FLAG_WORDS, JSONISH, SEED_TEXTS, TOKENS, mutated

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from core import control
-from core.cli import main as cli_main
-from core.cli_launch import LaunchPrinter
-from core.states import Event
+from core.cli.launch import LaunchPrinter
+from core.cli.main import main as cli_main
+from core.run import control
+from core.run.status import Event
 from tests.conftest import free_ports, run_cli
 from tests.core.test_agent import AgentProcess
 from tests.core.test_launch import Launch

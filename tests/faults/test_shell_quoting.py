@@ -16,7 +16,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.render import RoleLaunch
+from core.cluster.render import RoleLaunch
 from tests.conftest import free_ports, run_cli
 
 DUMPER = """

@@ -89,9 +89,9 @@ while True:
 
 def test_trainer_stuck_in_a_loop_is_stalled_through_the_controller_api(tmp_path: Path):
     """As the window sees it: RoleStatus.stalled / stalled_for_s and role_stalled events."""
-    from core.controller import Controller, Event
-    from core.rundir import RunDir
-    from core.spec import load
+    from core.cluster.spec import load
+    from core.controller.controller import Controller, Event
+    from core.run.rundir import RunDir
 
     trainer = tmp_path / "stuck.py"
     trainer.write_text(STUCK_TRAINER)
@@ -134,7 +134,7 @@ def test_trainer_stuck_in_a_loop_is_stalled_through_the_controller_api(tmp_path:
 
 
 def test_stall_after_s_is_validated_like_the_rest(tmp_path: Path):
-    from core.spec import parse_text
+    from core.cluster.spec import parse_text
 
     base = 'strategy = "custom"\ncommand = ["python", "t.py"]\n[jobs.worker]\ntasks = ["127.0.0.1:2223"]\n'
     spec, problems = parse_text(base)

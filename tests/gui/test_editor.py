@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from PySide6 import QtCore, QtWidgets
 
-from core import cli
-from core.spec import dumps, load, parse_data, parse_text
+from core.cli import main as cli
+from core.cluster.spec import dumps, load, parse_data, parse_text
 from tests.conftest import ROOT, free_ports
 
 pytestmark = [

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from core import journal
-from core.csv_export import read_csv
-from core.spec import load
-from core.states import Event
+from core.cluster.spec import load
+from core.run import journal
+from core.run.csv_export import read_csv
+from core.run.status import Event
 from tests.conftest import ROOT, free_ports
 
 SINK = ROOT / "tests" / "helpers" / "notify_sink.py"
@@ -46,8 +46,8 @@ def test_export_plots_and_csv_from_a_live_run_and_notify_when_it_ends(qtbot, tmp
     import pyqtgraph as pg
     from PySide6 import QtGui
 
-    from gui.exporting import visible_plots
-    from gui.main_window import MainWindow
+    from gui.runs.exporting import visible_plots
+    from gui.window.main_window import MainWindow
 
     sink_out = tmp_path / "notified.jsonl"
     spec, problems = load(light_cluster(tmp_path, sink_out))
@@ -86,7 +86,7 @@ def test_export_plots_and_csv_from_a_live_run_and_notify_when_it_ends(qtbot, tmp
         assert not any(isinstance(i, pg.LegendItem) for i in plot.scene().items())
 
     # Right-click > Export... (pyqtgraph's dialog) is there for our plots, offers PNG and SVG, and
-    # its SVG export works (it shares the exporter fixed in gui/exporting.py).
+    # its SVG export works (it shares the exporter fixed in gui/runs/exporting.py).
     scene = plots[0].scene()
     assert [a.text() for a in scene.contextMenu] == ["Export..."]
     scene.contextMenuItem = plots[0].getPlotItem().getViewBox()  # what a right-click on the curves sets
@@ -118,7 +118,7 @@ def test_export_plots_and_csv_from_a_live_run_and_notify_when_it_ends(qtbot, tmp
 
 
 def test_desktop_notification_only_when_the_window_is_not_active(qtbot, monkeypatch) -> None:
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
 
     window = MainWindow(None)
     qtbot.addWidget(window)
@@ -141,7 +141,7 @@ def test_desktop_notification_only_when_the_window_is_not_active(qtbot, monkeypa
 def test_open_in_tensorboard_and_it_stops_with_the_window(qtbot, tmp_path: Path) -> None:
     import psutil
 
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
     from tests.conftest import run_cli
     from tests.core.test_tensorboard_serve import CLUSTER, TRAINERS
 

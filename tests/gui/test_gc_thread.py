@@ -39,8 +39,8 @@ def _allocate_like_a_link(stop: threading.Event, done: threading.Event) -> None:
 
 
 def test_qt_owning_cycles_are_collected_on_the_gui_thread_while_others_allocate(qtbot, tmp_path: Path):
-    from gui import collector
-    from gui.main_window import MainWindow
+    from gui.window import collector
+    from gui.window.main_window import MainWindow
 
     enabled_before = gc.isenabled()
     window = MainWindow(None, runs_root=tmp_path / "runs")

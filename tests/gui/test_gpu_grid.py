@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from core.telemetry.gpu_tiles import SPARK_POINTS, GpuTileBoard, heat_level
+from core.views.gpu_tiles import SPARK_POINTS, GpuTileBoard, heat_level
 
 GIB = 1 << 30
 
@@ -62,7 +62,7 @@ def test_board_keeps_a_bounded_history_per_gpu_and_groups_hosts_naturally():
 def test_grid_shows_64_gpus_on_8_hosts_and_a_click_selects_one(qtbot):
     from PySide6 import QtCore
 
-    from gui.gpu_grid import GpuGrid
+    from gui.run.gpu_grid import GpuGrid
 
     grid = GpuGrid()
     qtbot.addWidget(grid)
@@ -94,7 +94,7 @@ def test_grid_shows_64_gpus_on_8_hosts_and_a_click_selects_one(qtbot):
 
 def fed_panel(qtbot, samples: int):  # type: ignore[no-untyped-def]
     """A shown GPU panel fed ``samples`` samples of 8 hosts with 8 GPUs each (host CPU 10 %, 11 %...)."""
-    from gui.panels.gpus import GpuPanel
+    from gui.run.tabs.gpus import GpuPanel
 
     panel = GpuPanel()
     qtbot.addWidget(panel)
@@ -127,7 +127,7 @@ def test_gpu_panel_leads_with_the_grid_past_8_gpus_and_shows_one_full_card(qtbot
 
 
 def test_gpu_panel_with_few_gpus_keeps_a_card_each(qtbot):
-    from gui.panels.gpus import GpuPanel
+    from gui.run.tabs.gpus import GpuPanel
 
     panel = GpuPanel()
     qtbot.addWidget(panel)
@@ -142,7 +142,7 @@ def test_cards_are_made_a_few_a_frame_and_open_with_their_history(qtbot):
     """Issue 19: the first samples of a 64-GPU run made 17 plot widgets in one go on the GUI
     thread (6.7 s without an event loop turn on a loaded machine). Samples make no widget now;
     each frame makes at most CARDS_PER_FRAME cards, those on screen only, the focused GPU's first."""
-    from gui.panels.gpus import CARDS_PER_FRAME
+    from gui.run.tabs.gpus import CARDS_PER_FRAME
 
     panel = fed_panel(qtbot, 3)
     assert panel.cards == {}, "a sample made plot widgets"

@@ -3,8 +3,8 @@ every point once and in order per role, a host sample weighing as much as the se
 
 from __future__ import annotations
 
-from core.inbox import SAMPLE_POINTS, EventInbox
-from core.states import Event
+from core.run.inbox import SAMPLE_POINTS, EventInbox
+from core.run.status import Event
 
 
 def test_bounded_drains_keep_every_point_in_order_and_state_events_first() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.spec import parse_text
+from core.cluster.spec import parse_text
 from tests.conftest import free_ports
 
 pytestmark = pytest.mark.slow
@@ -17,7 +17,7 @@ FLOOD_BYTES = 20 * 1024 * 1024
 def test_20_mb_of_output_never_holds_the_event_loop_over_100_ms(qtbot, tmp_path: Path):
     from PySide6 import QtCore
 
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
 
     (port,) = free_ports(1)
     code = (

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.spec import load
+from core.cluster.spec import load
 from tests.conftest import ROOT, free_ports
 from tests.core.test_launch import between_graph, states
 from tests.faults.test_disk_full import small_disk
@@ -48,7 +48,7 @@ def table_rows(view) -> list[list[str]]:
 
 
 def test_launch_watch_every_tab_stop_a_worker_and_stop_all(qtbot, tmp_path: Path):
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
 
     cluster, ports = placement_cluster(tmp_path, steps=100000, sleep=0.01)
     spec, _ = load(cluster)
@@ -155,7 +155,7 @@ def test_launch_watch_every_tab_stop_a_worker_and_stop_all(qtbot, tmp_path: Path
 
 
 def test_a_failed_role_stands_out_with_its_reason_and_last_lines(qtbot, tmp_path: Path):
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
 
     (tmp_path / "crash.py").write_text(
         "import sys\nprint('loading data')\nprint('bad shard 7', flush=True)\nsys.exit(3)\n"
@@ -181,7 +181,7 @@ def test_a_failed_role_stands_out_with_its_reason_and_last_lines(qtbot, tmp_path
 
 
 def test_a_past_run_reopens_with_its_table_curves_and_logs(qtbot, tmp_path: Path):
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
 
     cluster, ports = between_graph(tmp_path, steps=200, sleep=0.0)
     result = subprocess.run(
@@ -221,8 +221,8 @@ def test_a_past_run_reopens_with_its_table_curves_and_logs(qtbot, tmp_path: Path
 
 
 def test_window_layout_persists_in_settings_not_the_users(qtbot, tmp_path: Path):
-    from gui import settings
-    from gui.main_window import MainWindow
+    from gui.window import settings
+    from gui.window.main_window import MainWindow
 
     spec, _ = load(ROOT / "resources" / "demo_cluster.toml")
     window = MainWindow(spec)
@@ -259,7 +259,7 @@ def test_a_live_run_of_another_process_is_watched_and_controlled(qtbot, tmp_path
     """`python main.py launch` runs the cluster; the window opens its run directory and acts on it."""
     import json
 
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
 
     cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01)
     launcher = subprocess.Popen(
@@ -304,7 +304,7 @@ def test_fill_the_form_by_pasting_a_command_line_then_launch_and_edit_while_runn
     """A new user's path: empty window, paste the command they used to type per terminal, launch."""
     from PySide6 import QtCore, QtWidgets
 
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
     from tests.core.test_launch import TRAINERS
     from tests.gui.test_editor import type_into
 
@@ -352,7 +352,7 @@ def test_closing_asks_and_leave_keeps_the_cluster_which_the_window_reattaches(
     attaching takes them over (output continues), and stopping from there leaves nothing."""
     from PySide6 import QtCore, QtWidgets
 
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
 
     monkeypatch.delenv("TOWERDECK_CLOSE_CHOICE")
     cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01)
@@ -400,7 +400,7 @@ def test_closing_asks_and_leave_keeps_the_cluster_which_the_window_reattaches(
 def test_a_hung_worker_is_marked_stalled_and_killed_from_the_window(qtbot, tmp_path: Path):
     import signal
 
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
 
     cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01)
     cluster.write_text(cluster.read_text().replace("stop_grace_s = 3", "stop_grace_s = 3\nstall_after_s = 3"))
@@ -426,7 +426,7 @@ def test_a_hung_worker_is_marked_stalled_and_killed_from_the_window(qtbot, tmp_p
 
 
 def test_a_full_run_disk_is_a_clear_warning_and_training_goes_on(qtbot, tmp_path: Path, small_disk: Path):
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
     from tests.faults.test_disk_full import fill
 
     cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01)
@@ -452,7 +452,7 @@ def test_a_full_run_disk_is_a_clear_warning_and_training_goes_on(qtbot, tmp_path
 
 def test_a_counted_slurm_cluster_opens_with_its_roles_before_any_host(qtbot, tmp_path: Path):
     """tasks = N (issue 12): the roles are known from the counts; their host is "Slurm" until placed."""
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
 
     cluster = tmp_path / "counted.toml"
     cluster.write_text(

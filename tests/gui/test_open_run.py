@@ -1,6 +1,6 @@
 """A long finished run reopens whole and fast: every worker's curve from its first step to its last
 and every GPU's history to its last second, while the event loop keeps turning (a generated run:
-tests/helpers/past_run.py, big enough that its files are skimmed, see core/skim.py)."""
+tests/helpers/past_run.py, big enough that its files are skimmed, see core/run/skim.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ WORKERS, SECONDS, HOSTS = 4, 20_000, 2  # 2.4 MB of metrics a worker, 40 MB of s
 
 
 def test_a_long_past_run_shows_its_whole_span_and_the_window_keeps_turning(qtbot, tmp_path: Path):
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
 
     run = generate_run(tmp_path / "run", workers=WORKERS, seconds=SECONDS, hosts=HOSTS)
     window = MainWindow(None, runs_root=tmp_path / "runs")

@@ -8,8 +8,8 @@ import dataclasses
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.controller import RoleState, RoleStatus
-from core.overview import build_overview, natural_key, short_role
+from core.controller.controller import RoleState, RoleStatus
+from core.views.overview import build_overview, natural_key, short_role
 
 
 def status(role: str, host: str, state: RoleState = RoleState.RUNNING, **extra: object) -> RoleStatus:
@@ -82,7 +82,7 @@ def test_model_groups_by_host_with_jobs_in_order_and_trouble_first():
 
 
 def test_overview_draws_64_workers_on_8_hosts_and_a_click_selects(qtbot):
-    from gui.overview import ClusterOverview
+    from gui.run.overview import ClusterOverview
 
     view = ClusterOverview()
     qtbot.addWidget(view)
@@ -124,7 +124,7 @@ def test_overview_draws_64_workers_on_8_hosts_and_a_click_selects(qtbot):
 
 
 def test_overview_of_the_demo_cluster_uses_big_tiles(qtbot):
-    from gui.overview import MAX_CELL, ClusterOverview
+    from gui.run.overview import MAX_CELL, ClusterOverview
 
     view = ClusterOverview()
     qtbot.addWidget(view)
@@ -149,7 +149,7 @@ def test_overview_too_small_for_its_tiles_grows_in_its_scroll_area(qtbot):
     area scrolls) and paints without error; asking resizes it during the paint."""
     from PySide6 import QtWidgets
 
-    from gui.overview import ClusterOverview
+    from gui.run.overview import ClusterOverview
 
     view = ClusterOverview()
     scroll = QtWidgets.QScrollArea()
@@ -170,8 +170,8 @@ def test_tiles_paint_the_current_state_after_a_launch(qtbot):
     states (pending before a launch, running after it)."""
     from PySide6 import QtGui
 
-    from core.overview import PlannedRole
-    from gui.overview import CATEGORY_COLOURS, ClusterOverview
+    from core.views.overview import PlannedRole
+    from gui.run.overview import CATEGORY_COLOURS, ClusterOverview
 
     view = ClusterOverview()
     qtbot.addWidget(view)

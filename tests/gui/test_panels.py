@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.spec import parse_text
+from core.cluster.spec import parse_text
 from tests.conftest import ROOT, free_ports
 from tests.helpers.procs import assert_nothing_left
 
@@ -16,7 +16,7 @@ FAKE_NVML = str(ROOT / "tests" / "helpers" / "fake_nvml.py")
 
 
 def test_carriage_return_progress_keeps_the_last_state_across_chunks():
-    from gui.panels.logs import LineAssembler
+    from gui.run.tabs.logs import LineAssembler
 
     lines = LineAssembler()
     assert lines.feed("epoch 1\n 10%\r 20%") == ["epoch 1"]
@@ -28,7 +28,7 @@ def test_carriage_return_progress_keeps_the_last_state_across_chunks():
 
 
 def test_levels_from_absl_prefixes_logging_and_tracebacks():
-    from gui.panels.logs import line_level
+    from gui.run.tabs.logs import line_level
 
     assert line_level("Step: 10,  Cost: 0.5") == 0
     assert line_level("W0000 00:00:1.2 123 local_rendezvous.cc:412] aborting") == 1
@@ -39,7 +39,7 @@ def test_levels_from_absl_prefixes_logging_and_tracebacks():
 
 
 def test_log_panel_filters_follows_and_shows_the_progress_line(qtbot):
-    from gui.panels.logs import LogPanel
+    from gui.run.tabs.logs import LogPanel
 
     panel = LogPanel()
     qtbot.addWidget(panel)
@@ -72,7 +72,7 @@ def test_log_panel_filters_follows_and_shows_the_progress_line(qtbot):
 def test_compute_ops_on_the_cpu_of_a_role_with_a_gpu_are_highlighted(qtbot):
     from PySide6 import QtCore
 
-    from gui.panels.placement import HIGHLIGHT, PlacementPanel, misplaced
+    from gui.run.tabs.placement import HIGHLIGHT, PlacementPanel, misplaced
 
     worker_cpu = "/job:worker/replica:0/task:1/device:CPU:0"
     matmul = {"name": "dense/MatMul", "op_type": "MatMul", "device": worker_cpu, "kind": "graph", "count": 1}
@@ -107,7 +107,7 @@ def test_compute_ops_on_the_cpu_of_a_role_with_a_gpu_are_highlighted(qtbot):
 @pytest.mark.slow
 def test_gpu_panel_shows_each_gpu_with_the_role_on_it(qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Two GPUs through the NVML double; worker:0 gets GPU 0 and worker:1 GPU 1 by CUDA_VISIBLE_DEVICES."""
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
 
     monkeypatch.setenv("TOWERDECK_NVML_MODULE", FAKE_NVML)
     monkeypatch.setenv("FAKE_NVML_GPUS", "2")
@@ -145,7 +145,7 @@ def test_gpu_panel_shows_each_gpu_with_the_role_on_it(qtbot, tmp_path: Path, mon
 def test_a_restarted_worker_draws_a_new_segment_not_a_zigzag(qtbot):
     import math
 
-    from gui.panels.training import TrainingPanel
+    from gui.run.tabs.training import TrainingPanel
 
     panel = TrainingPanel()
     qtbot.addWidget(panel)
@@ -182,7 +182,7 @@ def test_a_restarted_worker_draws_a_new_segment_not_a_zigzag(qtbot):
 
 def test_gpu_card_names_the_tensorflow_devices_on_it_by_pci_bus_id(qtbot):
     """NVML says 00000000:1A:00.0, TensorFlow's 'Created device' line says 0000:1a:00.0."""
-    from gui.panels.gpus import GpuPanel, normalize_bus_id
+    from gui.run.tabs.gpus import GpuPanel, normalize_bus_id
 
     assert normalize_bus_id("00000000:1A:00.0") == normalize_bus_id("0000:1a:00.0") == "0000:1a:00.0"
     assert normalize_bus_id(None) is None
@@ -212,7 +212,7 @@ def test_gpu_card_names_the_tensorflow_devices_on_it_by_pci_bus_id(qtbot):
 
 
 def test_tensorboard_scalars_plot_any_tag_and_stand_in_for_a_missing_loss(qtbot):
-    from gui.panels.training import TrainingPanel
+    from gui.run.tabs.training import TrainingPanel
 
     panel = TrainingPanel()
     qtbot.addWidget(panel)

@@ -34,7 +34,7 @@ class _Paints(QtCore.QObject):
 
 
 def test_a_new_point_paints_each_plot_once(qtbot) -> None:
-    from gui.panels.training import TrainingPanel
+    from gui.run.tabs.training import TrainingPanel
 
     panel = TrainingPanel()
     qtbot.addWidget(panel)
@@ -53,7 +53,7 @@ def test_a_new_point_paints_each_plot_once(qtbot) -> None:
 
 
 def test_the_step_axis_follows_the_run_until_the_user_pans(qtbot) -> None:
-    from gui.panels.training import TrainingPanel
+    from gui.run.tabs.training import TrainingPanel
 
     panel = TrainingPanel()
     qtbot.addWidget(panel)

@@ -9,8 +9,8 @@ import threading
 import time
 from pathlib import Path
 
-from core.preflight import PreflightRun, preflight
-from core.spec import ClusterSpec, load
+from core.cluster.spec import ClusterSpec, load
+from core.preflight.runner import PreflightRun, preflight
 from tests.conftest import free_ports
 from tests.helpers.procs import with_marker
 
@@ -62,7 +62,7 @@ def test_a_cancelled_preflight_kills_its_ssh_at_once(tmp_path: Path) -> None:
 
 
 def test_closing_the_window_during_a_preflight_kills_the_ssh(qtbot, tmp_path: Path) -> None:
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
 
     spec, marker = _hanging_cluster(tmp_path)
     window = MainWindow(spec, runs_root=tmp_path / "runs")

@@ -3,8 +3,8 @@ with only warnings still counts as ready."""
 
 from __future__ import annotations
 
-from core.preflight import HostCheck, HostPreflight
-from gui.preflight import FAILED, WARNING, PreflightDialog
+from core.preflight.runner import HostCheck, HostPreflight
+from gui.window.preflight import FAILED, WARNING, PreflightDialog
 
 
 def test_warnings_are_marked_and_do_not_make_a_host_unready(qtbot):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from core.controller import ClusterPhase, ClusterStatus, RoleState, RoleStatus
+from core.controller.controller import ClusterPhase, ClusterStatus, RoleState, RoleStatus
 
 WORKERS, HOSTS = 64, 8
 
@@ -64,7 +64,7 @@ def cluster(frame: int, failed: str = "worker:13") -> ClusterStatus:
 
 @pytest.fixture
 def view(qtbot):
-    from gui.roles import RolesView
+    from gui.run.roles import RolesView
 
     view = RolesView(lambda role, n: [])
     qtbot.addWidget(view)
@@ -111,7 +111,7 @@ def test_filter_by_state_name_and_host(view):
 
 
 def test_sort_numbers_as_numbers_and_names_naturally(view):
-    from gui.roles import COLUMNS
+    from gui.run.roles import COLUMNS
 
     status = cluster(0)
     by_cpu = [r.role for r in sorted(status.roles, key=lambda r: r.cpu_percent or 0.0)]
@@ -132,8 +132,8 @@ def test_sort_numbers_as_numbers_and_names_naturally(view):
 def test_a_frame_re_sorts_only_on_its_sort_column_and_measures_only_changed_cells(view, qtbot, monkeypatch):
     """Issue 19: every frame changed every row (uptime, step, CPU), and a full-width signal made the
     proxy re-sort and the header measure every cell of the 65 rows, 10 times a second."""
-    from gui.roles import COLUMNS, RolesProxy
-    from gui.roles_model import RolesModel
+    from gui.run.roles import COLUMNS, RolesProxy
+    from gui.run.roles_model import RolesModel
 
     calls = {"lessThan": 0, "data": 0}
     less_than, data = RolesProxy.lessThan, RolesModel.data
@@ -171,7 +171,7 @@ def test_a_frame_re_sorts_only_on_its_sort_column_and_measures_only_changed_cell
 
 
 def test_selection_and_scroll_survive_updates_sorting_and_regrouping(view, qtbot):
-    from gui.roles import COLUMNS
+    from gui.run.roles import COLUMNS
 
     view.resize(1200, 200)  # a view that scrolls
     view.select_role("worker:50")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from core.controller import ClusterPhase, ClusterStatus, RoleState, RoleStatus
-from core.diagnosis import Diagnoser
+from core.controller.controller import ClusterPhase, ClusterStatus, RoleState, RoleStatus
+from core.diagnosis.rules import Diagnoser
 
 FIXTURE = Path(__file__).parent.parent / "core" / "fixtures" / "stuck_worker1_create_session.log"
 
@@ -39,7 +39,7 @@ def role(name: str, state: RoleState, **extra: object) -> RoleStatus:
 def test_a_waiting_role_reads_waiting_for_its_peer_with_the_fix(qtbot):
     from PySide6 import QtCore
 
-    from gui.roles import STATE_COLUMN, RolesView
+    from gui.run.roles import STATE_COLUMN, RolesView
 
     # The diagnosis of the recorded real output, as the controller makes it.
     diagnoser = Diagnoser(["ps:0", "worker:0", "worker:1"])

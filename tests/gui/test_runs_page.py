@@ -9,8 +9,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from core import runs_index
-from core.spec import load
+from core.cluster.spec import load
+from core.run import index as runs_index
 from tests.conftest import free_ports, run_cli
 from tests.core.test_runs_browser import cluster_file, launching, role_pids
 from tests.helpers.procs import assert_nothing_left
@@ -24,7 +24,7 @@ def shown(page) -> list[list[str]]:  # type: ignore[no-untyped-def]
 
 
 def column(page, name: str) -> list[str]:  # type: ignore[no-untyped-def]
-    from gui.runs_page import HEADERS
+    from gui.runs.runs_page import HEADERS
 
     return [row[HEADERS.index(name)] for row in shown(page)]
 
@@ -41,7 +41,7 @@ def three_runs(tmp_path: Path) -> dict[str, str]:
 
 
 def window_on_runs(qtbot):  # type: ignore[no-untyped-def]
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
 
     window = MainWindow(None, runs_root=Path(os.environ["TOWERDECK_DATA_DIR"]) / "runs")
     qtbot.addWidget(window)
@@ -183,7 +183,7 @@ tasks = [{tasks}]
 def test_tensorboard_only_runs_compare_on_their_scalars(qtbot, tmp_path: Path) -> None:
     """Real TensorFlow runs that print no loss line (TF2's usual way): their loss and speed come
     from their TensorBoard scalars, and the compare view offers every tag they wrote."""
-    from gui.compare import SCALAR_PLOT, CompareView
+    from gui.runs.compare import SCALAR_PLOT, CompareView
     from tests.core.test_journal import TRAINERS
 
     ids = []
@@ -216,7 +216,7 @@ def test_tensorboard_only_runs_compare_on_their_scalars(qtbot, tmp_path: Path) -
 def test_a_thousand_runs_load_off_the_gui_thread_and_sort(qtbot, tmp_path: Path) -> None:
     from PySide6 import QtCore
 
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
     from tests.core.test_runs_browser import make_runs
 
     template = tmp_path / "template"

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from core import journal
-from core.controller import Controller
-from core.rundir import RunDir
-from core.spec import load
-from core.states import Event
+from core.cluster.spec import load
+from core.controller.controller import Controller
+from core.run import journal
+from core.run.rundir import RunDir
+from core.run.status import Event
 from tests.core.test_journal import light_cluster
 
 pytestmark = pytest.mark.slow
@@ -22,7 +22,7 @@ STEPS = 3000  # 8 x 3000 = 24,000 metric samples: more than the old inbox's 20,0
 
 
 def test_a_past_run_with_more_points_than_the_inbox_held_loses_none(qtbot, tmp_path: Path):
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
 
     spec, problems = load(light_cluster(tmp_path, workers=WORKERS, steps=STEPS, rate=2000.0))
     assert spec is not None, problems

@@ -11,7 +11,7 @@ from tests.telemetry.test_spread import step_times
 
 
 def test_spread_plot_draws_median_bands_and_named_slowest(qtbot):
-    from gui.panels.spread import SpreadPlot, refresh_from
+    from gui.run.tabs.spread import SpreadPlot, refresh_from
 
     view = SpreadPlot("Step time by step", "step time (s)")
     qtbot.addWidget(view)
@@ -37,7 +37,7 @@ def test_spread_plot_draws_median_bands_and_named_slowest(qtbot):
 
 
 def test_heatmap_rows_are_workers_and_the_straggler_is_bright(qtbot):
-    from gui.panels.spread import StepTimeHeatmap, refresh_from
+    from gui.run.tabs.spread import StepTimeHeatmap, refresh_from
 
     view = StepTimeHeatmap()
     qtbot.addWidget(view)

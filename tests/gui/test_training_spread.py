@@ -24,7 +24,7 @@ def feed(panel, workers: int, steps: int, slow: str) -> None:
 
 
 def test_32_workers_show_the_spread_and_the_straggler_on_top(qtbot):
-    from gui.panels.training import TrainingPanel
+    from gui.run.tabs.training import TrainingPanel
 
     panel = TrainingPanel()
     qtbot.addWidget(panel)
@@ -60,7 +60,7 @@ def test_32_workers_show_the_spread_and_the_straggler_on_top(qtbot):
 
 
 def test_a_few_workers_keep_a_line_each(qtbot):
-    from gui.panels.training import TrainingPanel
+    from gui.run.tabs.training import TrainingPanel
 
     panel = TrainingPanel()
     qtbot.addWidget(panel)
@@ -74,7 +74,7 @@ def test_the_per_worker_key_sits_outside_the_plots(qtbot):
     meets either plot's view box (a pyqtgraph legend is drawn inside it, over the curves)."""
     from PySide6 import QtCore
 
-    from gui.panels.training import TrainingPanel, role_colour
+    from gui.run.tabs.training import TrainingPanel, role_colour
 
     panel = TrainingPanel()
     qtbot.addWidget(panel)
@@ -107,7 +107,7 @@ def test_every_worker_of_64_gets_its_curves_a_few_a_frame(qtbot):
     with their data, within 64 / CURVES_PER_FRAME frames."""
     from PySide6 import QtCore
 
-    from gui.panels.training import CURVES_PER_FRAME, TrainingPanel
+    from gui.run.tabs.training import CURVES_PER_FRAME, TrainingPanel
 
     panel = TrainingPanel()
     qtbot.addWidget(panel)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from core.spec import load
+from core.cluster.spec import load
 from tests.conftest import ROOT, free_ports
 from tests.helpers.gcwatch import collection_threads
 from tests.helpers.heartbeat import Heartbeat
@@ -50,7 +50,7 @@ gpus = [0]
 
 
 def test_64_workers_on_8_hosts_in_the_overview_and_the_gpu_grid(qtbot, tmp_path: Path, monkeypatch):
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
 
     monkeypatch.setenv("TOWERDECK_NVML_MODULE", FAKE_NVML)
     monkeypatch.setenv("FAKE_NVML_GPUS", "8")
@@ -104,7 +104,7 @@ def _follow_the_run(qtbot, window, overview) -> None:
         assert rect is not None
         from PySide6 import QtCore
 
-        from gui.roles import COLUMNS
+        from gui.run.roles import COLUMNS
 
         qtbot.mouseClick(overview, QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
         assert window.selected_roles() == ["worker:37"]

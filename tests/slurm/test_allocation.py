@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from core.cluster.slurm_table import SlurmConfig
+from core.cluster.spec import ClusterSpec
+from core.cluster.spec.parse import parse_text
 from core.slurm.allocation import PlacementError, describe_end, nodes_for_hosts, placed_for_allocation
-from core.slurm.config import SlurmConfig
-from core.spec import ClusterSpec
-from core.spec.parse import parse_text
 
 BASE = """
 name = "c"

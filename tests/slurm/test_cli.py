@@ -405,7 +405,7 @@ def test_launch_of_counted_tasks_places_them_on_the_allocation_and_trains_to_suc
     assert result.returncode == 0, result.stdout + result.stderr
     assert "succeeded" in result.stdout and "Traceback" not in result.stdout + result.stderr
     placed = (run_dir / "cluster.toml").read_text()
-    from core.spec import load
+    from core.cluster.spec import load
 
     spec, problems = load(run_dir / "cluster.toml")
     assert spec is not None and not spec.has_counted(), (problems, placed)
@@ -453,7 +453,7 @@ def test_launch_of_32_counted_light_workers_on_slurm_succeeds_and_leaves_nothing
     run_dir = tmp_path / "run"
     result = run_cli("launch", str(path), "--run-dir", str(run_dir), timeout=400)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    from core.spec import load
+    from core.cluster.spec import load
 
     spec, problems = load(run_dir / "cluster.toml")
     assert spec is not None and not spec.has_counted(), problems

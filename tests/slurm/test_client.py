@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from core.cluster.slurm_table import SlurmConfig
 from core.slurm.client import SlurmCheck, SlurmClient, SlurmError, check_slurm, job_name_for, step_argv
-from core.slurm.config import SlurmConfig
 from tests.slurm.conftest import SlurmCluster
 
 

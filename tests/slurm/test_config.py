@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from core.cluster.slurm_table import SlurmConfig, parse_slurm, slurm_to_data
 from core.slurm.client import SlurmClient, sbatch_argv
-from core.slurm.config import SlurmConfig, parse_slurm, slurm_to_data
 
 
 def _parse(value: Any) -> tuple[SlurmConfig | None, list[tuple[str, str, str]]]:
@@ -81,7 +81,7 @@ def test_a_login_node_gets_every_word_quoted() -> None:
 
 
 def test_a_cluster_file_with_slurm_loads_reports_and_saves_it() -> None:
-    from core.spec import dumps, parse_text
+    from core.cluster.spec import dumps, parse_text
 
     text = (
         'name = "s"\ncommand = ["python", "t.py"]\n[jobs.ps]\ntasks = ["127.0.0.1:2222"]\n[jobs.worker]\ntasks = ["127.0.0.1:2223"]\n'
@@ -103,7 +103,7 @@ def test_core_slurm_and_tfjob_import_neither_qt_nor_tensorflow() -> None:
     from tests.conftest import ROOT
 
     code = (
-        "import sys; import core.slurm.client, core.slurm.config, core.slurm.transport, core.tfjob; "
+        "import sys; import core.slurm.client, core.cluster.slurm_table, core.slurm.transport, core.cluster.tfjob; "
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph', 'tensorflow')); "
         "print(bad); sys.exit(1 if bad else 0)"
     )

@@ -10,15 +10,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from core.controller import Controller
-from core.rundir import RunDir
+from core.cluster.slurm_table import SlurmConfig
+from core.cluster.spec import load
+from core.controller.controller import Controller
+from core.remote.transport import EventSink
+from core.run.rundir import RunDir
+from core.run.status import Event
 from core.slurm.client import SlurmClient, job_name_for
-from core.slurm.config import SlurmConfig
 from core.slurm.counts import PlacementError, free_ports_on_slurm, place_counted
 from core.slurm.transport import SlurmTransport
-from core.spec import load
-from core.states import Event
-from core.transport import EventSink
 from tests.conftest import ROOT
 from tests.helpers.procs import listening
 from tests.slurm.conftest import SlurmCluster

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from core.cluster.slurm_table import SlurmConfig
 from core.slurm.client import SlurmClient, job_name_for
-from core.slurm.config import SlurmConfig
 from tests.conftest import ROOT, run_cli
 from tests.slurm.conftest import SlurmCluster
 

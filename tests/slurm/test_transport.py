@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from core.cluster.slurm_table import SlurmConfig
 from core.slurm.client import SlurmClient
-from core.slurm.config import SlurmConfig
 from core.slurm.transport import SlurmTransport
 from tests.helpers.procs import with_marker
 from tests.slurm.conftest import SlurmCluster

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from core.cluster.spec import load
 from core.slurm.client import SlurmClient
-from core.spec import load
 from tests.slurm.conftest import SlurmCluster
 from tests.slurm.test_cli import left_in_squeue, slurm_record, write_cluster
 from tests.ssh.conftest import assert_nothing_left_under
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 def test_the_window_shows_the_slurm_job_and_its_nodes_and_stop_all_cancels_it(
     qtbot, slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
 ) -> None:
-    from gui.main_window import MainWindow
+    from gui.window.main_window import MainWindow
     from tests.gui.test_main_window import cell
 
     path, ports = write_cluster(tmp_path, slurm, steps=100000)

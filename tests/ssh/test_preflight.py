@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.preflight import preflight
-from core.spec import parse_text
+from core.cluster.spec import parse_text
+from core.preflight.runner import preflight
 from tests.conftest import ROOT, free_ports, run_cli
 from tests.ssh.conftest import SshServer
 

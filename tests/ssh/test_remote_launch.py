@@ -14,9 +14,9 @@ import psutil
 import pytest
 
 from core.agent import artifact
-from core.controller import Controller, Event
-from core.rundir import RunDir
-from core.spec import parse_text
+from core.cluster.spec import parse_text
+from core.controller.controller import Controller, Event
+from core.run.rundir import RunDir
 from tests.conftest import ROOT, free_ports, run_cli
 from tests.ssh.conftest import SshServer, assert_nothing_left_under
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from core import journal
-from core.controller import Controller
-from core.rundir import RunDir
-from core.spec import parse_text
+from core.cluster.spec import parse_text
+from core.controller.controller import Controller
+from core.run import journal
+from core.run.rundir import RunDir
 from tests.conftest import ROOT, free_ports
 from tests.ssh.conftest import SshServer, assert_nothing_left_under
 

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core.spec import HostConfig
-from core.ssh import explain_failure, remote_python, ssh_argv
+from core.cluster.spec import HostConfig
+from core.remote.ssh import explain_failure, remote_python, ssh_argv
 
 
 def test_ssh_always_batch_mode_with_host_key_checking_and_the_host_after_double_dash():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.spec import load
+from core.cluster.spec import load
 from tests.gui.test_main_window import cell
 from tests.ssh.conftest import SshServer, assert_nothing_left_under
 from tests.ssh.test_remote_launch import write_cluster
@@ -18,8 +18,8 @@ pytestmark = pytest.mark.slow
 def test_window_checks_remote_hosts_then_launches_across_them(qtbot, tmp_path: Path, sshd: SshServer):
     from PySide6 import QtWidgets
 
-    from gui.main_window import MainWindow
-    from gui.preflight import PreflightDialog
+    from gui.window.main_window import MainWindow
+    from gui.window.preflight import PreflightDialog
 
     cluster, ports = write_cluster(tmp_path, sshd, steps=100000, sleep=0.01)
     broken = tmp_path / "broken.toml"

@@ -8,9 +8,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.telemetry.curves import ema_array, ema_segments, series_xy
 from core.telemetry.metrics import ema
-from core.telemetry.series import Series
+from core.views.curves import ema_array, ema_segments, series_xy
+from core.views.series import Series
 
 values = st.one_of(st.floats(-1e6, 1e6), st.sampled_from([math.inf, -math.inf]))
 any_finite = st.floats(allow_nan=False, allow_infinity=False)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.telemetry.series import MAX_OLD_SEGMENTS, Series
+from core.views.series import MAX_OLD_SEGMENTS, Series
 
 DAY_S = 24 * 3600
 GPUS = 64

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.telemetry.spread import BinnedWorkers, slowest
+from core.views.spread import BinnedWorkers, slowest
 
 
 def step_times(

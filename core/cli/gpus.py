@@ -1,0 +1,199 @@
+"""``python main.py gpus [CLUSTER] [--hosts H,...] [--watch] [--json]``: which GPUs are free?
+
+Every GPU of this machine, or of each host of a cluster file (over the agent's SSH path), with
+its figures and the processes on it (user, pid, memory, and the TowerDeck run and role when it is
+one of ours). ``--watch`` redraws in place every ``--interval`` seconds until Ctrl-C (exit 0).
+Exit codes: 0 every host answered (with or without GPUs), 1 a host could not be queried, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from core.cluster.spec import ClusterSpec
+from core.preflight.gpus import GIB, GpuTarget, HostFeed, HostGpus, TargetError, slurm_targets, start_feeds, targets_for
+
+CLEAR = "\x1b[H\x1b[2J"
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``gpus`` on the CLI's sub-command parser."""
+    p = sub.add_parser("gpus", help="every GPU here or on a cluster's hosts: figures, processes, TowerDeck roles")
+    p.set_defaults(handler=cmd_gpus)
+    p.add_argument("file", type=Path, nargs="?", help="a cluster file: look at its hosts (default: this machine)")
+    p.add_argument(
+        "--hosts", metavar="H,...", help="these hosts instead: the cluster's host names, SSH destinations, or local"
+    )
+    p.add_argument(
+        "--python", help="the python to run on hosts given with --hosts (default: the cluster's, else python3)"
+    )
+    p.add_argument("--slurm-job", metavar="JOBID", help="the nodes of this running Slurm job (srun steps into it)")
+    p.add_argument("--watch", action="store_true", help="refresh in place until Ctrl-C, like nvidia-smi -l")
+    p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help="with --watch (default 2)")
+    p.add_argument("--count", type=int, default=0, help="with --watch: stop after this many refreshes (0: never)")
+    p.add_argument("--timeout", type=float, default=20.0, metavar="SECONDS", help="per host (default 20)")
+    p.add_argument("--json", action="store_true", help="print JSON (with --watch: one line per refresh)")
+
+
+def cmd_gpus(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    spec = None
+    if args.file is not None:
+        from core.cli.exits import print_problems
+        from core.cluster.problems import ERROR
+        from core.cluster.spec import load
+
+        # Only the hosts matter: the cluster may well be running (its ports busy).
+        spec, problems = load(args.file)
+        errors = [p for p in problems if p.severity == ERROR]
+        if spec is None or errors:
+            print_problems(errors or problems, str(args.file), err)
+            return EXIT_USAGE
+    if args.interval <= 0 or args.timeout <= 0:
+        print("error: --interval and --timeout must be more than 0 seconds", file=err)
+        return EXIT_USAGE
+    hosts = [h.strip() for h in (args.hosts or "").split(",") if h.strip()]
+    if args.slurm_job is not None:
+        return _slurm(args, spec, out, err)
+    try:
+        targets = targets_for(spec, hosts, args.python)
+    except TargetError as exc:
+        print(f"error: --hosts: {exc}", file=err)
+        print("    fix: give host names of the cluster file, user@host[:port], an ssh alias, or local", file=err)
+        return EXIT_USAGE
+    return _show(targets, args, spec, out)
+
+
+def _slurm(args: argparse.Namespace, spec: ClusterSpec | None, out: TextIO, err: TextIO) -> int:
+    """``--slurm-job J``: every node of the allocation, through Slurm (its [slurm] login if the
+    cluster file names one), each queried by an ``srun --overlap`` step."""
+    from core.slurm.client import SlurmClient
+
+    if not args.slurm_job.isdigit():
+        print(f"error: --slurm-job: {args.slurm_job!r} is not a Slurm job id", file=err)
+        print("    fix: give the number squeue shows in its JOBID column", file=err)
+        return EXIT_USAGE
+    if spec is not None and spec.slurm is not None:
+        from core.slurm.client import slurm_client
+
+        client = slurm_client(spec)
+    else:
+        client = SlurmClient()
+    try:
+        targets = slurm_targets(client, args.slurm_job)
+    except TargetError as exc:
+        print(f"error: --slurm-job: {exc}", file=err)
+        return EXIT_FAILED
+    return _show(targets, args, spec, out)
+
+
+def _show(targets: list[GpuTarget], args: argparse.Namespace, spec: ClusterSpec | None, out: TextIO) -> int:
+    from core.remote.ssh import ssh_config_path
+
+    feeds = start_feeds(targets, ssh_config_path(spec), args.interval if args.watch else 0.0, args.timeout)
+    try:
+        return _watch(feeds, args, out) if args.watch else _once(feeds, args, out)
+    except KeyboardInterrupt:
+        return EXIT_OK  # Ctrl-C is how --watch ends
+    finally:
+        for feed in feeds:
+            feed.close()
+
+
+def _once(feeds: list[HostFeed], args: argparse.Namespace, out: TextIO) -> int:
+    deadline = time.monotonic() + args.timeout
+    for feed in feeds:
+        feed.answered.wait(max(0.0, deadline - time.monotonic()))
+    results = [feed.latest(waited_s=args.timeout) for feed in feeds]
+    out.write(json.dumps(as_json(results), indent=1) + "\n" if args.json else format_hosts(results) + "\n")
+    return EXIT_FAILED if any(r.snapshot is None for r in results) else EXIT_OK
+
+
+def _watch(feeds: list[HostFeed], args: argparse.Namespace, out: TextIO) -> int:
+    started = time.monotonic()
+    frames = 0
+    in_place = not args.json and out.isatty()
+    # The first frame waits (up to the timeout) for a first host to answer: the others show
+    # "waiting for an answer" until theirs comes, and hold up nobody.
+    deadline = started + args.timeout
+    while not any(f.answered.is_set() for f in feeds) and time.monotonic() < deadline:
+        feeds[0].answered.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+    first_frame = time.monotonic()
+    while True:
+        waited = time.monotonic() - started
+        results = [feed.latest(waited_s=None if waited < args.timeout else args.timeout) for feed in feeds]
+        if args.json:
+            out.write(json.dumps(as_json(results), separators=(",", ":")) + "\n")
+        else:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            head = f"{stamp}  every {args.interval:g} s, Ctrl-C to stop"
+            out.write((CLEAR if in_place else "\n") + head + "\n" + format_hosts(results) + "\n")
+        out.flush()
+        frames += 1
+        if args.count and frames >= args.count:
+            return EXIT_OK
+        time.sleep(max(0.0, first_frame + frames * args.interval - time.monotonic()))
+
+
+def as_json(results: list[HostGpus]) -> dict[str, Any]:
+    """The ``--json`` document: {"hosts": [{host, destination, error, snapshot}, ...]}."""
+    return {"hosts": [dataclasses.asdict(r) for r in results]}
+
+
+def _num(value: Any, fmt: str, unit: str = "") -> str:
+    return "-" if not isinstance(value, (int, float)) else f"{value:{fmt}}{unit}"
+
+
+def _gib(value: Any) -> str:
+    return "-" if not isinstance(value, int) else f"{value / GIB:.1f}"
+
+
+def format_gpu(gpu: dict[str, Any]) -> list[str]:
+    """One GPU's line, then a line per process on it."""
+    memory = f"{_gib(gpu.get('memory_used_bytes'))}/{_gib(gpu.get('memory_total_bytes'))} GiB"
+    power = f"{_num(gpu.get('power_w'), '.0f')}/{_num(gpu.get('power_limit_w'), '.0f')} W"
+    reasons = gpu.get("throttle_reasons")
+    throttle = "-" if reasons is None else (",".join(reasons) or "none")
+    lines = [
+        f"{gpu.get('index', '?'):>3}  {str(gpu.get('name') or '-')[:24]:<24} {gpu.get('pci_bus_id') or '-'!s:<16} "
+        f"{_num(gpu.get('utilization_gpu_percent'), '.0f', '%'):>5} {memory:>16} "
+        f"{_num(gpu.get('temperature_c'), '.0f', 'C'):>5} {power:>11}  {throttle}"
+    ]
+    processes = gpu.get("processes") or []
+    for proc in processes:
+        ours = f"run {proc.get('run') or '?'} role {proc['role']}" if proc.get("role") else "not TowerDeck's"
+        used = proc.get("used_memory_bytes")
+        lines.append(
+            f"       pid {proc.get('pid')}  {proc.get('user') or '?'}  {_gib(used)} GiB  {ours}  "
+            f"{str(proc.get('command') or '')[:60]}"
+        )
+    if not processes:
+        lines.append("       no processes")
+    return lines
+
+
+def format_hosts(results: list[HostGpus]) -> str:
+    """The plain-text view: a line per host without GPUs (or unreachable), a table per host with."""
+    lines: list[str] = []
+    for result in results:
+        where = f"{result.host} ({result.destination})" if result.destination != result.host else result.host
+        snapshot = result.snapshot
+        if snapshot is None:
+            lines.append(f"{where}: {result.error}")
+            continue
+        if not result.gpus:
+            lines.append(f"{where}: {snapshot.get('status')}")
+            continue
+        driver = f", driver {snapshot['driver']}" if snapshot.get("driver") else ""
+        lines.append(f"{where}: {snapshot.get('status')}{driver}")
+        lines.append(
+            f"{'GPU':>3}  {'NAME':<24} {'BUS ID':<16} {'UTIL':>5} {'MEMORY':>16} {'TEMP':>5} {'POWER':>11}  THROTTLE"
+        )
+        for gpu in result.gpus:
+            lines += format_gpu(gpu)
+    return "\n".join(lines)

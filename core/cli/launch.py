@@ -1,0 +1,369 @@
+"""``launch`` and ``attach``: start or take over a run and follow it to its end, printing what a
+person can follow (state changes, progress, warnings, why a role waits)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from core.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from core.cli.exits import print_problems as _print_problems
+from core.cluster.spec import load
+from core.diagnosis.rules import waiting_lines
+from core.run import journal, rundir
+from core.run.status import TERMINAL, ClusterStatus, Event, RoleState
+
+if TYPE_CHECKING:  # launching needs these; `ctl`, `runs`, `validate` do not wait for their imports
+    from core.controller.controller import Controller
+    from core.controller.session import LaunchSession
+
+
+# ------------------------------------------------------------------------------------------
+# Launch
+
+
+class LaunchPrinter:
+    """Prints the controller's events as lines a person can follow."""
+
+    def __init__(
+        self, out: TextIO, follow: list[str], status: Callable[[], ClusterStatus] | None = None, progress_s: float = 5.0
+    ) -> None:
+        self.out = out
+        self.status = status
+        self.progress_s = progress_s
+        self._next_progress = time.time() + progress_s
+        self.follow_all = "all" in follow
+        self.follow = set(follow)
+        self._partial: dict[str, str] = {}
+        self._slurm_said: tuple[Any, ...] = ()
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Event) -> None:
+        stamp = time.strftime("%H:%M:%S", time.localtime(event.t))
+        with self._lock:
+            if event.kind == "role_state":
+                d = event.data
+                state = d["state"].upper() if d["state"] in ("failed",) else d["state"]
+                print(f"{stamp}  {event.role:<12} {state:<10} {d['detail']}", file=self.out, flush=True)
+            elif event.kind == "cluster_state":
+                d = event.data
+                reason = f": {d['reason']}" if d.get("reason") and d["phase"] != "done" else ""
+                print(f"{stamp}  cluster      {d['phase']}{reason}", file=self.out, flush=True)
+            elif (
+                event.kind == "sample"
+                and self.status is not None
+                and self.progress_s > 0
+                and event.t >= self._next_progress
+            ):
+                self._next_progress = event.t + self.progress_s
+                for line in progress_lines(self.status()):
+                    print(f"{stamp}  {line}", file=self.out)
+                self.out.flush()
+            elif event.kind == "role_stalled":
+                d = event.data
+                if d.get("stalled") and d.get("step") is None:  # never printed a step (issue 13)
+                    message = f"STALLED    {d.get('detail')} (start_stall_after_s)"
+                elif d.get("stalled"):
+                    message = (
+                        f"STALLED    no new step for {d.get('stalled_for_s') or 0:.0f} s (stall_after_s = "
+                        f"{d.get('stall_after_s'):g}), last step {d.get('step')}; kill it with "
+                        f"`ctl RUN kill {event.role}`"
+                    )
+                else:
+                    message = f"unstalled  {d.get('detail')}"
+                print(f"{stamp}  {event.role:<12} {message}", file=self.out, flush=True)
+            elif event.kind == "role_waiting" and event.role:  # diagnosis (issue 13)
+                for line in waiting_lines(event.role, event.data):
+                    print(f"{stamp}  {line}", file=self.out, flush=True)
+            elif event.kind == "slurm":
+                said = (event.data.get("state"), event.data.get("reason"), bool(event.data.get("steps")))
+                if said != self._slurm_said:  # the record is republished as it fills in
+                    self._slurm_said = said
+                    for line in slurm_lines(event.data):
+                        print(f"{stamp}  {line}", file=self.out, flush=True)
+            elif event.kind == "gpu_status":
+                print(f"{stamp}  {event.data.get('status')}", file=self.out, flush=True)
+            elif event.kind == "warning":
+                print(f"{stamp}  warning: {event.data.get('message')}", file=self.out, flush=True)
+            elif event.kind == "role_output" and event.role and (self.follow_all or event.role in self.follow):
+                text = self._partial.get(event.role, "") + event.data["text"]
+                *lines, rest = text.split("\n")
+                self._partial[event.role] = rest[-4096:]
+                for line in lines:
+                    # A progress bar's redraws show as their last state; CRLF line ends are line ends.
+                    print(f"{event.role:>12} | {line.rstrip(chr(13)).rsplit(chr(13), 1)[-1]}", file=self.out)
+                self.out.flush()
+
+
+class PrinterThread:
+    """Runs a :class:`LaunchPrinter` on its own thread, fed through the window's bounded inbox:
+    the controller only drops events in the inbox, so a stdout nobody reads (a paused pager, a
+    stalled SSH terminal) never stops restarts or stall detection. State events are all kept;
+    telemetry and output are coalesced as the window's are."""
+
+    def __init__(self, printer: Callable[[Event], None], interval_s: float = 0.1) -> None:
+        from core.run.inbox import EventInbox
+
+        self.inbox = EventInbox()
+        self.printer = printer
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="launch-printer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._print_pending()
+        self._print_pending()
+
+    def _print_pending(self) -> None:
+        events, output = self.inbox.drain()
+        now = time.time()
+        for event in [*events, *(Event("role_output", now, role, {"text": t}) for role, t in output.items())]:
+            try:
+                self.printer(event)
+            except (OSError, ValueError):  # stdout closed (a pager quit): keep draining, print nothing
+                self.printer = _discard
+
+    def close(self) -> None:
+        """Print what is left, then return (waits on stdout as a printer must)."""
+        self._stop.set()
+        self._thread.join()
+
+
+def _discard(_event: Event) -> None:
+    pass
+
+
+def slurm_lines(record: dict[str, Any]) -> list[str]:
+    """A Slurm run's record (core.controller.slurm) in lines: why it waits, where it runs, how it ended."""
+    job = record.get("job_id") or "?"
+    state = record.get("state")
+    if state == "pending":
+        reason = record.get("reason")
+        return [f"waiting for Slurm job {job}: pending" + (f" ({reason})" if reason else "")]
+    if state == "running" and not record.get("steps"):
+        partition = f" (partition {record['partition']})" if record.get("partition") else ""
+        return [f"Slurm job {job} on {record.get('nodelist') or '?'}{partition}"]
+    if state == "running":
+        steps = ", ".join(f"{host}: step {step}" for host, step in (record.get("steps") or {}).items())
+        return [f"Slurm job {job} agents: {steps}"]
+    if state == "cancelled":
+        return [f"Slurm job {job} cancelled: {record.get('reason')}"]
+    if state in ("ended", "failed"):
+        return [
+            f"Slurm job {job}: {record.get('reason')}" if record.get("job_id") else f"Slurm: {record.get('reason')}"
+        ]
+    return []
+
+
+def progress_lines(status: ClusterStatus) -> list[str]:
+    """One compact line per running training role: step, loss, step time, CPU, RSS, GPU."""
+    lines = []
+    for r in status.roles:
+        if r.state != RoleState.RUNNING or r.job == "ps":
+            continue
+        parts = [f"{r.role:<12}"]
+        parts.append(f"step {r.step}" if r.step is not None else "step -")
+        tb = " (tb)" if r.loss_source == "tb" else ""  # read from TensorBoard files, not the output
+        parts.append(f"loss{tb} {r.loss:.4f}" if r.loss is not None else "loss -")
+        parts.append(f"{r.step_time_s * 1000:.1f} ms/step" if r.step_time_s is not None else "- ms/step")
+        if r.cpu_percent is not None:
+            parts.append(f"cpu {r.cpu_percent:.0f}%")
+        if r.rss_bytes is not None:
+            parts.append(f"rss {r.rss_bytes / 2**20:.0f} MiB")
+        gpus = ",".join(str(g) for g in r.gpus) or "-"
+        util = f" {r.gpu_utilization_percent:.0f}%" if r.gpu_utilization_percent is not None else ""
+        parts.append(f"gpu {gpus}{util}")
+        if r.straggler:
+            parts.append("STRAGGLER")
+        if r.stalled:
+            parts.append(f"STALLED for {r.stalled_for_s or 0:.0f} s (`ctl RUN kill {r.role}` to kill it)")
+        lines.append("  ".join(parts))
+    rates = [r.steps_per_sec for r in status.roles if r.state == RoleState.RUNNING and r.steps_per_sec is not None]
+    if len(rates) > 1:
+        lines.append(f"{'cluster':<12}  {sum(rates):.1f} batches/s over {len(rates)} roles")
+    return lines
+
+
+def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from core.controller.session import LaunchSession, load_checked, needs_preflight
+
+    spec = load_checked(args.file, err)
+    if spec is None:
+        return EXIT_USAGE
+    if not follows_known_roles(args.follow, spec.role_ids(), err):
+        return EXIT_USAGE
+    if not args.no_preflight and needs_preflight(spec):
+        from core.preflight.runner import PreflightRun, format_table, preflight
+
+        checking = PreflightRun()
+        with _on_interrupt(lambda signum: checking.cancel()):  # Ctrl-C ends a hung ssh at once
+            results = preflight(spec, run=checking)
+        if checking.cancelled:
+            print("interrupted during the pre-flight: nothing was launched", file=err)
+            return EXIT_INTERRUPTED
+        if not all(r.ok for r in results):
+            print(format_table(results), file=err)
+            print(f"{args.file}: a host cannot launch (see above); fix it, or --no-preflight to try anyway", file=err)
+            return EXIT_USAGE
+    try:
+        session = LaunchSession.launch(
+            spec, path=args.run_dir.resolve() if args.run_dir else None, on_disconnect=args.on_disconnect
+        )
+    except OSError as exc:
+        if args.run_dir:
+            print(f"--run-dir: cannot create the run directory: {exc}", file=err)
+        else:  # the default place: the data directory is at fault, not an option the user did not give
+            print(
+                f"cannot create a run directory under {rundir.runs_root()}: {exc.strerror or exc}; "
+                "give --run-dir, or set TOWERDECK_DATA_DIR to a folder you can write",
+                file=err,
+            )
+        return EXIT_USAGE
+    print(f"run directory: {session.run.path}", file=out, flush=True)
+    if spec.slurm is not None:
+        where = f"partition {spec.slurm.partition}" if spec.slurm.partition else "the default partition"
+        print(f"Slurm: submitting one allocation in {where}", file=out, flush=True)
+    return _supervise(session, args, out, err, time.time())
+
+
+@contextlib.contextmanager
+def _on_interrupt(action: Callable[[int], None]) -> Iterator[None]:
+    """Run ``action(signum)`` on SIGINT or SIGTERM while the block runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: action(signum)) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        path = rundir.resolve(args.run, args.root)
+    except FileNotFoundError as exc:
+        print(f"run: {exc}", file=err)
+        return EXIT_USAGE
+    info = rundir.read_info(path)
+    if info is None:
+        print(f"run: {path / 'run.json'} is damaged (not a JSON object); nothing to attach to", file=err)
+        return EXIT_USAGE
+    if info.state == "done":
+        print(f"run {info.id} is over ({info.result}); see its logs in {path}", file=err)
+        return EXIT_FAILED
+    ended = _ended_roles(path, info.role_ids)
+    if ended is not None:
+        # Its launcher died after the last role ended (run.json still says `completing` or
+        # `running`): there is nothing left to attach to, and the record is left as it is.
+        print(f"run {info.id} had ended when its launcher stopped ({ended}); see its logs in {path}", file=err)
+        return EXIT_FAILED
+    spec, problems = load(path / "cluster.toml")
+    if spec is None:
+        _print_problems(problems, str(path / "cluster.toml"), err)
+        return EXIT_USAGE
+    if not follows_known_roles(args.follow, list(info.role_ids) or spec.role_ids(), err):
+        return EXIT_USAGE
+    from core.controller.session import LaunchSession, SessionError
+
+    try:
+        session = LaunchSession.attach(path, spec)
+    except SessionError as exc:
+        print(f"run: {exc}", file=err)
+        return EXIT_USAGE
+    controller = session.controller
+    print(f"run directory: {path}", file=out, flush=True)
+    slurm = controller.slurm_state()
+    if slurm and slurm.get("job_id"):
+        print(f"Slurm job {slurm['job_id']} on {slurm.get('nodelist') or '?'}: reattaching", file=out, flush=True)
+    return _supervise(session, args, out, err, time.time())
+
+
+def follows_known_roles(follow: list[str], role_ids: list[str], err: TextIO) -> bool:
+    """Whether every ``--follow`` names a role of the run (or ``all``); one line when not."""
+    unknown = [name for name in follow if name != "all" and name not in role_ids]
+    if unknown:
+        shown = ", ".join(role_ids[:8]) + (", ..." if len(role_ids) > 8 else "")
+        print(f"--follow {unknown[0]}: no such role; the roles are {shown} (or 'all')", file=err)
+    return not unknown
+
+
+def _ended_roles(path: Path, role_ids: tuple[str, ...]) -> str | None:
+    """``ps:0 succeeded, worker:0 failed`` when the journal has every role ended, else None."""
+    if not role_ids:
+        return None
+    last = journal.last_role_states(path, frozenset(role_ids))
+    states = [(role, str(last.get(role, {}).get("state"))) for role in role_ids]
+    if not all(state in {str(s) for s in TERMINAL} for _, state in states):
+        return None
+    return ", ".join(f"{role} {state}" for role, state in states)
+
+
+def _print_summary(
+    status: ClusterStatus, controller: Controller, elapsed_s: float, path: Path, tail: int, out: TextIO
+) -> None:
+    print(f"\n{status.result or 'ended'} after {elapsed_s:.1f} s: {status.reason}", file=out)
+    for role in status.roles:
+        extra = f" ({role.restarts} restart{'s' if role.restarts != 1 else ''})" if role.restarts else ""
+        # A role Slurm ended says so (its detail), not only the signal that ended it.
+        how = role.detail if "by Slurm" in role.detail else role.exit_text
+        print(f"  {role.role:<12} {role.state!s:<10} {how}{extra}", file=out)
+    for role in status.roles:
+        if role.state == RoleState.FAILED:
+            print(f"\nlast output of {role.role} ({role.log_path}):", file=out)
+            for line in controller.last_lines(role.role, tail):
+                print(f"  {line}", file=out)
+    print(f"\nrun directory: {path}", file=out, flush=True)
+
+
+def _supervise(session: LaunchSession, args: argparse.Namespace, out: TextIO, err: TextIO, started: float) -> int:
+    """Wait for a launched or reattached run to end: Ctrl-C or SIGTERM stops it, twice kills."""
+    controller, run = session.controller, session.run
+    printer = PrinterThread(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
+    session.subscribe(printer.inbox.put)
+    interrupts = 0
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts == 1:
+            print(f"\n{signal.Signals(signum).name}: stopping every role (again to kill)", file=err, flush=True)
+            controller.stop_all()
+        else:
+            controller.kill_all()
+
+    is_main = threading.current_thread() is threading.main_thread()
+    previous: dict[int, Any] = {}
+    if is_main:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, on_signal)
+    try:
+        session.start()
+        while not controller.wait(0.2):
+            pass
+        controller.close()
+    finally:
+        session.close()
+        printer.close()
+        if is_main:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+    status = controller.status()
+    if status.phase == "detached":
+        print(f"\nleft running; reattach with: python main.py attach {run.path}", file=out, flush=True)
+        return EXIT_OK
+    _print_summary(status, controller, time.time() - started, run.path, args.tail, out)
+    if interrupts:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if status.result == "succeeded" else EXIT_FAILED

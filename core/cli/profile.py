@@ -1,0 +1,125 @@
+"""The CLI's profiling commands.
+
+``python main.py ctl RUN profile ROLE... | --workers | --all [--seconds N] [--light]`` captures the
+roles of a running launch and prints the summary; ``python main.py profile-summary PATH`` prints
+the summary of a stored capture (a capture folder, or a run directory: its latest capture).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, TextIO
+
+from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from core.profiling.capture import RECORD_NAME, Capture, capture, list_captures, select
+from core.profiling.env import ProfileError
+from core.profiling.summary import format_profiles, summarize
+from core.run import control
+
+MAX_SECONDS = 30.0  # a 10 s trace wrote 121 MB with a 3.8 GiB peak in the role
+
+
+def add_profile_arguments(p: argparse.ArgumentParser) -> None:
+    """``ctl``'s options for ``profile`` (the roles are its positional arguments)."""
+    p.add_argument("--workers", action="store_true", help="for profile: every worker")
+    p.add_argument("--all", action="store_true", help="for profile: every role")
+    p.add_argument("--seconds", type=float, default=2.0, help="for profile: how long to trace (default 2)")
+    p.add_argument(
+        "--light",
+        action="store_true",
+        help="for profile: host_tracer_level=1: step times and a ~2 MB file, no per-op detail",
+    )
+    p.add_argument(
+        "--unsafe",
+        action="store_true",
+        help="for profile: also trace roles known to crash when traced (MultiWorkerMirrored workers but worker:0)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="for profile: give up on a role that has not answered after this long (default: --seconds + 20)",
+    )
+
+
+def add_summary_parser(sub: Any) -> None:
+    p = sub.add_parser("profile-summary", help="summarise a stored profile capture (from `ctl RUN profile`)")
+    p.set_defaults(handler=cmd_profile_summary)
+    p.add_argument("path", type=Path, help="a capture folder (RUN/profiles/<time>) or a run directory (its latest)")
+
+
+def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, out: TextIO, err: TextIO) -> int:
+    """``ctl RUN profile ...``: capture, then print the summary. The roles come from the status."""
+    names = [n for n in (args.role, args.signal, *(args.more_roles or [])) if n]
+    if not 0 < args.seconds <= MAX_SECONDS:
+        print(f"--seconds: give 0 < N <= {MAX_SECONDS:g} (a long trace grows the role's memory)", file=err)
+        return EXIT_USAGE
+    if args.timeout is not None and args.timeout <= 0:
+        print("--timeout: give a positive number of seconds", file=err)
+        return EXIT_USAGE
+    reply = control.request(socket_path, {"action": "status"})  # OSError: the caller says not running
+    if not reply.get("ok"):
+        print(f"refused: {reply.get('error')}", file=err)
+        return EXIT_FAILED
+    try:
+        targets = select(reply.get("roles") or [], names, args.workers, args.all)
+    except ProfileError as exc:
+        print(f"profile: {exc}", file=err)
+        return EXIT_USAGE
+    try:
+        result = capture(run_path, targets, args.seconds, args.light, args.timeout, args.unsafe)
+    except ProfileError as exc:
+        print(f"profile: {exc}", file=err)
+        return EXIT_FAILED
+    return _report(result, out, err)
+
+
+def _report(result: Capture, out: TextIO, err: TextIO) -> int:
+    failed = [r for r in result.roles if not r.ok]
+    for r in failed:
+        print(f"profile: {r.error}", file=err)
+    xplanes = result.xplanes()
+    if xplanes:
+        sizes = ", ".join(f"{r.role} {r.xplane_bytes / 1e6:.1f} MB" for r in result.roles if r.ok)
+        print(f"captured {result.seconds:g} s into {result.path} ({sizes})", file=out)
+        try:
+            for line in format_profiles(summarize(xplanes)):
+                print(line, file=out)
+        except ProfileError as exc:
+            print(f"profile: captured, but {exc}", file=err)
+            return EXIT_FAILED
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def cmd_profile_summary(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    path: Path = args.path
+    if not (path / RECORD_NAME).is_file():
+        captures = list_captures(path)
+        if not captures:
+            print(f"profile-summary: {path} holds no profile capture (expected {RECORD_NAME} or profiles/)", file=err)
+            return EXIT_USAGE
+        path = captures[-1]
+    try:
+        xplanes = _stored_xplanes(path)
+        if not xplanes:
+            print(f"profile-summary: no role was captured in {path} (see {path / RECORD_NAME})", file=err)
+            return EXIT_FAILED
+        print(f"profile {path}", file=out)
+        for line in format_profiles(summarize(xplanes)):
+            print(line, file=out)
+    except ProfileError as exc:
+        print(f"profile-summary: {exc}", file=err)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _stored_xplanes(folder: Path) -> dict[str, Path]:
+    import json
+
+    try:
+        record = json.loads((folder / RECORD_NAME).read_text(encoding="utf-8"))
+        roles = record["roles"]
+        return {str(r["role"]): folder / str(r["xplane"]) for r in roles if r.get("ok") and r.get("xplane")}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ProfileError(f"{folder / RECORD_NAME} is unreadable: {exc}") from None

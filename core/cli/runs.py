@@ -1,0 +1,125 @@
+"""``runs`` (the runs browser in a terminal) and ``runs compare A B ...`` (issue 23).
+
+``runs`` lists every run under the runs root from each run's cached summary
+(:mod:`core.run.index`): name, cluster file, start, duration, outcome, roles, backend, last and
+best loss, mean steps/s, restarts; ``--outcome`` and ``--filter`` narrow it, ``--sort`` orders it,
+``--json`` prints it for scripts. ``runs compare`` prints 2-8 runs side by side with the rows that
+differ marked (:mod:`core.run.compare`), and ``--csv FILE`` writes the same table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TextIO
+
+from core.cli.exits import EXIT_OK, EXIT_USAGE, resolve_run
+from core.cli.tensorboard import cmd_runs_tensorboard
+from core.run import index as runs_index
+from core.run import select as runs_select
+from core.run.rundir import runs_root
+from core.views.runs_table import COLUMNS, row_cells
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``runs [--outcome O] [--filter TEXT] [--sort KEY] [--json]``, ``runs tensorboard RUN``,
+    ``runs compare A B ... [--csv FILE]``."""
+    parser.add_argument(
+        "action",
+        nargs="?",
+        choices=("tensorboard", "compare"),
+        help="tensorboard RUN: open the run in TensorBoard; compare A B ...: 2-8 runs side by side",
+    )
+    parser.add_argument("run", nargs="*", help="runs: a run directory, a run id from `runs`, or 'latest'")
+    parser.add_argument(
+        "--no-browser", action="store_true", help="with tensorboard: print the address, open no browser"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="with tensorboard: the run's profiles (`ctl RUN profile`) in TensorBoard's Profile tab",
+    )
+    parser.add_argument(
+        "--outcome",
+        action="append",
+        choices=runs_index.OUTCOMES,
+        default=[],
+        help="list only runs with this outcome (repeatable)",
+    )
+    parser.add_argument("--filter", default="", metavar="TEXT", help="list only runs whose row contains every word")
+    parser.add_argument(
+        "--sort", choices=runs_select.SORT_KEYS, default="start", help="order of the list (default: newest first)"
+    )
+    parser.add_argument("--reverse", action="store_true", help="reverse the order")
+    parser.add_argument("--json", action="store_true", help="print JSON, one object per run")
+    parser.add_argument("--csv", type=Path, metavar="FILE", help="with compare: also write the table as CSV")
+
+
+def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.action == "tensorboard":
+        if len(args.run) > 1:
+            print("runs tensorboard: name one run, e.g. `runs tensorboard latest`", file=err)
+            return EXIT_USAGE
+        args.run = args.run[0] if args.run else None
+        return cmd_runs_tensorboard(args, out, err)
+    if args.action == "compare":
+        return cmd_compare(args, out, err)
+    root = args.root or runs_root()
+    summaries = runs_index.list_summaries(root)
+    chosen = runs_select.select(summaries, args.filter, args.outcome, args.sort, args.reverse)
+    if args.json:
+        for s in chosen:
+            print(json.dumps(s.to_json(), default=str), file=out)
+        return EXIT_OK
+    if not summaries:
+        print(f"no runs in {root}", file=out)
+        return EXIT_OK
+    print_list(chosen, out)
+    shown = f"{len(chosen)} of {len(summaries)}" if len(chosen) != len(summaries) else str(len(summaries))
+    print(f"\n{shown} run{'s' if len(summaries) != 1 else ''} in {root}", file=out)
+    return EXIT_OK
+
+
+def print_list(summaries: list[runs_index.RunSummary], out: TextIO) -> None:
+    def cut(text: str, width: int) -> str:
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    print(" ".join(f"{name:<{w}}" for name, w in COLUMNS).rstrip(), file=out)
+    for s in summaries:
+        cells = [cut(c, w) for c, (_, w) in zip(row_cells(s), COLUMNS, strict=True)]
+        print(" ".join(f"{c:<{w}}" for c, (_, w) in zip(cells, COLUMNS, strict=True)).rstrip(), file=out)
+
+
+def cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from core.run import compare as runs_compare  # numpy: only for compare, not for every listing
+
+    if not runs_compare.MIN_RUNS <= len(args.run) <= runs_compare.MAX_RUNS:
+        print(
+            f"runs compare: name {runs_compare.MIN_RUNS} to {runs_compare.MAX_RUNS} runs, "
+            f"e.g. `runs compare RUN_A RUN_B` (got {len(args.run)})",
+            file=err,
+        )
+        return EXIT_USAGE
+    paths = []
+    for name in args.run:
+        path = resolve_run(name, args.root, err)
+        if path is None:
+            return EXIT_USAGE
+        paths.append(path)
+    try:
+        summaries = runs_compare.load_for_compare(paths)
+    except ValueError as exc:
+        print(f"runs compare: {exc}", file=err)
+        return EXIT_USAGE
+    rows = runs_compare.compare_rows(summaries)
+    runs_compare.print_table(rows, out)
+    if args.csv is not None:
+        try:
+            with open(args.csv, "w", encoding="utf-8", newline="") as handle:
+                runs_compare.write_csv(rows, handle)
+        except OSError as exc:
+            print(f"--csv {args.csv}: {exc.strerror or exc}; give a writable file path", file=err)
+            return EXIT_USAGE
+        print(f"wrote {args.csv}", file=out)
+    return EXIT_OK

@@ -1,0 +1,63 @@
+"""``runs tensorboard RUN``: the run's event files in the pinned TensorBoard, on 127.0.0.1, until
+Ctrl-C or SIGTERM (:mod:`core.run.tensorboard`); nothing is left running after."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+import webbrowser
+from typing import Any, TextIO
+
+from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, resolve_run
+from core.cluster.spec import load
+
+
+def cmd_runs_tensorboard(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from core.run.tensorboard import TensorBoardError, start
+
+    if args.run is None:
+        print("runs tensorboard: name the run, e.g. `runs tensorboard latest`", file=err)
+        return EXIT_USAGE
+    path = resolve_run(args.run, args.root, err)
+    if path is None:
+        return EXIT_USAGE
+    spec, problems = load(path / "cluster.toml")
+    if spec is None:
+        first = problems[0].format() if problems else "unreadable"
+        print(f"{path / 'cluster.toml'}: {first}", file=err)
+        return EXIT_USAGE
+    stop = threading.Event()
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    try:
+        try:
+            if args.profile:  # core/profiling/tensorboard.py: the profiler environment's TensorBoard
+                from core.profiling.tensorboard import start_profiles
+
+                server = start_profiles(path)
+            else:
+                server = start(path, spec)
+        except TensorBoardError as exc:
+            print(f"tensorboard: {exc}", file=err)
+            return EXIT_FAILED
+        try:
+            print(f"TensorBoard on {server.url} (pid {server.pid}): {', '.join(server.dirs.local)}", file=out)
+            for role, why in server.dirs.missing.items():
+                print(f"  not shown: {role} {why}", file=out)
+            print("Ctrl-C stops it", file=out, flush=True)
+            if not args.no_browser:
+                webbrowser.open(server.url)
+            while not stop.wait(0.5):
+                if not server.alive():
+                    print("tensorboard exited: " + " | ".join(server.log_tail(3)), file=err)
+                    return EXIT_FAILED
+        finally:
+            server.stop()
+        print("TensorBoard stopped", file=out)
+        return EXIT_OK
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -1,0 +1,114 @@
+"""The control socket's server: a launch's controller answers ``ctl``, ``status`` and other windows
+through the owner-only Unix socket of :mod:`core.run.control` (the protocol and the client)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from core.controller.controller import Controller
+from core.run.control import STATUS_TAIL_LINES, reachable, read_line, socket_path_for
+
+
+class ControlServer:
+    def __init__(self, controller: Controller, run_dir: Path) -> None:
+        self.controller = controller
+        self.path = socket_path_for(run_dir)
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = threading.Event()
+
+    def start(self) -> Path:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)
+        try:
+            if self.path.exists():
+                self.path.unlink()
+            with reachable(self.path) as name:
+                sock.bind(name)
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.path, 0o600)
+        sock.listen(8)
+        sock.settimeout(0.5)
+        self._sock = sock
+        self._thread = threading.Thread(target=self._serve, name="control", daemon=True)
+        self._thread.start()
+        return self.path
+
+    def _serve(self) -> None:
+        assert self._sock is not None
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                try:
+                    reply = self._handle(read_line(conn))
+                except (OSError, ValueError) as exc:
+                    reply = {"ok": False, "error": f"bad request: {exc}"}
+                with contextlib.suppress(OSError):
+                    conn.sendall((json.dumps(reply) + "\n").encode())
+
+    def _handle(self, request: Any) -> dict[str, Any]:
+        if not isinstance(request, dict) or not isinstance(request.get("action"), str):
+            return {"ok": False, "error": 'a request is {"action": ..., "role": ...}'}
+        action = request["action"]
+        c = self.controller
+        if action == "status":
+            status = c.status()
+            roles = [
+                {
+                    **r.to_json(),
+                    # Why a role failed or restarts is usually in its last words.
+                    "last_lines": c.last_lines(r.role, STATUS_TAIL_LINES),
+                }
+                for r in status.roles
+            ]
+            return {
+                "ok": True,
+                "phase": str(status.phase),
+                "result": status.result,
+                "reason": status.reason,
+                "roles": roles,
+                "hosts": c.host_states(),
+                "slurm": c.slurm_state(),  # None unless the run is on Slurm
+            }
+        role = request.get("role")
+        future: Future[str]
+        try:
+            if action in ("stop_all", "kill_all", "restart_all", "detach"):
+                future = getattr(c, action)()
+            elif action in ("stop", "kill", "restart"):
+                if not isinstance(role, str):
+                    return {"ok": False, "error": f"{action} needs a role, e.g. worker:0"}
+                future = getattr(c, f"{action}_role")(role)
+            elif action == "signal":
+                if not isinstance(role, str) or not isinstance(request.get("signal"), str):
+                    return {"ok": False, "error": "signal needs a role and a signal name"}
+                future = c.signal_role(role, request["signal"])
+            else:
+                return {"ok": False, "error": f"unknown action {action!r}"}
+            return {"ok": True, "message": future.result(timeout=10)}
+        except Exception as exc:  # the controller's refusal goes back to the client as text
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            return {"ok": False, "error": str(message)}
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._sock is not None:
+            self._sock.close()
+        if self._thread is not None:
+            self._thread.join(2)
+        with contextlib.suppress(OSError):
+            self.path.unlink()

@@ -1,0 +1,130 @@
+"""Roles' output as the controller takes it in: parsed into metrics, shown, and where a reattach
+resumes. A flood is coalesced: while the controller is far behind (or the run is stopping), only
+the newest chunk of each role is kept and its last lines parsed a few times a second, so exits and
+a stop are news in seconds whatever the backlog; every byte is in the role's log all the same.
+A mixin of :class:`core.controller.controller.Controller`."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from core.controller.supervised import SupervisedRole
+from core.diagnosis.rules import Diagnoser, Diagnosis
+from core.remote.transport import output_bytes, readable
+from core.run.rundir import RunDir
+from core.run.status import ClusterPhase
+from core.telemetry.live import sample_dict
+
+LAG_S = 2.0  # output that waited this long in the controller's queue is coalesced
+RECEIVED_KEY = "_received"  # an event's arrival in the queue (time.monotonic()), set by the controller
+COALESCE_KEEP_CHARS = 4096  # of a coalesced chunk, what is parsed and shown (its last lines)
+COALESCE_PERIOD_S = 0.5  # how often a coalesced role's newest lines are parsed
+PARSED_NOTE_PERIOD_S = 1.0
+
+
+class OutputIntake:
+    """``output`` and ``skipped`` events, on the controller's thread."""
+
+    # What the controller provides (see core.controller.controller.Controller).
+    run: RunDir
+    _diagnoser: Diagnoser
+    _lock: threading.RLock
+    _interrupted: threading.Event
+    _phase: ClusterPhase
+    _coalesced: set[str]
+
+    if TYPE_CHECKING:  # provided by the controller; no stubs at run time to shadow the real ones
+
+        def _publish(self, kind: str, role: str | None = None, *, at: float | None = None, **data: Any) -> None: ...
+
+        def _publish_waits(self, diagnoses: list[Diagnosis]) -> None: ...
+
+        def _note_progress(self, role: SupervisedRole, steps: list[int]) -> None: ...
+
+    def _on_output(self, role: SupervisedRole, event: dict[str, Any]) -> None:
+        data = str(event.get("data", ""))
+        if len(data) > COALESCE_KEEP_CHARS and self._behind(event):
+            role.held_output = event  # the newest chunk: older unparsed ones are dropped here
+            self._say_coalescing(role)
+            now = time.monotonic()
+            if now >= role.held_due:
+                role.held_due = now + COALESCE_PERIOD_S
+                self._take_held(role)
+            return
+        if role.held_output is not None:  # unparsed chunks lie between: this one starts afresh
+            role.held_output = None
+            with self._lock:
+                role.partial = ""
+                role.telemetry.break_stream()
+        offset = event.get("offset")
+        self._take_output(role, data, offset if isinstance(offset, int) else None, float(event.get("t") or 0))
+
+    def _take_held(self, role: SupervisedRole) -> None:
+        """Parse and show the last lines of a role's newest coalesced chunk, if one waits."""
+        event, role.held_output = role.held_output, None
+        if event is None:
+            return
+        data, end = str(event.get("data", "")), event.get("end")
+        cut = data.rfind("\n", 0, len(data) - COALESCE_KEEP_CHARS)
+        tail = data[cut + 1 :]
+        with self._lock:
+            role.partial = ""  # what came before is not joined to these lines
+            role.telemetry.break_stream()
+        offset = end - len(output_bytes(tail)) if isinstance(end, int) else None
+        self._take_output(role, tail, offset, float(event.get("t") or 0))
+
+    def _take_output(self, role: SupervisedRole, data: str, offset: int | None, t: float) -> None:
+        text = readable(data)
+        with self._lock:
+            role.add_output(text)
+            samples = role.telemetry.feed(text, t or time.time())
+        self._publish("role_output", role=role.task.role_id, attempt=role.attempt, offset=offset, text=text)
+        self._publish_waits(self._diagnoser.on_output(role.task.role_id, text, time.time()))  # diagnosis
+        self._note_progress(role, [s.step for s in samples if s.step is not None])
+        if samples:
+            records = [sample_dict(s) for s in samples]
+            self.run.append_metrics(role.task, records)
+            self._publish("metrics", role=role.task.role_id, samples=records)
+        # Where a reattach resumes parsing: after this chunk's last whole line. Written with every
+        # chunk that gave metrics (so none is recorded twice), else at most once a second.
+        now = time.monotonic()
+        if offset is not None and (samples or now - role.parsed_noted_at >= PARSED_NOTE_PERIOD_S):
+            newline = output_bytes(data).rfind(b"\n")
+            if newline >= 0:
+                role.parsed_noted_at = now
+                self.run.note_parsed(role.task, role.attempt, offset + newline + 1)
+
+    def _on_skipped(self, role: SupervisedRole, event: dict[str, Any]) -> None:
+        """The agent skipped a role's output backlog, far behind or stopping (it is all in the log)."""
+        offset, end = event.get("offset"), event.get("end")
+        if not isinstance(offset, int) or not isinstance(end, int):
+            return
+        role.held_output = None
+        note = f"\n[towerdeck] {end - offset} bytes of output skipped here to catch up (all in {role.log_path})\n"
+        with self._lock:
+            role.partial = ""
+            role.telemetry.break_stream()
+            role.add_output(note)
+        self._publish("role_output", role=role.task.role_id, attempt=role.attempt, offset=offset, text=note)
+        self.run.note_parsed(role.task, role.attempt, end)
+
+    def _behind(self, event: dict[str, Any]) -> bool:
+        received = event.get(RECEIVED_KEY)
+        return (
+            (isinstance(received, float) and time.monotonic() - received > LAG_S)
+            or self._interrupted.is_set()
+            or self._phase in (ClusterPhase.STOPPING, ClusterPhase.DONE)
+        )
+
+    def _say_coalescing(self, role: SupervisedRole) -> None:
+        if role.task.role_id in self._coalesced:
+            return
+        self._coalesced.add(role.task.role_id)
+        self._publish(
+            "warning",
+            role=role.task.role_id,
+            message=f"{role.task.role_id} prints faster than its output can be followed: its newest lines are "
+            f"parsed and shown a few times a second while that lasts (every byte is in {role.log_path})",
+        )

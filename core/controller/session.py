@@ -1,0 +1,199 @@
+"""One launch session for the CLI and the window, and the one protocol both views watch.
+
+:class:`LaunchSession` wires a run directory, a :class:`~core.controller.controller.Controller` and the
+owner-only :class:`~core.controller.control_server.ControlServer` (so ``ctl`` and other windows can act on the run),
+for a new launch or for attaching to a run whose launcher is gone. :class:`RunSource` is what a view
+(the CLI printer, the window) reads: the live controller, or a :class:`~core.run.reader.RunReader`
+following a run directory; both satisfy it, so views need no ``isinstance``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from core.cluster.problems import ERROR
+from core.cluster.spec import ClusterSpec, load
+from core.controller.control_server import ControlServer
+from core.controller.controller import Controller
+from core.notify import Notifier
+from core.preflight.checks import check_local
+from core.run import index as runs_index
+from core.run.lock import RunLock, RunLocked
+from core.run.rundir import RunDir
+from core.run.status import ClusterStatus, Event
+
+
+class SessionError(Exception):
+    """A session cannot start; the message names what and the fix."""
+
+
+class RunSource(Protocol):
+    """A run as a view sees it, live or read back."""
+
+    spec: ClusterSpec
+
+    @property
+    def path(self) -> Path:
+        """The run directory."""
+        ...
+
+    @property
+    def done(self) -> bool:
+        """True when nothing can be controlled any more (the run is over, or its launcher gone)."""
+        ...
+
+    @property
+    def controls_here(self) -> bool:
+        """True when this process runs the cluster (closing the view must stop or leave it)."""
+        ...
+
+    @property
+    def attachable(self) -> bool:
+        """True for a run read back whose launcher is gone but which did not end (its roles may run on)."""
+        ...
+
+    def subscribe(self, callback: Callable[[Event], None]) -> None: ...
+    def status(self) -> ClusterStatus: ...
+    def placement(self, role: str) -> dict[str, Any]: ...
+    def stop_role(self, role: str) -> Future[str]: ...
+    def kill_role(self, role: str) -> Future[str]: ...
+    def restart_role(self, role: str) -> Future[str]: ...
+    def stop_all(self) -> Future[str]: ...
+    def kill_all(self) -> Future[str]: ...
+    def restart_all(self) -> Future[str]: ...
+
+    def release(self) -> None:
+        """Stop following; a live cluster is left to its session."""
+        ...
+
+
+def load_checked(path: Path, err: TextIO, check_ports: bool = True) -> ClusterSpec | None:
+    """Load and check a cluster file for launching here; prints problems to ``err``; None on errors."""
+    spec, problems = load(path)
+    if spec is not None:
+        problems = problems + check_local(spec, path.read_text(encoding="utf-8"), check_ports=check_ports)
+    for problem in problems:
+        print(problem.format(str(path)), file=err)
+    if spec is None or any(p.severity == ERROR for p in problems):
+        count = sum(p.severity == ERROR for p in problems)
+        print(f"{path}: {count} error{'s' if count != 1 else ''}", file=err)
+        return None
+    return spec
+
+
+def needs_preflight(spec: ClusterSpec) -> bool:
+    """The rule both views apply: a cluster with a remote host is pre-flighted before launching."""
+    if spec.slurm is not None:
+        return False  # its hosts are Slurm nodes, reached by srun steps, not SSH (`validate --remote`)
+    return any(spec.host_config(h).remote for h in {t.host for t in spec.tasks()})
+
+
+class LaunchSession:
+    """A run directory, its controller and its control socket, started and closed together.
+
+    Subscribe to :attr:`controller` before :meth:`start`; :meth:`close` closes the socket once the
+    controller is done (or left the roles running).
+    """
+
+    def __init__(self, controller: Controller, run: RunDir, server: ControlServer, lock: RunLock | None = None) -> None:
+        self.controller = controller
+        self.run = run
+        self.server = server
+        self.lock = lock  # one controller per run (core.run.lock), held until close()
+        # [notify] (issue 23): the user's command hears of the run's notifications, off this thread.
+        self.notifier = notifier_for(controller.spec, run)
+        if self.notifier is not None:
+            controller.subscribe(self.notifier.on_event)
+
+    def subscribe(self, callback: Callable[[Event], None]) -> None:
+        """``callback(event)`` for the controller's events and the notifier's reports (warnings)."""
+        self.controller.subscribe(callback)
+        if self.notifier is not None:
+            self.notifier.subscribe(callback)
+
+    @classmethod
+    def launch(
+        cls,
+        spec: ClusterSpec,
+        root: Path | None = None,
+        path: Path | None = None,
+        on_disconnect: str = "keep",
+        who: str = "launch",
+    ) -> LaunchSession:
+        """A new run directory (under ``root``, or exactly ``path``) and its controller; raises
+        OSError when the directory cannot be made."""
+        run = RunDir.create(spec, root=root, path=path)
+        try:
+            lock = RunLock.acquire(run.path, who)
+        except RunLocked as exc:  # a new directory: only a racing attach can hold it
+            raise OSError(str(exc)) from None
+        controller = Controller(spec, run, on_disconnect=on_disconnect)
+        server = ControlServer(controller, run.path)
+        run.update(control_socket=str(server.start()))
+        return cls(controller, run, server, lock)
+
+    @classmethod
+    def attach(cls, path: Path, spec: ClusterSpec | None = None, who: str = "attach") -> LaunchSession:
+        """Take over the run in ``path`` (its agents keep its roles); raises SessionError, also
+        when another process controls it (naming that process)."""
+        try:
+            run = RunDir.open(path)
+        except (OSError, ValueError) as exc:
+            raise SessionError(f"cannot attach to {path}: {exc}") from exc
+        try:
+            lock = RunLock.acquire(path, who)
+        except RunLocked as exc:
+            raise SessionError(str(exc)) from None
+        except OSError as exc:
+            raise SessionError(f"cannot attach to {path}: {exc.strerror or exc}") from exc
+        try:
+            return cls._attached(run, path, spec, lock)
+        except BaseException:
+            lock.release()
+            raise
+
+    @classmethod
+    def _attached(cls, run: RunDir, path: Path, spec: ClusterSpec | None, lock: RunLock) -> LaunchSession:
+        if spec is None:
+            spec, problems = load(path / "cluster.toml")
+            if spec is None:
+                first = problems[0].format() if problems else "unreadable"
+                raise SessionError(f"{path / 'cluster.toml'} cannot be read back: {first}")
+        controller = Controller(spec, run, attach=True)
+        server = ControlServer(controller, run.path)
+        run.update(control_socket=str(server.start()), pid=os.getpid())
+        return cls(controller, run, server, lock)
+
+    def start(self) -> None:
+        """Launch (or reattach); returns at once."""
+        if self.notifier is not None:
+            self.notifier.start()
+        self.controller.start()
+
+    def close(self, notify_wait_s: float | None = None) -> None:
+        """Close the control socket (the controller's own end is its business); let the notifier
+        deliver what it has queued, each command within its timeout (at most ``notify_wait_s``
+        here: the window passes 0 and its notifier thread finishes on its own)."""
+        self.server.close()
+        if self.controller.done:
+            # The run is over: cache its summary for the runs browser (issue 23). It reads the
+            # run's metrics, so not on the caller's (maybe the GUI's) thread; not a daemon, so a
+            # CLI exiting now still finishes it.
+            threading.Thread(target=runs_index.write_summary, args=(self.run.path,), name="run-summary").start()
+        if self.notifier is not None:
+            self.notifier.close(notify_wait_s)
+        if self.lock is not None:
+            self.lock.release()
+
+
+def notifier_for(spec: ClusterSpec, run: RunDir) -> Notifier | None:
+    """The run's :class:`~core.notify.Notifier` when the cluster file has ``[notify]``."""
+    if spec.notify is None:
+        return None
+    about = {"run": run.path.name, "run_dir": str(run.path), "cluster": spec.name}
+    return Notifier(spec.notify, about, journal=run.record, cwd=spec.workdir if spec.workdir.is_dir() else None)

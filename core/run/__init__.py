@@ -1,0 +1,10 @@
+"""One run, as the controller writes it and anyone reads it back.
+
+``status`` (role and cluster states, :class:`~core.run.status.RoleStatus`, events), ``role_view``
+(the live view of a role the status is built from), ``journal`` (state-only events, JSON lines),
+``rundir`` (the run directory: layout, run.json, cluster.toml), ``reader`` (a past or live run
+read back), ``control`` (the control socket's protocol and client), ``inbox`` (the lossless
+event inbox the window and the CLI drain), ``lock`` (one controller per run), ``index``,
+``select`` and ``compare`` (the runs list, choosing runs, comparing them), ``skim``, ``csv_export``,
+``pids`` (a pid is still the process it was), ``tensorboard`` (serving a run's TensorBoard).
+"""

@@ -1,0 +1,140 @@
+"""Hands the controller's events to a view's thread without blocking the controller.
+
+The controller calls :meth:`EventInbox.put` on its own thread. The window drains the inbox on a
+QTimer at the screen's pace and redraws once per frame from what arrived, so a chatty role can
+never make the window repaint per line; ``launch`` and ``attach`` drain it on a printer thread,
+so a blocked stdout (a paused pager, a stalled SSH terminal) never stops supervision.
+
+Nothing the window must show is dropped:
+
+- state events (role states, phases, host states, warnings...) are kept, in order, all of them:
+  they come at human rates (a few per role and restart), never per step;
+- telemetry is coalesced per role (``metrics``, ``scalars``) or per host (``sample``): the batches
+  that arrive between two frames are merged into one, point for point. Only when one key holds
+  more than :data:`MAX_TELEMETRY_POINTS` points (the GUI far behind) are they thinned, every other
+  point in the older half, keeping the first and the newest, and counted in
+  :attr:`EventInbox.thinned_points`: the bounded series downsample so much anyway;
+- output text is coalesced per role and bounded; the run directory has all of it.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+
+from core.run.status import Event
+
+MAX_OUTPUT_CHARS_PER_FRAME = 64 * 1024  # ~650 lines of 100 chars a frame: more than a screen shows
+MAX_TELEMETRY_POINTS = 200_000  # per role or host between two drains: ~20 MB at worst
+SAMPLE_POINTS = 16  # what a host sample costs a view against one metrics point: 8 GPUs x 2 series
+_TELEMETRY_FIELD = {"metrics": "samples", "scalars": "points"}
+
+
+class EventInbox:
+    """A thread-safe mailbox from the controller thread to the GUI thread; bounded for telemetry
+    and output, lossless for state."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: collections.deque[Event] = collections.deque()
+        self._telemetry: dict[tuple[str, str], list[object]] = {}
+        self._output: dict[str, collections.deque[str]] = {}
+        self._output_chars: dict[str, int] = {}
+        self._skipped_chars: dict[str, int] = {}
+        self.dropped_output_chars = 0
+        self.thinned_points = 0
+
+    def put(self, event: Event) -> None:
+        """Called on the controller thread; never blocks on the GUI."""
+        with self._lock:
+            if event.kind == "role_output" and event.role is not None:
+                self._put_output(event.role, str(event.data.get("text", "")))
+            elif event.kind in _TELEMETRY_FIELD and event.role is not None:
+                items = event.data.get(_TELEMETRY_FIELD[event.kind])
+                if isinstance(items, list) and items:
+                    self._merge((event.kind, event.role), items)
+            elif event.kind == "sample":
+                self._merge(("sample", str(event.data.get("host"))), [event])
+            else:
+                self._events.append(event)
+
+    def _merge(self, key: tuple[str, str], items: list[object]) -> None:
+        kept = self._telemetry.setdefault(key, [])
+        kept.extend(items)
+        if len(kept) > MAX_TELEMETRY_POINTS:
+            # Thin the older half, every other point: the series would fold them into buckets anyway.
+            half = len(kept) // 2
+            older = kept[:half]
+            thinned = older[:1] + older[1:-1:2] + older[-1:]
+            self.thinned_points += len(older) - len(thinned)
+            kept[:] = thinned + kept[half:]
+
+    def _take(self, max_points: int) -> dict[tuple[str, str], list[object]]:
+        """At most ``max_points`` telemetry points, oldest first per key; a host sample counts
+        as :data:`SAMPLE_POINTS` (it feeds a series pair per GPU)."""
+        taken: dict[tuple[str, str], list[object]] = {}
+        budget = max_points
+        for key in list(self._telemetry):
+            weight = SAMPLE_POINTS if key[0] == "sample" else 1
+            n = budget // weight
+            if n <= 0:
+                break
+            items = self._telemetry[key]
+            if len(items) <= n:
+                taken[key] = self._telemetry.pop(key)
+            else:
+                taken[key], self._telemetry[key] = items[:n], items[n:]
+            budget -= len(taken[key]) * weight
+        return taken
+
+    def _put_output(self, role: str, text: str) -> None:
+        parts = self._output.setdefault(role, collections.deque())
+        parts.append(text)
+        size = self._output_chars.get(role, 0) + len(text)
+        # Keep the newest output for the screen; the run directory has all of it.
+        while size > MAX_OUTPUT_CHARS_PER_FRAME and len(parts) > 1:
+            dropped = len(parts.popleft())
+            size -= dropped
+            self._skipped_chars[role] = self._skipped_chars.get(role, 0) + dropped
+            self.dropped_output_chars += dropped
+        self._output_chars[role] = size
+
+    def pending(self) -> int:
+        """State events and telemetry points waiting (for tests and the status bar)."""
+        with self._lock:
+            return len(self._events) + sum(len(v) for v in self._telemetry.values())
+
+    def drain(self, max_points: int | None = None) -> tuple[list[Event], dict[str, str]]:
+        """Everything since the last drain: state events in order, then one merged telemetry
+        event per role and kind (host samples one by one, in order), and output text per role.
+
+        With ``max_points``, at most that many telemetry points come out (the rest, in order, at
+        the next drain): a reopened run's thousands of points per role reach the views over a few
+        frames instead of stalling one."""
+        with self._lock:
+            events = list(self._events)
+            self._events.clear()
+            if max_points is None:
+                telemetry, self._telemetry = self._telemetry, {}
+            else:
+                telemetry = self._take(max_points)
+            output = {}
+            for role, parts in self._output.items():
+                skipped = self._skipped_chars.get(role, 0)
+                note = (
+                    f"[towerdeck: {skipped} characters of fast output not shown here; the run directory has them all]\n"
+                    if skipped
+                    else ""
+                )
+                output[role] = note + "".join(parts)
+            self._output.clear()
+            self._output_chars.clear()
+            self._skipped_chars.clear()
+        now = time.time()
+        for (kind, key), items in telemetry.items():
+            if kind == "sample":
+                events.extend(e for e in items if isinstance(e, Event))
+            else:
+                events.append(Event(kind, now, key, {_TELEMETRY_FIELD[kind]: items}))
+        return events, output

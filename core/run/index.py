@@ -1,0 +1,425 @@
+"""Every run under the runs root, one summary each, fast with thousands (issue 23).
+
+A run's :class:`RunSummary` says what the runs browser (``runs`` and the window's Runs page)
+shows: name, cluster file, start, duration, outcome, roles, backend, last/best loss, mean steps/s,
+restarts. Building it reads the run's journal and every role's ``metrics.jsonl`` (or, for a
+trainer that reports only through TensorBoard, the loss tags of its ``scalars.jsonl``), so it is cached
+in ``summary.json`` in the run directory: written (atomically) when the launch session finishes
+the run (:func:`write_summary`, called from :meth:`core.controller.session.LaunchSession.close`), and rebuilt
+lazily the first time an older run, or one whose launcher died, is listed once it is over. A
+listing then reads one small file per finished run and never its telemetry.
+
+A run that is not over (``run.json`` state other than ``done``) is never cached: its outcome is
+``running`` while a launcher holds it and ``left`` when nobody does (:func:`launcher_alive`), and
+its losses and speed come from the last :data:`LIVE_TAIL_BYTES` of each role's metrics only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.cluster.spec import ClusterSpec, load
+from core.run import journal
+from core.run.lock import LOCK_FILE, holder
+from core.run.role_view import LOSS_TAGS
+from core.run.rundir import created_time
+
+SUMMARY_FILE = "summary.json"
+SUMMARY_VERSION = 1
+LIVE_TAIL_BYTES = 256 * 1024
+ARCHIVE_DIR = "archived"  # under the runs root; it holds no run.json, so listings skip it
+OUTCOMES = ("succeeded", "failed", "stopped", "running", "left")
+
+
+@dataclass(frozen=True)
+class RoleFigures:
+    """One role's end: final state, exit code (or ``signal N``), restarts, its training figures."""
+
+    state: str = "?"
+    exit: str = "-"
+    restarts: int = 0
+    last_loss: float | None = None
+    best_loss: float | None = None
+    steps: int | None = None
+    steps_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What the runs browser shows of one run; ``outcome`` is one of :data:`OUTCOMES`."""
+
+    path: Path
+    id: str
+    name: str
+    cluster_file: str
+    created: float
+    ended: float | None
+    outcome: str
+    outcome_detail: str  # "worker:1 exit 3" for a failed run, the launcher's pid for a live one
+    reason: str
+    roles: tuple[str, ...]
+    backend: str  # "local", "SSH a, b", "Slurm job 123"
+    last_loss: float | None
+    best_loss: float | None
+    steps_per_s: float | None
+    restarts: int
+    role_figures: dict[str, RoleFigures] = field(default_factory=dict)
+
+    @property
+    def duration_s(self) -> float | None:
+        end = self.ended if self.ended is not None else (time.time() if self.outcome == "running" else None)
+        return None if end is None or not self.created else max(0.0, end - self.created)
+
+    @property
+    def live(self) -> bool:
+        """A launcher holds the run now: it can be reattached to, never deleted."""
+        return self.outcome == "running"
+
+    def shape(self) -> str:
+        """``1 ps, 2 worker``: the count of roles per job, in launch order."""
+        counts: dict[str, int] = {}
+        for role in self.roles:
+            job = role.split(":")[0]
+            counts[job] = counts.get(job, 0) + 1
+        return ", ".join(f"{n} {job}" for job, n in counts.items())
+
+    def outcome_text(self) -> str:
+        return f"{self.outcome} ({self.outcome_detail})" if self.outcome_detail else self.outcome
+
+    def search_text(self) -> str:
+        """What a text filter matches against (case-insensitively)."""
+        return " ".join(
+            [self.id, self.name, self.cluster_file, self.outcome_text(), self.backend, self.reason, self.shape()]
+        ).lower()
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["path"] = str(self.path)
+        data["roles"] = list(self.roles)
+        data["duration_s"] = self.duration_s
+        return data
+
+
+def duration_text(seconds: float | None) -> str:
+    """``1h02m``, ``3m05s``, ``4.2s``; ``-`` when unknown."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def launcher_alive(path: Path, info: dict[str, Any]) -> bool:
+    """True when a launcher (``launch``, ``attach`` or a window) holds the run now.
+
+    The one place that judges liveness: the run's ``controller.lock`` (core.run.lock) is held. A run
+    from before that lock existed falls back to its launcher's pid and control socket.
+    """
+    if info.get("state") == "done":
+        return False
+    if (path / LOCK_FILE).exists():
+        return holder(path) is not None
+    sock = info.get("control_socket")
+    if not isinstance(sock, str) or not Path(sock).exists():
+        return False
+    pid = info.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _read_info(path: Path) -> dict[str, Any] | None:
+    try:
+        info = json.loads((path / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def _role_ends(path: Path) -> tuple[dict[str, dict[str, Any]], str]:
+    """Per role, its last journalled state, exit and restarts; and the first failure's text."""
+    ends: dict[str, dict[str, Any]] = {}
+    first_failure = ""
+    tail = journal.JsonlTail(path / journal.EVENTS_FILE)
+    while records := tail.read():
+        for record in records:
+            if record.get("kind") != "role_state" or not isinstance(record.get("role"), str):
+                continue
+            role = record["role"]
+            end = ends.setdefault(role, {"restarts": 0})
+            end["state"] = str(record.get("state"))
+            if isinstance(record.get("restarts"), int):
+                end["restarts"] = max(end["restarts"], record["restarts"])
+            if record.get("returncode") is not None:
+                end["exit"] = str(record["returncode"])
+            elif record.get("signal") is not None:
+                end["exit"] = f"signal {record['signal']}"
+            if end["state"] == "failed" and not first_failure:
+                first_failure = f"{role} {'exit ' + end['exit'] if 'exit' in end else 'failed'}"
+    return ends, first_failure
+
+
+def _tail(path: Path, tail_only: bool) -> journal.JsonlTail:
+    offset = 0
+    if tail_only:
+        with contextlib.suppress(OSError):
+            offset = max(0, path.stat().st_size - LIVE_TAIL_BYTES)
+    return journal.JsonlTail(path, offset)
+
+
+def training_records(role_path: Path, from_scalars: bool, tail_only: bool = False) -> Iterator[dict[str, Any]]:
+    """A role's training records (``t``, ``step``, ``loss``, maybe ``step_time_s``), streamed: its
+    ``metrics.jsonl`` (parsed from its output), or, ``from_scalars``, the loss tags of its
+    ``scalars.jsonl`` (a trainer that reports only through TensorBoard)."""
+    tail = _tail(role_path / ("scalars.jsonl" if from_scalars else "metrics.jsonl"), tail_only)
+    while records := tail.read():
+        for r in records:
+            if not from_scalars:
+                yield r
+            elif str(r.get("tag", "")).lower() in LOSS_TAGS:
+                yield {"t": r.get("wall_time"), "step": r.get("step"), "loss": r.get("value")}
+
+
+def _figures(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Last and best loss, steps and steps/s. Steps/s counts only forward steps over the time they
+    took, so a restart that repeats steps neither inflates nor zeroes it."""
+    last = best = None
+    steps_done = 0.0
+    seconds = 0.0
+    prev: tuple[float, float] | None = None
+    last_step: int | None = None
+    for r in records:
+        loss = _finite(r.get("loss"))
+        if loss is not None:
+            last = loss
+            best = loss if best is None else min(best, loss)
+        step, t = _finite(r.get("step")), _finite(r.get("t"))
+        if step is None or t is None:
+            continue
+        last_step = int(step)
+        if prev is not None and step > prev[0] and t >= prev[1]:
+            steps_done += step - prev[0]
+            seconds += t - prev[1]
+        prev = (step, t)
+    rate = steps_done / seconds if seconds > 0 else None
+    return {"last_loss": last, "best_loss": best, "steps": last_step, "steps_per_s": rate}
+
+
+def _role_figures(role_path: Path, tail_only: bool) -> dict[str, Any]:
+    """From the role's metrics, else from its TensorBoard loss scalars."""
+    figures = _figures(training_records(role_path, False, tail_only))
+    if figures["steps"] is None:
+        figures = _figures(training_records(role_path, True, tail_only))
+    return figures
+
+
+def _backend(spec: ClusterSpec | None, info: dict[str, Any]) -> str:
+    slurm = info.get("slurm")
+    if isinstance(slurm, dict) and slurm.get("job_id"):
+        return f"Slurm job {slurm['job_id']}"
+    if spec is None:
+        return "?"
+    if spec.slurm is not None:
+        return "Slurm (no job)"
+    try:
+        hosts = sorted({t.host for t in spec.tasks()})
+    except Exception:  # a counted job never placed
+        return "?"
+    remote = [h for h in hosts if spec.host_config(h).remote]
+    return f"SSH {', '.join(remote)}" if remote else "local"
+
+
+def build(path: Path, info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The cacheable part of a run's summary, read from its files (journal and metrics included)."""
+    info = info if info is not None else (_read_info(path) or {})
+    over = info.get("state") == "done"
+    spec: ClusterSpec | None = None
+    with contextlib.suppress(Exception):  # an unreadable cluster.toml costs the backend column only
+        spec, _ = load(path / "cluster.toml")
+    roles = [str(r) for r in info.get("roles") or []] or (spec.role_ids() if spec else [])
+    ends, first_failure = _role_ends(path)
+    figures: dict[str, dict[str, Any]] = {}
+    for role in roles:
+        end = ends.get(role, {})
+        job, _, index = role.partition(":")
+        metrics = _role_figures(path / "roles" / f"{job}-{index}", tail_only=not over)
+        figures[role] = {
+            "state": end.get("state", "?"),
+            "exit": end.get("exit", "-"),
+            "restarts": int(end.get("restarts", 0)),
+            **metrics,
+        }
+    lasts = [f["last_loss"] for f in figures.values() if f["last_loss"] is not None]
+    bests = [f["best_loss"] for f in figures.values() if f["best_loss"] is not None]
+    rates = [f["steps_per_s"] for f in figures.values() if f["steps_per_s"] is not None]
+    try:
+        stat = (path / "run.json").stat()
+        key = [stat.st_mtime_ns, stat.st_size]
+    except OSError:
+        key = None
+    return {
+        "version": SUMMARY_VERSION,
+        "key": key,
+        "id": str(info.get("id") or path.name),
+        "name": str(info.get("name") or "?"),
+        "cluster_file": str(info.get("source") or ""),
+        "created": created_time(info.get("created")),
+        "ended": _finite(info.get("ended")),
+        "state": str(info.get("state") or "?"),
+        "result": info.get("result") if isinstance(info.get("result"), str) else None,
+        "reason": str(info.get("reason") or ""),
+        "first_failure": first_failure,
+        "roles": roles,
+        "backend": _backend(spec, info),
+        "last_loss": sum(lasts) / len(lasts) if lasts else None,  # the mean of each role's last
+        "best_loss": min(bests) if bests else None,
+        "steps_per_s": sum(rates) / len(rates) if rates else None,  # the mean over training roles
+        "restarts": sum(f["restarts"] for f in figures.values()),
+        "role_figures": figures,
+    }
+
+
+def _atomic_write(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def write_summary(path: Path) -> bool:
+    """Cache the summary of a run that is over (the session's hook); False when it is not over or
+    the directory cannot be written (the listing rebuilds it then)."""
+    info = _read_info(path)
+    if info is None or info.get("state") != "done":
+        return False
+    _atomic_write(path / SUMMARY_FILE, build(path, info))
+    return (path / SUMMARY_FILE).is_file()
+
+
+def _cached(path: Path) -> dict[str, Any] | None:
+    """The cached summary while it still describes run.json (same mtime and size), else None."""
+    try:
+        data = json.loads((path / SUMMARY_FILE).read_text(encoding="utf-8"))
+        stat = (path / "run.json").stat()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("version") != SUMMARY_VERSION:
+        return None
+    if data.get("key") != [stat.st_mtime_ns, stat.st_size]:
+        return None
+    return data
+
+
+def _from_data(path: Path, data: dict[str, Any], info: dict[str, Any] | None) -> RunSummary:
+    if data.get("state") == "done":
+        result = data.get("result")
+        outcome = result if result in ("succeeded", "failed") else "stopped"
+        detail = data.get("first_failure", "") if outcome == "failed" else ""
+    elif launcher_alive(path, info or {}):
+        outcome, detail = "running", f"pid {(info or {}).get('pid')}"
+    else:
+        outcome, detail = "left", "launcher gone"
+    roles = {str(k): RoleFigures(**v) for k, v in (data.get("role_figures") or {}).items() if isinstance(v, dict)}
+    return RunSummary(
+        path=path,
+        id=str(data.get("id")),
+        name=str(data.get("name")),
+        cluster_file=str(data.get("cluster_file") or ""),
+        created=created_time(data.get("created")),
+        ended=data.get("ended"),
+        outcome=outcome,
+        outcome_detail=str(detail or ""),
+        reason=str(data.get("reason") or ""),
+        roles=tuple(data.get("roles") or ()),
+        backend=str(data.get("backend") or "?"),
+        last_loss=data.get("last_loss"),
+        best_loss=data.get("best_loss"),
+        steps_per_s=data.get("steps_per_s"),
+        restarts=int(data.get("restarts") or 0),
+        role_figures=roles,
+    )
+
+
+def summarize(path: Path, use_cache: bool = True) -> RunSummary | None:
+    """One run's summary: the cache when valid; else built (and cached once the run is over).
+    None when ``path`` holds no readable run.json."""
+    if use_cache and (data := _cached(path)) is not None:
+        return _from_data(path, data, None)
+    info = _read_info(path)
+    if info is None:
+        return None
+    try:
+        data = build(path, info)
+    except (OSError, ValueError, TypeError) as exc:  # a damaged run still lists, with what it says
+        data = {"id": path.name, "name": str(info.get("name") or "?"), "state": "?", "reason": f"unreadable: {exc}"}
+    if use_cache and info.get("state") == "done":
+        _atomic_write(path / SUMMARY_FILE, data)
+    return _from_data(path, data, info)
+
+
+def list_summaries(root: Path, use_cache: bool = True, workers: int = 4) -> list[RunSummary]:
+    """Every run under ``root``, newest first. Summaries that must be rebuilt are built on a few
+    threads (the work is file reading)."""
+    if not root.is_dir():
+        return []
+    paths = [p for p in root.iterdir() if p.is_dir() and p.name != ARCHIVE_DIR]
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        found = [s for s in pool.map(lambda p: summarize(p, use_cache), paths) if s is not None]
+    return sorted(found, key=lambda s: s.created, reverse=True)
+
+
+class RunBusyError(Exception):
+    """The run is held by a launcher: it cannot be deleted or archived."""
+
+
+def _refuse_live(path: Path) -> None:
+    info = _read_info(path) or {}
+    if launcher_alive(path, info):
+        raise RunBusyError(
+            f"run {path.name} is still running (launcher pid {info.get('pid')}); stop it first, then delete it"
+        )
+
+
+def delete_run(path: Path) -> None:
+    """Remove a run directory; raises :class:`RunBusyError` for a live run, OSError on failure."""
+    _refuse_live(path)
+    shutil.rmtree(path)
+
+
+def archive_run(path: Path) -> Path:
+    """Move a run under ``<runs root>/archived/`` (out of listings, kept on disk); raises
+    :class:`RunBusyError` for a live run."""
+    _refuse_live(path)
+    target = path.parent / ARCHIVE_DIR / path.name
+    target.parent.mkdir(exist_ok=True)
+    os.replace(path, target)
+    return target

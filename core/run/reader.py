@@ -1,0 +1,346 @@
+"""Reading a run directory back: a past run, or one that another TowerDeck process still runs.
+
+:class:`RunReader` follows, on its own thread and streaming (see :mod:`core.run.journal`), the journal
+``events.jsonl``, every role's ``metrics.jsonl``, ``scalars.jsonl`` and ``attempt-<n>.log``, and
+every host's ``telemetry/samples-<host>.jsonl``, and publishes the same
+:class:`~core.run.status.Event` kinds as a live :class:`~core.controller.controller.Controller` (``role_state``,
+``role_output``, ``metrics``, ``scalars``, ``sample``, ``gpu_status``, ``cluster_state``,
+``warning``), telemetry in batches of one chunk, so a view shows a reopened run exactly like a live
+one. Role status is rebuilt with the controller's own builder (:mod:`core.run.role_view`); while the
+launching process still runs, its control socket answers ``status`` and takes
+``stop``/``restart``/``kill`` (see :mod:`core.run.control`).
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from core.cluster.render import role_dir
+from core.cluster.spec import ClusterSpec, Task, load
+from core.run import control, journal, skim
+from core.run.role_view import RoleView, apply_sample, cluster_status
+from core.run.status import ClusterPhase, ClusterStatus, Event, RoleStatus
+from core.telemetry.placement import PlacementAggregator
+
+POLL_S = 0.5
+CHUNK_BYTES = 1 << 20  # read at most this much of one file per poll: the view stays fed evenly
+CHUNKS_PER_POLL = 8
+TELEMETRY_CHUNK_BYTES = 256 * 1024  # per telemetry file and poll: ~2,500 metrics samples
+CATCH_UP_OUTPUT_BYTES = 512 * 1024  # of an attempt log read back, only the tail is published as output
+SKIM_SAMPLES = 1024  # host samples taken over a long file (each feeds 8 GPUs' cards and tiles)
+_ATTEMPT = re.compile(r"attempt-(\d+)\.log$")
+
+
+def _read(tail: journal.JsonlTail, points: int = skim.SKIM_POINTS) -> list[dict[str, Any]]:
+    """The next records of a telemetry file. A large file read for the first time (a past run, or a
+    live one opened late) is skimmed (:mod:`core.run.skim`): its whole span at a plot's resolution and
+    its newest lines exact, in one pass, instead of every line a chunk at a time; from there on it
+    is followed line by line."""
+    if tail.offset == 0:
+        try:
+            size = tail.path.stat().st_size
+        except FileNotFoundError:
+            return []
+        if size >= skim.SKIM_FROM_BYTES:
+            records, tail.offset = skim.skim(tail.path, points)
+            return records
+    return tail.read(TELEMETRY_CHUNK_BYTES)
+
+
+class RunDirError(Exception):
+    """The directory is not a readable run directory; the message says why and what to do."""
+
+
+class _RoleReplay(RoleView):
+    """A role's view plus where the reader is in its files."""
+
+    def __init__(self, task: Task, run_path: Path) -> None:
+        super().__init__(task, run_path)
+        self.placement = PlacementAggregator()
+        self.read_attempt = 1
+        self.read_offset = 0
+        self.decoder: Any = codecs.getincrementaldecoder("utf-8")("replace")
+        directory = role_dir(run_path, task)
+        self.metrics = journal.JsonlTail(directory / "metrics.jsonl")
+        self.scalars = journal.JsonlTail(directory / "scalars.jsonl")
+
+
+class RunReader:
+    """Follows a run directory; thread-safe; :meth:`close` stops the thread."""
+
+    def __init__(self, path: Path) -> None:
+        if not (path / "run.json").is_file():
+            raise RunDirError(
+                f"{path} is not a run directory (it has no run.json); pick a directory under the runs root"
+            )
+        spec, problems = load(path / "cluster.toml")
+        if spec is None:
+            first = problems[0].format() if problems else "unreadable"
+            raise RunDirError(f"{path / 'cluster.toml'} cannot be read back: {first}")
+        self.path = path
+        self.spec: ClusterSpec = spec
+        self._roles = {t.role_id: _RoleReplay(t, path) for t in spec.tasks()}
+        self._lock = threading.RLock()
+        self._subscribers: list[Callable[[Event], None]] = []
+        self._phase = ClusterPhase.IDLE
+        self._result: str | None = None
+        self._reason = ""
+        self._events = journal.JsonlTail(path / journal.EVENTS_FILE)
+        self._samples: dict[Path, journal.JsonlTail] = {}
+        self._live_status: ClusterStatus | None = None
+        self._status_problem = ""  # the last unreadable status reply, said once
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.info: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ the Controller-like surface
+
+    def subscribe(self, callback: Callable[[Event], None]) -> None:
+        self._subscribers.append(callback)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"replay-{self.path.name}", daemon=True)
+        self._thread.start()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    @property
+    def done(self) -> bool:
+        """True when the run has finished, or its launcher is gone: nothing can be controlled."""
+        return self.control_socket() is None
+
+    # The RunSource protocol (core.controller.session): a reader follows a run; its launcher controls it.
+    @property
+    def controls_here(self) -> bool:
+        return False
+
+    @property
+    def attachable(self) -> bool:
+        """The launcher is gone but the run did not end: its roles may run on (attach to them)."""
+        return self.done and self.info.get("state") not in (None, "done")
+
+    def release(self) -> None:
+        self.close()
+
+    def control_socket(self) -> Path | None:
+        """The live launch's control socket, or None when the run is over or its launcher gone."""
+        info = self.info
+        sock = info.get("control_socket")
+        if info.get("state") == "done" or not isinstance(sock, str) or not Path(sock).exists():
+            return None
+        pid = info.get("pid")
+        if isinstance(pid, int):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return None
+            except PermissionError:
+                pass
+        return Path(sock)
+
+    @property
+    def live(self) -> bool:
+        """True while the status comes from the launch's control socket (its own roles' figures)."""
+        with self._lock:
+            return self._live_status is not None
+
+    def status(self) -> ClusterStatus:
+        with self._lock:
+            if self._live_status is not None:
+                return self._live_status
+            return cluster_status(self._phase, self._result, self._reason, self._roles.values(), time.time())
+
+    def placement(self, role: str) -> dict[str, Any]:
+        with self._lock:
+            return self._roles[role].placement.summary()
+
+    def stop_role(self, role: str) -> Future[str]:
+        return self._request({"action": "stop", "role": role})
+
+    def kill_role(self, role: str) -> Future[str]:
+        return self._request({"action": "kill", "role": role})
+
+    def restart_role(self, role: str) -> Future[str]:
+        return self._request({"action": "restart", "role": role})
+
+    def stop_all(self) -> Future[str]:
+        return self._request({"action": "stop_all"})
+
+    def kill_all(self) -> Future[str]:
+        return self._request({"action": "kill_all"})
+
+    def restart_all(self) -> Future[str]:
+        return self._request({"action": "restart_all"})
+
+    def _request(self, payload: dict[str, Any]) -> Future[str]:
+        future: Future[str] = Future()
+
+        def send() -> None:
+            sock = self.control_socket()
+            try:
+                if sock is None:
+                    raise OSError("the run is not running any more")
+                reply = control.request(sock, payload)
+            except OSError as exc:
+                future.set_exception(RuntimeError(f"cannot reach the launch of {self.path.name}: {exc}"))
+                self._publish("warning", message=f"{payload['action']}: cannot reach the launch: {exc}")
+                return
+            if reply.get("ok"):
+                future.set_result(str(reply.get("message", "")))
+            else:
+                future.set_exception(RuntimeError(str(reply.get("error"))))
+                self._publish("warning", message=f"{payload['action']}: {reply.get('error')}")
+
+        threading.Thread(target=send, name="replay-request", daemon=True).start()
+        return future
+
+    # ------------------------------------------------------------------ the reading thread
+
+    def _run(self) -> None:
+        last_status_poll = 0.0
+        while not self._stop.is_set():
+            try:
+                self._read_info()
+                self._read_events()
+                for role in self._roles.values():
+                    self._read_telemetry(role)
+                    self._read_output(role)
+                self._read_samples()
+                now = time.monotonic()
+                if now - last_status_poll >= 1.0:
+                    last_status_poll = now
+                    self._poll_live_status()
+            except Exception as exc:  # a damaged file must not kill the reader
+                self._publish("warning", message=f"reading {self.path}: {exc!r}")
+            self._stop.wait(POLL_S)
+
+    def _read_info(self) -> None:
+        # run.json is replaced atomically by the writer; a failed read keeps the last one.
+        with contextlib.suppress(OSError, ValueError):
+            self.info = json.loads((self.path / "run.json").read_text(encoding="utf-8"))
+
+    def _read_events(self) -> None:
+        # Old run directories journalled telemetry too: those lines are skipped, the telemetry
+        # files have the same data.
+        for record in self._events.read(CHUNK_BYTES * 8):
+            if journal.is_state_record(record.get("kind")):
+                self._apply(record)
+
+    def _apply(self, record: dict[str, Any]) -> None:
+        kind = str(record["kind"])
+        name = record.get("role")
+        role = self._roles.get(name) if isinstance(name, str) else None
+        t = float(record.get("t") or 0.0)
+        data = {k: v for k, v in record.items() if k not in ("kind", "role", "t")}
+        with self._lock:
+            if role is not None:
+                role.apply_record(record)
+            elif kind == "cluster_state":
+                with contextlib.suppress(ValueError):
+                    self._phase = ClusterPhase(str(data.get("phase")))
+                self._result = data.get("result")
+                self._reason = str(data.get("reason") or "")
+        if kind != "command":  # the journal's own record of users' commands; nothing to show
+            self._publish(kind, name if isinstance(name, str) else None, t=t, **data)
+
+    def _read_telemetry(self, role: _RoleReplay) -> None:
+        """A chunk of the role's metrics and scalars: into its view, and to the view as one batch."""
+        samples = _read(role.metrics)
+        if samples:
+            with self._lock:
+                role.add_metrics(samples)
+            self._publish("metrics", role.task.role_id, t=samples[-1].get("t"), samples=samples)
+        points = _read(role.scalars)
+        if points:
+            with self._lock:
+                role.add_scalars(points)
+            self._publish("scalars", role.task.role_id, t=points[-1].get("wall_time"), points=points)
+
+    def _read_samples(self) -> None:
+        for path in sorted((self.path / "telemetry").glob("samples-*.jsonl")):
+            tail = self._samples.setdefault(path, journal.JsonlTail(path))
+            records = _read(tail, SKIM_SAMPLES)  # a GPU card draws ~600 px of a day
+            for record in records:
+                with self._lock:
+                    apply_sample(self._roles, record)
+                t = record.get("t")
+                self._emit(Event("sample", float(t) if isinstance(t, (int, float)) else time.time(), None, record))
+
+    def _read_output(self, role: _RoleReplay) -> None:
+        for _ in range(CHUNKS_PER_POLL):
+            if not self._read_output_chunk(role):
+                return
+
+    def _read_output_chunk(self, role: _RoleReplay) -> bool:
+        """Read one chunk of the role's current attempt log; False when there is nothing more now."""
+        directory = role_dir(self.path, role.task)
+        path = directory / f"attempt-{role.read_attempt}.log"
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return False
+        if role.read_offset >= size:
+            if not (directory / f"attempt-{role.read_attempt + 1}.log").exists():
+                return False
+            role.read_attempt += 1  # that attempt is over and read: go on to the next
+            role.read_offset = 0
+            role.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+            return True
+        with open(path, "rb") as f:
+            f.seek(role.read_offset)
+            data = f.read(CHUNK_BYTES)
+        role.read_offset += len(data)
+        text = role.decoder.decode(data)
+        with self._lock:
+            role.placement.feed_stream(text)
+        if size - role.read_offset <= CATCH_UP_OUTPUT_BYTES:
+            # Of a long log read back, only the tail goes to the screen; the file has the rest.
+            self._publish("role_output", role.task.role_id, attempt=role.read_attempt, text=text)
+        return True
+
+    def _poll_live_status(self) -> None:
+        sock = self.control_socket()
+        if sock is None:
+            with self._lock:
+                self._live_status = None
+            return
+        try:
+            reply = control.request(sock, {"action": "status"}, timeout_s=2.0)
+        except (OSError, ValueError):
+            return
+        if not reply.get("ok"):
+            return
+        try:
+            roles = [RoleStatus.from_json(r) for r in reply.get("roles") or []]
+            phase = ClusterPhase(str(reply.get("phase")))
+        except ValueError as exc:
+            # Said once per change, never swallowed: the window would show no live status.
+            message = f"the run's control socket sent a status this window cannot read: {exc}"
+            if message != self._status_problem:
+                self._status_problem = message
+                self._publish("warning", message=message)
+            return
+        self._status_problem = ""
+        with self._lock:
+            self._live_status = ClusterStatus(phase, reply.get("result"), str(reply.get("reason") or ""), tuple(roles))
+
+    def _publish(self, kind: str, role: str | None = None, t: float | None = None, **data: Any) -> None:
+        self._emit(Event(kind, t if t is not None else time.time(), role, data))
+
+    def _emit(self, event: Event) -> None:
+        for callback in list(self._subscribers):
+            with contextlib.suppress(Exception):  # a broken listener must not stop the reader
+                callback(event)

@@ -1,0 +1,272 @@
+"""The run directory: everything a launch leaves behind, readable after the fact.
+
+Layout (documented in the README)::
+
+    <runs root>/<run id>/
+        run.json            id, name, times, state, result, the control socket
+        cluster.toml        the cluster as launched (defaults filled in)
+        events.jsonl        the journal, one JSON object per line: role state changes with pid,
+                            exit code or signal, stalls, cluster phases, host states, warnings,
+                            users' commands; no telemetry (see core/run/journal.py)
+        agent-<host>.log    the host agent's own diagnostics
+        telemetry/samples-<host>.jsonl  every sample of host, role and GPU figures
+        roles/<job>-<index>/
+            attempt-<n>.log complete stdout+stderr of attempt n, written by the role itself
+            metrics.jsonl   step, loss, step time parsed from its output
+            parsed.json     {attempt, end}: the log's byte offset parsed so far (reattach resumes there)
+            scalars.jsonl   TensorBoard scalars (tag, step, wall_time, value) from its event files
+            tensorboard/    TOWERDECK_TB_DIR: where the example trainers write event files
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.cluster.render import role_dir
+from core.cluster.spec import ClusterSpec, Task, dumps
+from core.run import journal
+from core.run.lock import holder
+
+MAX_CREATED = 32503680000.0  # year 3000: past it a "created" time is damage, not a date
+PARSED_FILE = "parsed.json"  # roles/<role>/: how far its output was parsed into metrics.jsonl
+
+
+def runs_root() -> Path:
+    """Where runs go: $TOWERDECK_DATA_DIR/runs, else the user data dir from platformdirs."""
+    override = os.environ.get("TOWERDECK_DATA_DIR")
+    if override:
+        return Path(override).expanduser() / "runs"
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("towerdeck", appauthor=False)) / "runs"
+
+
+def _safe(name: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)[:40].strip("-")
+    return cleaned or "cluster"
+
+
+class RunDir:
+    """A run directory being written. Writes never raise: a full disk is reported, not fatal."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.write_error: str | None = None
+        self._info: dict[str, Any] = {}
+
+    @classmethod
+    def create(cls, spec: ClusterSpec, root: Path | None = None, path: Path | None = None) -> RunDir:
+        created = time.time()
+        if path is None:
+            stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(created))
+            path = (root or runs_root()) / f"{stamp}-{_safe(spec.name)}-{secrets.token_hex(2)}"
+        path.mkdir(parents=True, exist_ok=True)
+        if any(path.iterdir()):
+            raise FileExistsError(f"{path} is not empty; give a new or empty directory")
+        os.chmod(path, 0o700)
+        run = cls(path)
+        (path / "roles").mkdir()
+        (path / "cluster.toml").write_text(dumps(spec), encoding="utf-8")
+        run._info = {
+            "id": path.name,
+            "name": spec.name,
+            "created": created,
+            "source": str(spec.source) if spec.source else None,
+            "workdir": str(spec.workdir),
+            "roles": spec.role_ids(),
+            "state": "starting",
+            "result": None,
+            "ended": None,
+            "pid": os.getpid(),
+        }
+        run.update()
+        return run
+
+    @classmethod
+    def open(cls, path: Path) -> RunDir:
+        """An existing run directory, to reattach to it; raises FileNotFoundError/ValueError."""
+        run = cls(path)
+        run._info = json.loads((path / "run.json").read_text(encoding="utf-8"))
+        if not isinstance(run._info, dict):
+            raise ValueError(f"{path / 'run.json'} is not a run description")
+        return run
+
+    def role_dir(self, task: Task) -> Path:
+        return role_dir(self.path, task)
+
+    def log_path(self, task: Task, attempt: int) -> Path:
+        return self.role_dir(task) / f"attempt-{attempt}.log"
+
+    def _guard(self, action: str, fn: Any) -> None:
+        try:
+            fn()
+        except OSError as exc:
+            if self.write_error is None:
+                self.write_error = f"cannot {action} in {self.path}: {exc.strerror or exc}"
+
+    def record(self, event: dict[str, Any]) -> None:
+        """Append one state event to events.jsonl, flushed at once; telemetry kinds are not
+        journalled (they have their own files, see :mod:`core.run.journal`)."""
+        if not journal.is_state_record(event.get("kind")):
+            return
+        line = journal.encode(event)
+        self._guard("write events.jsonl", lambda: journal.append_lines(self.path / journal.EVENTS_FILE, line))
+
+    def samples_path(self, host: str) -> Path:
+        return self.path / "telemetry" / f"samples-{_safe(host)}.jsonl"
+
+    def append_sample(self, host: str, sample: dict[str, Any]) -> None:
+        """Append one telemetry sample to telemetry/samples-<host>.jsonl."""
+        line = journal.encode(sample)
+        self._guard("write telemetry samples", lambda: journal.append_lines(self.samples_path(host), line))
+
+    def append_metrics(self, task: Task, samples: list[dict[str, Any]]) -> None:
+        """Append parsed training metrics to roles/<role>/metrics.jsonl."""
+        text = "".join(journal.encode(s) for s in samples)
+        self._guard("write metrics", lambda: journal.append_lines(self.role_dir(task) / "metrics.jsonl", text))
+
+    def append_scalars(self, task: Task, points: list[dict[str, Any]]) -> None:
+        """Append TensorBoard scalars (tag, step, wall_time, value) to roles/<role>/scalars.jsonl."""
+        text = "".join(journal.encode(p) for p in points)
+        self._guard("write scalars", lambda: journal.append_lines(self.role_dir(task) / "scalars.jsonl", text))
+
+    def note_parsed(self, task: Task, attempt: int, end: int) -> None:
+        """Record that the output of ``attempt`` up to byte ``end`` (a line's end) is parsed and its
+        metrics appended: a reattach resumes there, so no step is recorded twice or lost."""
+        text = json.dumps({"attempt": attempt, "end": end})
+
+        def write() -> None:
+            self.role_dir(task).mkdir(parents=True, exist_ok=True)
+            tmp = self.role_dir(task) / (PARSED_FILE + ".tmp")
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, self.role_dir(task) / PARSED_FILE)
+
+        self._guard("write parsed offsets", write)
+
+    def write_spec(self, spec: ClusterSpec) -> None:
+        """Replace cluster.toml atomically: a Slurm run's counted tasks once they are placed."""
+
+        def write() -> None:
+            tmp = self.path / "cluster.toml.tmp"
+            tmp.write_text(dumps(spec), encoding="utf-8")
+            os.replace(tmp, self.path / "cluster.toml")
+
+        self._guard("write cluster.toml", write)
+
+    def update(self, **fields: Any) -> None:
+        """Merge ``fields`` into run.json, replacing it atomically."""
+        self._info.update(fields)
+
+        def write() -> None:
+            tmp = self.path / "run.json.tmp"
+            tmp.write_text(json.dumps(self._info, indent=2), encoding="utf-8")
+            os.replace(tmp, self.path / "run.json")
+
+        self._guard("write run.json", write)
+
+
+def read_parsed(role_path: Path) -> tuple[int, int] | None:
+    """(attempt, byte end) of a role's output already parsed (see :meth:`RunDir.note_parsed`)."""
+    try:
+        data = json.loads((role_path / PARSED_FILE).read_text(encoding="utf-8"))
+        return int(data["attempt"]), int(data["end"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    path: Path
+    id: str
+    name: str
+    created: float
+    state: str
+    result: str | None
+    roles: int
+    role_ids: tuple[str, ...] = ()
+    controlled: bool = False  # a launcher, attach or window holds it now (core.run.lock)
+
+    @property
+    def alive(self) -> bool:
+        """True when a process runs the run now (``launch``, ``attach`` or a window)."""
+        return self.controlled
+
+    @property
+    def shown_state(self) -> str:
+        """The state as ``runs`` shows it: a run that did not end and that nobody runs says so."""
+        if self.state in ("done", "detached") or self.controlled:
+            return self.state
+        return f"{self.state} (no launcher: `attach` it)"
+
+
+def created_time(value: Any) -> float:
+    """run.json's ``created`` as a time ``time.localtime`` takes, else 0.0 (shown as unknown)."""
+    try:
+        created = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    return created if math.isfinite(created) and 0.0 < created < MAX_CREATED else 0.0
+
+
+def read_info(path: Path) -> RunInfo | None:
+    """What ``runs`` lists of a run directory; None when its run.json is unreadable or not an object.
+
+    A hand-edited or damaged field (``created`` NaN, 1e300, a string) is shown as unknown instead
+    of losing the run, or the whole listing, to an exception."""
+    try:
+        info = json.loads((path / "run.json").read_text(encoding="utf-8"))
+        roles = info.get("roles", [])
+        return RunInfo(
+            path,
+            str(info.get("id", path.name)),
+            str(info.get("name", "?")),
+            created_time(info.get("created", 0.0)),
+            str(info.get("state", "?")),
+            info.get("result") if isinstance(info.get("result"), str) else None,
+            len(roles) if isinstance(roles, list) else 0,
+            tuple(r for r in roles if isinstance(r, str)) if isinstance(roles, list) else (),
+            holder(path) is not None,
+        )
+    except (OSError, ValueError, TypeError, AttributeError, RecursionError):
+        return None
+
+
+def started_text(created: float) -> str:
+    """A run's start as ``runs`` shows it; ``?`` when unknown."""
+    if not created:
+        return "?"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created))
+
+
+def list_runs(root: Path | None = None) -> list[RunInfo]:
+    root = root or runs_root()
+    if not root.is_dir():
+        return []
+    runs = [info for p in root.iterdir() if p.is_dir() and (info := read_info(p)) is not None]
+    return sorted(runs, key=lambda r: r.created, reverse=True)
+
+
+def resolve(arg: str, root: Path | None = None) -> Path:
+    """A run directory from a path, a run id, or ``latest``; raises FileNotFoundError."""
+    candidate = Path(arg).expanduser()
+    if (candidate / "run.json").is_file():
+        return candidate
+    root = root or runs_root()
+    if arg == "latest":
+        runs = list_runs(root)
+        if runs:
+            return runs[0].path
+        raise FileNotFoundError(f"there are no runs in {root}")
+    if (root / arg / "run.json").is_file():
+        return root / arg
+    matches = [r.path for r in list_runs(root) if r.id.startswith(arg)]
+    if len(matches) == 1:
+        return matches[0]
+    raise FileNotFoundError(f"no run {arg!r} (a run directory, a run id from `runs`, or 'latest')")

@@ -1,0 +1,197 @@
+"""Open a run in TensorBoard: the pinned ``tensorboard`` on every local role's event files, named by
+role, bound to 127.0.0.1 on a free port, stopped (its whole process group) with :meth:`stop`.
+
+TensorBoard is started with ``--port 0``: it binds a free port itself and writes it, with its pid,
+to ``<tempdir>/.tensorboard-info/pid-<PID>.info``. The temporary directory is a private one made
+for this server (``TMPDIR``), so the file read is this server's and nothing is left behind.
+
+A remote role writes its event files on its own machine: they are not in this run directory
+(its scalars are, in ``scalars.jsonl``). :func:`event_dirs` says which roles those are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.cluster.render import role_dir
+from core.cluster.spec import ClusterSpec, UnplacedTasksError
+
+READY_TIMEOUT_S = 90.0
+STOP_GRACE_S = 5.0
+
+
+class TensorBoardError(Exception):
+    """TensorBoard cannot be started; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class EventDirs:
+    """The roles' TensorBoard directories here (name -> path), and the roles whose are not."""
+
+    local: dict[str, Path]
+    missing: dict[str, str]  # role -> why its event files are not here
+
+
+def event_dirs(run_path: Path, spec: ClusterSpec) -> EventDirs:
+    """Every role's ``tensorboard/`` directory in the run, named ``worker-0`` (TensorBoard's run
+    names cannot hold ':'), and why the others have none here."""
+    local: dict[str, Path] = {}
+    missing: dict[str, str] = {}
+    try:
+        tasks = spec.tasks()
+    except UnplacedTasksError:
+        tasks = spec.planned_tasks()
+    for task in tasks:
+        directory = role_dir(run_path, task) / "tensorboard"
+        has_files = directory.is_dir() and any(p.is_file() for p in directory.rglob("*"))
+        if has_files:
+            local[task.dir_name] = directory
+        elif task.host and spec.host_config(task.host).remote:
+            missing[task.role_id] = (
+                f"on {task.host}: its event files are on that machine (its scalars are in this run's scalars.jsonl)"
+            )
+        elif spec.slurm is not None:
+            missing[task.role_id] = "on a Slurm node: no event files in this run directory"
+        else:
+            missing[task.role_id] = "wrote no TensorBoard event files"
+    return EventDirs(local, missing)
+
+
+def tensorboard_program() -> Path | None:
+    """The pinned ``tensorboard`` beside this Python (the venv's), else the one on PATH."""
+    beside = Path(sys.executable).parent / "tensorboard"
+    if beside.is_file():
+        return beside
+    found = shutil.which("tensorboard")
+    return Path(found) if found else None
+
+
+class TensorBoardServer:
+    """A running TensorBoard on a run's event files; :meth:`stop` ends it (idempotent)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, home: Path, dirs: EventDirs) -> None:
+        self.proc = proc
+        self.port = port
+        self.home = home
+        self.dirs = dirs
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def terminate(self) -> None:
+        """Ask it to stop (SIGTERM to its process group); returns at once."""
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """SIGTERM its process group, SIGKILL after ``grace_s``; remove its private temp dir."""
+        self.terminate()
+        try:
+            self.proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(grace_s)
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def log_tail(self, n: int = 5) -> list[str]:
+        try:
+            return (self.home / "tensorboard.log").read_text(errors="replace").splitlines()[-n:]
+        except OSError:
+            return []
+
+
+def start(run_path: Path, spec: ClusterSpec, timeout_s: float = READY_TIMEOUT_S) -> TensorBoardServer:
+    """Start TensorBoard on the run's local event files; waits until it answers on its port.
+    Raises TensorBoardError (no event files, no tensorboard, it did not come up)."""
+    dirs = event_dirs(run_path, spec)
+    if not dirs.local:
+        raise TensorBoardError(
+            f"no role of {run_path.name} has TensorBoard event files here "
+            "(trainers write them to TOWERDECK_TB_DIR, e.g. --logdir={tb_dir})"
+        )
+    program = tensorboard_program()
+    if program is None:
+        raise TensorBoardError("tensorboard is not installed: pip install -r requirements.lock")
+    if any("," in str(p) for p in dirs.local.values()):
+        where = ["--logdir", str(run_path / "roles")]  # --logdir_spec cannot hold a ','
+    else:
+        where = ["--logdir_spec", ",".join(f"{name}:{path}" for name, path in dirs.local.items())]
+    return serve(program, where, dirs, timeout_s)
+
+
+def serve(
+    program: Path, where: list[str], dirs: EventDirs, timeout_s: float = READY_TIMEOUT_S, ready_path: str = ""
+) -> TensorBoardServer:
+    """Start ``program`` (a tensorboard) on ``where`` (its --logdir arguments), bound to 127.0.0.1
+    on a free port; returns once it answers (on ``ready_path`` with HTTP 200, when given)."""
+    home = Path(tempfile.mkdtemp(prefix="towerdeck-tensorboard-"))
+    log = open(home / "tensorboard.log", "wb")  # noqa: SIM115 - the child holds it; closed below
+    try:
+        proc = subprocess.Popen(
+            [str(program), *where, "--host", "127.0.0.1", "--port", "0", "--reload_interval", "5"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "TMPDIR": str(home)},
+            start_new_session=True,  # its own process group: stopping it stops all of it
+        )
+    except OSError as exc:
+        shutil.rmtree(home, ignore_errors=True)
+        raise TensorBoardError(f"cannot start {program}: {exc.strerror or exc}") from exc
+    finally:
+        log.close()
+    server = TensorBoardServer(proc, 0, home, dirs)
+    info = home / ".tensorboard-info" / f"pid-{proc.pid}.info"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and server.alive():
+        port = _port_from(info)
+        if port is not None and _answers(port) and (not ready_path or _http_ok(port, ready_path)):
+            server.port = port
+            return server
+        time.sleep(0.2)
+    why = "exited" if not server.alive() else f"did not answer within {timeout_s:g} s"
+    tail = " | ".join(server.log_tail(3))
+    server.stop()
+    raise TensorBoardError(f"tensorboard {why}" + (f": {tail}" if tail else ""))
+
+
+def _port_from(info: Path) -> int | None:
+    try:
+        port = json.loads(info.read_text(encoding="utf-8")).get("port")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return port if isinstance(port, int) and port > 0 else None
+
+
+def _http_ok(port: int, path: str) -> bool:
+    import urllib.request
+
+    with contextlib.suppress(OSError), urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+        return bool(reply.status == 200)
+    return False
+
+
+def _answers(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1.0):
+        return True
+    return False

@@ -1,0 +1,161 @@
+"""Many GPUs at a glance: one small tile per GPU, grouped by host, with the last minutes of
+utilisation and memory as sparklines and temperature/power as a colour. Qt-free.
+
+Fed with the agents' ``sample`` event data (``host``, ``t``, ``gpus``: see docs/agent-protocol.md).
+Every history is a fixed ring (``SPARK_POINTS`` samples), so 64 GPUs over a day cost the same as
+over a minute; the whole-run history lives in the full card's series, not here.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from core.views.overview import natural_key
+
+__all__ = ["SPARK_POINTS", "GpuTile", "GpuTileBoard", "heat_level"]
+
+SPARK_POINTS = 120
+
+# Where NVIDIA datacentre GPUs start to throttle is ~85 C; the levels warn before that.
+HEAT_LEVELS_C = (70.0, 80.0, 87.0)
+
+
+def heat_level(temperature_c: float | None, power_w: float | None, power_limit_w: float | None) -> int:
+    """0 normal, 1 warm, 2 hot, 3 throttling territory: the worse of temperature and power draw
+    (power at 90 % / 97 % / 100 % of its limit counts as warm / hot / throttling)."""
+    level = 0
+    if temperature_c is not None:
+        level = sum(temperature_c >= bound for bound in HEAT_LEVELS_C)
+    if power_w is not None and power_limit_w:
+        fraction = power_w / power_limit_w
+        level = max(level, sum(fraction >= bound for bound in (0.90, 0.97, 1.0)))
+    return level
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class GpuTile:
+    """The latest figures of one GPU and its recent history (fractions 0..1, oldest first)."""
+
+    host: str
+    index: int
+    name: str
+    utilization_percent: float | None
+    memory_used_bytes: float | None
+    memory_total_bytes: float | None
+    temperature_c: float | None
+    power_w: float | None
+    power_limit_w: float | None
+    roles: tuple[str, ...]
+    utilization_history: tuple[float, ...]
+    memory_history: tuple[float, ...]
+    t: float
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.host, self.index)
+
+    @property
+    def memory_fraction(self) -> float | None:
+        if self.memory_used_bytes is None or not self.memory_total_bytes:
+            return None
+        return self.memory_used_bytes / self.memory_total_bytes
+
+    @property
+    def heat(self) -> int:
+        return heat_level(self.temperature_c, self.power_w, self.power_limit_w)
+
+
+class _History:
+    __slots__ = ("memory", "utilization")
+
+    def __init__(self) -> None:
+        self.utilization: deque[float] = deque(maxlen=SPARK_POINTS)
+        self.memory: deque[float] = deque(maxlen=SPARK_POINTS)
+
+
+class GpuTileBoard:
+    """Keeps the latest figures and a short history of every GPU seen in samples.
+
+    A sample only appends to the histories and keeps its GPU's latest figures; the immutable
+    :class:`GpuTile` is built when asked for (once per frame at most), not per sample: a reopened
+    day-long run feeds thousands of samples between two frames.
+    """
+
+    def __init__(self) -> None:
+        self._tiles: dict[tuple[str, int], GpuTile] = {}
+        self._latest: dict[tuple[str, int], tuple[Mapping[str, Any], float]] = {}
+        self._history: dict[tuple[str, int], _History] = {}
+        self.version = 0  # bumped on every change, so a view redraws only when it must
+
+    def add_sample(self, data: Mapping[str, Any]) -> None:
+        """Take one ``sample`` event's data (a host without GPUs adds nothing)."""
+        host = str(data.get("host", "?"))
+        t = _num(data.get("t")) or 0.0
+        for gpu in data.get("gpus") or []:
+            if not isinstance(gpu, dict) or not isinstance(gpu.get("index"), int):
+                continue
+            key = (host, int(gpu["index"]))
+            history = self._history.get(key)
+            if history is None:
+                history = self._history[key] = _History()
+            util = _num(gpu.get("utilization_gpu_percent"))
+            used, total = _num(gpu.get("memory_used_bytes")), _num(gpu.get("memory_total_bytes"))
+            history.utilization.append(max(0.0, min(util / 100.0, 1.0)) if util is not None else float("nan"))
+            history.memory.append(max(0.0, min(used / total, 1.0)) if used is not None and total else float("nan"))
+            self._latest[key] = (gpu, t)
+            self._tiles.pop(key, None)
+            self.version += 1
+
+    def _build(self, key: tuple[str, int]) -> GpuTile:
+        gpu, t = self._latest[key]
+        history = self._history[key]
+        roles = sorted(
+            {str(p["role"]) for p in gpu.get("processes") or [] if isinstance(p, dict) and p.get("role")},
+            key=natural_key,
+        )
+        tile = self._tiles[key] = GpuTile(
+            host=key[0],
+            index=key[1],
+            name=str(gpu.get("name") or "GPU"),
+            utilization_percent=_num(gpu.get("utilization_gpu_percent")),
+            memory_used_bytes=_num(gpu.get("memory_used_bytes")),
+            memory_total_bytes=_num(gpu.get("memory_total_bytes")),
+            temperature_c=_num(gpu.get("temperature_c")),
+            power_w=_num(gpu.get("power_w")),
+            power_limit_w=_num(gpu.get("power_limit_w")),
+            roles=tuple(roles),
+            utilization_history=tuple(history.utilization),
+            memory_history=tuple(history.memory),
+            t=t,
+        )
+        return tile
+
+    def clear(self) -> None:
+        self._tiles.clear()
+        self._latest.clear()
+        self._history.clear()
+        self.version += 1
+
+    def tile(self, host: str, index: int) -> GpuTile | None:
+        key = (host, index)
+        if key not in self._latest:
+            return None
+        return self._tiles.get(key) or self._build(key)
+
+    def by_host(self) -> list[tuple[str, list[GpuTile]]]:
+        """Hosts in natural order, each with its GPUs by index."""
+        hosts: dict[str, list[GpuTile]] = {}
+        for key in self._latest:
+            tile = self._tiles.get(key) or self._build(key)
+            hosts.setdefault(tile.host, []).append(tile)
+        return [(h, sorted(hosts[h], key=lambda g: g.index)) for h in sorted(hosts, key=natural_key)]
+
+    def __len__(self) -> int:
+        return len(self._latest)

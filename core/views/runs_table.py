@@ -1,0 +1,46 @@
+"""The runs list as both the CLI (``python main.py runs``) and the window's Runs page show it: the
+columns and one run's cells."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.run import index as runs_index
+from core.run.index import duration_text
+from core.run.rundir import started_text
+
+
+def _figure(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+COLUMNS = (
+    ("RUN", 34),
+    ("CLUSTER FILE", 18),
+    ("STARTED", 16),
+    ("TOOK", 7),
+    ("OUTCOME", 26),
+    ("ROLES", 16),
+    ("BACKEND", 16),
+    ("LOSS", 8),
+    ("BEST", 8),
+    ("STEP/S", 7),
+    ("RST", 3),
+)
+
+
+def row_cells(s: runs_index.RunSummary) -> list[str]:
+    """The list's cells of one run, in :data:`COLUMNS` order (the window shows the same)."""
+    return [
+        s.id,
+        Path(s.cluster_file).name if s.cluster_file else "-",
+        started_text(s.created)[:16],
+        duration_text(s.duration_s),
+        s.outcome_text(),
+        s.shape(),
+        s.backend,
+        _figure(s.last_loss),
+        _figure(s.best_loss),
+        _figure(s.steps_per_s, 3),
+        str(s.restarts),
+    ]

@@ -1,0 +1,204 @@
+"""The GPU grid: one small tile per GPU, grouped by host, for clusters with more GPUs than cards
+fit on a screen (64 GPUs on 8 hosts). A tile shows utilisation and memory now and as sparklines
+over the last samples, temperature/power as its border colour, and the roles on it. Clicking a
+tile asks for that GPU's full card.
+
+One painted widget reading a :class:`~core.views.gpu_tiles.GpuTileBoard`; ``refresh()`` (the
+window's frame timer) repaints only when the board changed since the last paint.
+
+Signals:
+    sig_gpu_selected(str, int): a tile was clicked; host and GPU index.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from core.views.gpu_tiles import SPARK_POINTS, GpuTile, GpuTileBoard
+from core.views.overview import short_role
+
+UTIL_COLOUR = "#2b6cb0"
+MEMORY_COLOUR = "#d9822b"
+HEAT_COLOURS = ("#b0b0b0", "#d4a017", "#d9822b", "#c62828")
+TILE = QtCore.QSize(176, 78)
+GAP = 6
+HOST_HEADER_H = 22
+
+
+def _gib(n: float | None) -> str:
+    return "?" if n is None else f"{n / 2**30:.0f}"
+
+
+class GpuGrid(QtWidgets.QWidget):
+    """See the module docstring."""
+
+    sig_gpu_selected = QtCore.Signal(str, int)
+
+    def __init__(self, board: GpuTileBoard | None = None, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.board = board or GpuTileBoard()
+        self._painted_version = -1
+        self._selected: tuple[str, int] | None = None
+        self._rects: list[tuple[QtCore.QRect, GpuTile]] = []
+        self._headers: list[tuple[QtCore.QRect, str]] = []
+        self.repaints = 0
+        self.setMouseTracking(True)
+
+    # -- inputs -------------------------------------------------------------------------------
+    def refresh(self) -> bool:
+        """Called at the frame rate: repaint if the board changed since the last paint. Returns
+        whether a repaint was asked for."""
+        if self.board.version == self._painted_version:
+            return False
+        self._relayout()
+        self.update()
+        return True
+
+    def select(self, host: str | None, index: int | None = None) -> None:
+        key = None if host is None or index is None else (host, index)
+        if key != self._selected:
+            self._selected = key
+            self.update()
+
+    # -- what it shows (read by tests) --------------------------------------------------------
+    def tile_rect(self, host: str, index: int) -> QtCore.QRect | None:
+        return next((r for r, t in self._rects if t.key == (host, index)), None)
+
+    def host_summary(self, host: str, tiles: list[GpuTile]) -> str:
+        utils = [t.utilization_percent for t in tiles if t.utilization_percent is not None]
+        text = f"{host}   {len(tiles)} GPU{'s' if len(tiles) != 1 else ''}"
+        if utils:
+            text += f" · mean {sum(utils) / len(utils):.0f}% busy"
+        hot = sum(t.heat >= 2 for t in tiles)
+        if hot:
+            text += f" · {hot} hot"
+        return text
+
+    def headers(self) -> list[str]:
+        return [text for _, text in self._headers]
+
+    # -- layout -------------------------------------------------------------------------------
+    def _relayout(self) -> None:
+        width = max(self.width(), TILE.width() + 2 * GAP)
+        per_row = max(1, (width - GAP) // (TILE.width() + GAP))
+        rects, headers = [], []
+        y = GAP
+        for host, tiles in self.board.by_host():
+            headers.append((QtCore.QRect(GAP, y, width - 2 * GAP, HOST_HEADER_H), self.host_summary(host, tiles)))
+            y += HOST_HEADER_H
+            for k, tile in enumerate(tiles):
+                x = GAP + (k % per_row) * (TILE.width() + GAP)
+                ty = y + (k // per_row) * (TILE.height() + GAP)
+                rects.append((QtCore.QRect(x, ty, TILE.width(), TILE.height()), tile))
+            y += math.ceil(len(tiles) / per_row) * (TILE.height() + GAP) + GAP
+        self._rects, self._headers = rects, headers
+        if y != self.minimumHeight():
+            self.setMinimumHeight(y)
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:
+        self._relayout()
+        super().resizeEvent(event)
+
+    def sizeHint(self) -> QtCore.QSize:
+        return QtCore.QSize(8 * (TILE.width() + GAP) + GAP, 400)
+
+    # -- painting -----------------------------------------------------------------------------
+    def paintEvent(self, event: QtGui.QPaintEvent) -> None:
+        self.repaints += 1
+        self._painted_version = self.board.version
+        painter = QtGui.QPainter(self)
+        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing)
+        palette = self.palette()
+        ink = palette.color(QtGui.QPalette.ColorRole.WindowText)
+        font = painter.font()
+        bold = QtGui.QFont(font)
+        bold.setBold(True)
+        clip = event.rect()
+        for rect, text in self._headers:
+            if rect.intersects(clip):
+                painter.setFont(bold)
+                painter.setPen(ink)
+                painter.drawText(rect, QtCore.Qt.AlignmentFlag.AlignVCenter, text)
+        for rect, tile in self._rects:
+            if rect.intersects(clip):  # only what is on screen
+                self._paint_tile(painter, rect, tile, font, bold, palette)
+        painter.end()
+
+    def _paint_tile(
+        self,
+        painter: QtGui.QPainter,
+        rect: QtCore.QRect,
+        tile: GpuTile,
+        font: QtGui.QFont,
+        bold: QtGui.QFont,
+        palette: QtGui.QPalette,
+    ) -> None:
+        selected = tile.key == self._selected
+        border = QtGui.QColor(HEAT_COLOURS[tile.heat])
+        width = 3 if selected else (1 if tile.heat == 0 else 2)
+        if selected:
+            border = palette.color(QtGui.QPalette.ColorRole.Highlight)
+        painter.setPen(QtGui.QPen(border, width))
+        painter.setBrush(palette.color(QtGui.QPalette.ColorRole.Base))
+        painter.drawRoundedRect(rect.adjusted(1, 1, -1, -1), 5, 5)
+        inner = rect.adjusted(6, 3, -6, -3)
+        ink = palette.color(QtGui.QPalette.ColorRole.Text)
+        painter.setFont(bold)
+        painter.setPen(ink)
+        util = "n/a" if tile.utilization_percent is None else f"{tile.utilization_percent:.0f}%"
+        painter.drawText(
+            inner, QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignTop, f"GPU {tile.index}  {util}"
+        )
+        painter.setFont(font)
+        right = []
+        if tile.temperature_c is not None:
+            right.append(f"{tile.temperature_c:.0f}°C")
+        if tile.power_w is not None:
+            right.append(f"{tile.power_w:.0f} W")
+        painter.setPen(QtGui.QColor(HEAT_COLOURS[tile.heat]) if tile.heat else ink)
+        painter.drawText(inner, QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignTop, " ".join(right))
+        line_h = painter.fontMetrics().height()
+        spark = QtCore.QRectF(inner.x(), inner.y() + line_h + 2, inner.width(), inner.height() - 2 * line_h - 4)
+        painter.setPen(QtGui.QPen(QtGui.QColor(MEMORY_COLOUR), 1.2))
+        painter.drawPath(self._spark_path(spark, tile.memory_history))
+        painter.setPen(QtGui.QPen(QtGui.QColor(UTIL_COLOUR), 1.6))
+        painter.drawPath(self._spark_path(spark, tile.utilization_history))
+        painter.setPen(ink)
+        memory = f"{_gib(tile.memory_used_bytes)}/{_gib(tile.memory_total_bytes)} GiB"
+        roles = " ".join(short_role(r) for r in tile.roles) or "no role"
+        bottom = QtCore.QRect(inner.x(), inner.bottom() - line_h, inner.width(), line_h)
+        memory_w = painter.fontMetrics().horizontalAdvance(memory) + 6
+        painter.drawText(bottom, QtCore.Qt.AlignmentFlag.AlignRight, memory)
+        roles_rect = bottom.adjusted(0, 0, -memory_w, 0)
+        painter.drawText(
+            roles_rect,
+            QtCore.Qt.AlignmentFlag.AlignLeft,
+            painter.fontMetrics().elidedText(roles, QtCore.Qt.TextElideMode.ElideRight, roles_rect.width()),
+        )
+
+    @staticmethod
+    def _spark_path(area: QtCore.QRectF, values: tuple[float, ...]) -> QtGui.QPainterPath:
+        """Values 0..1 across the tile's width, newest at the right; a NaN breaks the line.
+
+        Built from arrays by pyqtgraph (``connect="finite"``): 64 tiles x 2 sparklines x 120
+        points point by point in Python were most of the grid's paint."""
+        if not values:
+            return QtGui.QPainterPath()
+        y = np.asarray(values, dtype=np.float64)
+        step = area.width() / max(SPARK_POINTS - 1, 1)
+        x = area.right() - step * np.arange(len(y) - 1, -1, -1, dtype=np.float64)
+        path: QtGui.QPainterPath = pg.arrayToQPath(x, area.bottom() - y * area.height(), connect="finite")
+        return path
+
+    # -- interaction --------------------------------------------------------------------------
+    def mousePressEvent(self, event: QtGui.QMouseEvent) -> None:
+        pos = event.position().toPoint()
+        tile = next((t for r, t in self._rects if r.contains(pos)), None)
+        if tile is not None:
+            self.select(tile.host, tile.index)
+            self.sig_gpu_selected.emit(tile.host, tile.index)
+        super().mousePressEvent(event)

@@ -1,0 +1,317 @@
+"""The cluster overview: hosts as boxes, their roles inside as tiles coloured by state, each with
+its step rate and a bar for its GPUs' utilisation. Clicking a tile selects that role everywhere.
+
+One painted widget rather than a widget per role: 64 workers on 8 hosts cost one ``paintEvent``
+at the frame rate, and only when the model changed. Tiles shrink to fit the space (down to a
+legible minimum, then the widget asks its scroll area for more height).
+
+Signals:
+    sig_role_selected(str): a tile was clicked; the payload is the role (``worker:3``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from core.views.overview import Overview, RoleCell, RoleLike, build_overview
+
+CATEGORY_COLOURS = {
+    "failed": "#c62828",
+    "stalled": "#b45309",
+    "waiting": "#6a1b9a",
+    "backoff": "#d9822b",
+    "starting": "#b8860b",
+    "running": "#2e7d32",
+    "stopping": "#b8860b",
+    "pending": "#8a8a8a",
+    "succeeded": "#2b6cb0",
+    "stopped": "#6b6b6b",
+}
+GAP = 8
+PAD = 6
+HEADER_H = 20
+LEGEND_H = 24
+CELL_GAP = 4
+MAX_CELL = QtCore.QSize(112, 56)
+MIN_CELL = QtCore.QSize(40, 30)
+MIN_TEXT_PX = 8  # the smallest tile text, still legible
+MIN_BOX_W = 200  # 8 hosts side by side on a 1920-pixel screen; a long host name is elided
+
+
+@dataclass(frozen=True)
+class _Layout:
+    boxes: tuple[QtCore.QRect, ...]
+    cells: tuple[tuple[QtCore.QRect, str], ...]  # role names: the cells are read from the model at paint
+    cell_size: QtCore.QSize
+    height: int
+
+
+def _fmt_rate(rate: float | None) -> str:
+    if rate is None:
+        return ""
+    return f"{rate:.0f}/s" if rate >= 10 else f"{rate:.1f}/s"
+
+
+def _fit(font: QtGui.QFont, name: str, rate: str, box: QtCore.QRect) -> tuple[int, list[str]]:
+    """The largest pixel size (0: the font's own) at which a tile shows its name and rate."""
+    if not rate:
+        return 0, [name]
+    size = font.pixelSize() if font.pixelSize() > 0 else QtGui.QFontInfo(font).pixelSize()
+    font = QtGui.QFont(font)
+    for pixels in range(size, MIN_TEXT_PX - 1, -1):
+        font.setPixelSize(pixels)
+        metrics = QtGui.QFontMetrics(font)
+        widest = max(metrics.horizontalAdvance(name), metrics.horizontalAdvance(rate))
+        if 2 * metrics.height() <= box.height() and widest <= box.width():
+            return pixels, [name, rate]
+        if metrics.horizontalAdvance(f"{name} {rate}") <= box.width():
+            return pixels, [f"{name} {rate}"]
+    return MIN_TEXT_PX, [rate]  # the tile's place and tooltip name it; the figure is what it is there for
+
+
+class ClusterOverview(QtWidgets.QWidget):
+    """Paints an :class:`~core.views.overview.Overview`; see the module docstring."""
+
+    sig_role_selected = QtCore.Signal(str)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setMouseTracking(True)
+        self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding)
+        self._model = build_overview(())
+        self._selected: str | None = None
+        self._layout: _Layout | None = None
+        self.repaints = 0  # for tests and the frame benchmark: paints actually done
+        self.painted_text: dict[str, str] = {}  # role -> the text its tile shows (for tests)
+        self._fitted: dict[tuple[str, str, int, int], tuple[int, list[str]]] = {}
+        self.model_changes = 0  # set_roles calls that changed what is shown
+
+    # -- inputs -------------------------------------------------------------------------------
+    def set_roles(self, roles: Sequence[RoleLike]) -> None:
+        """Rebuild from the latest statuses; repaints only when something visible changed."""
+        model = build_overview(roles)
+        if model != self._model:
+            structure_changed = [h.host for h in model.hosts] != [h.host for h in self._model.hosts] or [
+                len(h.cells) for h in model.hosts
+            ] != [len(h.cells) for h in self._model.hosts]
+            self._model = model
+            self.model_changes += 1
+            if structure_changed:
+                self._layout = None
+                self.updateGeometry()
+            self.update()
+
+    def select_role(self, role: str | None) -> None:
+        """Outline ``role`` (the selection made elsewhere, e.g. in the roles table)."""
+        if role != self._selected:
+            self._selected = role
+            self.update()
+
+    # -- what it shows (also read by tests) ---------------------------------------------------
+    @property
+    def model(self) -> Overview:
+        return self._model
+
+    def legend_text(self) -> str:
+        parts = [f"{n} {cat}" for cat, n in self._model.counts]
+        if self._model.steps_per_sec is not None:
+            parts.append(f"cluster {self._model.steps_per_sec:.1f} steps/s")
+        return " · ".join(parts) if parts else "no roles"
+
+    def cell_rect(self, role: str) -> QtCore.QRect | None:
+        return next((rect for rect, name in self._ensure_layout().cells if name == role), None)
+
+    def host_rect(self, host: str) -> QtCore.QRect | None:
+        layout = self._ensure_layout()
+        return next((rect for rect, box in zip(layout.boxes, self._model.hosts, strict=True) if box.host == host), None)
+
+    def role_at(self, pos: QtCore.QPoint) -> RoleCell | None:
+        name = next((name for rect, name in self._ensure_layout().cells if rect.contains(pos)), None)
+        return None if name is None else self._model.cell(name)
+
+    # -- layout -------------------------------------------------------------------------------
+    def _compute_layout(self, width: int, height: int) -> _Layout:
+        hosts = self._model.hosts
+        if not hosts:
+            return _Layout((), (), MAX_CELL, LEGEND_H)
+        width = max(width, MIN_BOX_W + 2 * GAP)
+        columns = max(1, min(len(hosts), (width - GAP) // (MIN_BOX_W + GAP)))
+        box_w = (width - GAP * (columns + 1)) // columns
+        inner_w = box_w - 2 * PAD
+        chosen = None
+        for cell_w in range(MAX_CELL.width(), MIN_CELL.width() - 1, -4):
+            cell_h = max(MIN_CELL.height(), round(cell_w * MAX_CELL.height() / MAX_CELL.width()))
+            per_row = max(1, (inner_w + CELL_GAP) // (cell_w + CELL_GAP))
+            box_heights = [
+                HEADER_H + 2 * PAD + math.ceil(len(h.cells) / per_row) * (cell_h + CELL_GAP) - CELL_GAP for h in hosts
+            ]
+            rows = [max(box_heights[i : i + columns]) for i in range(0, len(hosts), columns)]
+            total = LEGEND_H + GAP + sum(rows) + GAP * len(rows)
+            chosen = (cell_w, cell_h, per_row, box_heights, rows, total)
+            if total <= height:
+                break
+        assert chosen is not None
+        cell_w, cell_h, per_row, box_heights, rows, total = chosen
+        # A box is no wider than its widest row of tiles needs (3 roles on one host stay compact).
+        widest = max(min(len(h.cells), per_row) for h in hosts)
+        box_w = max(MIN_BOX_W, min(box_w, widest * (cell_w + CELL_GAP) - CELL_GAP + 2 * PAD))
+        boxes, cells = [], []
+        y = LEGEND_H + GAP
+        for row_index, row_h in enumerate(rows):
+            for col in range(columns):
+                i = row_index * columns + col
+                if i >= len(hosts):
+                    break
+                x = GAP + col * (box_w + GAP)
+                boxes.append(QtCore.QRect(x, y, box_w, box_heights[i]))
+                for k, cell in enumerate(hosts[i].cells):
+                    cx = x + PAD + (k % per_row) * (cell_w + CELL_GAP)
+                    cy = y + PAD + HEADER_H + (k // per_row) * (cell_h + CELL_GAP)
+                    cells.append((QtCore.QRect(cx, cy, cell_w, cell_h), cell.role))
+            y += row_h + GAP
+        return _Layout(tuple(boxes), tuple(cells), QtCore.QSize(cell_w, cell_h), total)
+
+    def _ensure_layout(self) -> _Layout:
+        layout = self._layout
+        if layout is None:
+            layout = self._layout = self._compute_layout(self.width(), self.height())
+            if layout.height > self.height():
+                # May resize us at once (resizeEvent drops the cached layout): use this one now.
+                self.setMinimumHeight(layout.height)
+        return layout
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:
+        self._layout = None
+        super().resizeEvent(event)
+
+    def sizeHint(self) -> QtCore.QSize:
+        return QtCore.QSize(800, 240)
+
+    # -- painting -----------------------------------------------------------------------------
+    def paintEvent(self, event: QtGui.QPaintEvent) -> None:
+        self.repaints += 1
+        layout = self._ensure_layout()
+        painter = QtGui.QPainter(self)
+        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing)
+        palette = self.palette()
+        self._paint_legend(painter, palette)
+        for rect, host in zip(layout.boxes, self._model.hosts, strict=True):
+            painter.setPen(QtGui.QPen(palette.color(QtGui.QPalette.ColorRole.Mid), 1))
+            painter.setBrush(palette.color(QtGui.QPalette.ColorRole.AlternateBase))
+            painter.drawRoundedRect(rect, 6, 6)
+            header = QtCore.QRect(rect.x() + PAD, rect.y() + 2, rect.width() - 2 * PAD, HEADER_H)
+            painter.setPen(palette.color(QtGui.QPalette.ColorRole.WindowText))
+            font = painter.font()
+            font.setBold(True)
+            painter.setFont(font)
+            summary = ", ".join(f"{n} {c}" for c, n in host.counts)
+            text = f"{host.host}   {summary}"
+            painter.drawText(
+                header,
+                QtCore.Qt.AlignmentFlag.AlignVCenter | QtCore.Qt.AlignmentFlag.AlignLeft,
+                painter.fontMetrics().elidedText(text, QtCore.Qt.TextElideMode.ElideRight, header.width()),
+            )
+        # The layout is kept while the hosts and their role counts stay; what each tile shows
+        # (state, rate, GPU use) is always the current model's.
+        current = {cell.role: cell for host in self._model.hosts for cell in host.cells}
+        for rect, name in layout.cells:
+            cell = current.get(name)
+            if cell is not None:
+                self._paint_cell(painter, rect, cell)
+        painter.end()
+
+    def _paint_legend(self, painter: QtGui.QPainter, palette: QtGui.QPalette) -> None:
+        x = GAP
+        metrics = painter.fontMetrics()
+        for cat, n in self._model.counts:
+            painter.setPen(QtCore.Qt.PenStyle.NoPen)
+            painter.setBrush(QtGui.QColor(CATEGORY_COLOURS[cat]))
+            painter.drawRoundedRect(QtCore.QRect(x, 7, 12, 12), 2, 2)
+            label = f"{n} {cat}"
+            painter.setPen(palette.color(QtGui.QPalette.ColorRole.WindowText))
+            painter.drawText(QtCore.QPoint(x + 16, 17), label)
+            x += 16 + metrics.horizontalAdvance(label) + 14
+        if self._model.steps_per_sec is not None:
+            painter.drawText(QtCore.QPoint(x + 8, 17), f"cluster: {self._model.steps_per_sec:.1f} steps/s")
+
+    def _paint_cell(self, painter: QtGui.QPainter, rect: QtCore.QRect, cell: RoleCell) -> None:
+        colour = QtGui.QColor(CATEGORY_COLOURS[cell.category])
+        painter.setPen(QtCore.Qt.PenStyle.NoPen)
+        painter.setBrush(colour)
+        painter.drawRoundedRect(rect, 4, 4)
+        if cell.gpus:
+            # The bottom strip: how busy this role's GPUs are (dark track, light fill).
+            bar = QtCore.QRect(rect.x() + 3, rect.bottom() - 6, rect.width() - 6, 4)
+            painter.setBrush(colour.darker(160))
+            painter.drawRect(bar)
+            util = cell.gpu_utilization_percent
+            if util is not None:
+                fill = QtCore.QRect(bar.x(), bar.y(), round(bar.width() * max(0.0, min(util, 100.0)) / 100), 4)
+                painter.setBrush(QtGui.QColor("#e8f5e9"))
+                painter.drawRect(fill)
+        painter.setPen(QtGui.QColor("white"))
+        text_rect = rect.adjusted(3, 1, -3, -7 if cell.gpus else -1)
+        lines = self._fit_tile_text(painter, cell, text_rect)
+        self.painted_text[cell.role] = " ".join(lines)
+        if len(lines) == 2:
+            top, bottom = QtCore.Qt.AlignmentFlag.AlignTop, QtCore.Qt.AlignmentFlag.AlignBottom
+            painter.drawText(text_rect, QtCore.Qt.AlignmentFlag.AlignHCenter | top, lines[0])
+            font = painter.font()
+            font.setBold(False)
+            painter.setFont(font)
+            painter.drawText(text_rect, QtCore.Qt.AlignmentFlag.AlignHCenter | bottom, lines[1])
+        else:
+            painter.drawText(text_rect, QtCore.Qt.AlignmentFlag.AlignCenter, lines[0])
+        painter.setFont(self.font())
+        if cell.role == self._selected:
+            painter.setBrush(QtCore.Qt.BrushStyle.NoBrush)
+            painter.setPen(QtGui.QPen(self.palette().color(QtGui.QPalette.ColorRole.Highlight), 3))
+            painter.drawRoundedRect(rect.adjusted(-1, -1, 1, 1), 5, 5)
+
+    def _fit_tile_text(self, painter: QtGui.QPainter, cell: RoleCell, text_rect: QtCore.QRect) -> list[str]:
+        """Set a bold font for the tile and say what it shows: its name and its step rate, on two
+        lines or one, in a smaller font where a small tile needs it; every tile shows its rate
+        (``w10 2.0/s`` on a 40-pixel tile at 64 workers), never only some of them."""
+        font = QtGui.QFont(self.font())
+        font.setBold(True)
+        rate = _fmt_rate(cell.steps_per_sec)
+        key = (cell.short, rate, text_rect.width(), text_rect.height())
+        fitted = self._fitted.get(key)
+        if fitted is None:
+            fitted = self._fitted[key] = _fit(font, cell.short, rate, text_rect)
+            if len(self._fitted) > 4096:  # rates change: keep the cache small
+                self._fitted.clear()
+        pixels, lines = fitted
+        if pixels:
+            font.setPixelSize(pixels)
+        painter.setFont(font)
+        return lines
+
+    # -- interaction --------------------------------------------------------------------------
+    def mousePressEvent(self, event: QtGui.QMouseEvent) -> None:
+        cell = self.role_at(event.position().toPoint())
+        if cell is not None:
+            self.select_role(cell.role)
+            self.sig_role_selected.emit(cell.role)
+        super().mousePressEvent(event)
+
+    def event(self, event: QtCore.QEvent) -> bool:
+        if event.type() == QtCore.QEvent.Type.ToolTip:
+            assert isinstance(event, QtGui.QHelpEvent)
+            cell = self.role_at(event.pos())
+            if cell is None:
+                QtWidgets.QToolTip.hideText()
+            else:
+                lines = [f"{cell.role}: {cell.category}"]
+                if cell.steps_per_sec is not None:
+                    lines.append(f"{_fmt_rate(cell.steps_per_sec)} steps")
+                if cell.gpus:
+                    util = "" if cell.gpu_utilization_percent is None else f", {cell.gpu_utilization_percent:.0f}% busy"
+                    lines.append("GPUs " + ",".join(map(str, cell.gpus)) + util)
+                QtWidgets.QToolTip.showText(event.globalPos(), "\n".join(lines), self)
+            return True
+        return super().event(event)

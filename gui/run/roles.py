@@ -1,0 +1,437 @@
+"""The roles table and the banner above it: one row per role, failed and stalled roles standing out.
+
+Fed with the source's :class:`~core.controller.controller.ClusterStatus` once a frame; cells are only
+touched when their text changes, the table re-sorts only when a key in its sort column changes,
+and a column is only measured again when one of its cells changed, so a steady table costs next
+to nothing to refresh.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from PySide6 import QtCore, QtWidgets
+
+from core.cluster.spec import Task
+from core.controller.controller import ClusterStatus, RoleState, RoleStatus
+from core.views.overview import natural_key
+from gui.run.roles_model import GROUP_ROLE, GROUPINGS, NAME_ROLE, RoleRow, RolesModel, RolesProxy
+
+STATE_COLOURS = {
+    RoleState.PENDING: "#8a8a8a",
+    RoleState.STARTING: "#b8860b",
+    RoleState.RUNNING: "#2e7d32",
+    RoleState.BACKOFF: "#d9822b",
+    RoleState.STOPPING: "#b8860b",
+    RoleState.SUCCEEDED: "#2b6cb0",
+    RoleState.FAILED: "#c62828",
+    RoleState.STOPPED: "#6b6b6b",
+}
+STALLED_COLOUR = "#b45309"
+COLUMNS = (
+    "Role",
+    "Host",
+    "PID",
+    "State",
+    "Uptime",
+    "Restarts",
+    "Exit",
+    "Step",
+    "Loss",
+    "Step time",
+    "CPU",
+    "RSS",
+    "GPUs",
+)
+STATE_COLUMN = COLUMNS.index("State")
+CELL_PADDING_PX = 8  # a cell's margins and focus frame around its text
+
+
+def fmt_bytes(n: int | None) -> str:
+    return "" if n is None else f"{n / 2**20:.0f} MiB"
+
+
+def fmt_duration(seconds: float) -> str:
+    """``m:ss``, or ``h:mm:ss`` from an hour on."""
+    seconds = int(seconds)
+    if seconds < 3600:
+        return f"{seconds // 60}:{seconds % 60:02d}"
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def state_text(role: RoleStatus) -> str:
+    text = str(role.state)
+    if role.waiting_for and role.state == RoleState.RUNNING:  # diagnosis (issue 13)
+        text += f" (waiting for {role.waiting_for})"
+    elif role.stalled and role.state == RoleState.RUNNING:
+        text += f" (stalled {fmt_duration(role.stalled_for_s or 0)})"
+    elif role.straggler:
+        text += " (straggler)"
+    return text
+
+
+def html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _num(value: float | int | None) -> tuple[Any, ...]:
+    """Sort key of a number: by value, empty cells after every number (ascending)."""
+    return (1,) if value is None else (0, value)
+
+
+def row_cells(role: RoleStatus, link_state: str | None, now: float) -> list[str]:
+    """The table's cells for ``role``; ``link_state`` is its host's SSH link state, if any."""
+    alive = role.state in (RoleState.RUNNING, RoleState.STARTING, RoleState.STOPPING)
+    return [
+        role.role,
+        role.host if link_state in (None, "connected") else f"{role.host} ({link_state})",
+        str(role.pid or ""),
+        state_text(role),
+        fmt_duration(now - role.started_at) if role.started_at and alive else "",
+        str(role.restarts),
+        role.exit_text,
+        "" if role.step is None else str(role.step),
+        "" if role.loss is None else f"{role.loss:.4f}" + (" (tb)" if role.loss_source == "tb" else ""),
+        "" if role.step_time_s is None else f"{role.step_time_s * 1000:.1f} ms",
+        "" if role.cpu_percent is None else f"{role.cpu_percent:.0f}%",
+        fmt_bytes(role.rss_bytes),
+        ",".join(str(g) for g in role.gpus) or "-",
+    ]
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_key(text: str) -> tuple[Any, ...]:
+    return (0, natural_key(text)) if text else (1,)
+
+
+def text_keys(cells: list[str]) -> list[tuple[Any, ...]]:
+    """A sort key per cell in natural order (``worker:2`` before ``worker:10``), empty cells last."""
+    return [_text_key(text) for text in cells]
+
+
+NUMERIC_COLUMNS = tuple(
+    COLUMNS.index(c) for c in ("PID", "Uptime", "Restarts", "Step", "Loss", "Step time", "CPU", "RSS")
+)
+
+
+def sort_keys(role: RoleStatus, cells: list[str], now: float) -> list[tuple[Any, ...]]:
+    """One key per column: natural order for names, hosts and text, numeric for numbers.
+
+    Only the text columns' keys are parsed (and cached): a frame builds 65 rows' keys."""
+    alive = role.state in (RoleState.RUNNING, RoleState.STARTING, RoleState.STOPPING)
+    numbers = (
+        role.pid,
+        # By start time (later = shorter uptime): a key that does not change every frame, which
+        # would re-sort the table 10 times a second (issue 19).
+        -role.started_at if role.started_at and alive else None,
+        role.restarts,
+        role.step,
+        role.loss,
+        role.step_time_s,
+        role.cpu_percent,
+        role.rss_bytes,
+    )
+    keys = [_num(None)] * len(cells)
+    for column, value in zip(NUMERIC_COLUMNS, numbers, strict=True):
+        keys[column] = _num(value)
+    for column, text in enumerate(cells):
+        if column not in NUMERIC_COLUMNS:
+            keys[column] = _text_key(text)
+    return keys
+
+
+def role_row(role: RoleStatus, link_state: str | None, now: float) -> RoleRow:
+    """How ``role`` reads in the table: cells, sort keys, colours and the state's tooltip."""
+    cells = row_cells(role, link_state, now)
+    failed = role.state == RoleState.FAILED
+    stalled = (role.stalled or bool(role.waiting_for)) and role.state == RoleState.RUNNING  # issue 13
+    tooltip = (
+        f"{role.waiting_message}\nFix: {role.waiting_fix}"  # diagnosis (issue 13)
+        if role.waiting_for
+        else f"no new step for {fmt_duration(role.stalled_for_s or 0)}: hung? Kill it (Ctrl+K) or restart it"
+        if stalled
+        else role.detail
+    )
+    return RoleRow(
+        name=role.role,
+        job=role.job,
+        host=role.host,
+        state=str(role.state),
+        cells=cells,
+        sort_keys=sort_keys(role, cells, now),
+        failed=failed,
+        emphasised=failed or stalled,
+        state_colour=STALLED_COLOUR if stalled else STATE_COLOURS[role.state],
+        state_tooltip=tooltip,
+    )
+
+
+def task_row(task: Task) -> RoleRow:
+    """A role of the cluster before a launch."""
+    cells = [task.role_id, task.host, "", "not launched", *[""] * 8, "-"]
+    return RoleRow(task.role_id, task.job, task.host, "not launched", cells, text_keys(cells))
+
+
+class RolesView(QtWidgets.QWidget):
+    """The banner (failed and stalled roles, with why) above the roles table, which can be
+    grouped by job or host, filtered and sorted by any column (see :mod:`gui.run.roles_model`).
+
+    Signals: ``sig_selection_changed()`` when the selected roles change (by the user, or as rows
+    come and go).
+    """
+
+    sig_selection_changed = QtCore.Signal()
+
+    def __init__(self, last_lines: Callable[[str, int], list[str]]) -> None:
+        super().__init__()
+        self._last_lines = last_lines
+        self.banner = QtWidgets.QLabel()
+        self.banner.setWordWrap(True)
+        self.banner.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.banner.setStyleSheet("QLabel { background: #fde2e2; color: #7f1d1d; padding: 6px; }")
+        self.banner.hide()
+        self.model = RolesModel(COLUMNS, STATE_COLUMN)
+        self.proxy = RolesProxy(STATE_COLUMN, COLUMNS.index("Host"))
+        self.proxy.setSourceModel(self.model)
+        self.table = QtWidgets.QTreeView()
+        self.table.setModel(self.proxy)
+        self.table.setUniformRowHeights(True)  # lets the view skip measuring 65 rows a frame
+        self.table.setRootIsDecorated(False)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(-1, QtCore.Qt.SortOrder.AscendingOrder)  # the cluster's order until a click
+        self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.ActionsContextMenu)
+        header = self.table.header()
+        # Not ResizeToContents: that measured every cell of all 65 rows at each frame's change
+        # (issue 19); columns are fitted after a reset and widened as a changed cell needs.
+        header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
+        self._collapsed: set[str] = set()
+        self._last_selection: list[str] = []
+        self._hidden_selection: list[str] = []
+        self.table.selectionModel().selectionChanged.connect(lambda *_: self._on_selection_changed())
+        self.table.collapsed.connect(lambda index: self._collapsed.add(index.data(GROUP_ROLE)))
+        self.table.expanded.connect(lambda index: self._collapsed.discard(index.data(GROUP_ROLE)))
+
+        self.filter = QtWidgets.QLineEdit()
+        self.filter.setPlaceholderText("Filter roles: worker:1, failed, 127.0.0.3 ...")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.setToolTip(
+            "Words a role must all match, in its name, host or state: worker:1 (not worker:10), "
+            "worker, failed, stalled, 127.0.0.3"
+        )
+        self.filter.textChanged.connect(self.set_filter)
+        self.group_by = QtWidgets.QComboBox()
+        self.group_by.addItems(["No groups", "Group by job", "Group by host"])
+        self.group_by.setToolTip("Collapsible group rows, each with its count of roles per state")
+        self.group_by.currentIndexChanged.connect(lambda i: self.set_grouping(GROUPINGS[i]))
+        self.count = QtWidgets.QLabel()
+        bar = QtWidgets.QHBoxLayout()
+        bar.setContentsMargins(0, 0, 0, 0)
+        bar.addWidget(self.filter, 1)
+        bar.addWidget(self.group_by)
+        bar.addWidget(self.count)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.banner)
+        layout.addLayout(bar)
+        layout.addWidget(self.table)
+
+    # ------------------------------------------------------------------ selection
+
+    def _index_of(self, role: str) -> QtCore.QModelIndex:
+        hits = self.proxy.match(
+            self.proxy.index(0, 0), NAME_ROLE, role, 1,
+            QtCore.Qt.MatchFlag.MatchExactly | QtCore.Qt.MatchFlag.MatchRecursive,
+        )  # fmt: skip
+        return hits[0] if hits else QtCore.QModelIndex()
+
+    def select_role(self, role: str) -> None:
+        index = self._index_of(role)
+        if index.isValid():
+            self.table.selectionModel().select(
+                index,
+                QtCore.QItemSelectionModel.SelectionFlag.ClearAndSelect | QtCore.QItemSelectionModel.SelectionFlag.Rows,
+            )
+            self.table.setCurrentIndex(index)
+            self.table.scrollTo(index)
+
+    def selected_roles(self) -> list[str]:
+        """The selected roles, top to bottom as shown (group rows are never roles)."""
+        rows = self.table.selectionModel().selectedRows()
+        rows.sort(key=lambda index: self.table.visualRect(index).top())
+        return [name for name in (index.data(NAME_ROLE) for index in rows) if name is not None]
+
+    def _on_selection_changed(self) -> None:
+        selected = self.selected_roles()
+        if selected != self._last_selection:
+            self._last_selection = selected
+            self.sig_selection_changed.emit()
+
+    # ------------------------------------------------------------------ grouping, filter, reading
+
+    def set_grouping(self, grouping: str) -> None:
+        """``none``, ``job`` or ``host``; the selection and the sort order are kept."""
+        if grouping != self.model.grouping:
+            self.group_by.setCurrentIndex(GROUPINGS.index(grouping))
+            self._keeping_selection(lambda: self.model.set_grouping(grouping))
+
+    def set_filter(self, text: str) -> None:
+        if self.filter.text() != text:
+            self.filter.setText(text)  # comes back here through textChanged
+            return
+        # Roles the filter hides lose Qt's selection: remember them, and select them again when a
+        # later filter shows them (the logs and placement follow the selection).
+        wanted = self.selected_roles() or self._hidden_selection
+        scroll = self.table.verticalScrollBar().value()
+        self.proxy.set_filter_text(text)
+        shown = [name for name in wanted if self._index_of(name).isValid()]
+        self._hidden_selection = wanted if len(shown) < len(wanted) else []
+        self._restore(shown, scroll)
+
+    def shown_roles(self) -> list[str]:
+        """The role rows as the table shows them now (filtered, sorted, groups expanded or not)."""
+        names: list[str] = []
+        for row in range(self.proxy.rowCount()):
+            index = self.proxy.index(row, 0)
+            if index.data(NAME_ROLE) is not None:
+                names.append(index.data(NAME_ROLE))
+            elif self.table.isExpanded(index):
+                names += [self.proxy.index(r, 0, index).data(NAME_ROLE) for r in range(self.proxy.rowCount(index))]
+        return names
+
+    def shown_groups(self) -> list[str]:
+        """The group rows' titles as shown, e.g. ``127.0.0.3: 8 roles (7 running, 1 failed)``."""
+        if self.model.grouping == "none":
+            return []
+        return [self.proxy.index(row, 0).data() for row in range(self.proxy.rowCount())]
+
+    def cell(self, role: str, column: str) -> str:
+        """The text of ``role``'s cell in ``column`` (one of :data:`COLUMNS`)."""
+        row = next((r for r in self.model.role_rows() if r.name == role), None)
+        if row is None:
+            raise KeyError(f"no row for {role}")
+        return row.cells[COLUMNS.index(column)]
+
+    def state_index(self, role: str) -> QtCore.QModelIndex:
+        """The state cell of ``role`` in the view (for its colour, font and tooltip)."""
+        index = self._index_of(role)
+        return index.siblingAtColumn(STATE_COLUMN) if index.isValid() else index
+
+    # ------------------------------------------------------------------ contents
+
+    def show_tasks(self, tasks: list[Task]) -> None:
+        """Before a launch: the cluster's roles, not launched."""
+        self._show_rows([task_row(task) for task in tasks])
+        self.banner.hide()
+
+    def show_status(self, status: ClusterStatus, host_states: dict[str, dict[str, Any]]) -> None:
+        now = time.time()
+        self._show_rows([role_row(role, host_states.get(role.host, {}).get("state"), now) for role in status.roles])
+        self._update_banner(status)
+
+    def _show_rows(self, rows: list[RoleRow]) -> None:
+        selected = self.selected_roles()
+        scroll = self.table.verticalScrollBar().value()
+        self.model.sort_column = self.proxy.sortColumn()
+        if self.model.set_rows(rows):  # the set of roles changed: put back what can be
+            self._restore(selected, scroll)
+            return
+        self._widen(self.model.changed_cells)
+        if self.filter.text():
+            self._update_count()  # a role's new state may enter or leave the filter
+
+    def _fit_columns(self) -> None:
+        """Every column as wide as its header and widest cell, measured from the rows' texts (not
+        ``sizeHintForColumn``, which asks the model for every role of every cell: after a reset
+        only, and still the longest thing a regroup did on a loaded machine)."""
+        header = self.table.header()
+        metrics = self.table.fontMetrics()
+        rows = self.model.role_rows()
+        for column in range(len(COLUMNS) - 1):  # the last one stretches
+            texts = {row.cells[column] for row in rows}
+            needed = max((metrics.horizontalAdvance(text) for text in texts), default=0) + CELL_PADDING_PX
+            if column == 0 and self.model.grouping != "none":
+                needed += self.table.indentation()
+            header.resizeSection(column, max(needed, header.sectionSizeHint(column)))
+
+    def _widen(self, cells: list[tuple[int, str]]) -> None:
+        """Widen a column whose changed cell no longer fits; never narrows (no jitter)."""
+        header = self.table.header()
+        metrics = self.table.fontMetrics()
+        for column, text in cells:
+            if column >= len(COLUMNS) - 1:
+                continue
+            needed = metrics.horizontalAdvance(text) + CELL_PADDING_PX
+            if column == STATE_COLUMN:  # bold when failed, stalled or waiting
+                needed += len(text)
+            if needed > header.sectionSize(column):
+                header.resizeSection(column, needed)
+
+    def _keeping_selection(self, change: Callable[[], None]) -> None:
+        selected = self.selected_roles()
+        scroll = self.table.verticalScrollBar().value()
+        change()
+        self._restore(selected, scroll)
+
+    def _restore(self, selected: list[str], scroll: int) -> None:
+        self._after_reset()
+        flags = QtCore.QItemSelectionModel.SelectionFlag.Select | QtCore.QItemSelectionModel.SelectionFlag.Rows
+        for name in selected:
+            index = self._index_of(name)
+            if index.isValid():
+                self.table.selectionModel().select(index, flags)
+        self.table.verticalScrollBar().setValue(scroll)
+        self._on_selection_changed()
+
+    def _after_reset(self) -> None:
+        """Group rows span the table and open unless the user closed them; the count follows."""
+        grouped = self.model.grouping != "none"
+        self.table.setRootIsDecorated(grouped)
+        for row in range(self.proxy.rowCount() if grouped else 0):
+            index = self.proxy.index(row, 0)
+            self.table.setFirstColumnSpanned(row, QtCore.QModelIndex(), True)
+            self.table.setExpanded(index, index.data(GROUP_ROLE) not in self._collapsed)
+        self._fit_columns()
+        self._update_count()
+
+    def _update_count(self) -> None:
+        total = len(self.model.role_rows())
+        if not self.filter.text():
+            self.count.setText(f"{total} roles")
+            return
+        parents = [QtCore.QModelIndex()]
+        if self.model.grouping != "none":
+            parents = [self.proxy.index(row, 0) for row in range(self.proxy.rowCount())]
+        shown = sum(self.proxy.rowCount(parent) for parent in parents)
+        self.count.setText(f"{shown} of {total} roles")
+
+    def _update_banner(self, status: ClusterStatus) -> None:
+        failed = [r for r in status.roles if r.state == RoleState.FAILED]
+        stalled = [r for r in status.roles if r.stalled and r.state == RoleState.RUNNING]
+        waiting = [r for r in status.roles if r.waiting_for and r.state == RoleState.RUNNING]  # issue 13
+        if not failed and not stalled and not waiting:
+            self.banner.hide()
+            return
+        parts = [  # diagnosis (issue 13): who waits for whom, and the fix
+            f"<b>{r.role} is waiting for {r.waiting_for}</b>: {html(r.waiting_message)}<br>Fix: {html(r.waiting_fix)}"
+            for r in waiting
+        ]
+        parts += [
+            f"<b>{r.role} is stalled</b>: no new training step for {fmt_duration(r.stalled_for_s or 0)} "
+            f"(last step {r.step}). Hung? Select it and kill (Ctrl+K) or restart (Ctrl+R)."
+            for r in stalled
+        ]
+        for role in failed:
+            lines = self._last_lines(role.role, 3)
+            text = f"<b>{role.role} failed</b>: {html(role.detail or role.exit_text)}"
+            if lines:
+                text += "<br><tt>" + "<br>".join(html(line) for line in lines) + "</tt>"
+            parts.append(text)
+        self.banner.setText("<br>".join(parts))
+        self.banner.show()

@@ -1,0 +1,503 @@
+"""Training panel: loss against step for every worker, step time per worker, cluster steps/s.
+
+Fed with ``metrics`` events (parsed from each role's output), ``scalars`` events (TensorBoard
+event files: any tag can be picked for the upper plot; a trainer that only writes summaries gets
+its ``loss`` tag there, marked ``(tb)``) and the roles' status; redrawn at
+most once a frame and only when something changed. Every series is a bounded
+:class:`~core.views.series.Series`, read back downsampled to the plot's width, so a whole
+run's history pans and zooms smoothly.
+
+Past ``spread_from`` workers (default 8) a line per worker is a band nobody can read: the tab shows
+the cluster's spread instead (:mod:`gui.run.tabs.spread`): the median loss and step time with their
+10-90 % and min-max bands, the slowest workers and any ticked one drawn on top, and a heat map of
+step time per worker. *Every worker* switches back to a line each.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from core.run.role_view import LOSS_TAGS
+from core.run.status import RoleStatus
+from core.telemetry.metrics import MetricSample, WorkerStats, cluster_steps_per_sec
+from core.views.curves import ema_segments, series_xy
+from core.views.overview import natural_key
+from core.views.series import Series
+from core.views.spread import BinnedWorkers, slowest
+from gui.run.tabs.plotting import FollowX, fit_to_pixels, light_grid, settle
+from gui.run.tabs.spread import SpreadPlot, StepTimeHeatmap, refresh_from
+
+MAX_POINTS = 8192  # per curve handed to pyqtgraph, whose NumPy peak downsampling then fits them to the pixels
+SERIES_CAPACITY = 4096
+REFRESH_HZ = 5.0  # curves are recomputed at most this often; the table keeps the frame rate
+MAX_TAGS = 64  # TensorBoard tags offered for plotting; more are a histogram dump, not a curve to read
+LOSS = "loss"
+# One-pixel (cosmetic) pens: Qt strokes a wider line point by point, which was 2.3x the cost of a
+# plot's frame with four curves (benchmarks/bench_plot_choices.py); colour tells the workers apart.
+PEN_PX = 1
+SPREAD_FROM = 8
+SLOWEST_SHOWN = 3
+# Workers whose curves (three plot items each) one frame may make: a live 64-worker launch with
+# *Every worker* ticked made all 65 workers' curves in one frame, a second and more without an
+# event loop turn on a loaded machine (issue 19). The rest come in the next frames.
+CURVES_PER_FRAME = 4
+
+
+def role_colour(index: int) -> QtGui.QColor:
+    return pg.intColor(index, hues=8, values=1, maxValue=200)
+
+
+class TrainingPanel(QtWidgets.QWidget):
+    """Loss and step-time plots with a per-worker toggle, EMA smoothing and a log scale."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loss: dict[str, Series] = {}
+        self.step_time: dict[str, Series] = {}
+        self.stats: dict[str, WorkerStats] = {}
+        self.scalars: dict[str, dict[str, Series]] = {}  # TensorBoard tag -> role -> series
+        self.stragglers: set[str] = set()
+        self.loss_curves: dict[str, tuple[pg.PlotDataItem, pg.PlotDataItem]] = {}
+        self.time_curves: dict[str, pg.PlotDataItem] = {}
+        self._dirty = False
+        self._curves_pending = False  # workers still without curves: the next frame makes more
+        self._last_refresh = 0.0
+        self._drawn: dict[tuple[str, str], tuple[object, ...]] = {}
+        self.spread_from = SPREAD_FROM
+        self.loss_bins = BinnedWorkers(origin=0.0)
+        self.time_bins = BinnedWorkers(origin=0.0)
+        self._spread_drawn: tuple[object, ...] | None = None
+        self._build()
+
+    def _build(self) -> None:
+        self.workers = QtWidgets.QListWidget()
+        self.workers.setToolTip("Tick a worker to show its curves")
+        self.workers.itemChanged.connect(lambda _item: self._mark_dirty())
+        self.workers.setMaximumWidth(220)
+        self.smoothing = QtWidgets.QSlider(QtCore.Qt.Orientation.Horizontal)
+        self.smoothing.setRange(0, 99)
+        self.smoothing.setValue(60)
+        self.smoothing.setToolTip("TensorBoard's EMA smoothing of the loss (0 = raw)")
+        self.smoothing_label = QtWidgets.QLabel()
+        self.smoothing.valueChanged.connect(self._on_smoothing_changed)
+        self.log_scale = QtWidgets.QCheckBox("Log scale (loss)")
+        self.log_scale.toggled.connect(self._on_log_scale_toggled)
+        self.plot_choice = QtWidgets.QComboBox()
+        self.plot_choice.addItem(LOSS)
+        self.plot_choice.setToolTip("What the upper plot shows: the loss, or any TensorBoard scalar (tb: tag)")
+        self.plot_choice.currentTextChanged.connect(self._on_metric_changed)
+        self.rate_label = QtWidgets.QLabel("cluster: no steps yet")
+        self.rate_label.setWordWrap(True)
+        font = self.rate_label.font()
+        font.setBold(True)
+        self.rate_label.setFont(font)
+
+        side = QtWidgets.QVBoxLayout()
+        side.addWidget(QtWidgets.QLabel("Workers"))
+        side.addWidget(self.workers, 1)
+        side.addWidget(QtWidgets.QLabel("Plot"))
+        side.addWidget(self.plot_choice)
+        side.addWidget(self.smoothing_label)
+        side.addWidget(self.smoothing)
+        side.addWidget(self.log_scale)
+        side.addWidget(self.rate_label)
+        self._on_smoothing_changed(self.smoothing.value())
+
+        self.loss_plot = self._plot("Loss by step", "loss")
+        self.time_plot = self._plot("Step time by step", "step time (ms)")
+        self.time_plot.setXLink(self.loss_plot)
+        self._follow = FollowX(self.loss_plot, headroom=0.03)  # both plots' step axis, moved seldom
+        self._x_extent: dict[tuple[str, str], tuple[float, float]] = {}  # (plot, role) -> steps drawn
+        # A pan or zoom re-clips the curves, which re-fits the other axis at the next paint and
+        # paints again: settle both plots as soon as the range moves (one paint each).
+        self.loss_plot.getViewBox().sigXRangeChanged.connect(self._on_range_moved)
+        split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
+        split.addWidget(self.loss_plot)
+        split.addWidget(self.time_plot)
+        split.setSizes([600, 300])
+        # The key sits above the plots, never over the curves (a pyqtgraph legend is drawn inside
+        # the view box and hid the data): the spread mode's kind of key, a line per shown worker.
+        self.key = QtWidgets.QLabel()
+        self.key.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.key.setWordWrap(True)
+        self._key_drawn: tuple[object, ...] | None = None
+        plots = QtWidgets.QWidget()
+        plots_layout = QtWidgets.QVBoxLayout(plots)
+        plots_layout.setContentsMargins(0, 0, 0, 0)
+        plots_layout.addWidget(self.key)
+        plots_layout.addWidget(split, 1)
+        # The cluster's spread, past spread_from workers.
+        self.spread_loss = SpreadPlot("Loss by step: the workers' spread", "loss")
+        self.spread_time = SpreadPlot("Step time by step: the workers' spread", "step time (ms)")
+        self.spread_time.plot.setXLink(self.spread_loss.plot)
+        # A linked view that changes range turns its partner's X auto-range off (pyqtgraph's
+        # linkedViewChanged), which left both spread plots stuck at [-0.5, 0.5] in a live run:
+        # each refresh turns it back on in the leading plot until the user zooms or pans.
+        self._spread_zoomed = False
+        for plot in (self.spread_loss.plot, self.spread_time.plot):
+            plot.getViewBox().sigRangeChangedManually.connect(self._on_spread_zoomed)
+        self.heatmap = StepTimeHeatmap()
+        spread = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
+        for widget in (self.spread_loss, self.spread_time, self.heatmap):
+            spread.addWidget(widget)
+        spread.setSizes([350, 250, 300])
+        self.views = QtWidgets.QStackedWidget()
+        self.views.addWidget(plots)
+        self.views.addWidget(spread)
+        self.every_worker = QtWidgets.QCheckBox("Every worker (a line each)")
+        self.every_worker.setToolTip(
+            f"Past {SPREAD_FROM} workers the plots show the spread; tick to draw a line per worker"
+        )
+        self.every_worker.toggled.connect(lambda _on: self._mark_dirty())
+        side.addWidget(self.every_worker)
+
+        layout = QtWidgets.QHBoxLayout(self)
+        side_box = QtWidgets.QWidget()
+        side_box.setLayout(side)
+        side_box.setMaximumWidth(240)
+        layout.addWidget(side_box)
+        layout.addWidget(self.views, 1)
+
+    @staticmethod
+    def _plot(title: str, y_label: str) -> pg.PlotWidget:
+        plot = pg.PlotWidget(title=title)
+        plot.setBackground("w")
+        light_grid(plot)
+        plot.setLabel("bottom", "step")
+        plot.setLabel("left", y_label)
+        plot.getAxis("left").enableAutoSIPrefix(False)
+        plot.getAxis("bottom").enableAutoSIPrefix(False)
+        return plot
+
+    # ------------------------------------------------------------------ input
+
+    def clear(self) -> None:
+        for plot in (self.loss_plot, self.time_plot):
+            plot.clear()
+        self.loss.clear()
+        self.step_time.clear()
+        self.stats.clear()
+        self.scalars.clear()
+        self.plot_choice.blockSignals(True)
+        self.plot_choice.clear()
+        self.plot_choice.addItem(LOSS)
+        self.plot_choice.blockSignals(False)
+        self.loss_curves.clear()
+        self.time_curves.clear()
+        self._curves_pending = False
+        self._drawn.clear()
+        self._x_extent.clear()
+        self._follow.range = None
+        self._key_drawn = None
+        self.key.clear()
+        self.workers.clear()
+        self.rate_label.setText("cluster: no steps yet")
+        self.loss_bins = BinnedWorkers(origin=0.0)
+        self.time_bins = BinnedWorkers(origin=0.0)
+        self._spread_drawn = None
+
+    def add_samples(self, role: str, samples: list[dict[str, object]]) -> None:
+        """Take a ``metrics`` event's samples for ``role``."""
+        stats = self.stats.setdefault(role, WorkerStats())
+        loss_x: list[float] = []
+        loss_v: list[float] = []
+        time_x: list[float] = []
+        time_v: list[float] = []
+        for raw in samples:
+            try:
+                sample = MetricSample(**raw)  # type: ignore[arg-type]
+            except TypeError:
+                continue
+            stats.add(sample)
+            if sample.step is None:
+                continue
+            self._dirty = True
+            if sample.loss is not None and math.isfinite(sample.loss):
+                loss_x.append(float(sample.step))
+                loss_v.append(sample.loss)
+            if stats.step_time_s is not None:
+                time_x.append(float(sample.step))
+                time_v.append(stats.step_time_s * 1000.0)
+        # The bins take a batch in one vectorised pass (a reopened run hands over thousands).
+        for table, bins, xs, values in (
+            (self.loss, self.loss_bins, loss_x, loss_v),
+            (self.step_time, self.time_bins, time_x, time_v),
+        ):
+            if xs:
+                append = self._series(table, role).append
+                for x, value in zip(xs, values, strict=True):
+                    append(x, value)
+                bins.add_many(role, xs, values)
+
+    def add_scalars(self, role: str, points: list[dict[str, object]]) -> None:
+        """Take a ``scalars`` event's points ({tag, step, wall_time, value}) for ``role``."""
+        for p in points:
+            tag, step, value = p.get("tag"), p.get("step"), p.get("value")
+            if not isinstance(tag, str) or not isinstance(step, int) or not isinstance(value, (int, float)):
+                continue
+            by_role = self.scalars.get(tag)
+            if by_role is None:
+                if len(self.scalars) >= MAX_TAGS:
+                    continue
+                by_role = self.scalars[tag] = {}
+                self.plot_choice.addItem(f"tb: {tag}")
+            if math.isfinite(value):
+                self._series(by_role, role).append(float(step), float(value))
+                self._dirty = True
+
+    def shown_series(self, role: str) -> tuple[Series | None, str]:
+        """The series the upper plot shows for ``role``, and what it is (``loss``, ``loss (tb)``, a tag)."""
+        chosen = self.plot_choice.currentText()
+        if chosen.startswith("tb: "):
+            tag = chosen[4:]
+            return self.scalars.get(tag, {}).get(role), tag
+        if role in self.loss:
+            return self.loss[role], LOSS
+        for tag in LOSS_TAGS:  # no loss in the output: the TensorBoard one
+            series = self.scalars.get(tag, {}).get(role)
+            if series is not None:
+                return series, f"{LOSS} (tb)"
+        return None, LOSS
+
+    def _on_metric_changed(self, text: str) -> None:
+        self.loss_plot.setTitle("Loss by step" if text in ("", LOSS) else f"{text} by step")
+        self.loss_plot.setLabel("left", text[4:] if text.startswith("tb: ") else LOSS)
+        self._drawn.clear()
+        self._dirty = True
+
+    def set_status(self, roles: tuple[RoleStatus, ...]) -> None:
+        stragglers = {r.role for r in roles if r.straggler}
+        if stragglers != self.stragglers:
+            self.stragglers = stragglers
+            self._dirty = True
+
+    def _series(self, table: dict[str, Series], role: str) -> Series:
+        series = table.get(role)
+        if series is None:
+            series = table[role] = Series(capacity=SERIES_CAPACITY)
+            self._ensure_worker(role)
+        return series
+
+    def _ensure_worker(self, role: str) -> None:
+        names = [str(self.workers.item(i).data(QtCore.Qt.ItemDataRole.UserRole)) for i in range(self.workers.count())]
+        if role in names:  # by the exact name: "worker:1" is not "worker:10"
+            return
+        item = QtWidgets.QListWidgetItem(role)
+        item.setData(QtCore.Qt.ItemDataRole.UserRole, role)
+        item.setFlags(item.flags() | QtCore.Qt.ItemFlag.ItemIsUserCheckable)
+        # Past spread_from workers a tick means "draw it over the spread": none is ticked at first.
+        many = len(names) + 1 > self.spread_from
+        item.setCheckState(QtCore.Qt.CheckState.Unchecked if many else QtCore.Qt.CheckState.Checked)
+        if many and len(names) == self.spread_from:
+            self.workers.blockSignals(True)
+            for i in range(self.workers.count()):
+                self.workers.item(i).setCheckState(QtCore.Qt.CheckState.Unchecked)
+            self.workers.blockSignals(False)
+        key = natural_key(role)  # worker:2 before worker:10
+        row = next((i for i, name in enumerate(names) if natural_key(name) > key), len(names))
+        self.workers.insertItem(row, item)
+
+    def _mark_dirty(self) -> None:
+        self._dirty = True
+
+    def _on_smoothing_changed(self, value: int) -> None:
+        self.smoothing_label.setText(f"Smoothing: {value / 100:.2f}")
+        self._dirty = True
+
+    def _on_log_scale_toggled(self, on: bool) -> None:
+        self.loss_plot.setLogMode(x=False, y=on)
+        self._dirty = True
+
+    # ------------------------------------------------------------------ drawing
+
+    def visible_roles(self) -> list[str]:
+        out = []
+        for i in range(self.workers.count()):
+            item = self.workers.item(i)
+            if item.checkState() == QtCore.Qt.CheckState.Checked:
+                out.append(str(item.data(QtCore.Qt.ItemDataRole.UserRole)))
+        return out
+
+    def smoothing_weight(self) -> float:
+        return self.smoothing.value() / 100.0
+
+    @property
+    def spread_mode(self) -> bool:
+        return self.workers.count() > self.spread_from and not self.every_worker.isChecked()
+
+    def refresh(self, force: bool = False) -> None:
+        """Redraw what changed, at most ``REFRESH_HZ`` times a second unless ``force``."""
+        now = time.monotonic()
+        throttled = not force and not self._curves_pending and now - self._last_refresh < 1.0 / REFRESH_HZ
+        if not self._dirty or throttled:
+            return
+        self._dirty = False
+        self._curves_pending = False
+        self._last_refresh = now
+        self.views.setCurrentIndex(1 if self.spread_mode else 0)
+        if self.spread_mode:
+            self._refresh_spread()
+            self._refresh_rate()
+            settle(self.spread_loss.plot, self.spread_time.plot)
+            return
+        visible = set(self.visible_roles())
+        self._refresh_key(visible)
+        weight = self.smoothing_weight()
+        log = self.log_scale.isChecked()
+        roles = sorted(
+            set(self.loss) | set(self.step_time) | {r for by in self.scalars.values() for r in by}, key=natural_key
+        )
+        made = 0
+        for i, role in enumerate(roles):
+            colour = role_colour(i)
+            straggler = role in self.stragglers
+            self._label_worker(role, colour, straggler)
+            if role not in self.loss_curves:
+                if made >= CURVES_PER_FRAME:
+                    self._dirty = self._curves_pending = True  # the next frame makes the next few
+                    continue
+                made += 1
+            raw_curve, smooth_curve = self._loss_curves(role, colour)
+            time_curve = self._time_curve(role, colour)
+            shown = role in visible
+            for curve in (raw_curve, smooth_curve, time_curve):
+                curve.setVisible(shown)
+            if not shown:
+                continue
+            series, what = self.shown_series(role)
+            if series is None:
+                raw_curve.setData([], [])
+                smooth_curve.setData([], [])
+                self._drawn.pop(("loss", role), None)
+            else:
+                loss_key = (series.appended, weight, log, what)
+                if self._drawn.get(("loss", role)) != loss_key:  # recompute only what changed
+                    self._drawn[("loss", role)] = loss_key
+                    x, y = series_xy(series)
+                    if log:
+                        y = np.where(y > 0, y, math.nan)
+                    _set(smooth_curve, x, ema_segments(y, weight) if weight > 0 else y)
+                    _set(raw_curve, x, y)
+                    self._x_extent[("loss", role)] = (float(x[0]), float(x[-1])) if len(x) else (0.0, 0.0)
+                raw_curve.setVisible(weight > 0)
+            if role in self.step_time:
+                times = self.step_time[role]
+                time_key = (times.appended, straggler)
+                if self._drawn.get(("time", role)) != time_key:
+                    self._drawn[("time", role)] = time_key
+                    x, y = series_xy(times)
+                    _set(time_curve, x, y)
+                    self._x_extent[("time", role)] = (float(x[0]), float(x[-1])) if len(x) else (0.0, 0.0)
+                    time_curve.setPen(pg.mkPen(colour, width=3 if straggler else PEN_PX, style=_dash(straggler)))
+        self._refresh_rate()
+        drawn = [extent for (_, role), extent in self._x_extent.items() if role in visible]
+        if drawn:
+            self._follow.update(min(lo for lo, _ in drawn), max(hi for _, hi in drawn))
+        settle(self.loss_plot, self.time_plot)
+
+    def _refresh_key(self, visible: set[str]) -> None:
+        """One coloured name per shown worker (dashed stragglers say so), above the plots."""
+        roles = sorted(
+            set(self.loss) | set(self.step_time) | {r for by in self.scalars.values() for r in by}, key=natural_key
+        )
+        shown = [(i, role) for i, role in enumerate(roles) if role in visible]
+        key = (tuple(shown), tuple(sorted(self.stragglers & visible)))
+        if key == self._key_drawn:
+            return
+        self._key_drawn = key
+        parts = [
+            f'<span style="color:{role_colour(i).name()}">&#9632; <b>{role}</b>'
+            f"{' (straggler, dashed)' if role in self.stragglers else ''}</span>"
+            for i, role in shown
+        ]
+        self.key.setText(" · ".join(parts) if parts else "no worker ticked")
+
+    def key_text(self) -> str:
+        """The per-worker key as plain text (what a user reads above the plots)."""
+        return QtGui.QTextDocumentFragment.fromHtml(self.key.text()).toPlainText()
+
+    def _on_range_moved(self, *_args: object) -> None:
+        settle(self.loss_plot, self.time_plot)
+
+    def _on_spread_zoomed(self, *_args: object) -> None:
+        self._spread_zoomed = True
+
+    def _refresh_spread(self) -> None:
+        """The workers' spread, the slowest and the ticked ones on top, the heat map."""
+        if not self._spread_zoomed:
+            self.spread_loss.plot.getViewBox().enableAutoRange(axis=pg.ViewBox.XAxis)
+        times = {r: (s.step_time_s * 1000.0 if s.step_time_s is not None else None) for r, s in self.stats.items()}
+        top = slowest(times, k=SLOWEST_SHOWN)
+        picked = [r for r in self.visible_roles() if r not in top]
+        key = (self.loss_bins.version, self.time_bins.version, tuple(top), tuple(picked))
+        if key == self._spread_drawn:
+            return
+        self._spread_drawn = key
+        columns = max(100, self.spread_time.plot.width())
+        notes = {r: f"{times[r]:.0f} ms" for r in top if times.get(r) is not None}
+        for r in picked:
+            notes[r] = "(ticked)"
+        refresh_from(self.loss_bins, self.spread_loss, None, columns, highlight={r: notes[r] for r in [*top, *picked]})
+        refresh_from(
+            self.time_bins, self.spread_time, self.heatmap, columns, highlight={r: notes[r] for r in [*top, *picked]}
+        )
+
+    def _refresh_rate(self) -> None:
+        rate = cluster_steps_per_sec(self.stats)
+        if rate is None:
+            self.rate_label.setText("cluster: no steps yet")
+        else:
+            text = f"cluster: {rate:.1f} steps/s over {sum(1 for s in self.stats.values() if s.steps_per_sec)} workers"
+            if self.stragglers:
+                text += "\nstraggler: " + ", ".join(sorted(self.stragglers))
+            self.rate_label.setText(text)
+
+    def _label_worker(self, role: str, colour: QtGui.QColor, straggler: bool) -> None:
+        for i in range(self.workers.count()):
+            item = self.workers.item(i)
+            if item.data(QtCore.Qt.ItemDataRole.UserRole) == role:
+                text = f"{role}  (straggler)" if straggler else role
+                if item.text() != text:
+                    self.workers.blockSignals(True)
+                    item.setText(text)
+                    item.setForeground(colour)
+                    item.setToolTip("slower than 1.5x the median of the other workers" if straggler else "")
+                    self.workers.blockSignals(False)
+                elif item.foreground().color() != colour:
+                    item.setForeground(colour)
+
+    def _loss_curves(self, role: str, colour: QtGui.QColor) -> tuple[pg.PlotDataItem, pg.PlotDataItem]:
+        curves = self.loss_curves.get(role)
+        if curves is None:
+            faint = QtGui.QColor(colour)
+            faint.setAlpha(60)
+            raw = self.loss_plot.plot(pen=pg.mkPen(faint, width=1))
+            smooth = self.loss_plot.plot(pen=pg.mkPen(colour, width=PEN_PX))
+            for curve in (raw, smooth):
+                # Set after the curve exists: pyqtgraph ignores these at creation.
+                fit_to_pixels(curve, clip=False)  # segments go back in steps
+            curves = self.loss_curves[role] = (raw, smooth)
+        return curves
+
+    def _time_curve(self, role: str, colour: QtGui.QColor) -> pg.PlotDataItem:
+        curve = self.time_curves.get(role)
+        if curve is None:
+            curve = self.time_plot.plot(pen=pg.mkPen(colour, width=PEN_PX))
+            fit_to_pixels(curve, clip=False)  # segments go back in steps
+            self.time_curves[role] = curve
+        return curve
+
+
+def _dash(on: bool) -> QtCore.Qt.PenStyle:
+    return QtCore.Qt.PenStyle.DashLine if on else QtCore.Qt.PenStyle.SolidLine
+
+
+def _set(curve: pg.PlotDataItem, x: np.ndarray, y: np.ndarray) -> None:
+    """Hand a curve its arrays: NaN marks a break (``connect="finite"``), and the values are
+    known to be finite otherwise, so pyqtgraph's per-frame finiteness scan is skipped."""
+    curve.setData(x, y, connect="finite", skipFiniteCheck=True)

@@ -1,0 +1,2 @@
+"""Past runs: ``runs_page`` (the browser), ``compare``, ``exporting``.
+"""

@@ -1,0 +1,120 @@
+"""``python main.py [FILE] [--demo] [--launch] [--screenshot PNG --after SECONDS]``: the window."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from core.cluster.demo import DEMO_CLUSTER
+from core.controller.session import load_checked
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python main.py", description="TowerDeck's window. `python main.py --help` lists the command line."
+    )
+    parser.add_argument("file", nargs="?", type=Path, help="a cluster file to open")
+    parser.add_argument("--demo", action="store_true", help="open the bundled demo cluster")
+    parser.add_argument("--launch", action="store_true", help="launch the cluster at once")
+    parser.add_argument(
+        "--run", metavar="RUN", help="open a run directory (a path, a run id from `runs`, or 'latest'), past or live"
+    )
+    parser.add_argument(
+        "--tab", choices=("cluster", "training", "gpus", "placement", "logs"), help="the page or tab to show first"
+    )
+    parser.add_argument(
+        "--screenshot",
+        type=Path,
+        metavar="PNG",
+        help="save the window to PNG after --after seconds, then stop and quit",
+    )
+    parser.add_argument(
+        "--size", metavar="WxH", help="the window's size in pixels, e.g. 1920x1080 (default: the last session's)"
+    )
+    parser.add_argument(
+        "--after", type=float, default=10.0, metavar="SECONDS", help="delay before --screenshot (default 10)"
+    )
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or os.environ.get("QT_QPA_PLATFORM")
+    ):
+        print(
+            "no display to open the window on (DISPLAY is not set).\n"
+            "    run it on a desktop, under `xvfb-run`, or headless: make demo-cli (python main.py launch FILE)",
+            file=sys.stderr,
+        )
+        return 2
+    from core.run import rundir
+
+    run_path = None
+    if args.run is not None:
+        try:
+            run_path = rundir.resolve(args.run)
+        except FileNotFoundError as exc:
+            print(f"--run: {exc}", file=sys.stderr)
+            return 2
+    spec = None
+    path = DEMO_CLUSTER if args.demo else args.file
+    if path is None and run_path is None:
+        path = _last_cluster()
+    if path is not None and run_path is None:
+        spec = load_checked(path, sys.stderr)
+        if spec is None:
+            return 2
+    import pyqtgraph as pg
+    from PySide6 import QtCore, QtWidgets
+
+    from gui.window.main_window import MainWindow
+
+    existing = QtWidgets.QApplication.instance()
+    app = existing if isinstance(existing, QtWidgets.QApplication) else QtWidgets.QApplication(sys.argv[:1])
+    app.setApplicationName("TowerDeck")
+    pg.setConfigOptions(antialias=True)
+    from gui.window import settings
+
+    # The demo opens as an unsaved copy: Save asks where, so the bundled file is never changed.
+    window = MainWindow(spec, cluster_path=None if args.demo or path is None else path)
+    if args.size:
+        try:
+            width, height = (int(v) for v in args.size.lower().split("x"))
+        except ValueError:
+            print(f"--size {args.size!r}: give WIDTHxHEIGHT in pixels, e.g. 1920x1080", file=sys.stderr)
+            return 2
+        window.resize(width, height)
+    window.show()
+    if run_path is not None:
+        window.open_run(run_path)
+    elif path is not None and not args.demo:
+        settings.remember_cluster(path.resolve())
+    if args.launch and run_path is None:
+        window.launch()
+    if args.tab == "cluster":
+        window.pages.setCurrentWidget(window.editor)
+    elif args.tab:
+        window.pages.setCurrentWidget(window.monitor)
+        window.tabs.setCurrentIndex(["training", "gpus", "placement", "logs"].index(args.tab))
+    if args.screenshot is not None:
+
+        def shoot() -> None:
+            window.close_choice = "stop"  # a screenshot run cleans up after itself
+            window.grab().save(str(args.screenshot))
+            print(f"saved {args.screenshot}", file=sys.stderr)
+            window.close()
+
+        QtCore.QTimer.singleShot(int(args.after * 1000), shoot)
+    app.setQuitOnLastWindowClosed(True)
+    return int(app.exec())
+
+
+def _last_cluster() -> Path | None:
+    """The cluster file of the last session, if it still exists (else the window opens empty)."""
+    from gui.window import settings
+
+    last = settings.last_cluster()
+    return last if last is not None and last.is_file() else None

@@ -1,0 +1,100 @@
+"""Python's cyclic garbage collector runs on the GUI thread only, while a window exists.
+
+CPython collects on whichever thread allocates when a generation's threshold is crossed. In the
+window's process the controller, agent-link and reader threads allocate all the time (JSON
+parsing), so a collection could run there and destroy Qt objects left in a cycle (a pyqtgraph
+``PlotItem``'s ``QMenu``): the destructor took a Qt lock and waited for the GIL while the GUI
+thread, holding the GIL, waited for that lock, and the window froze for good (issue 19).
+
+:func:`hold` turns automatic collection off and starts a GUI-thread timer that collects by
+generation as CPython would (``pyqtgraph.GarbageCollector`` does the same, without a way back):
+the oldest generation whose count is over its threshold. The last :meth:`Hold.release` (the window
+closed or destroyed) stops the timer and gives automatic collection back.
+"""
+
+from __future__ import annotations
+
+import gc
+
+from PySide6 import QtCore
+
+INTERVAL_MS = 100  # 10 checks a second: gen-0 garbage never waits long, each check costs ~1 us
+
+
+class _Collector(QtCore.QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.was_enabled = gc.isenabled()
+        self.threshold = gc.get_threshold()
+        self.users = 0
+        self.timer = QtCore.QTimer(self)
+        self.timer.setInterval(INTERVAL_MS)
+        self.timer.timeout.connect(self.check)
+
+    def check(self) -> None:
+        counts, threshold = gc.get_count(), self.threshold
+        if threshold[0] <= 0 or counts[0] <= threshold[0]:
+            return
+        if counts[2] > threshold[2]:
+            gc.collect(2)
+        elif counts[1] > threshold[1]:
+            gc.collect(1)
+        else:
+            gc.collect(0)
+
+
+_collector: _Collector | None = None
+_generation = 0  # release_all() voids the holds made before it
+
+
+class Hold:
+    """One window's claim on GUI-thread collection; :meth:`release` is idempotent."""
+
+    def __init__(self) -> None:
+        self.released = False
+        self.generation = _generation
+
+    def release(self) -> None:
+        if self.released or _collector is None or self.generation != _generation:
+            return
+        self.released = True
+        _collector.users -= 1
+        if _collector.users == 0:
+            release_all()
+
+
+def release_all() -> None:
+    """Stop collecting on the timer and give automatic collection back, whatever holds remain
+    (a test whose window was never closed; every hold made before is void)."""
+    global _collector, _generation
+    if _collector is None:
+        return
+    _collector.timer.stop()
+    # Collect what the window left in cycles here, on the GUI thread, before automatic collection
+    # comes back: a thread still running then (a run's summary writer) would otherwise collect
+    # those Qt-owning cycles itself.
+    gc.collect()
+    if _collector.was_enabled:
+        gc.enable()
+    _collector.deleteLater()
+    _collector = None
+    _generation += 1
+
+
+def hold() -> Hold:
+    """Collect on this (the GUI) thread only until the returned hold is released."""
+    global _collector
+    app = QtCore.QCoreApplication.instance()
+    if app is None or QtCore.QThread.currentThread() != app.thread():
+        raise RuntimeError("gui.window.collector.hold() must be called on the GUI thread")
+    if _collector is None:
+        _collector = _Collector()
+        gc.disable()
+        _collector.timer.start()
+    _collector.users += 1
+    return Hold()
+
+
+def active() -> bool:
+    """True while some window holds collection on the GUI thread."""
+    return _collector is not None
