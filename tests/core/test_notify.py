@@ -13,9 +13,10 @@ from typing import Any
 
 import psutil
 
+from core.cluster.notify_table import NotifyConfig
 from core.cluster.spec import dumps, load, parse_text
 from core.controller.session import LaunchSession
-from core.notify import Notification, Notifier, NotifyConfig
+from core.notify import Notification, Notifier
 from core.run import journal
 from core.run.status import Event
 from tests.conftest import ROOT, free_ports, run_cli
@@ -279,7 +280,8 @@ def test_a_command_still_running_when_towerdeck_exits_is_killed_not_orphaned(tmp
     script = f"""
 import sys, time
 sys.path.insert(0, {str(ROOT)!r})
-from core.notify import Notification, Notifier, NotifyConfig
+from core.cluster.notify_table import NotifyConfig
+from core.notify import Notification, Notifier
 notifier = Notifier(NotifyConfig(({sys.executable!r}, {str(SINK)!r}, {str(out)!r}, "--hang"), timeout_s=600), {{}})
 notifier.start()
 notifier.offer(Notification("run_finished", "run failed", "", time.time()))
