@@ -3,50 +3,18 @@ controller carries them out on its own thread. A mixin of :class:`core.controlle
 
 from __future__ import annotations
 
-import threading
 import time
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from core.agent.processes import SIGNAL_HINT, signal_number
-from core.cluster.spec import ClusterSpec
+from core.controller.base import ControllerBase
 from core.controller.supervised import SupervisedRole
-from core.remote.transport import Transport
-from core.run.rundir import RunDir
 from core.run.status import ALIVE, TERMINAL, ClusterPhase, RoleState
 
 
-class UserCommands:
+class UserCommands(ControllerBase):
     """What users ask for, checked against the cluster's phase and the role's state."""
-
-    # What the controller provides (see core.controller.controller.Controller).
-    spec: ClusterSpec
-    run: RunDir
-    _roles: dict[str, SupervisedRole]
-    _lock: threading.RLock
-    _phase: ClusterPhase
-    _detached: bool
-    _done: threading.Event
-    _transports: dict[str, Transport]
-    _interrupted: threading.Event
-
-    if TYPE_CHECKING:  # provided by the controller; no stubs at run time to shadow the real ones
-
-        def _name(self, role: str) -> str: ...
-
-        def _transport(self, host: str) -> Transport: ...
-
-        def _set_state(self, role: SupervisedRole, state: RoleState, detail: str = "") -> None: ...
-
-        def _set_phase(self, phase: ClusterPhase, result: str | None = None, reason: str = "") -> None: ...
-
-        def _launch_role(self, role: SupervisedRole) -> None: ...
-
-        def _reattach(self) -> str: ...
-
-        def _connect_all(self) -> None: ...
-
-        def _command(self, name: str, arg: Any) -> Future[str]: ...
 
     def set_sampling(self, on: bool, period_s: float | None = None) -> Future[str]:
         """Turn every agent's samples (host, role and GPU figures) off or on, and optionally set

@@ -6,48 +6,19 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from core.cluster.spec import ClusterSpec, HostConfig
-from core.controller.supervised import SupervisedRole
-from core.diagnosis.rules import Diagnoser
+from core.cluster.spec import HostConfig
+from core.controller.base import ControllerBase
 from core.remote.transport import EventSink, Transport
 from core.run import journal, pids
 from core.run.rundir import RunDir
 from core.run.status import ALIVE, TERMINAL, ClusterPhase, RoleState
 
-TransportFactory = Callable[[str, EventSink, Path], Transport]
 
-
-class HostConnections:
+class HostConnections(ControllerBase):
     """Reaching every host's agent, and reattaching to them."""
-
-    # What the controller provides (see core.controller.controller.Controller).
-    spec: ClusterSpec
-    run: RunDir
-    _roles: dict[str, SupervisedRole]
-    _diagnoser: Diagnoser
-    _lock: threading.RLock
-
-    if TYPE_CHECKING:  # provided by the controller; no stubs at run time to shadow the real ones
-
-        def _publish(self, kind: str, role: str | None = None, *, at: float | None = None, **data: Any) -> None: ...
-
-        def _sink(self, host: str, event: dict[str, Any]) -> None: ...
-
-        def _set_state(self, role: SupervisedRole, state: RoleState, detail: str = "") -> None: ...
-
-        def _set_phase(self, phase: ClusterPhase, result: str | None = None, reason: str = "") -> None: ...
-
-        def _launch_role(self, role: SupervisedRole) -> None: ...
-
-    _factory: TransportFactory
-    _transports: dict[str, Transport]
-    _on_disconnect: str
-    _attaching: bool
-    _interrupted: threading.Event  # set by stop_all/kill_all from any thread: stop connecting
 
     def _transport(self, host: str) -> Transport:
         if host not in self._transports:

@@ -5,38 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from core.cluster.spec import ClusterSpec
 from core.cluster.stuck_options import start_stall_detail
+from core.controller.base import ControllerBase
 from core.controller.supervised import SupervisedRole
-from core.diagnosis.rules import Diagnoser, Diagnosis
 from core.run.role_view import apply_sample
-from core.run.rundir import RunDir
 from core.run.status import RoleState
 from core.telemetry.tbevents import ScalarTailer
 
 
-class TelemetryIntake:
+class TelemetryIntake(ControllerBase):
     """Samples, scalars, log-write warnings and stalls, on the controller's thread."""
-
-    # What the controller provides (see core.controller.controller.Controller).
-    spec: ClusterSpec
-    run: RunDir
-    _roles: dict[str, SupervisedRole]
-    _diagnoser: Diagnoser
-    _lock: threading.RLock
-
-    if TYPE_CHECKING:  # provided by the controller; no stubs at run time to shadow the real ones
-
-        def _publish(self, kind: str, role: str | None = None, *, at: float | None = None, **data: Any) -> None: ...
-
-        def _publish_waits(self, diagnoses: list[Diagnosis]) -> None: ...
-
-    _agent_tails_tb: dict[str, bool]
-    _remote_hosts: set[str]
 
     def _on_sample(self, host: str, event: dict[str, Any]) -> None:
         """Keep each role's latest figures; publish the sample; keep it in the run directory.

@@ -6,14 +6,12 @@ A mixin of :class:`core.controller.controller.Controller`."""
 
 from __future__ import annotations
 
-import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from core.controller.base import ControllerBase
 from core.controller.supervised import SupervisedRole
-from core.diagnosis.rules import Diagnoser, Diagnosis
 from core.remote.transport import output_bytes, readable
-from core.run.rundir import RunDir
 from core.run.status import ClusterPhase
 from core.telemetry.live import sample_dict
 
@@ -24,24 +22,8 @@ COALESCE_PERIOD_S = 0.5  # how often a coalesced role's newest lines are parsed
 PARSED_NOTE_PERIOD_S = 1.0
 
 
-class OutputIntake:
+class OutputIntake(ControllerBase):
     """``output`` and ``skipped`` events, on the controller's thread."""
-
-    # What the controller provides (see core.controller.controller.Controller).
-    run: RunDir
-    _diagnoser: Diagnoser
-    _lock: threading.RLock
-    _interrupted: threading.Event
-    _phase: ClusterPhase
-    _coalesced: set[str]
-
-    if TYPE_CHECKING:  # provided by the controller; no stubs at run time to shadow the real ones
-
-        def _publish(self, kind: str, role: str | None = None, *, at: float | None = None, **data: Any) -> None: ...
-
-        def _publish_waits(self, diagnoses: list[Diagnosis]) -> None: ...
-
-        def _note_progress(self, role: SupervisedRole, steps: list[int]) -> None: ...
 
     def _on_output(self, role: SupervisedRole, event: dict[str, Any]) -> None:
         data = str(event.get("data", ""))

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from core.cluster.locality import is_local_host
-from core.cluster.spec import ClusterSpec
+from core.controller.base import ControllerBase
 from core.controller.connections import agent_socket
-from core.controller.supervised import SupervisedRole
 from core.remote.transport import EventSink, Transport
-from core.run.rundir import RunDir
 from core.run.status import ALIVE, ClusterPhase
 from core.slurm.allocation import Allocation, PlacementError, nodes_for_hosts, placed_for_allocation
 from core.slurm.client import job_name_for, slurm_client
@@ -56,37 +54,13 @@ def slurm_banner(record: dict[str, Any]) -> str:
     return f"Slurm job {job}{where}" + (" (cancelled at the end)" if state == "cancelled" else "")
 
 
-class SlurmHosting:
+class SlurmHosting(ControllerBase):
     """The controller's side of a Slurm run (see the module docstring)."""
 
-    # What the controller provides (see core.controller.controller.Controller).
-    spec: ClusterSpec
-    run: RunDir
-    _roles: dict[str, SupervisedRole]
-    _phase: ClusterPhase
-    _queue: Any
-    _attaching: bool
-    _detached: bool
-    _on_disconnect: str
-    _remote_hosts: set[str]
-    _transports: dict[str, Transport]
-
-    if TYPE_CHECKING:  # provided by the controller
-
-        def _publish(self, kind: str, role: str | None = None, *, at: float | None = None, **data: Any) -> None: ...
-
-        def _set_phase(self, phase: ClusterPhase, result: str | None = None, reason: str = "") -> None: ...
-
-        def _stop_rest(self, kill: bool = False) -> None: ...
-
-        def _connect_all(self) -> None: ...
-
-        def _launch_role(self, role: SupervisedRole) -> None: ...
-
+    # The allocation and its record (set by _slurm_setup); what the other parts share is in ControllerBase.
     _slurm: Allocation | None = None
     _slurm_record: dict[str, Any]
     _slurm_nodes: dict[str, str]
-    _slurm_end: str | None = None
 
     def _slurm_setup(self) -> None:
         """Called by the controller when the run is held by a Slurm allocation."""

@@ -57,7 +57,7 @@ def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
 
 
 class RoleLike(Protocol):
-    """What the overview reads of a role (``core.controller.controller.RoleStatus`` has all of it)."""
+    """What the overview reads of a role (``core.run.status.RoleStatus`` has all of it)."""
 
     @property
     def role(self) -> str: ...

@@ -1,6 +1,6 @@
 """The roles table and the banner above it: one row per role, failed and stalled roles standing out.
 
-Fed with the source's :class:`~core.controller.controller.ClusterStatus` once a frame; cells are only
+Fed with the source's :class:`~core.run.status.ClusterStatus` once a frame; cells are only
 touched when their text changes, the table re-sorts only when a key in its sort column changes,
 and a column is only measured again when one of its cells changed, so a steady table costs next
 to nothing to refresh.
@@ -16,7 +16,7 @@ from typing import Any
 from PySide6 import QtCore, QtWidgets
 
 from core.cluster.spec import Task
-from core.controller.controller import ClusterStatus, RoleState, RoleStatus
+from core.run.status import ClusterStatus, RoleState, RoleStatus
 from core.views.overview import natural_key
 from gui.run.roles_model import GROUP_ROLE, GROUPINGS, NAME_ROLE, RoleRow, RolesModel, RolesProxy
 

@@ -11,8 +11,9 @@ import pytest
 
 from core.cluster.spec import load
 from core.controller import controller as controller_module
-from core.controller.controller import Controller, Event
+from core.controller.controller import Controller
 from core.run.rundir import RunDir
+from core.run.status import Event
 from tests.core.test_journal import light_cluster
 
 

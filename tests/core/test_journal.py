@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 from core.cluster.spec import load
-from core.controller.controller import Controller, Event
+from core.controller.controller import Controller
 from core.run import journal
 from core.run.reader import RunReader
 from core.run.rundir import RunDir
-from core.run.status import ClusterStatus
+from core.run.status import ClusterStatus, Event
 from tests.conftest import ROOT, free_ports
 
 TRAINERS = ROOT / "resources" / "trainers"

@@ -18,8 +18,9 @@ import psutil
 import pytest
 
 from core.cluster.spec import load
-from core.controller.controller import Controller, Event
+from core.controller.controller import Controller
 from core.run.rundir import RunDir
+from core.run.status import Event
 from tests.conftest import ROOT, run_cli
 from tests.core.test_launch import between_graph
 from tests.helpers.procs import assert_nothing_left

@@ -136,8 +136,9 @@ def test_success_policy_chief_ends_the_run_when_the_chief_succeeds(tmp_path: Pat
 def test_silent_wait_and_start_stall_when_tensorflow_logs_are_hidden(tmp_path: Path):
     """With TF_CPP_MIN_LOG_LEVEL=1 TensorFlow says nothing: the roles' states still tell."""
     from core.cluster.spec import load
-    from core.controller.controller import Controller, Event
+    from core.controller.controller import Controller
     from core.run.rundir import RunDir
+    from core.run.status import Event
 
     cluster, ports = stuck_cluster(tmp_path, extra="start_stall_after_s = 40", log_level=1)
     cluster.write_text(cluster.read_text().replace(', "--tf_verbosity=info"', ""))
@@ -186,8 +187,9 @@ def test_silent_wait_and_start_stall_when_tensorflow_logs_are_hidden(tmp_path: P
 def test_workers_whose_ps_was_stopped_are_diagnosed_as_waiting_for_it(tmp_path: Path):
     """A classic worker whose ps went away hangs without a word (measured: no error, no line)."""
     from core.cluster.spec import load
-    from core.controller.controller import Controller, Event
+    from core.controller.controller import Controller
     from core.run.rundir import RunDir
+    from core.run.status import Event
     from tests.core.test_launch import between_graph
 
     cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.02)

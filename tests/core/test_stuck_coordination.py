@@ -36,8 +36,9 @@ STRAGGLER = re.compile(r"I0000 00:00:(?P<t>\d+\.\d+) .*coordination_service\.cc:
 
 def test_the_leader_waiting_for_a_worker_that_never_connected_is_diagnosed(tmp_path):
     from core.cluster.spec import load
-    from core.controller.controller import Controller, Event
+    from core.controller.controller import Controller
     from core.run.rundir import RunDir
+    from core.run.status import Event
 
     ports = free_ports(2)
     spec, problems = load(write_cluster(tmp_path, MWMS_PEER_LATE, ports))
@@ -101,8 +102,9 @@ def test_the_ps_chief_that_lost_its_only_worker_is_diagnosed_as_waiting_for_it(t
     """Measured (TF 2.21): the chief prints ``Worker /job:worker/replica:0/task:0 failed with
     UnavailableError()`` (a Python ERROR log, shown by default) and then nothing, for good."""
     from core.cluster.spec import load
-    from core.controller.controller import Controller, Event
+    from core.controller.controller import Controller
     from core.run.rundir import RunDir
+    from core.run.status import Event
 
     ports = free_ports(3)
     spec, problems = load(write_cluster(tmp_path, PS_ONE_WORKER, ports))
@@ -160,8 +162,9 @@ def test_workers_recreating_their_session_after_the_ps_went_are_diagnosed_with_i
     """With --tf_verbosity=info a classic worker whose ps is stopped says so: MonitoredSession's
     ``An error was raised. This may be due to a preemption ...`` and the error naming the ps."""
     from core.cluster.spec import load
-    from core.controller.controller import Controller, Event
+    from core.controller.controller import Controller
     from core.run.rundir import RunDir
+    from core.run.status import Event
 
     ports = free_ports(3)
     spec, problems = load(write_cluster(tmp_path, RECOVERING_CLUSTER, ports))

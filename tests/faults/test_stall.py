@@ -90,8 +90,9 @@ while True:
 def test_trainer_stuck_in_a_loop_is_stalled_through_the_controller_api(tmp_path: Path):
     """As the window sees it: RoleStatus.stalled / stalled_for_s and role_stalled events."""
     from core.cluster.spec import load
-    from core.controller.controller import Controller, Event
+    from core.controller.controller import Controller
     from core.run.rundir import RunDir
+    from core.run.status import Event
 
     trainer = tmp_path / "stuck.py"
     trainer.write_text(STUCK_TRAINER)

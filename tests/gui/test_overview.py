@@ -8,7 +8,7 @@ import dataclasses
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.controller.controller import RoleState, RoleStatus
+from core.run.status import RoleState, RoleStatus
 from core.views.overview import build_overview, natural_key, short_role
 
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from core.controller.controller import ClusterPhase, ClusterStatus, RoleState, RoleStatus
+from core.run.status import ClusterPhase, ClusterStatus, RoleState, RoleStatus
 
 WORKERS, HOSTS = 64, 8
 

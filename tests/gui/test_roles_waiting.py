@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from core.controller.controller import ClusterPhase, ClusterStatus, RoleState, RoleStatus
 from core.diagnosis.rules import Diagnoser
+from core.run.status import ClusterPhase, ClusterStatus, RoleState, RoleStatus
 
 FIXTURE = Path(__file__).parent.parent / "core" / "fixtures" / "stuck_worker1_create_session.log"
 

@@ -15,8 +15,9 @@ import pytest
 
 from core.agent import artifact
 from core.cluster.spec import parse_text
-from core.controller.controller import Controller, Event
+from core.controller.controller import Controller
 from core.run.rundir import RunDir
+from core.run.status import Event
 from tests.conftest import ROOT, free_ports, run_cli
 from tests.ssh.conftest import SshServer, assert_nothing_left_under
 
