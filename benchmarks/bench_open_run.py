@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from PySide6 import QtCore, QtWidgets
 
 from core.run import skim
-from gui.window import main_window
+from gui.window import frame
 from gui.window.main_window import MainWindow
 from tests.helpers.past_run import START_T, generate_run
 
@@ -141,12 +141,12 @@ def main() -> int:
     window.resize(1400, 800)
     window.show()
     ours, our_gap, our_share, our_cpu = measure(window, path, cap_s=60.0)
-    skim_from, frame_points = skim.SKIM_FROM_BYTES, main_window.FRAME_TELEMETRY_POINTS
-    skim.SKIM_FROM_BYTES, main_window.FRAME_TELEMETRY_POINTS = 1 << 62, None
+    skim_from, frame_points = skim.SKIM_FROM_BYTES, frame.FRAME_TELEMETRY_POINTS
+    skim.SKIM_FROM_BYTES, frame.FRAME_TELEMETRY_POINTS = 1 << 62, None
     try:
         naive, naive_gap, naive_share, naive_cpu = measure(window, path, cap_s=BASELINE_CAP_S)
     finally:
-        skim.SKIM_FROM_BYTES, main_window.FRAME_TELEMETRY_POINTS = skim_from, frame_points
+        skim.SKIM_FROM_BYTES, frame.FRAME_TELEMETRY_POINTS = skim_from, frame_points
     window.close()
     shutil.rmtree(root, ignore_errors=True)
 

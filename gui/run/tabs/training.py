@@ -5,7 +5,8 @@ event files: any tag can be picked for the upper plot; a trainer that only write
 its ``loss`` tag there, marked ``(tb)``) and the roles' status; redrawn at
 most once a frame and only when something changed. Every series is a bounded
 :class:`~core.views.series.Series`, read back downsampled to the plot's width, so a whole
-run's history pans and zooms smoothly.
+run's history pans and zooms smoothly. The figures themselves are kept by
+:class:`gui.run.tabs.training_series.TrainingSeries`; this module draws them.
 
 Past ``spread_from`` workers (default 8) a line per worker is a band nobody can read: the tab shows
 the cluster's spread instead (:mod:`gui.run.tabs.spread`): the median loss and step time with their
@@ -22,21 +23,16 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core.run.role_view import LOSS_TAGS
-from core.run.status import RoleStatus
-from core.telemetry.metrics import MetricSample, WorkerStats, cluster_steps_per_sec
+from core.telemetry.metrics import cluster_steps_per_sec
 from core.views.curves import ema_segments, series_xy
 from core.views.overview import natural_key
-from core.views.series import Series
-from core.views.spread import BinnedWorkers, slowest
+from core.views.spread import slowest
 from gui.run.tabs.plotting import FollowX, fit_to_pixels, light_grid, settle
 from gui.run.tabs.spread import SpreadPlot, StepTimeHeatmap, refresh_from
+from gui.run.tabs.training_series import LOSS, TrainingSeries
 
 MAX_POINTS = 8192  # per curve handed to pyqtgraph, whose NumPy peak downsampling then fits them to the pixels
-SERIES_CAPACITY = 4096
 REFRESH_HZ = 5.0  # curves are recomputed at most this often; the table keeps the frame rate
-MAX_TAGS = 64  # TensorBoard tags offered for plotting; more are a histogram dump, not a curve to read
-LOSS = "loss"
 # One-pixel (cosmetic) pens: Qt strokes a wider line point by point, which was 2.3x the cost of a
 # plot's frame with four curves (benchmarks/bench_plot_choices.py); colour tells the workers apart.
 PEN_PX = 1
@@ -52,25 +48,18 @@ def role_colour(index: int) -> QtGui.QColor:
     return pg.intColor(index, hues=8, values=1, maxValue=200)
 
 
-class TrainingPanel(QtWidgets.QWidget):
+class TrainingPanel(TrainingSeries, QtWidgets.QWidget):
     """Loss and step-time plots with a per-worker toggle, EMA smoothing and a log scale."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.loss: dict[str, Series] = {}
-        self.step_time: dict[str, Series] = {}
-        self.stats: dict[str, WorkerStats] = {}
-        self.scalars: dict[str, dict[str, Series]] = {}  # TensorBoard tag -> role -> series
-        self.stragglers: set[str] = set()
+        self._init_series()
         self.loss_curves: dict[str, tuple[pg.PlotDataItem, pg.PlotDataItem]] = {}
         self.time_curves: dict[str, pg.PlotDataItem] = {}
-        self._dirty = False
         self._curves_pending = False  # workers still without curves: the next frame makes more
         self._last_refresh = 0.0
         self._drawn: dict[tuple[str, str], tuple[object, ...]] = {}
         self.spread_from = SPREAD_FROM
-        self.loss_bins = BinnedWorkers(origin=0.0)
-        self.time_bins = BinnedWorkers(origin=0.0)
         self._spread_drawn: tuple[object, ...] | None = None
         self._build()
 
@@ -179,10 +168,7 @@ class TrainingPanel(QtWidgets.QWidget):
     def clear(self) -> None:
         for plot in (self.loss_plot, self.time_plot):
             plot.clear()
-        self.loss.clear()
-        self.step_time.clear()
-        self.stats.clear()
-        self.scalars.clear()
+        self._clear_series()
         self.plot_choice.blockSignals(True)
         self.plot_choice.clear()
         self.plot_choice.addItem(LOSS)
@@ -197,91 +183,13 @@ class TrainingPanel(QtWidgets.QWidget):
         self.key.clear()
         self.workers.clear()
         self.rate_label.setText("cluster: no steps yet")
-        self.loss_bins = BinnedWorkers(origin=0.0)
-        self.time_bins = BinnedWorkers(origin=0.0)
         self._spread_drawn = None
-
-    def add_samples(self, role: str, samples: list[dict[str, object]]) -> None:
-        """Take a ``metrics`` event's samples for ``role``."""
-        stats = self.stats.setdefault(role, WorkerStats())
-        loss_x: list[float] = []
-        loss_v: list[float] = []
-        time_x: list[float] = []
-        time_v: list[float] = []
-        for raw in samples:
-            try:
-                sample = MetricSample(**raw)  # type: ignore[arg-type]
-            except TypeError:
-                continue
-            stats.add(sample)
-            if sample.step is None:
-                continue
-            self._dirty = True
-            if sample.loss is not None and math.isfinite(sample.loss):
-                loss_x.append(float(sample.step))
-                loss_v.append(sample.loss)
-            if stats.step_time_s is not None:
-                time_x.append(float(sample.step))
-                time_v.append(stats.step_time_s * 1000.0)
-        # The bins take a batch in one vectorised pass (a reopened run hands over thousands).
-        for table, bins, xs, values in (
-            (self.loss, self.loss_bins, loss_x, loss_v),
-            (self.step_time, self.time_bins, time_x, time_v),
-        ):
-            if xs:
-                append = self._series(table, role).append
-                for x, value in zip(xs, values, strict=True):
-                    append(x, value)
-                bins.add_many(role, xs, values)
-
-    def add_scalars(self, role: str, points: list[dict[str, object]]) -> None:
-        """Take a ``scalars`` event's points ({tag, step, wall_time, value}) for ``role``."""
-        for p in points:
-            tag, step, value = p.get("tag"), p.get("step"), p.get("value")
-            if not isinstance(tag, str) or not isinstance(step, int) or not isinstance(value, (int, float)):
-                continue
-            by_role = self.scalars.get(tag)
-            if by_role is None:
-                if len(self.scalars) >= MAX_TAGS:
-                    continue
-                by_role = self.scalars[tag] = {}
-                self.plot_choice.addItem(f"tb: {tag}")
-            if math.isfinite(value):
-                self._series(by_role, role).append(float(step), float(value))
-                self._dirty = True
-
-    def shown_series(self, role: str) -> tuple[Series | None, str]:
-        """The series the upper plot shows for ``role``, and what it is (``loss``, ``loss (tb)``, a tag)."""
-        chosen = self.plot_choice.currentText()
-        if chosen.startswith("tb: "):
-            tag = chosen[4:]
-            return self.scalars.get(tag, {}).get(role), tag
-        if role in self.loss:
-            return self.loss[role], LOSS
-        for tag in LOSS_TAGS:  # no loss in the output: the TensorBoard one
-            series = self.scalars.get(tag, {}).get(role)
-            if series is not None:
-                return series, f"{LOSS} (tb)"
-        return None, LOSS
 
     def _on_metric_changed(self, text: str) -> None:
         self.loss_plot.setTitle("Loss by step" if text in ("", LOSS) else f"{text} by step")
         self.loss_plot.setLabel("left", text[4:] if text.startswith("tb: ") else LOSS)
         self._drawn.clear()
         self._dirty = True
-
-    def set_status(self, roles: tuple[RoleStatus, ...]) -> None:
-        stragglers = {r.role for r in roles if r.straggler}
-        if stragglers != self.stragglers:
-            self.stragglers = stragglers
-            self._dirty = True
-
-    def _series(self, table: dict[str, Series], role: str) -> Series:
-        series = table.get(role)
-        if series is None:
-            series = table[role] = Series(capacity=SERIES_CAPACITY)
-            self._ensure_worker(role)
-        return series
 
     def _ensure_worker(self, role: str) -> None:
         names = [str(self.workers.item(i).data(QtCore.Qt.ItemDataRole.UserRole)) for i in range(self.workers.count())]

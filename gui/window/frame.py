@@ -1,0 +1,229 @@
+"""The main window's frame: each tick of its timer drains the event inbox (the run's events and
+role output, in batches so a reopened run's backlog never stalls a frame), then redraws the roles
+table, the overview and only the tab that is on screen.
+
+A mixin of :class:`gui.window.main_window.MainWindow`. Slow reads of the run (a role's placement
+summary, the TF devices) are asked of the window's background pool and taken on a later frame.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from PySide6 import QtGui, QtWidgets
+
+from core.cluster.spec import ClusterSpec
+from core.controller.session import RunSource
+from core.controller.slurm import slurm_banner
+from core.run.inbox import EventInbox
+from core.run.status import ClusterStatus, Event
+from core.telemetry.pci import tf_devices_by_bus
+from core.views.overview import PlannedRole
+from gui.editor import ClusterEditor
+from gui.run.overview import ClusterOverview
+from gui.run.roles import RolesView
+from gui.run.tabs.gpus import GpuPanel
+from gui.run.tabs.logs import LogPanel
+from gui.run.tabs.placement import PlacementPanel
+from gui.run.tabs.training import TrainingPanel
+from gui.window.desktop_notify import DesktopNotifier
+
+FRAME_HZ = 10
+# A reopened run's backlog of telemetry goes into the views in batches of this many points, for at
+# most FRAME_TELEMETRY_S a frame, so no frame stalls the window; a live run sends far fewer.
+FRAME_TELEMETRY_POINTS: int | None = 2_000
+FRAME_TELEMETRY_S = 0.04
+SLOW_REFRESH_S = 1.0  # placement tables and TF devices: they change slowly and cost more
+
+
+class WindowFrame(QtWidgets.QMainWindow):
+    """What the window does each frame, from the latest state of its run."""
+
+    # What the window provides (see gui.window.main_window.MainWindow).
+    spec: ClusterSpec | None
+    source: RunSource | None
+    inbox: EventInbox
+    editor: ClusterEditor
+    roles: RolesView
+    overview: ClusterOverview
+    tabs: QtWidgets.QTabWidget
+    training: TrainingPanel
+    gpus: GpuPanel
+    placement: PlacementPanel
+    logs: LogPanel
+    desktop_notifier: DesktopNotifier
+    phase_label: QtWidgets.QLabel
+    action_attach: QtGui.QAction
+    action_kill: QtGui.QAction
+    action_kill_all: QtGui.QAction
+    action_launch: QtGui.QAction
+    action_preflight: QtGui.QAction
+    action_restart: QtGui.QAction
+    action_restart_all: QtGui.QAction
+    action_stop: QtGui.QAction
+    action_stop_all: QtGui.QAction
+    warnings: list[str]
+    warning_label: QtWidgets.QLabel
+    host_states: dict[str, dict[str, Any]]
+    slurm_text: str
+    _closing: bool
+    _last_slow_refresh: float
+    _last_status: ClusterStatus | None
+    _background: ThreadPoolExecutor
+    _placement_job: tuple[Future[dict[str, Any]], str, bool] | None
+    _devices_job: Future[dict[str, list[str]]] | None
+    _preflight_job: Future[list[Any]] | None
+
+    if TYPE_CHECKING:  # provided by the window; no stubs at run time to shadow the real ones
+
+        def _poll_preflight(self) -> None: ...
+
+        def _attachable(self) -> bool: ...
+
+    def _on_frame(self) -> None:
+        deadline = time.monotonic() + FRAME_TELEMETRY_S
+        while True:
+            events, output = self.inbox.drain(FRAME_TELEMETRY_POINTS)
+            for event in events:
+                self._dispatch(event)
+            for role, text in output.items():
+                self.logs.add_output(role, text)
+            if not events or time.monotonic() >= deadline:
+                break
+        self._refresh_table()
+        self._refresh_visible()
+        self._poll_preflight()
+        if self.editor.is_running and (self.source is None or self.source.done):
+            self.editor.set_running(False)
+        if self._closing and (self.source is None or self.source.done):
+            self._closing = False
+            self.close()
+
+    def _dispatch(self, event: Event) -> None:
+        kind, data = event.kind, event.data
+        self.desktop_notifier.on_event(event)  # issue 23: the system tray, when not the active window
+        if kind == "metrics" and event.role:
+            self.training.add_samples(event.role, data.get("samples") or [])
+        elif kind == "scalars" and event.role:
+            self.training.add_scalars(event.role, data.get("points") or [])
+        elif kind == "sample":
+            self.gpus.add_sample(data)
+        elif kind == "gpu_status":
+            self.gpus.set_gpu_status(str(data.get("host")), str(data.get("status")))
+        elif kind == "host_state":
+            host = str(data.get("host"))
+            self.host_states[host] = dict(data)
+            state = str(data.get("state"))
+            self.gpus.set_link_state(host, state, str(data.get("reason") or ""))
+            if state not in ("connected", "connecting"):
+                self.statusBar().showMessage(f"host {host}: {state} {data.get('reason') or ''}", 15000)
+        elif kind == "slurm":
+            self.slurm_text = slurm_banner(data)
+        elif kind == "warning":
+            message = str(data.get("message"))
+            self.warnings.append(message)
+            del self.warnings[:-100]
+            self.warning_label.setText(f"{len(self.warnings)} warning{'s' if len(self.warnings) != 1 else ''}")
+            self.warning_label.setToolTip("\n".join(self.warnings[-10:]))
+            self.statusBar().showMessage(f"warning: {message}", 15000)
+
+    def _refresh_visible(self, force: bool = False) -> None:
+        current = self.tabs.currentWidget()
+        if current is self.training:
+            self.training.refresh(force=force)
+        now = time.monotonic()
+        slow_due = force or now - self._last_slow_refresh >= SLOW_REFRESH_S
+        if current is self.gpus:
+            if slow_due:
+                self._refresh_tf_devices()
+            self.gpus.refresh()
+        if current is self.placement and (slow_due or self._placement_job is not None):
+            self._refresh_placement()
+        if slow_due:
+            self._last_slow_refresh = now
+
+    def _refresh_placement(self) -> None:
+        """Ask for the shown role's placement summary off the GUI thread; show the last answer.
+
+        A summary of a large graph sorts up to 100k ops under the controller's lock: that work
+        runs on a background thread and the panel takes the result on a later frame.
+        """
+        job = self._placement_job
+        if job is not None and job[0].done():
+            self._placement_job = None
+            future, role, has_gpu = job
+            if future.exception() is None and role == self.placement.role():
+                self.placement.show_summary(role, future.result(), has_gpu)
+            job = None
+        role = self.placement.role()
+        if job is not None or self.source is None or not role:
+            return
+        status = self._last_status
+        role_status = next((r for r in status.roles if r.role == role), None) if status else None
+        known = self.spec is not None and not self.spec.has_counted() and role in self.spec.role_ids()
+        task = self.spec.task(role) if self.spec is not None and known else None
+        has_gpu = bool((role_status and role_status.gpus) or (task and task.gpus))
+        self._placement_job = (self._background.submit(self.source.placement, role), role, has_gpu)
+
+    def _refresh_tf_devices(self) -> None:
+        job = self._devices_job
+        if job is not None and job.done():
+            self._devices_job = None
+            if job.exception() is None:
+                self.gpus.set_tf_devices(job.result())
+        elif job is None and self.source is not None and self._last_status is not None:
+            source, roles = self.source, [r.role for r in self._last_status.roles if r.gpus]
+            if roles:
+                self._devices_job = self._background.submit(tf_devices_by_bus, source.placement, roles)
+
+    def _refresh_table(self) -> None:
+        if self.source is None:
+            self.phase_label.setText("not launched")
+            # explicit_tasks: a counted job (tasks = N on Slurm) has no host before its launch
+            tasks = self.spec.explicit_tasks() if self.spec else []
+            self.roles.show_tasks(tasks)
+            # A counted job's roles (no host until the allocation places them) under "Slurm".
+            planned = self.spec.planned_tasks() if self.spec else []
+            self.overview.set_roles([PlannedRole(t.role_id, t.job, t.host or "Slurm") for t in planned])
+            self._update_actions(None)
+            self._sync_role_lists([t.role_id for t in tasks])
+            return
+        status = self.source.status()
+        self._last_status = status
+        phase = f"cluster {status.phase}"
+        if status.result:
+            phase += f": {status.result} ({status.reason})"
+        if not self.source.controls_here:
+            phase = ("live run: " if not self.source.done else "past run: ") + phase
+        if self.slurm_text:
+            phase += f"  |  {self.slurm_text}"
+        self.phase_label.setText(phase)
+        self._update_actions(status)
+        self.roles.show_status(status, self.host_states)
+        self.overview.set_roles(status.roles)
+        self.training.set_status(status.roles)
+        self._sync_role_lists([r.role for r in status.roles])
+
+    def _sync_role_lists(self, roles: list[str]) -> None:
+        self.logs.set_roles(roles)
+        self.placement.set_roles(roles)
+
+    def _update_actions(self, status: ClusterStatus | None) -> None:
+        live = self.source is not None and not self.source.done
+        # A finished run (launched here or opened) can be launched again from the form.
+        self.action_launch.setEnabled(
+            not live and self.editor.current_spec() is not None and self._preflight_job is None
+        )
+        self.action_attach.setEnabled(self._attachable())
+        self.action_preflight.setEnabled(self._preflight_job is None)
+        for a in (
+            self.action_stop_all,
+            self.action_restart_all,
+            self.action_kill_all,
+            self.action_stop,
+            self.action_restart,
+            self.action_kill,
+        ):
+            a.setEnabled(live)
