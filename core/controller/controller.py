@@ -34,7 +34,7 @@ from core.controller.output_intake import RECEIVED_KEY, OutputIntake
 from core.controller.slurm import SlurmHosting
 from core.controller.supervised import SupervisedRole
 from core.diagnosis.rules import Diagnoser, Diagnosis
-from core.remote.transport import EventSink, LocalTransport, Transport
+from core.remote.transport import Transport
 from core.run import journal, pids
 from core.run.role_view import cluster_status
 from core.run.rundir import RunDir
@@ -68,10 +68,6 @@ TICK_S = 0.1
 # Items waiting for the controller thread (agent events, commands): past this the agent links wait
 # (their agents' pipes buffer; nothing is dropped) and a user's command is refused, said once.
 MAX_QUEUE = 100_000
-
-
-def local_transport(host: str, sink: EventSink, log_path: Path) -> Transport:
-    return LocalTransport(host, sink, log_path)
 
 
 class Controller(UserCommands, OutputIntake, TelemetryIntake, HostConnections, SlurmHosting):
