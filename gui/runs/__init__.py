@@ -1,2 +1,1 @@
-"""Past runs: ``runs_page`` (the browser), ``compare``, ``exporting``.
-"""
+"""Past runs: ``runs_page`` (the browser), ``compare``, ``exporting``."""
