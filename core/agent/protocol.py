@@ -26,7 +26,9 @@ def now() -> float:
 
 
 def encode_event(ev: str, **fields: Any) -> str:
-    """One event as its line (with the newline): ``{"ev": EV, "t": NOW, **fields}``."""
+    """One event as its line (with the newline): ``{"ev": EV, "t": NOW, **fields}``.
+
+    The agent's own copy of :func:`core.run.journal.json_line` (the agent imports nothing of core)."""
     return json.dumps({"ev": ev, "t": round(now(), 3), **fields}, separators=(",", ":")) + "\n"
 
 

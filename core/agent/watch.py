@@ -1,7 +1,8 @@
 """One tick of the agent: reap exits, stream output, escalate stops, end roles, sample.
 
-Functions of the :class:`~.supervisor.Agent` they are given, split from it to keep each file to
-one job: the supervisor obeys commands, this watches what the roles do.
+Functions of the agent they are given (a :class:`WatchedAgent`: :class:`~.supervisor.Agent` is
+the one), split from it to keep each file to one job: the supervisor obeys commands, this watches
+what the roles do.
 """
 
 from __future__ import annotations
@@ -9,15 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .processes import LEFTOVER_GRACE_S, ProcTable, Role, role_tree, signal_tree
 from .protocol import now
 from .pump import PUMP_STUCK_S, parse_pump_status
-from .sampling import GpuSampler
-
-if TYPE_CHECKING:
-    from .supervisor import Agent
+from .sampling import GpuSampler, HostSampler
+from .scalars import ScalarFeed
 
 READ_BUDGET_BYTES = 1 << 20  # per role per tick, so one chatty role cannot starve the rest
 CHUNK_BYTES = 64 * 1024
@@ -31,7 +30,35 @@ SKIP_KEEP_BYTES = 256 * 1024
 TREE_CHECK_S = 0.5  # how often an ended role's tree is looked for while its output is still sent
 
 
-def reap(agent: Agent) -> None:
+class WatchedAgent(Protocol):
+    """What the watch reads and sets of the agent: its roles, its connection, its samplers."""
+
+    roles: dict[str, Role]
+    leaders: dict[int, Role]
+    pumps: dict[int, Role]  # log pump pid -> its role
+    ended: dict[str, dict[str, Any]]
+    connected: bool
+    awaiting_resume: bool
+    shutting_down: bool
+    finished: bool
+    behind: bool
+    hostname: str
+    sampling: bool
+    sample_period_s: float
+    next_sample: float
+    sample_table: ProcTable | None
+    host_sampler: HostSampler
+    gpu_sampler: GpuSampler | None
+    scalars: ScalarFeed
+
+    def emit(self, event: str, **fields: Any) -> bool: ...
+
+    def error(self, message: str, **fields: Any) -> None: ...
+
+    def report_exit(self, role: Role, fields: dict[str, Any]) -> None: ...
+
+
+def reap(agent: WatchedAgent) -> None:
     """Collect every child that exited: log pumps, role leaders, and reparented orphans."""
     while True:
         try:
@@ -56,7 +83,7 @@ def reap(agent: Agent) -> None:
             role.returncode = code
 
 
-def tail(agent: Agent, role: Role) -> bool:
+def tail(agent: WatchedAgent, role: Role) -> bool:
     """Stream new output of ``role``; True when the file is read to its end."""
     role.reopen_log()
     if role.reader is None:
@@ -85,7 +112,7 @@ def tail(agent: Agent, role: Role) -> bool:
     return False
 
 
-def skip_backlog(agent: Agent, role: Role, limit_bytes: int) -> None:
+def skip_backlog(agent: WatchedAgent, role: Role, limit_bytes: int) -> None:
     """Jump over all but the last SKIP_KEEP_BYTES of a role's unsent output when there is more than
     ``limit_bytes``, to a line start, and say so with a ``skipped`` event (role, attempt, offset,
     end: the bytes skipped, log)."""
@@ -105,7 +132,7 @@ def skip_backlog(agent: Agent, role: Role, limit_bytes: int) -> None:
     role.reader.seek(end)
 
 
-def read_pump_status(agent: Agent, role: Role) -> None:
+def read_pump_status(agent: WatchedAgent, role: Role) -> None:
     """Turn the log pump's status lines into ``log_write_failed`` / ``log_write_recovered``."""
     if role.pump_status is None:
         return
@@ -132,7 +159,7 @@ def read_pump_status(agent: Agent, role: Role) -> None:
             )
 
 
-def _finish(agent: Agent, role: Role) -> None:
+def _finish(agent: WatchedAgent, role: Role) -> None:
     """The role and its whole tree are gone and its output is read: report the exit."""
     start = role.text_end()
     tail_text = role.decoder.decode(b"", final=True)
@@ -165,7 +192,7 @@ def _finish(agent: Agent, role: Role) -> None:
     )
 
 
-def tick(agent: Agent) -> None:
+def tick(agent: WatchedAgent) -> None:
     """One round: see :mod:`.watch`."""
     reap(agent)
     t = now()
@@ -215,7 +242,7 @@ def tick(agent: Agent) -> None:
         agent.finished = True
 
 
-def sample(agent: Agent, table: ProcTable | None = None) -> None:
+def sample(agent: WatchedAgent, table: ProcTable | None = None) -> None:
     """Emit one ``sample`` event: host, every role's whole tree, every GPU."""
     if agent.gpu_sampler is None:
         agent.gpu_sampler = GpuSampler(agent.hostname)

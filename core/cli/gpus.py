@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from core.cluster.spec import ClusterSpec
 from core.preflight.gpus import GIB, GpuTarget, HostFeed, HostGpus, TargetError, slurm_targets, start_feeds, targets_for
+from core.run.journal import json_line
 
 CLEAR = "\x1b[H\x1b[2J"
 
@@ -128,7 +129,7 @@ def _watch(feeds: list[HostFeed], args: argparse.Namespace, out: TextIO) -> int:
         waited = time.monotonic() - started
         results = [feed.latest(waited_s=None if waited < args.timeout else args.timeout) for feed in feeds]
         if args.json:
-            out.write(json.dumps(as_json(results), separators=(",", ":")) + "\n")
+            out.write(json_line(as_json(results)))
         else:
             stamp = time.strftime("%Y-%m-%d %H:%M:%S")
             head = f"{stamp}  every {args.interval:g} s, Ctrl-C to stop"

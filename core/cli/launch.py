@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from core.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from core.cli.exits import print_problems as _print_problems
-from core.cluster.spec import load
 from core.diagnosis.rules import waiting_lines
 from core.run import journal, rundir
 from core.run.status import TERMINAL, ClusterStatus, Event, RoleState
@@ -269,9 +268,9 @@ def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         # `running`): there is nothing left to attach to, and the record is left as it is.
         print(f"run {info.id} had ended when its launcher stopped ({ended}); see its logs in {path}", file=err)
         return EXIT_FAILED
-    spec, problems = load(path / "cluster.toml")
+    spec, problems = rundir.read_run_spec(path)
     if spec is None:
-        _print_problems(problems, str(path / "cluster.toml"), err)
+        _print_problems(problems, str(path / rundir.SPEC_FILE), err)
         return EXIT_USAGE
     if not follows_known_roles(args.follow, list(info.role_ids) or spec.role_ids(), err):
         return EXIT_USAGE

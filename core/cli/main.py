@@ -400,12 +400,9 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"run: {exc}", file=err)
         return EXIT_USAGE
     try:
-        info = json.loads((path / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        print(f"run: cannot read {path / 'run.json'}: {exc}", file=err)
-        return EXIT_USAGE
-    if not isinstance(info, dict):
-        print(f"run: {path / 'run.json'} is not a run description (a JSON object); nothing to control", file=err)
+        info = rundir.load_run_json(path)
+    except (OSError, ValueError) as exc:
+        print(f"run: cannot read {path / rundir.RUN_FILE}: {exc}; nothing to control", file=err)
         return EXIT_USAGE
     action = args.action.replace("-", "_")
     if action in ("stop", "kill", "restart", "signal") and not args.role:

@@ -10,7 +10,7 @@ import webbrowser
 from typing import Any, TextIO
 
 from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, resolve_run
-from core.cluster.spec import load
+from core.run.rundir import SPEC_FILE, read_run_spec
 
 
 def cmd_runs_tensorboard(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -22,10 +22,10 @@ def cmd_runs_tensorboard(args: argparse.Namespace, out: TextIO, err: TextIO) -> 
     path = resolve_run(args.run, args.root, err)
     if path is None:
         return EXIT_USAGE
-    spec, problems = load(path / "cluster.toml")
+    spec, problems = read_run_spec(path)
     if spec is None:
         first = problems[0].format() if problems else "unreadable"
-        print(f"{path / 'cluster.toml'}: {first}", file=err)
+        print(f"{path / SPEC_FILE}: {first}", file=err)
         return EXIT_USAGE
     stop = threading.Event()
     previous: dict[int, Any] = {}

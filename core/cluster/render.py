@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.cluster.spec import JOB_ORDER, ClusterSpec, Task
+from core.cluster.spec import JOB_ORDER, ClusterSpec, Task, role_dir_name
 
 # Jobs that are servers of the cluster. TensorFlow keeps the evaluator out of the cluster dict: it
 # is a side task that reads checkpoints, and MultiWorkerMirroredStrategy would count it as a worker.
@@ -75,8 +75,9 @@ def flags(spec: ClusterSpec, task: Task) -> list[str]:
     return out
 
 
-def role_dir(run_dir: Path, task: Task) -> Path:
-    return run_dir / "roles" / task.dir_name
+def role_dir(run_dir: Path, role: Task | str) -> Path:
+    """``roles/<job>-<index>`` of a run directory, for a task or a role id (``worker:1``)."""
+    return run_dir / "roles" / role_dir_name(role if isinstance(role, str) else role.role_id)
 
 
 def render(spec: ClusterSpec, task: Task, run_dir: Path | None = None) -> RoleLaunch:

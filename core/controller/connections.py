@@ -13,7 +13,7 @@ from core.cluster.spec import HostConfig
 from core.controller.base import ControllerBase
 from core.remote.transport import EventSink, Transport
 from core.run import journal, pids
-from core.run.rundir import RunDir
+from core.run.rundir import RunDir, host_file_name
 from core.run.status import ALIVE, TERMINAL, ClusterPhase, RoleState
 
 
@@ -22,7 +22,7 @@ class HostConnections(ControllerBase):
 
     def _transport(self, host: str) -> Transport:
         if host not in self._transports:
-            log = self.run.path / f"agent-{host.replace(':', '_')}.log"
+            log = self.run.path / f"agent-{host_file_name(host)}.log"
             transport = self._factory(host, self._sink, log)
             transport.start()
             self._transports[host] = transport
@@ -32,7 +32,7 @@ class HostConnections(ControllerBase):
         """Reach every host's agent at once: connecting (SSH) takes a while, one host after the
         other would add them up."""
         hosts = [h for h in dict.fromkeys(r.host_key for r in self._roles.values()) if h not in self._transports]
-        made = {h: self._factory(h, self._sink, self.run.path / f"agent-{h.replace(':', '_')}.log") for h in hosts}
+        made = {h: self._factory(h, self._sink, self.run.path / f"agent-{host_file_name(h)}.log") for h in hosts}
         threads = [threading.Thread(target=t.start, name=f"connect-{h}", daemon=True) for h, t in made.items()]
         for thread in threads:
             thread.start()
@@ -49,7 +49,8 @@ class HostConnections(ControllerBase):
 
     def _link_factory(self, host: str, sink: EventSink, log_path: Path) -> Transport:
         """An :class:`AgentLink` to ``host``'s agent: local, or over SSH per the spec's [hosts]."""
-        from core.remote.link import AgentLink, local_endpoint, remote_endpoint
+        from core.remote.endpoints import local_endpoint, remote_endpoint
+        from core.remote.link import AgentLink
         from core.remote.ssh import ssh_config_path
 
         config = self.spec.host_config(host)
@@ -135,4 +136,4 @@ def agent_socket(run: RunDir, host: str) -> Path:
     the run directory): ``agents/HOST.sock`` in the run directory, made when first asked for."""
     agents = run.path / "agents"
     agents.mkdir(exist_ok=True)
-    return agents / f"{''.join(c if c.isalnum() or c in '-_.' else '_' for c in host)}.sock"
+    return agents / f"{host_file_name(host)}.sock"

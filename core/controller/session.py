@@ -24,7 +24,7 @@ from core.notify import Notifier
 from core.preflight.checks import check_local
 from core.run import index as runs_index
 from core.run.lock import RunLock, RunLocked
-from core.run.rundir import RunDir
+from core.run.rundir import SPEC_FILE, RunDir, read_run_spec
 from core.run.status import ClusterStatus, Event
 
 
@@ -160,10 +160,10 @@ class LaunchSession:
     @classmethod
     def _attached(cls, run: RunDir, path: Path, spec: ClusterSpec | None, lock: RunLock) -> LaunchSession:
         if spec is None:
-            spec, problems = load(path / "cluster.toml")
+            spec, problems = read_run_spec(path)
             if spec is None:
                 first = problems[0].format() if problems else "unreadable"
-                raise SessionError(f"{path / 'cluster.toml'} cannot be read back: {first}")
+                raise SessionError(f"{path / SPEC_FILE} cannot be read back: {first}")
         controller = Controller(spec, run, attach=True)
         server = ControlServer(controller, run.path)
         run.update(control_socket=str(server.start()), pid=os.getpid())

@@ -21,6 +21,7 @@ from core.cluster.locality import is_local_host
 from core.controller.base import ControllerBase
 from core.controller.connections import agent_socket
 from core.remote.transport import EventSink, Transport
+from core.run.rundir import read_run_json
 from core.run.status import ALIVE, ClusterPhase
 from core.slurm.allocation import Allocation, PlacementError, nodes_for_hosts, placed_for_allocation
 from core.slurm.client import job_name_for, slurm_client
@@ -30,11 +31,7 @@ from core.slurm.transport import SlurmLink, slurm_endpoint, step_name_for
 
 def recorded_slurm(run_path: Path) -> dict[str, Any] | None:
     """The ``slurm`` record of a run directory's run.json, if any."""
-    try:
-        info = json.loads((run_path / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    record = info.get("slurm") if isinstance(info, dict) else None
+    record = (read_run_json(run_path) or {}).get("slurm")
     return record if isinstance(record, dict) else None
 
 

@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from core.cluster.locality import is_local_host
+from core.cluster.spec import role_dir_name
 from core.profiling.env import ProfileError, WorkerResult, finish_worker, profiler_python, start_worker
+from core.run.rundir import SPEC_FILE
 
 PROFILES_DIR = "profiles"
 RECORD_NAME = "profile.json"
@@ -58,7 +60,7 @@ class Target:
 
     @property
     def dir_name(self) -> str:
-        return f"{self.job}-{self.index}"
+        return role_dir_name(self.role)
 
     @classmethod
     def from_status(cls, role: dict[str, Any]) -> Target:
@@ -221,7 +223,7 @@ def run_strategy(run_path: Path) -> str:
     import tomllib
 
     try:
-        with open(run_path / "cluster.toml", "rb") as f:
+        with open(run_path / SPEC_FILE, "rb") as f:
             return str(tomllib.load(f).get("strategy") or "")
     except (OSError, ValueError):
         return ""

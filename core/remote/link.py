@@ -26,19 +26,18 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from core.agent import artifact_file
-from core.cluster.spec import HostConfig
-from core.remote.ssh import ATTACH, BOOTSTRAP, SshFailure, agent_payload, explain_failure, remote_python, ssh_argv
+from core.cluster.render import role_dir
+from core.remote.endpoints import Endpoint
+from core.remote.ssh import SshFailure, explain_failure
 from core.remote.transport import EventSink, output_bytes, parse_event_line
-from core.run.rundir import read_parsed
+from core.run.journal import json_line
+from core.run.rundir import host_file_name, read_parsed
 
 HELLO_TIMEOUT_S = 30.0
 BACKOFF_START_S = 0.5
@@ -47,63 +46,6 @@ RECONNECT_GIVE_UP_S = 300.0  # then the host is lost (its roles may still run; `
 SEEN_SAVE_PERIOD_S = 1.0
 MAX_PENDING_COMMANDS = 1024  # commands waiting for a reconnect; past it a command is refused
 KEEPALIVE_S = 5.0  # a ping this often: the agent refuses another controller while it hears this one
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """How to start, and how to reach again, the agent of one host."""
-
-    host: str
-    remote: bool
-    first_argv: list[str]
-    attach_argv: list[str]
-    payload: bytes = b""  # written to the first connection's stdin (the agent's source)
-    config: HostConfig | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def as_json(self) -> dict[str, Any]:
-        """What ``attach`` needs to reach this agent again (kept in run.json)."""
-        return {"host": self.host, "remote": self.remote, "attach_argv": self.attach_argv}
-
-
-def linger_args() -> list[str]:
-    """``--linger S`` from $TOWERDECK_AGENT_LINGER_S: how long an agent whose roles have all ended
-    waits for a controller to (re)attach before it exits (the agent's default: 600 s)."""
-    value = os.environ.get("TOWERDECK_AGENT_LINGER_S", "")
-    try:
-        seconds = float(value)
-    except ValueError:
-        return []
-    return ["--linger", f"{seconds:g}"] if 0 <= seconds < float("inf") else []
-
-
-def local_endpoint(host: str, sock: Path, log: Path, on_disconnect: str) -> Endpoint:
-    agent = [sys.executable, "-u", str(artifact_file(sock.parent))]  # the zipapp, beside the socket
-    return Endpoint(
-        host,
-        False,
-        [*agent, "--serve", str(sock), "--log", str(log), "--on-disconnect", on_disconnect, *linger_args()],
-        [*agent, "--attach", str(sock)],
-    )
-
-
-def remote_endpoint(host: HostConfig, config: Path | None, run_dir: str, on_disconnect: str) -> Endpoint:
-    """``run_dir`` is the run directory on that host (``~`` is expanded there, by python)."""
-    base = ssh_argv(host, config)
-    first = remote_python(
-        host,
-        BOOTSTRAP,
-        run_dir,
-        "--serve",
-        "agent.sock",
-        "--log",
-        "agent.log",
-        "--on-disconnect",
-        on_disconnect,
-        *linger_args(),
-    )
-    attach = remote_python(host, ATTACH, run_dir)
-    return Endpoint(host.address, True, [*base, first], [*base, attach], agent_payload(), host)
 
 
 class AgentLink:
@@ -144,7 +86,7 @@ class AgentLink:
         self.run_dir: str | None = None  # the run directory on the agent's host, from its hello
         self.seen: dict[str, tuple[int, int]] = {}  # role -> (attempt, byte offset seen)
         self._mirrored: dict[str, tuple[int, int]] = {}  # remote role -> (attempt, bytes mirrored here)
-        self._seen_file = local_run_dir / "agents" / f"{_safe(self.host)}.seen.json"
+        self._seen_file = local_run_dir / "agents" / f"{host_file_name(self.host)}.seen.json"
         self._seen_saved_at = 0.0
         self._seen_dirty = False
         self._connected_count = 0
@@ -229,7 +171,7 @@ class AgentLink:
         if proc is None or proc.stdin is None:
             return False
         try:
-            proc.stdin.write((json.dumps(command, separators=(",", ":")) + "\n").encode())
+            proc.stdin.write(json_line(command).encode())
             proc.stdin.flush()
             return True
         except (BrokenPipeError, OSError, ValueError):
@@ -351,7 +293,7 @@ class AgentLink:
             mine = self.seen.get(name)
             end = mine[1] if mine is not None and mine[0] == attempt else self._seen_on_disk(name, attempt)
             if first_of_attach:
-                parsed = read_parsed(self._role_path(name))
+                parsed = read_parsed(role_dir(self._local_run_dir, name))
                 if parsed is not None and parsed[0] == attempt:
                     end = parsed[1]
             self.seen[name] = (attempt, end)
@@ -427,11 +369,8 @@ class AgentLink:
                 f.write(raw[mirrored - start :])
             self._mirrored[role] = (attempt, end)
 
-    def _role_path(self, role: str) -> Path:
-        return self._local_run_dir / "roles" / role.replace(":", "-")
-
     def _mirror_path(self, role: str, attempt: int) -> Path:
-        return self._role_path(role) / f"attempt-{attempt}.log"
+        return role_dir(self._local_run_dir, role) / f"attempt-{attempt}.log"
 
     def _load_seen(self) -> None:
         if self.endpoint.remote:
@@ -450,10 +389,6 @@ class AgentLink:
             tmp = self._seen_file.with_suffix(".tmp")
             tmp.write_text(json.dumps(self.seen), encoding="utf-8")
             os.replace(tmp, self._seen_file)
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
 def _read_from(path: Path, offset: int) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from core.agent import artifact_file
+from core.run.journal import json_line
 
 EventSink = Callable[[str, dict[str, Any]], None]
 
@@ -129,7 +130,7 @@ class LocalTransport:
         """Send one command; False when the agent is gone (agent_lost follows)."""
         if self._proc is None or self._proc.stdin is None:
             return False
-        data = (json.dumps(command, separators=(",", ":")) + "\n").encode()
+        data = json_line(command).encode()
         with self._lock:
             try:
                 self._proc.stdin.write(data)

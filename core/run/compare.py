@@ -24,10 +24,11 @@ from typing import Any, TextIO
 import numpy as np
 import numpy.typing as npt
 
-from core.cluster.spec import ClusterSpec, load
+from core.cluster.render import role_dir
+from core.cluster.spec import ClusterSpec
 from core.run import journal
 from core.run.index import RunSummary, duration_text, summarize, training_records
-from core.run.rundir import started_text
+from core.run.rundir import read_run_spec, started_text
 
 MIN_RUNS, MAX_RUNS = 2, 8
 MAX_CURVE_POINTS = 4096
@@ -58,8 +59,7 @@ def _tf_version(path: Path, roles: Sequence[str]) -> str:
     """The TensorFlow version a role printed in the head of its first log, if any did."""
     seen: set[str] = set()
     for role in roles:
-        job, _, index = role.partition(":")
-        with contextlib.suppress(OSError), open(path / "roles" / f"{job}-{index}" / "attempt-1.log", "rb") as f:
+        with contextlib.suppress(OSError), open(role_dir(path, role) / "attempt-1.log", "rb") as f:
             match = _TF_VERSION.search(f.read(_LOG_HEAD_BYTES))
             if match:
                 seen.add(match.group(1).decode())
@@ -68,7 +68,7 @@ def _tf_version(path: Path, roles: Sequence[str]) -> str:
 
 def _spec(path: Path) -> ClusterSpec | None:
     with contextlib.suppress(Exception):
-        spec, _ = load(path / "cluster.toml")
+        spec, _ = read_run_spec(path)
         return spec
     return None
 
@@ -248,8 +248,7 @@ def read_curves(path: Path, roles: Sequence[str], limit: int = MAX_CURVE_POINTS)
     roles with neither are left out), at most ``limit`` points each."""
     curves: dict[str, Curves] = {}
     for role in roles:
-        job, _, index = role.partition(":")
-        role_path = path / "roles" / f"{job}-{index}"
+        role_path = role_dir(path, role)
         steps, times, losses, step_times = _columns(training_records(role_path, from_scalars=False))
         if not steps:
             steps, times, losses, step_times = _columns(training_records(role_path, from_scalars=True))
@@ -266,8 +265,7 @@ def read_scalars(path: Path, roles: Sequence[str], limit: int = MAX_CURVE_POINTS
     arrays, at most ``limit`` points each."""
     found: dict[str, dict[str, tuple[list[float], list[float], list[float]]]] = {}
     for role in roles:
-        job, _, index = role.partition(":")
-        tail = journal.JsonlTail(path / "roles" / f"{job}-{index}" / "scalars.jsonl")
+        tail = journal.JsonlTail(role_dir(path, role) / "scalars.jsonl")
         while records := tail.read():
             for r in records:
                 tag, step, wall, value = r.get("tag"), r.get("step"), r.get("wall_time"), r.get("value")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.run import journal
+from core.run.rundir import RUN_FILE
 
 CHUNK_BYTES = 1 << 20
 
@@ -222,7 +223,7 @@ def _state_rows(snap: _Snapshot) -> Iterator[list[Any]]:
 
 def export_csv(run_path: Path, out_dir: Path) -> ExportResult:
     """Write the run's figures as CSV files into ``out_dir`` (created); raises ExportError."""
-    if not (run_path / "run.json").is_file():
+    if not (run_path / RUN_FILE).is_file():
         raise ExportError(f"{run_path} is not a run directory (it has no run.json); pick one from `runs`")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ lazily the first time an older run, or one whose launcher died, is listed once i
 listing then reads one small file per finished run and never its telemetry.
 
 A run that is not over (``run.json`` state other than ``done``) is never cached: its outcome is
-``running`` while a launcher holds it and ``left`` when nobody does (:func:`launcher_alive`), and
+``running`` while a launcher holds it and ``left`` when nobody does (:func:`core.run.rundir.launcher_alive`), and
 its losses and speed come from the last :data:`LIVE_TAIL_BYTES` of each role's metrics only.
 """
 
@@ -28,11 +28,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.cluster.spec import ClusterSpec, load
+from core.cluster.render import role_dir
+from core.cluster.spec import ClusterSpec
 from core.run import journal
-from core.run.lock import LOCK_FILE, holder
 from core.run.role_view import LOSS_TAGS
-from core.run.rundir import created_time
+from core.run.rundir import RUN_FILE, created_time, launcher_alive, read_run_json, read_run_spec
 
 SUMMARY_FILE = "summary.json"
 SUMMARY_VERSION = 1
@@ -123,43 +123,10 @@ def duration_text(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def launcher_alive(path: Path, info: dict[str, Any]) -> bool:
-    """True when a launcher (``launch``, ``attach`` or a window) holds the run now.
-
-    The one place that judges liveness: the run's ``controller.lock`` (core.run.lock) is held. A run
-    from before that lock existed falls back to its launcher's pid and control socket.
-    """
-    if info.get("state") == "done":
-        return False
-    if (path / LOCK_FILE).exists():
-        return holder(path) is not None
-    sock = info.get("control_socket")
-    if not isinstance(sock, str) or not Path(sock).exists():
-        return False
-    pid = info.get("pid")
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _finite(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None
-
-
-def _read_info(path: Path) -> dict[str, Any] | None:
-    try:
-        info = json.loads((path / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return info if isinstance(info, dict) else None
 
 
 def _role_ends(path: Path) -> tuple[dict[str, dict[str, Any]], str]:
@@ -257,18 +224,17 @@ def _backend(spec: ClusterSpec | None, info: dict[str, Any]) -> str:
 
 def build(path: Path, info: dict[str, Any] | None = None) -> dict[str, Any]:
     """The cacheable part of a run's summary, read from its files (journal and metrics included)."""
-    info = info if info is not None else (_read_info(path) or {})
+    info = info if info is not None else (read_run_json(path) or {})
     over = info.get("state") == "done"
     spec: ClusterSpec | None = None
     with contextlib.suppress(Exception):  # an unreadable cluster.toml costs the backend column only
-        spec, _ = load(path / "cluster.toml")
+        spec, _ = read_run_spec(path)
     roles = [str(r) for r in info.get("roles") or []] or (spec.role_ids() if spec else [])
     ends, first_failure = _role_ends(path)
     figures: dict[str, dict[str, Any]] = {}
     for role in roles:
         end = ends.get(role, {})
-        job, _, index = role.partition(":")
-        metrics = _role_figures(path / "roles" / f"{job}-{index}", tail_only=not over)
+        metrics = _role_figures(role_dir(path, role), tail_only=not over)
         figures[role] = {
             "state": end.get("state", "?"),
             "exit": end.get("exit", "-"),
@@ -279,7 +245,7 @@ def build(path: Path, info: dict[str, Any] | None = None) -> dict[str, Any]:
     bests = [f["best_loss"] for f in figures.values() if f["best_loss"] is not None]
     rates = [f["steps_per_s"] for f in figures.values() if f["steps_per_s"] is not None]
     try:
-        stat = (path / "run.json").stat()
+        stat = (path / RUN_FILE).stat()
         key = [stat.st_mtime_ns, stat.st_size]
     except OSError:
         key = None
@@ -318,7 +284,7 @@ def _atomic_write(path: Path, data: dict[str, Any]) -> None:
 def write_summary(path: Path) -> bool:
     """Cache the summary of a run that is over (the session's hook); False when it is not over or
     the directory cannot be written (the listing rebuilds it then)."""
-    info = _read_info(path)
+    info = read_run_json(path)
     if info is None or info.get("state") != "done":
         return False
     _atomic_write(path / SUMMARY_FILE, build(path, info))
@@ -329,7 +295,7 @@ def _cached(path: Path) -> dict[str, Any] | None:
     """The cached summary while it still describes run.json (same mtime and size), else None."""
     try:
         data = json.loads((path / SUMMARY_FILE).read_text(encoding="utf-8"))
-        stat = (path / "run.json").stat()
+        stat = (path / RUN_FILE).stat()
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("version") != SUMMARY_VERSION:
@@ -374,7 +340,7 @@ def summarize(path: Path, use_cache: bool = True) -> RunSummary | None:
     None when ``path`` holds no readable run.json."""
     if use_cache and (data := _cached(path)) is not None:
         return _from_data(path, data, None)
-    info = _read_info(path)
+    info = read_run_json(path)
     if info is None:
         return None
     try:
@@ -402,7 +368,7 @@ class RunBusyError(Exception):
 
 
 def _refuse_live(path: Path) -> None:
-    info = _read_info(path) or {}
+    info = read_run_json(path) or {}
     if launcher_alive(path, info):
         raise RunBusyError(
             f"run {path.name} is still running (launcher pid {info.get('pid')}); stop it first, then delete it"

@@ -34,7 +34,7 @@ def is_state_record(kind: object) -> bool:
     return isinstance(kind, str) and kind not in TELEMETRY_KINDS
 
 
-def encode(record: dict[str, Any]) -> str:
+def json_line(record: dict[str, Any]) -> str:
     """One compact JSON line."""
     return json.dumps(record, separators=(",", ":")) + "\n"
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import json
-import os
 import re
 import threading
 import time
@@ -26,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from core.cluster.render import role_dir
-from core.cluster.spec import ClusterSpec, Task, load
+from core.cluster.spec import ClusterSpec, Task
 from core.run import control, journal, skim
 from core.run.role_view import RoleView, apply_sample, cluster_status
+from core.run.rundir import RUN_FILE, SPEC_FILE, launcher_alive, read_run_json, read_run_spec
 from core.run.status import ClusterPhase, ClusterStatus, Event, RoleStatus
 from core.telemetry.placement import PlacementAggregator
 
@@ -79,14 +78,14 @@ class RunReader:
     """Follows a run directory; thread-safe; :meth:`close` stops the thread."""
 
     def __init__(self, path: Path) -> None:
-        if not (path / "run.json").is_file():
+        if not (path / RUN_FILE).is_file():
             raise RunDirError(
                 f"{path} is not a run directory (it has no run.json); pick a directory under the runs root"
             )
-        spec, problems = load(path / "cluster.toml")
+        spec, problems = read_run_spec(path)
         if spec is None:
             first = problems[0].format() if problems else "unreadable"
-            raise RunDirError(f"{path / 'cluster.toml'} cannot be read back: {first}")
+            raise RunDirError(f"{path / SPEC_FILE} cannot be read back: {first}")
         self.path = path
         self.spec: ClusterSpec = spec
         self._roles = {t.role_id: _RoleReplay(t, path) for t in spec.tasks()}
@@ -137,18 +136,9 @@ class RunReader:
 
     def control_socket(self) -> Path | None:
         """The live launch's control socket, or None when the run is over or its launcher gone."""
-        info = self.info
-        sock = info.get("control_socket")
-        if info.get("state") == "done" or not isinstance(sock, str) or not Path(sock).exists():
+        sock = self.info.get("control_socket")
+        if not isinstance(sock, str) or not Path(sock).exists() or not launcher_alive(self.path, self.info):
             return None
-        pid = info.get("pid")
-        if isinstance(pid, int):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return None
-            except PermissionError:
-                pass
         return Path(sock)
 
     @property
@@ -229,8 +219,9 @@ class RunReader:
 
     def _read_info(self) -> None:
         # run.json is replaced atomically by the writer; a failed read keeps the last one.
-        with contextlib.suppress(OSError, ValueError):
-            self.info = json.loads((self.path / "run.json").read_text(encoding="utf-8"))
+        info = read_run_json(self.path)
+        if info is not None:
+            self.info = info
 
     def _read_events(self) -> None:
         # Old run directories journalled telemetry too: those lines are skipped, the telemetry

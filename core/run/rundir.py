@@ -29,11 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.cluster.problems import Problem
 from core.cluster.render import role_dir
-from core.cluster.spec import ClusterSpec, Task, dumps
+from core.cluster.spec import ClusterSpec, Task, dumps, load
 from core.run import journal
-from core.run.lock import holder
+from core.run.lock import LOCK_FILE, holder
 
+RUN_FILE = "run.json"
+SPEC_FILE = "cluster.toml"
 MAX_CREATED = 32503680000.0  # year 3000: past it a "created" time is damage, not a date
 PARSED_FILE = "parsed.json"  # roles/<role>/: how far its output was parsed into metrics.jsonl
 
@@ -48,9 +51,68 @@ def runs_root() -> Path:
     return Path(platformdirs.user_data_dir("towerdeck", appauthor=False)) / "runs"
 
 
-def _safe(name: str) -> str:
+def _slug(name: str) -> str:
+    """A short name for a run id or a samples file: letters, digits, ``-`` and ``_`` only."""
     cleaned = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)[:40].strip("-")
     return cleaned or "cluster"
+
+
+def host_file_name(host: str) -> str:
+    """``host`` (``user@node:22``) as a file name: agents/HOST.sock, agents/HOST.seen.json,
+    agent-HOST.log. Dots are kept, anything else not a letter, digit, ``-`` or ``_`` is ``_``."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in host)
+
+
+def load_run_json(path: Path) -> dict[str, Any]:
+    """The run directory's run.json; raises OSError when unreadable, ValueError when damaged or
+    not a JSON object."""
+    try:
+        info = json.loads((path / RUN_FILE).read_text(encoding="utf-8"))
+    except RecursionError as exc:
+        raise ValueError("nested too deeply") from exc
+    if not isinstance(info, dict):
+        raise ValueError("not a run description (a JSON object)")
+    return info
+
+
+def read_run_json(path: Path) -> dict[str, Any] | None:
+    """The run directory's run.json, or None when it is missing, unreadable or damaged."""
+    try:
+        return load_run_json(path)
+    except (OSError, ValueError):
+        return None
+
+
+def read_run_spec(path: Path) -> tuple[ClusterSpec | None, list[Problem]]:
+    """The cluster a run was launched with (its cluster.toml): the spec, or None and why not."""
+    return load(path / SPEC_FILE)
+
+
+def launcher_alive(path: Path, info: dict[str, Any] | None = None) -> bool:
+    """True when a launcher (``launch``, ``attach`` or a window) holds the run now (``info``: its
+    run.json, read here when not given).
+
+    The one place that judges liveness: the run's ``controller.lock`` (core.run.lock) is held. A run
+    from before that lock existed falls back to its launcher's pid and control socket.
+    """
+    info = info if info is not None else (read_run_json(path) or {})
+    if info.get("state") == "done":
+        return False
+    if (path / LOCK_FILE).exists():
+        return holder(path) is not None
+    sock = info.get("control_socket")
+    if not isinstance(sock, str) or not Path(sock).exists():
+        return False
+    pid = info.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class RunDir:
@@ -66,14 +128,14 @@ class RunDir:
         created = time.time()
         if path is None:
             stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(created))
-            path = (root or runs_root()) / f"{stamp}-{_safe(spec.name)}-{secrets.token_hex(2)}"
+            path = (root or runs_root()) / f"{stamp}-{_slug(spec.name)}-{secrets.token_hex(2)}"
         path.mkdir(parents=True, exist_ok=True)
         if any(path.iterdir()):
             raise FileExistsError(f"{path} is not empty; give a new or empty directory")
         os.chmod(path, 0o700)
         run = cls(path)
         (path / "roles").mkdir()
-        (path / "cluster.toml").write_text(dumps(spec), encoding="utf-8")
+        (path / SPEC_FILE).write_text(dumps(spec), encoding="utf-8")
         run._info = {
             "id": path.name,
             "name": spec.name,
@@ -93,9 +155,7 @@ class RunDir:
     def open(cls, path: Path) -> RunDir:
         """An existing run directory, to reattach to it; raises FileNotFoundError/ValueError."""
         run = cls(path)
-        run._info = json.loads((path / "run.json").read_text(encoding="utf-8"))
-        if not isinstance(run._info, dict):
-            raise ValueError(f"{path / 'run.json'} is not a run description")
+        run._info = load_run_json(path)
         return run
 
     def role_dir(self, task: Task) -> Path:
@@ -116,25 +176,25 @@ class RunDir:
         journalled (they have their own files, see :mod:`core.run.journal`)."""
         if not journal.is_state_record(event.get("kind")):
             return
-        line = journal.encode(event)
+        line = journal.json_line(event)
         self._guard("write events.jsonl", lambda: journal.append_lines(self.path / journal.EVENTS_FILE, line))
 
     def samples_path(self, host: str) -> Path:
-        return self.path / "telemetry" / f"samples-{_safe(host)}.jsonl"
+        return self.path / "telemetry" / f"samples-{_slug(host)}.jsonl"
 
     def append_sample(self, host: str, sample: dict[str, Any]) -> None:
         """Append one telemetry sample to telemetry/samples-<host>.jsonl."""
-        line = journal.encode(sample)
+        line = journal.json_line(sample)
         self._guard("write telemetry samples", lambda: journal.append_lines(self.samples_path(host), line))
 
     def append_metrics(self, task: Task, samples: list[dict[str, Any]]) -> None:
         """Append parsed training metrics to roles/<role>/metrics.jsonl."""
-        text = "".join(journal.encode(s) for s in samples)
+        text = "".join(journal.json_line(s) for s in samples)
         self._guard("write metrics", lambda: journal.append_lines(self.role_dir(task) / "metrics.jsonl", text))
 
     def append_scalars(self, task: Task, points: list[dict[str, Any]]) -> None:
         """Append TensorBoard scalars (tag, step, wall_time, value) to roles/<role>/scalars.jsonl."""
-        text = "".join(journal.encode(p) for p in points)
+        text = "".join(journal.json_line(p) for p in points)
         self._guard("write scalars", lambda: journal.append_lines(self.role_dir(task) / "scalars.jsonl", text))
 
     def note_parsed(self, task: Task, attempt: int, end: int) -> None:
@@ -156,7 +216,7 @@ class RunDir:
         def write() -> None:
             tmp = self.path / "cluster.toml.tmp"
             tmp.write_text(dumps(spec), encoding="utf-8")
-            os.replace(tmp, self.path / "cluster.toml")
+            os.replace(tmp, self.path / SPEC_FILE)
 
         self._guard("write cluster.toml", write)
 
@@ -167,7 +227,7 @@ class RunDir:
         def write() -> None:
             tmp = self.path / "run.json.tmp"
             tmp.write_text(json.dumps(self._info, indent=2), encoding="utf-8")
-            os.replace(tmp, self.path / "run.json")
+            os.replace(tmp, self.path / RUN_FILE)
 
         self._guard("write run.json", write)
 
@@ -191,19 +251,6 @@ class RunInfo:
     result: str | None
     roles: int
     role_ids: tuple[str, ...] = ()
-    controlled: bool = False  # a launcher, attach or window holds it now (core.run.lock)
-
-    @property
-    def alive(self) -> bool:
-        """True when a process runs the run now (``launch``, ``attach`` or a window)."""
-        return self.controlled
-
-    @property
-    def shown_state(self) -> str:
-        """The state as ``runs`` shows it: a run that did not end and that nobody runs says so."""
-        if self.state in ("done", "detached") or self.controlled:
-            return self.state
-        return f"{self.state} (no launcher: `attach` it)"
 
 
 def created_time(value: Any) -> float:
@@ -220,8 +267,10 @@ def read_info(path: Path) -> RunInfo | None:
 
     A hand-edited or damaged field (``created`` NaN, 1e300, a string) is shown as unknown instead
     of losing the run, or the whole listing, to an exception."""
+    info = read_run_json(path)
+    if info is None:
+        return None
     try:
-        info = json.loads((path / "run.json").read_text(encoding="utf-8"))
         roles = info.get("roles", [])
         return RunInfo(
             path,
@@ -232,9 +281,8 @@ def read_info(path: Path) -> RunInfo | None:
             info.get("result") if isinstance(info.get("result"), str) else None,
             len(roles) if isinstance(roles, list) else 0,
             tuple(r for r in roles if isinstance(r, str)) if isinstance(roles, list) else (),
-            holder(path) is not None,
         )
-    except (OSError, ValueError, TypeError, AttributeError, RecursionError):
+    except (ValueError, TypeError, AttributeError, RecursionError):
         return None
 
 
@@ -256,7 +304,7 @@ def list_runs(root: Path | None = None) -> list[RunInfo]:
 def resolve(arg: str, root: Path | None = None) -> Path:
     """A run directory from a path, a run id, or ``latest``; raises FileNotFoundError."""
     candidate = Path(arg).expanduser()
-    if (candidate / "run.json").is_file():
+    if (candidate / RUN_FILE).is_file():
         return candidate
     root = root or runs_root()
     if arg == "latest":
@@ -264,7 +312,7 @@ def resolve(arg: str, root: Path | None = None) -> Path:
         if runs:
             return runs[0].path
         raise FileNotFoundError(f"there are no runs in {root}")
-    if (root / arg / "run.json").is_file():
+    if (root / arg / RUN_FILE).is_file():
         return root / arg
     matches = [r.path for r in list_runs(root) if r.id.startswith(arg)]
     if len(matches) == 1:

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from core.agent import artifact_file
-from core.remote.link import AgentLink, Endpoint
+from core.remote.endpoints import Endpoint
+from core.remote.link import AgentLink
 from core.remote.transport import EventSink, LocalTransport
 from core.slurm.client import SlurmClient, step_argv
 

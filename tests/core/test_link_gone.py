@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.remote.link import AgentLink, Endpoint
+from core.remote.endpoints import Endpoint
+from core.remote.link import AgentLink
 
 HELLO = json.dumps({"ev": "hello", "run_dir": "/nowhere", "roles": {}, "ended": {}})
 FIRST = [sys.executable, "-c", f"print({HELLO!r}, flush=True)"]

@@ -40,6 +40,7 @@ from core.cluster.spec.model import (
     Task,
     UnplacedTasksError,
     parse_role_id,
+    role_dir_name,
     role_id,
     split_command,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "parse_role_id",
     "parse_ssh_destination",
     "parse_text",
+    "role_dir_name",
     "role_id",
     "split_command",
     "to_data",

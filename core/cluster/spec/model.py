@@ -144,7 +144,7 @@ class Task:
 
     @property
     def dir_name(self) -> str:
-        return f"{self.job}-{self.index}"
+        return role_dir_name(self.role_id)
 
 
 @dataclass(frozen=True)
@@ -302,6 +302,12 @@ class ClusterSpec:
 def role_id(job: str, index: int) -> str:
     """``worker``, 1 -> ``worker:1``: how a role is named everywhere (events, logs, ``ctl``)."""
     return f"{job}:{index}"
+
+
+def role_dir_name(role: str) -> str:
+    """``worker:1`` -> ``worker-1``: a role's folder under a run directory's ``roles/``."""
+    job, _, index = role.partition(":")
+    return f"{job}-{index}"
 
 
 def parse_role_id(text: str) -> tuple[str, int]:
