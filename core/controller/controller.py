@@ -33,11 +33,7 @@ from core.controller.lifecycle import RoleLifecycle
 from core.controller.output_intake import RECEIVED_KEY, OutputIntake
 from core.controller.slurm import SlurmHosting
 from core.controller.supervised import SupervisedRole
-<<<<<<< HEAD
 from core.diagnosis.rules import Diagnoser
-=======
-from core.diagnosis.rules import Diagnoser, Diagnosis
->>>>>>> h4run
 from core.remote.transport import Transport
 from core.run import journal, pids
 from core.run.role_view import cluster_status
@@ -50,11 +46,7 @@ TICK_S = 0.1
 MAX_QUEUE = 100_000
 
 
-<<<<<<< HEAD
 class Controller(RoleLifecycle, UserCommands, OutputIntake, TelemetryIntake, HostConnections, SlurmHosting):
-=======
-class Controller(UserCommands, OutputIntake, TelemetryIntake, HostConnections, SlurmHosting):
->>>>>>> h4run
     """Launches ``spec`` into ``run`` and manages it until every role has ended.
 
     ``transport_factory`` None (the default) reaches each host's agent with
