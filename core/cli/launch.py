@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from core.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from core.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, resolve_run
 from core.cli.exits import print_problems as _print_problems
 from core.cluster.spec import load
-from core.diagnosis.rules import waiting_lines
+from core.diagnosis.wording import waiting_lines
 from core.run import journal, rundir
 from core.run.status import TERMINAL, ClusterStatus, Event, RoleState
 
@@ -251,10 +251,8 @@ def _on_interrupt(action: Callable[[int], None]) -> Iterator[None]:
 
 
 def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    try:
-        path = rundir.resolve(args.run, args.root)
-    except FileNotFoundError as exc:
-        print(f"run: {exc}", file=err)
+    path = resolve_run(args.run, args.root, err)
+    if path is None:
         return EXIT_USAGE
     info = rundir.read_info(path)
     if info is None:
