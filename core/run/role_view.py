@@ -17,7 +17,8 @@ from typing import Any
 from core.cluster.render import role_dir
 from core.cluster.spec import Task
 from core.run.status import ALIVE, TERMINAL, ClusterPhase, ClusterStatus, RoleState, RoleStatus
-from core.telemetry.metrics import MetricSample, WorkerStats, stragglers
+from core.telemetry.metrics import MetricSample
+from core.telemetry.worker_stats import WorkerStats, stragglers
 
 LOSS_TAGS = ("loss", "epoch_loss", "batch_loss", "train/loss", "training/loss", "cost")
 

@@ -24,7 +24,8 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.run.role_view import LOSS_TAGS
 from core.run.status import RoleStatus
-from core.telemetry.metrics import MetricSample, WorkerStats, cluster_steps_per_sec
+from core.telemetry.metrics import MetricSample
+from core.telemetry.worker_stats import WorkerStats, cluster_steps_per_sec
 from core.views.curves import ema_segments, series_xy
 from core.views.overview import natural_key
 from core.views.series import Series
