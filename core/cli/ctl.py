@@ -10,11 +10,11 @@ from typing import Any, TextIO
 
 from core.agent.processes import SIGNAL_HINT, signal_number
 from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, resolve_run
-from core.cli.launch import slurm_lines
 from core.cli.profile import add_profile_arguments, cmd_profile
 from core.diagnosis.wording import waiting_lines
 from core.run import control
 from core.run.status import RoleState, RoleStatus
+from core.views.slurm_text import slurm_lines
 
 
 def add_parser(sub: Any) -> None:

@@ -18,6 +18,7 @@ from core.cluster.spec import load
 from core.diagnosis.wording import waiting_lines
 from core.run import journal, rundir
 from core.run.status import TERMINAL, ClusterStatus, Event, RoleState
+from core.views.slurm_text import slurm_lines
 
 if TYPE_CHECKING:  # launching needs these; `ctl`, `runs`, `validate` do not wait for their imports
     from core.controller.controller import Controller
@@ -139,28 +140,6 @@ class PrinterThread:
 
 def _discard(_event: Event) -> None:
     pass
-
-
-def slurm_lines(record: dict[str, Any]) -> list[str]:
-    """A Slurm run's record (core.controller.slurm) in lines: why it waits, where it runs, how it ended."""
-    job = record.get("job_id") or "?"
-    state = record.get("state")
-    if state == "pending":
-        reason = record.get("reason")
-        return [f"waiting for Slurm job {job}: pending" + (f" ({reason})" if reason else "")]
-    if state == "running" and not record.get("steps"):
-        partition = f" (partition {record['partition']})" if record.get("partition") else ""
-        return [f"Slurm job {job} on {record.get('nodelist') or '?'}{partition}"]
-    if state == "running":
-        steps = ", ".join(f"{host}: step {step}" for host, step in (record.get("steps") or {}).items())
-        return [f"Slurm job {job} agents: {steps}"]
-    if state == "cancelled":
-        return [f"Slurm job {job} cancelled: {record.get('reason')}"]
-    if state in ("ended", "failed"):
-        return [
-            f"Slurm job {job}: {record.get('reason')}" if record.get("job_id") else f"Slurm: {record.get('reason')}"
-        ]
-    return []
 
 
 def progress_lines(status: ClusterStatus) -> list[str]:

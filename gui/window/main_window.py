@@ -24,13 +24,13 @@ from core.cluster.problems import ERROR
 from core.cluster.spec import ClusterSpec
 from core.controller.controller import Controller
 from core.controller.session import LaunchSession, RunSource, SessionError, needs_preflight
-from core.controller.slurm import slurm_banner
 from core.preflight.runner import PreflightRun
 from core.run.inbox import EventInbox
 from core.run.reader import RunDirError, RunReader
 from core.run.status import ClusterStatus, Event
 from core.telemetry.pci import tf_devices_by_bus
 from core.views.overview import PlannedRole
+from core.views.slurm_text import slurm_banner
 from gui.editor import ClusterEditor
 from gui.run.overview import ClusterOverview
 from gui.run.roles import RolesView
