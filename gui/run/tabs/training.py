@@ -22,8 +22,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core.run.role_view import LOSS_TAGS
 from core.run.status import RoleStatus
+from core.telemetry.loss_tags import loss_tags_in
 from core.telemetry.metrics import MetricSample
 from core.telemetry.worker_stats import WorkerStats, cluster_steps_per_sec
 from core.views.curves import ema_segments, series_xy
@@ -259,7 +259,7 @@ class TrainingPanel(QtWidgets.QWidget):
             return self.scalars.get(tag, {}).get(role), tag
         if role in self.loss:
             return self.loss[role], LOSS
-        for tag in LOSS_TAGS:  # no loss in the output: the TensorBoard one
+        for tag in loss_tags_in(self.scalars):  # no loss in the output: the TensorBoard one
             series = self.scalars.get(tag, {}).get(role)
             if series is not None:
                 return series, f"{LOSS} (tb)"
