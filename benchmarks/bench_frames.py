@@ -47,7 +47,7 @@ def child(root: Path) -> dict[str, Any]:
     from gpu_samples import gpu_sample
     from PySide6 import QtCore, QtWidgets
 
-    from core.telemetry.metrics import WorkerStats
+    from core.telemetry.worker_stats import WorkerStats
     from core.views.series import Series
     from core.views.spread import BinnedWorkers
     from gui.run.gpu_grid import GpuGrid

@@ -12,11 +12,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from core.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from core.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, resolve_run
 from core.cli.exits import print_problems as _print_problems
-from core.diagnosis.rules import waiting_lines
+from core.diagnosis.wording import waiting_lines
 from core.run import journal, rundir
 from core.run.status import TERMINAL, ClusterStatus, Event, RoleState
+from core.views.slurm_text import slurm_lines
 
 if TYPE_CHECKING:  # launching needs these; `ctl`, `runs`, `validate` do not wait for their imports
     from core.controller.controller import Controller
@@ -140,28 +141,6 @@ def _discard(_event: Event) -> None:
     pass
 
 
-def slurm_lines(record: dict[str, Any]) -> list[str]:
-    """A Slurm run's record (core.controller.slurm) in lines: why it waits, where it runs, how it ended."""
-    job = record.get("job_id") or "?"
-    state = record.get("state")
-    if state == "pending":
-        reason = record.get("reason")
-        return [f"waiting for Slurm job {job}: pending" + (f" ({reason})" if reason else "")]
-    if state == "running" and not record.get("steps"):
-        partition = f" (partition {record['partition']})" if record.get("partition") else ""
-        return [f"Slurm job {job} on {record.get('nodelist') or '?'}{partition}"]
-    if state == "running":
-        steps = ", ".join(f"{host}: step {step}" for host, step in (record.get("steps") or {}).items())
-        return [f"Slurm job {job} agents: {steps}"]
-    if state == "cancelled":
-        return [f"Slurm job {job} cancelled: {record.get('reason')}"]
-    if state in ("ended", "failed"):
-        return [
-            f"Slurm job {job}: {record.get('reason')}" if record.get("job_id") else f"Slurm: {record.get('reason')}"
-        ]
-    return []
-
-
 def progress_lines(status: ClusterStatus) -> list[str]:
     """One compact line per running training role: step, loss, step time, CPU, RSS, GPU."""
     lines = []
@@ -250,10 +229,8 @@ def _on_interrupt(action: Callable[[int], None]) -> Iterator[None]:
 
 
 def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    try:
-        path = rundir.resolve(args.run, args.root)
-    except FileNotFoundError as exc:
-        print(f"run: {exc}", file=err)
+    path = resolve_run(args.run, args.root, err)
+    if path is None:
         return EXIT_USAGE
     info = rundir.read_info(path)
     if info is None:

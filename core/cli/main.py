@@ -13,15 +13,15 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TextIO
 
-from core.agent.processes import SIGNAL_HINT, signal_number
-from core.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, line_count, write_output
+from core.cli.ctl import add_parser as add_ctl_parser
+from core.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, line_count, write_output
 from core.cli.exits import print_problems as _print_problems
 from core.cli.export import add_csv_arguments, cmd_export_csv, wants_csv
 from core.cli.gpus import add_parser as add_gpus_parser
 from core.cli.launch import cmd_attach, cmd_launch
-from core.cli.profile import add_profile_arguments, add_summary_parser, cmd_profile
+from core.cli.profile import add_summary_parser
 from core.cli.runs import add_arguments as add_runs_arguments
 from core.cli.runs import cmd_runs
 from core.cluster.demo import DEMO_CLUSTER
@@ -29,12 +29,6 @@ from core.cluster.pasted import from_flags, from_tf_config
 from core.cluster.problems import SpecError
 from core.cluster.render import render_all
 from core.cluster.spec import UnplacedTasksError, dumps, load
-from core.diagnosis.rules import waiting_lines
-from core.run import control, rundir
-from core.run.status import RoleState, RoleStatus
-
-if TYPE_CHECKING:  # launching needs these; `ctl`, `runs`, `validate` do not wait for their imports
-    pass
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,30 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", type=Path, help="the runs root (default: the user data dir)")
     add_runs_arguments(p)  # core/cli/runs.py
 
-    p = sub.add_parser("ctl", help="stop, kill or restart roles of a running launch")
-    p.set_defaults(handler=cmd_ctl)
-    p.add_argument("run", help="a run directory, a run id from `runs`, or 'latest'")
-    p.add_argument(
-        "action",
-        choices=(
-            "status",
-            "stop",
-            "kill",
-            "restart",
-            "signal",
-            "stop-all",
-            "kill-all",
-            "restart-all",
-            "detach",
-            "profile",
-        ),
-    )
-    p.add_argument("role", nargs="?", help="the role, e.g. worker:1 (for stop, kill, restart, signal, profile)")
-    p.add_argument("signal", nargs="?", help="for signal: the signal name, e.g. STOP or CONT")
-    p.add_argument("more_roles", nargs="*", metavar="ROLE", help="for profile: more roles")
-    add_profile_arguments(p)  # core/cli/profile.py
-    p.add_argument("--json", action="store_true", help="for status: print the reply as JSON")
-    p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
+    add_ctl_parser(sub)  # ctl: core/cli/ctl.py
 
     p = sub.add_parser("placement", help="summarise TensorFlow's device placement log in a role's output")
     p.set_defaults(handler=cmd_placement)
@@ -386,80 +357,4 @@ def cmd_export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def cmd_demo_path(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(DEMO_CLUSTER, file=out)
-    return EXIT_OK
-
-
-# ------------------------------------------------------------------------------------------
-# Runs
-
-
-def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    try:
-        path = rundir.resolve(args.run, args.root)
-    except FileNotFoundError as exc:
-        print(f"run: {exc}", file=err)
-        return EXIT_USAGE
-    try:
-        info = rundir.load_run_json(path)
-    except (OSError, ValueError) as exc:
-        print(f"run: cannot read {path / rundir.RUN_FILE}: {exc}; nothing to control", file=err)
-        return EXIT_USAGE
-    action = args.action.replace("-", "_")
-    if action in ("stop", "kill", "restart", "signal") and not args.role:
-        print(f"{args.action}: name the role, e.g. `ctl {args.run} {args.action} worker:0`", file=err)
-        return EXIT_USAGE
-    if action == "signal" and (not args.signal or signal_number(args.signal) is None):
-        print(f"signal: {args.signal!r} is not a signal; {SIGNAL_HINT}", file=err)
-        return EXIT_USAGE
-    sock = info.get("control_socket")
-    payload: dict[str, Any] = {"action": action, "role": args.role, "signal": args.signal}
-    try:
-        if not sock:
-            raise OSError("no control socket recorded")
-        if action == "profile":
-            return cmd_profile(args, path, Path(str(sock)), out, err)
-        reply = control.request(Path(str(sock)), payload)
-    except (OSError, ValueError):  # ValueError: a hand-edited socket path with a NUL in it
-        print(
-            f"run {info.get('id')} is not running (state: {info.get('state')}, result: {info.get('result')}); nothing to control",
-            file=err,
-        )
-        return EXIT_FAILED
-    if not reply.get("ok"):
-        print(f"refused: {reply.get('error')}", file=err)
-        return EXIT_FAILED
-    if action == "status" and args.json:
-        print(json.dumps(reply, indent=2), file=out)
-    elif action == "status":
-        print(
-            f"cluster {reply['phase']}" + (f" ({reply['result']}: {reply['reason']})" if reply.get("result") else ""),
-            file=out,
-        )
-        try:
-            roles = [(RoleStatus.from_json(r), r) for r in reply.get("roles") or []]
-        except ValueError as exc:
-            print(f"the run's control socket sent a status this TowerDeck cannot read: {exc}", file=err)
-            return EXIT_FAILED
-        for role, r in roles:
-            pid = role.pid if role.pid is not None else "-"
-            stalled = f"  STALLED for {role.stalled_for_s or 0:.0f} s" if role.stalled else ""
-            print(
-                f"  {role.role:<12} {role.state:<10} pid {pid:<8} restarts {role.restarts}  {role.detail}{stalled}",
-                file=out,
-            )
-            if role.waiting_for:  # diagnosis (issue 13)
-                for line in waiting_lines("", r):
-                    print(f"  {line}", file=out)
-            if role.state in (RoleState.FAILED, RoleState.BACKOFF):
-                for line in (r.get("last_lines") or [])[-3:]:
-                    print(f"  {'':<12} | {line}", file=out)
-        for host, h in (reply.get("hosts") or {}).items():
-            print(f"  host {host:<16} {h.get('state')}: {h.get('reason', '')}", file=out)
-        if reply.get("slurm"):
-            from core.cli.launch import slurm_lines
-
-            for line in slurm_lines({**reply["slurm"], "steps": None}):
-                print(f"  {line}", file=out)
-    else:
-        print(reply.get("message", "ok"), file=out)
     return EXIT_OK

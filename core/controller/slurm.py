@@ -35,22 +35,6 @@ def recorded_slurm(run_path: Path) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def slurm_banner(record: dict[str, Any]) -> str:
-    """A run's ``slurm`` record in a few words for the window's header: ``Slurm job J on NODES``,
-    ``Slurm job J pending (REASON)``, or how it ended."""
-    job = record.get("job_id")
-    state = record.get("state")
-    if not job:
-        return "Slurm: submitting" if state == "submitting" else f"Slurm: {record.get('reason') or state}"
-    if state == "pending":
-        reason = record.get("reason")
-        return f"Slurm job {job} pending" + (f" ({reason})" if reason else "")
-    if state in ("ended", "failed"):
-        return f"Slurm job {job}: {record.get('reason')}"
-    where = f" on {record['nodelist']}" if record.get("nodelist") else ""
-    return f"Slurm job {job}{where}" + (" (cancelled at the end)" if state == "cancelled" else "")
-
-
 class SlurmHosting(ControllerBase):
     """The controller's side of a Slurm run (see the module docstring)."""
 

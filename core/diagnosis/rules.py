@@ -56,24 +56,11 @@ from core.diagnosis.lines import (
     WaitSign,
     recognise,
 )
+from core.diagnosis.wording import ago, how_it_ended
 
 TERMINAL_STATES = frozenset({"succeeded", "failed", "stopped"})
 ALIVE_STATES = frozenset({"starting", "running", "stopping"})
 MAX_PARTIAL_CHARS = 64 * 1024  # a line longer than this is judged by its last 64 KiB
-
-__all__ = [
-    "COORDINATION_CONNECT",
-    "CREATE_SESSION",
-    "MODEL_READY",
-    "RECOVERING",
-    "SILENT",
-    "WORKER_LOST",
-    "Diagnoser",
-    "Diagnosis",
-    "WaitSign",
-    "recognise",
-    "waiting_lines",
-]
 
 
 @dataclass(frozen=True)
@@ -112,23 +99,6 @@ class _State:
     state: str
     since: float
     detail: str
-
-
-def _how(ended: _State) -> str:
-    """``succeeded, exit code 0`` or ``stopped, killed by SIGTERM`` (from ``stopped (killed by SIGTERM)``)."""
-    detail = (
-        ended.detail.removeprefix(ended.state).strip(" ()") if ended.detail.startswith(ended.state) else ended.detail
-    )
-    return f"{ended.state}, {detail}" if detail else ended.state
-
-
-def _ago(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 class Diagnoser:
@@ -320,22 +290,22 @@ class Diagnoser:
         if kind == RECOVERING:
             return self._recovering(role, peer, wait, now)
         if theirs is not None and state in TERMINAL_STATES:
-            how = _how(theirs)
-            ago = _ago(now - theirs.since)
+            how = how_it_ended(theirs.state, theirs.detail)
+            since = ago(now - theirs.since)
             if kind == COORDINATION_CONNECT:
                 # The leader waits for every task to register before any collective can run: a
                 # task that has exited never will (a new attempt of it would).
                 message = (
-                    f"{role} is waiting for {peer} to {what}, and {peer} exited ({how}) {ago} ago; "
+                    f"{role} is waiting for {peer} to {what}, and {peer} exited ({how}) {since} ago; "
                     "it will wait forever."
                 )
                 certain = True
             elif kind == CREATE_SESSION:
-                message = f"{role} is waiting for {peer}, which exited ({how}) {ago} ago; it will wait forever."
+                message = f"{role} is waiting for {peer}, which exited ({how}) {since} ago; it will wait forever."
                 certain = True
             else:
                 message = (
-                    f"{role} is waiting for {peer} to {what}, and {peer} exited ({how}) {ago} ago; "
+                    f"{role} is waiting for {peer} to {what}, and {peer} exited ({how}) {since} ago; "
                     f"its next check needs {peer} too and will wait forever."
                 )
                 certain = False  # a session with device_filters would not need the chief
@@ -345,7 +315,7 @@ class Diagnoser:
         if state in ALIVE_STATES and now - wait.first_t < self.long_wait_s:
             return None  # the normal start-up wait
         if state in ALIVE_STATES:
-            message = f"{role} has waited {_ago(now - wait.first_t)} for {peer} to {what}; {peer} is {state}."
+            message = f"{role} has waited {ago(now - wait.first_t)} for {peer} to {what}; {peer} is {state}."
             fix = f"Check {peer}'s log: is it training, or waiting itself? Check that {role} can reach it."
         else:
             message = f"{role} is waiting for {peer} to {what}; {peer} is {state}."
@@ -362,14 +332,14 @@ class Diagnoser:
                 return None  # a restarted ps: the new session comes up and steps resume
             state = theirs.state if theirs is not None else "pending"
             message = (
-                f"{role} lost {peer} {_ago(now - wait.first_t)} ago and has not trained since (it recreates its "
+                f"{role} lost {peer} {ago(now - wait.first_t)} ago and has not trained since (it recreates its "
                 f"session, which needs {peer}); {peer} is {state}."
             )
             fix = f"Check {peer}'s log: is it serving? Check that {role} can reach it."
             return Diagnosis(role, True, peer, RECOVERING, False, message, fix, wait.sign.line, wait.first_t)
         message = (
             f"{role} lost {peer} and recreates its session, which needs {peer}; {peer} exited "
-            f"({_how(theirs)}) {_ago(now - theirs.since)} ago: it will wait forever."
+            f"({how_it_ended(theirs.state, theirs.detail)}) {ago(now - theirs.since)} ago: it will wait forever."
         )
         return Diagnosis(
             role,
@@ -395,14 +365,14 @@ class Diagnoser:
                 return None  # it is coming back (a restart), or TensorFlow's error was transient
             state = theirs.state if theirs is not None else "pending"
             message = (
-                f"{role} lost {peer} {_ago(now - wait.first_t)} ago and waits for it to come back; {peer} is {state}."
+                f"{role} lost {peer} {ago(now - wait.first_t)} ago and waits for it to come back; {peer} is {state}."
             )
             fix = f"Check {peer}'s log and that {role} can reach it."
             return Diagnosis(role, True, peer, WORKER_LOST, False, message, fix, wait.sign.line, wait.first_t)
         if alive:
             return None  # the others train on
         message = (
-            f"{role} lost {peer}, which exited ({_how(theirs)}) {_ago(now - theirs.since)} ago, and no {job} is left: "
+            f"{role} lost {peer}, which exited ({how_it_ended(theirs.state, theirs.detail)}) {ago(now - theirs.since)} ago, and no {job} is left: "
             f"it waits for {peer} to come back, forever (TensorFlow's ClusterCoordinator waits an hour at a time)."
         )
         fix = (
@@ -430,10 +400,10 @@ class Diagnoser:
             quiet_since = max(theirs.since, own_start, last_step if last_step is not None else own_start)
             if now - quiet_since < max(self.grace_s, 3 * self._step_gap_s.get(role, 0.0)):
                 continue
-            how = _how(theirs)
+            how = how_it_ended(theirs.state, theirs.detail)
             message = (
-                f"{role} has printed no step for {_ago(now - (last_step if last_step is not None else own_start))}, "
-                f"and {peer} exited ({how}) {_ago(now - theirs.since)} ago: "
+                f"{role} has printed no step for {ago(now - (last_step if last_step is not None else own_start))}, "
+                f"and {peer} exited ({how}) {ago(now - theirs.since)} ago: "
                 f"it is most likely waiting for {peer}, forever (TensorFlow says so in INFO logs: "
                 "TF_CPP_MIN_LOG_LEVEL=0)."
             )
@@ -454,15 +424,3 @@ class Diagnoser:
             f'Restart {peer} (or give its job restart = {{ policy = "OnFailure" }} so it comes back by itself), '
             f"or stop {role}."
         )
-
-
-def waiting_lines(role: str, data: dict[str, Any]) -> list[str]:
-    """How ``launch``, ``attach`` and ``ctl status`` print a ``role_waiting`` event's payload (or a
-    role's ``waiting_*`` status fields): the message, then the fix."""
-    if not data.get("waiting", True):
-        return [f"{role:<12} no longer waiting for {data.get('waiting_for') or 'another role'}"]
-    lines = [f"{role:<12} WAITING    {data.get('message') or data.get('waiting_message') or ''}"]
-    fix = data.get("fix") or data.get("waiting_fix")
-    if fix:
-        lines.append(f"{'':<12} fix: {fix}")
-    return lines

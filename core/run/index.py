@@ -31,8 +31,8 @@ from typing import Any
 from core.cluster.render import role_dir
 from core.cluster.spec import ClusterSpec
 from core.run import journal
-from core.run.role_view import LOSS_TAGS
 from core.run.rundir import RUN_FILE, created_time, launcher_alive, read_run_json, read_run_spec
+from core.telemetry.loss_tags import is_loss_tag
 
 SUMMARY_FILE = "summary.json"
 SUMMARY_VERSION = 1
@@ -169,7 +169,7 @@ def training_records(role_path: Path, from_scalars: bool, tail_only: bool = Fals
         for r in records:
             if not from_scalars:
                 yield r
-            elif str(r.get("tag", "")).lower() in LOSS_TAGS:
+            elif is_loss_tag(str(r.get("tag", ""))):
                 yield {"t": r.get("wall_time"), "step": r.get("step"), "loss": r.get("value")}
 
 

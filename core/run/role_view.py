@@ -17,9 +17,9 @@ from typing import Any
 from core.cluster.render import role_dir
 from core.cluster.spec import Task
 from core.run.status import ALIVE, TERMINAL, ClusterPhase, ClusterStatus, RoleState, RoleStatus
-from core.telemetry.metrics import MetricSample, WorkerStats, stragglers
-
-LOSS_TAGS = ("loss", "epoch_loss", "batch_loss", "train/loss", "training/loss", "cost")
+from core.telemetry.loss_tags import is_loss_tag
+from core.telemetry.metrics import MetricSample
+from core.telemetry.worker_stats import WorkerStats, stragglers
 
 
 class RoleView:
@@ -104,7 +104,7 @@ class RoleView:
                 continue
             self.scalar_tags.add(tag)
             t = float(p.get("wall_time") or 0.0)
-            loss = float(value) if tag.lower() in LOSS_TAGS else None
+            loss = float(value) if is_loss_tag(tag) else None
             extra = {} if loss is not None else {tag: float(value)}
             self.tb_stats.add(MetricSample(t, step, loss, None, None, extra, "tensorboard"))
 

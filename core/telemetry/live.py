@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from core.telemetry.metrics import MetricParser, MetricPattern, MetricSample, WorkerStats
+from core.telemetry.metrics import MetricParser, MetricPattern, MetricSample
 from core.telemetry.placement import PlacementAggregator
+from core.telemetry.worker_stats import WorkerStats
 
 
 class RoleTelemetry:

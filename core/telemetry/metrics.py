@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from core.telemetry.regex_risk import USER_LINE_CHARS, backtracking_risk
@@ -132,12 +131,14 @@ def _int(text: str | None) -> int | None:
         return int(value) if value is not None and math.isfinite(value) else None
 
 
-def _positive(value: float | None) -> float | None:
+def positive_or_none(value: float | None) -> float | None:
+    """``value`` if it is a finite number above 0, else None."""
     return value if value is not None and math.isfinite(value) and value > 0 else None
 
 
-def _inverse(value: float | None) -> float | None:
-    value = _positive(value)
+def inverse_or_none(value: float | None) -> float | None:
+    """``1 / value`` for a finite positive ``value`` (a step time to a rate, or back), else None."""
+    value = positive_or_none(value)
     return 1.0 / value if value is not None else None
 
 
@@ -273,7 +274,7 @@ class MetricParser:
                 m = _TF1_RATE.search(line)
                 if m is not None:
                     rate = _float(m["rate"])
-                    append(MetricSample(t, None, None, _inverse(rate), rate, {}, "tf1_hooks"))
+                    append(MetricSample(t, None, None, inverse_or_none(rate), rate, {}, "tf1_hooks"))
             elif "/" in line:
                 if "\x1b" in line:
                     line = _ANSI.sub("", line)
@@ -341,9 +342,11 @@ class MetricParser:
         step_text, loss_text, time_text, unit = m.groups()
         step_time_s = _float(time_text)
         if step_time_s is not None:
-            step_time_s = _positive(step_time_s * _UNIT_S[unit])
+            step_time_s = positive_or_none(step_time_s * _UNIT_S[unit])
         out.append(
-            MetricSample(t, _int(step_text), _float(loss_text), step_time_s, _inverse(step_time_s), {}, "classic")
+            MetricSample(
+                t, _int(step_text), _float(loss_text), step_time_s, inverse_or_none(step_time_s), {}, "classic"
+            )
         )
 
     def _tf1_loss(self, line: str, t: float, out: list[MetricSample]) -> None:
@@ -356,9 +359,9 @@ class MetricParser:
         step_time_s = None
         prev = self._tf1_prev_step
         if step is not None and prev is not None and step > prev and interval_s is not None:
-            step_time_s = _positive(interval_s / (step - prev))
+            step_time_s = positive_or_none(interval_s / (step - prev))
         self._tf1_prev_step = step
-        out.append(MetricSample(t, step, _float(loss_text), step_time_s, _inverse(step_time_s), {}, "tf1_hooks"))
+        out.append(MetricSample(t, step, _float(loss_text), step_time_s, inverse_or_none(step_time_s), {}, "tf1_hooks"))
 
     def _keras_epoch_line(self, line: str) -> bool:
         m = _KERAS_EPOCH.match(line)
@@ -389,110 +392,19 @@ def _user_sample(pattern: MetricPattern, line: str, t: float) -> MetricSample | 
         if name == "loss":
             loss = value
         elif name == "step_time_s":
-            step_time_s = _positive(value)
+            step_time_s = positive_or_none(value)
         elif name == "step_time_ms":
-            step_time_s = _positive(value * 1e-3)
+            step_time_s = positive_or_none(value * 1e-3)
         elif name == "step_time_us":
-            step_time_s = _positive(value * 1e-6)
+            step_time_s = positive_or_none(value * 1e-6)
         elif name == "steps_per_sec":
-            steps_per_sec = _positive(value)
+            steps_per_sec = positive_or_none(value)
         elif name not in _KNOWN_GROUPS:
             extra[name] = value
     if step is None and loss is None and step_time_s is None and steps_per_sec is None and not extra:
         return None
     if steps_per_sec is None:
-        steps_per_sec = _inverse(step_time_s)
+        steps_per_sec = inverse_or_none(step_time_s)
     elif step_time_s is None:
-        step_time_s = _inverse(steps_per_sec)
+        step_time_s = inverse_or_none(steps_per_sec)
     return MetricSample(t, step, loss, step_time_s, steps_per_sec, extra, pattern.source)
-
-
-class WorkerStats:
-    """The latest figures for one worker, from its samples; constant memory.
-
-    ``step_time_s`` is the printed one when a sample has it (or ``1 / steps_per_sec``); otherwise it
-    is derived from two consecutive samples with a step: ``(t2 - t1) / (step2 - step1)``. A step that
-    goes backwards (a restarted worker) starts the derivation afresh. Steps are whatever the trainer
-    prints: a global step under between-graph replication makes this the time per global step.
-    """
-
-    def __init__(self) -> None:
-        self.step: int | None = None
-        self.loss: float | None = None
-        self.step_time_s: float | None = None
-        self.steps_per_sec: float | None = None
-        self.extra: dict[str, float] = {}
-        self.samples = 0
-        self.last_t: float | None = None
-        self._prev_step_t: tuple[int, float] | None = None
-
-    def add(self, sample: MetricSample) -> None:
-        """Take one sample into account."""
-        self.samples += 1
-        self.last_t = sample.t
-        if sample.loss is not None:
-            self.loss = sample.loss
-        if sample.extra:
-            self.extra.update(sample.extra)
-        printed = sample.step_time_s if sample.step_time_s is not None else _inverse(sample.steps_per_sec)
-        if sample.step is not None:
-            prev = self._prev_step_t
-            if printed is None and prev is not None and sample.step > prev[0] and sample.t > prev[1]:
-                printed = _positive((sample.t - prev[1]) / (sample.step - prev[0]))
-            if prev is None or sample.step != prev[0]:
-                self._prev_step_t = (sample.step, sample.t)
-            self.step = sample.step
-        if printed is not None:
-            self.step_time_s = printed
-            self.steps_per_sec = 1.0 / printed
-
-
-def ema(values: Sequence[float], weight: float) -> list[float]:
-    """TensorBoard's scalar smoothing: a debiased exponential moving average.
-
-    As TensorBoard's line chart does it: ``last = last * w + (1 - w) * v`` starting from 0, divided
-    by ``1 - w ** n`` where ``n`` counts the finite values so far; a non-finite value is passed
-    through unsmoothed (and does not enter the average); a constant series is returned as is.
-    """
-    if not 0.0 <= weight <= 1.0:
-        raise ValueError(f"smoothing weight must be within [0, 1], got {weight}")
-    last = 0.0
-    num_accum = 0
-    is_constant = all(v == values[0] for v in values) if values else True
-    out: list[float] = []
-    for v in values:
-        if is_constant or not math.isfinite(v):
-            out.append(float(v))
-            continue
-        last = last * weight + (1.0 - weight) * v
-        num_accum += 1
-        debias = 1.0 - weight**num_accum if weight != 1.0 else 1.0
-        out.append(last / debias)
-    return out
-
-
-def stragglers(step_times_s: Mapping[str, float], factor: float = 1.5) -> set[str]:
-    """Workers whose step time exceeds ``factor`` times the median of the other workers'.
-
-    Non-finite or non-positive times are left out; fewer than two usable workers gives none.
-    """
-    usable = {name: v for name, v in step_times_s.items() if math.isfinite(v) and v > 0}
-    if len(usable) < 2:
-        return set()
-    slow: set[str] = set()
-    for name, value in usable.items():
-        others = [v for other, v in usable.items() if other != name]
-        if value > factor * statistics.median(others):
-            slow.add(name)
-    return slow
-
-
-def cluster_steps_per_sec(stats: Mapping[str, WorkerStats]) -> float | None:
-    """Worker steps per second across the cluster: the sum of the workers' rates.
-
-    Each worker's step counts one batch it processed, so this is batches per second for the whole
-    cluster (under a synchronous strategy, divide by the number of workers for global steps).
-    None when no worker has a rate yet.
-    """
-    rates = [s.steps_per_sec for s in stats.values() if s.steps_per_sec is not None and math.isfinite(s.steps_per_sec)]
-    return sum(rates) if rates else None

@@ -2,7 +2,7 @@
 
 A frame of the Training tab reads every shown worker's series and smooths it; done point by point
 in Python that was most of the frame (4 workers x ~8,000 points: 20 ms of a 35 ms frame). These
-give the same figures as :meth:`Series.points` and :func:`core.telemetry.metrics.ema` with array
+give the same figures as :meth:`Series.points` and :func:`core.telemetry.worker_stats.ema` with array
 operations only (the EMA's recurrence is solved in blocks: a scaled cumulative sum within a block,
 a carry between blocks).
 """
@@ -14,7 +14,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from core.telemetry.metrics import ema
+from core.telemetry.worker_stats import ema
 from core.views.series import Series
 
 Floats = npt.NDArray[np.float64]

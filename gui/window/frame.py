@@ -16,11 +16,11 @@ from PySide6 import QtGui, QtWidgets
 
 from core.cluster.spec import ClusterSpec
 from core.controller.session import RunSource
-from core.controller.slurm import slurm_banner
 from core.run.inbox import EventInbox
 from core.run.status import ClusterStatus, Event
 from core.telemetry.pci import tf_devices_by_bus
 from core.views.overview import PlannedRole
+from core.views.slurm_text import slurm_banner
 from gui.editor import ClusterEditor
 from gui.run.overview import ClusterOverview
 from gui.run.roles import RolesView

@@ -15,17 +15,17 @@ from hypothesis import strategies as st
 from core.cluster.roles import chief_of, expects_steps
 from core.cluster.spec import parse_text, to_data
 from core.cluster.stuck_options import StuckOptions, chief_success, start_stall_detail
-from core.diagnosis.rules import (
+from core.diagnosis.lines import (
     COORDINATION_CONNECT,
     CREATE_SESSION,
     MODEL_READY,
     RECOVERING,
     SILENT,
     WORKER_LOST,
-    Diagnoser,
     recognise,
-    waiting_lines,
 )
+from core.diagnosis.rules import Diagnoser
+from core.diagnosis.wording import waiting_lines
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CREATE_LOG = (FIXTURES / "stuck_worker1_create_session.log").read_text()

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from core.cluster.pasted import from_flags, from_tf_config
 from core.cluster.problems import ERROR, Problem, SpecError
 from core.cluster.spec import JOB_KEYS, JOB_ORDER, RESTART_KEYS, TASK_KEYS, TOP_KEYS, dumps, parse_data, parse_text
-from core.telemetry.metrics import MetricParser, MetricPattern, WorkerStats
+from core.telemetry.metrics import MetricParser, MetricPattern
 from core.telemetry.placement import PlacementAggregator
+from core.telemetry.worker_stats import WorkerStats
 from tests.conftest import ROOT
 from tests.core.test_agent import AgentProcess
 

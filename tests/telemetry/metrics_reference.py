@@ -26,9 +26,9 @@ from core.telemetry.metrics import (
     MetricSample,
     _float,
     _int,
-    _inverse,
-    _positive,
     _user_sample,
+    inverse_or_none,
+    positive_or_none,
 )
 
 
@@ -102,7 +102,7 @@ class ReferenceParser:
             m = _TF1_RATE.search(line)
             if m is not None:
                 rate = _float(m["rate"])
-                out.append(MetricSample(t, None, None, _inverse(rate), rate, {}, "tf1_hooks"))
+                out.append(MetricSample(t, None, None, inverse_or_none(rate), rate, {}, "tf1_hooks"))
         elif "/" in line:
             if "\x1b" in line:
                 line = _ANSI.sub("", line)
@@ -118,9 +118,11 @@ class ReferenceParser:
             return
         step_time_s = _float(m["time"])
         if step_time_s is not None:
-            step_time_s = _positive(step_time_s * _UNIT_S[m["unit"]])
+            step_time_s = positive_or_none(step_time_s * _UNIT_S[m["unit"]])
         out.append(
-            MetricSample(t, _int(m["step"]), _float(m["loss"]), step_time_s, _inverse(step_time_s), {}, "classic")
+            MetricSample(
+                t, _int(m["step"]), _float(m["loss"]), step_time_s, inverse_or_none(step_time_s), {}, "classic"
+            )
         )
 
     def _tf1_loss(self, line: str, t: float, out: list[MetricSample]) -> None:
@@ -132,9 +134,9 @@ class ReferenceParser:
         step_time_s = None
         prev = self._tf1_prev_step
         if step is not None and prev is not None and step > prev and interval_s is not None:
-            step_time_s = _positive(interval_s / (step - prev))
+            step_time_s = positive_or_none(interval_s / (step - prev))
         self._tf1_prev_step = step
-        out.append(MetricSample(t, step, _float(m["loss"]), step_time_s, _inverse(step_time_s), {}, "tf1_hooks"))
+        out.append(MetricSample(t, step, _float(m["loss"]), step_time_s, inverse_or_none(step_time_s), {}, "tf1_hooks"))
 
     def _keras_epoch_line(self, line: str) -> None:
         m = _KERAS_EPOCH.match(line)
@@ -160,7 +162,7 @@ class ReferenceParser:
             tm = _KERAS_STEP_TIME.search(rest)
             if tm is not None:
                 value = _float(tm["value"])
-                step_time_s = _positive(value * _UNIT_S[tm["unit"]]) if value is not None else None
+                step_time_s = positive_or_none(value * _UNIT_S[tm["unit"]]) if value is not None else None
         loss = None
         extra: dict[str, float] = {}
         # Metrics are " - name: value" pieces.
@@ -184,4 +186,4 @@ class ReferenceParser:
             step = (self._keras_epoch - 1) * int(total) + n
         else:
             step = self._keras_base + n
-        out.append(MetricSample(t, step, loss, step_time_s, _inverse(step_time_s), extra, "keras"))
+        out.append(MetricSample(t, step, loss, step_time_s, inverse_or_none(step_time_s), extra, "keras"))

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.telemetry.metrics import ema
+from core.telemetry.worker_stats import ema
 from core.views.curves import ema_array, ema_segments, series_xy
 from core.views.series import Series
 

@@ -15,11 +15,8 @@ from core.telemetry.metrics import (
     MetricParser,
     MetricPattern,
     MetricSample,
-    WorkerStats,
-    cluster_steps_per_sec,
-    ema,
-    stragglers,
 )
+from core.telemetry.worker_stats import WorkerStats, cluster_steps_per_sec, ema, stragglers
 from tests.conftest import ROOT, free_ports, run_cli
 
 CLASSIC = "Step: 201,  Epoch:  1,  Batch: 100 of 550,  Cost: 8.2541,  AvgTime: 3.04ms\n"

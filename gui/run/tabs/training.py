@@ -23,7 +23,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core.telemetry.metrics import cluster_steps_per_sec
+from core.telemetry.worker_stats import cluster_steps_per_sec
 from core.views.curves import ema_segments, series_xy
 from core.views.overview import natural_key
 from core.views.spread import slowest

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 
 from PySide6 import QtWidgets
 
-from core.run.role_view import LOSS_TAGS
 from core.run.status import RoleStatus
-from core.telemetry.metrics import MetricSample, WorkerStats
+from core.telemetry.loss_tags import loss_tags_in
+from core.telemetry.metrics import MetricSample
+from core.telemetry.worker_stats import WorkerStats
 from core.views.series import Series
 from core.views.spread import BinnedWorkers
 
@@ -109,7 +110,7 @@ class TrainingSeries:
             return self.scalars.get(tag, {}).get(role), tag
         if role in self.loss:
             return self.loss[role], LOSS
-        for tag in LOSS_TAGS:  # no loss in the output: the TensorBoard one
+        for tag in loss_tags_in(self.scalars):  # no loss in the output: the TensorBoard one
             series = self.scalars.get(tag, {}).get(role)
             if series is not None:
                 return series, f"{LOSS} (tb)"

@@ -1,0 +1,102 @@
+"""Figures over a role's training samples: the latest step, loss and step time of one worker
+(:class:`WorkerStats`), stragglers among workers, the cluster's rate, and TensorBoard's smoothing.
+The samples come from :mod:`core.telemetry.metrics`."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+
+from core.telemetry.metrics import MetricSample, inverse_or_none, positive_or_none
+
+
+class WorkerStats:
+    """The latest figures for one worker, from its samples; constant memory.
+
+    ``step_time_s`` is the printed one when a sample has it (or ``1 / steps_per_sec``); otherwise it
+    is derived from two consecutive samples with a step: ``(t2 - t1) / (step2 - step1)``. A step that
+    goes backwards (a restarted worker) starts the derivation afresh. Steps are whatever the trainer
+    prints: a global step under between-graph replication makes this the time per global step.
+    """
+
+    def __init__(self) -> None:
+        self.step: int | None = None
+        self.loss: float | None = None
+        self.step_time_s: float | None = None
+        self.steps_per_sec: float | None = None
+        self.extra: dict[str, float] = {}
+        self.samples = 0
+        self.last_t: float | None = None
+        self._prev_step_t: tuple[int, float] | None = None
+
+    def add(self, sample: MetricSample) -> None:
+        """Take one sample into account."""
+        self.samples += 1
+        self.last_t = sample.t
+        if sample.loss is not None:
+            self.loss = sample.loss
+        if sample.extra:
+            self.extra.update(sample.extra)
+        printed = sample.step_time_s if sample.step_time_s is not None else inverse_or_none(sample.steps_per_sec)
+        if sample.step is not None:
+            prev = self._prev_step_t
+            if printed is None and prev is not None and sample.step > prev[0] and sample.t > prev[1]:
+                printed = positive_or_none((sample.t - prev[1]) / (sample.step - prev[0]))
+            if prev is None or sample.step != prev[0]:
+                self._prev_step_t = (sample.step, sample.t)
+            self.step = sample.step
+        if printed is not None:
+            self.step_time_s = printed
+            self.steps_per_sec = 1.0 / printed
+
+
+def ema(values: Sequence[float], weight: float) -> list[float]:
+    """TensorBoard's scalar smoothing: a debiased exponential moving average.
+
+    As TensorBoard's line chart does it: ``last = last * w + (1 - w) * v`` starting from 0, divided
+    by ``1 - w ** n`` where ``n`` counts the finite values so far; a non-finite value is passed
+    through unsmoothed (and does not enter the average); a constant series is returned as is.
+    """
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"smoothing weight must be within [0, 1], got {weight}")
+    last = 0.0
+    num_accum = 0
+    is_constant = all(v == values[0] for v in values) if values else True
+    out: list[float] = []
+    for v in values:
+        if is_constant or not math.isfinite(v):
+            out.append(float(v))
+            continue
+        last = last * weight + (1.0 - weight) * v
+        num_accum += 1
+        debias = 1.0 - weight**num_accum if weight != 1.0 else 1.0
+        out.append(last / debias)
+    return out
+
+
+def stragglers(step_times_s: Mapping[str, float], factor: float = 1.5) -> set[str]:
+    """Workers whose step time exceeds ``factor`` times the median of the other workers'.
+
+    Non-finite or non-positive times are left out; fewer than two usable workers gives none.
+    """
+    usable = {name: v for name, v in step_times_s.items() if math.isfinite(v) and v > 0}
+    if len(usable) < 2:
+        return set()
+    slow: set[str] = set()
+    for name, value in usable.items():
+        others = [v for other, v in usable.items() if other != name]
+        if value > factor * statistics.median(others):
+            slow.add(name)
+    return slow
+
+
+def cluster_steps_per_sec(stats: Mapping[str, WorkerStats]) -> float | None:
+    """Worker steps per second across the cluster: the sum of the workers' rates.
+
+    Each worker's step counts one batch it processed, so this is batches per second for the whole
+    cluster (under a synchronous strategy, divide by the number of workers for global steps).
+    None when no worker has a rate yet.
+    """
+    rates = [s.steps_per_sec for s in stats.values() if s.steps_per_sec is not None and math.isfinite(s.steps_per_sec)]
+    return sum(rates) if rates else None
