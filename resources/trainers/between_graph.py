@@ -20,6 +20,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 import numpy as np
 from common import add_common_arguments, load_digits, tensorboard_dir
@@ -56,8 +57,24 @@ def main() -> int:
         default="default",
         help="info: TensorFlow's Python INFO logs too (e.g. 'Waiting for model to be ready')",
     )
+    parser.add_argument(
+        "--input",
+        choices=("feed", "dataset"),
+        default="feed",
+        help="feed: numpy batches through feed_dict (default); dataset: a tf.data pipeline, whose wait "
+        "TensorFlow's profiler counts as input",
+    )
+    parser.add_argument(
+        "--input_sleep_s",
+        type=float,
+        default=0.0,
+        help="with --input=dataset: each batch sleeps this long in the pipeline (a worker made slow in its "
+        "input on purpose, for `ctl RUN why`)",
+    )
     add_common_arguments(parser)
     args = parser.parse_args()
+    if args.input_sleep_s > 0 and args.input != "dataset":
+        parser.error("--input_sleep_s needs --input=dataset")
 
     import tensorflow as tf
 
@@ -81,8 +98,13 @@ def main() -> int:
     worker_device = f"/job:worker/task:{args.task_index}"
     with tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(worker_device=worker_device, cluster=cluster)):
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        x = tf.compat.v1.placeholder(tf.float32, [None, 64], name="images")
-        y = tf.compat.v1.placeholder(tf.int64, [None], name="labels")
+        if args.input == "dataset":
+            images, labels = dataset_batches(tf, x_train, y_train, args)
+            x = tf.compat.v1.placeholder_with_default(images, [None, 64], name="images")
+            y = tf.compat.v1.placeholder_with_default(labels, [None], name="labels")
+        else:
+            x = tf.compat.v1.placeholder(tf.float32, [None, 64], name="images")
+            y = tf.compat.v1.placeholder(tf.int64, [None], name="labels")
         init = tf.compat.v1.glorot_uniform_initializer(seed=args.task_index)
         w1 = tf.compat.v1.get_variable("hidden/weights", [64, args.hidden], initializer=init)
         b1 = tf.compat.v1.get_variable("hidden/biases", [args.hidden], initializer=tf.compat.v1.zeros_initializer())
@@ -138,8 +160,11 @@ def main() -> int:
         while not sess.should_stop():
             # A step marker: TensorFlow's profiler (`ctl RUN profile`) counts and times steps by it.
             with tf.profiler.experimental.Trace("train", step_num=local_step, _r=1):
-                batch = rng.integers(0, n_train, args.batch_size)
-                _, cost, step = sess.run([train_op, loss, global_step], {x: x_train[batch], y: y_train[batch]})
+                feed = {}
+                if args.input == "feed":
+                    batch = rng.integers(0, n_train, args.batch_size)
+                    feed = {x: x_train[batch], y: y_train[batch]}
+                _, cost, step = sess.run([train_op, loss, global_step], feed)
                 if args.step_sleep:
                     time.sleep(args.step_sleep)
             local_step += 1
@@ -172,6 +197,23 @@ def main() -> int:
         flush=True,
     )
     return 0
+
+
+def dataset_batches(tf: Any, x_train: np.ndarray, y_train: np.ndarray, args: argparse.Namespace) -> tuple[Any, Any]:
+    """Shuffled training batches from a tf.data pipeline, each ``args.input_sleep_s`` late. The step
+    waits for them in ``IteratorGetNext``, which the profiler counts as the step's input time."""
+    dataset = tf.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(2048, seed=args.task_index)
+    dataset = dataset.repeat().batch(args.batch_size)
+    if args.input_sleep_s > 0:
+
+        def slow(images: np.ndarray) -> np.ndarray:
+            time.sleep(args.input_sleep_s)
+            return images
+
+        dataset = dataset.map(lambda images, labels: (tf.numpy_function(slow, [images], tf.float32), labels))
+    images, labels = tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
+    images.set_shape([None, 64])
+    return images, labels
 
 
 if __name__ == "__main__":
