@@ -1,0 +1,273 @@
+"""Why is this worker slow? The straggler's profile beside the median worker's, joined with what
+TowerDeck knows of each (its host's CPU, its GPUs, its recent step time), gives one sentence naming
+the likely cause with the evidence, or says plainly that nothing measured explains it.
+
+The rules, in order (each a constant below):
+
+0. On a CPU-only host xprof's step table counts no input time: a step waiting for its tf.data
+   pipeline counts as "other". There, the self time of tf.data's op types per step
+   (``INPUT_OP_TYPES``), up to the step's "other" time, is moved from "other" to "input".
+1. No step markers in either profile: the profiles cannot say where a step's time went.
+2. The straggler is not ``SLOWER_RATIO`` times slower than the median worker (its profile, else
+   TowerDeck's step time): nothing to explain.
+3. The part of a step (input, host compute, communication...) whose time grew the most explains it
+   when it grew by at least ``EXPLAINS_SHARE`` of the difference in step time. Where that part runs
+   on the host's CPU (host compute, Python and waiting) and the straggler's host is busy
+   (``BUSY_CPU_PERCENT``) while the median worker's is another, less busy host, the host is named.
+4. Otherwise: nothing TowerDeck measures explains it, with the evidence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+from core.profiling.env import ProfileError
+from core.profiling.summary import BREAKDOWN, RoleProfile
+
+SLOWER_RATIO = 1.2  # below this, the "straggler" is as fast as the median worker
+EXPLAINS_SHARE = 0.5  # a part that grew by half the step-time difference explains it
+BUSY_CPU_PERCENT = 90.0  # a host's CPU this busy slows every process on it
+OP_RATIO = 2.0  # an op type taking this many times longer is worth a line of evidence
+OP_FLOOR_MS = 0.05
+INPUT_OP_TYPES = ("Dataset", "IteratorGetNext", "IteratorGetNextSync", "IteratorGetNextAsOptional")
+OTHER_PART = "other: Python, I/O, waiting"
+HOST_PARTS = ("host compute", OTHER_PART)
+PART_WORDS = {
+    "communication": "communication (send/recv, collectives)",
+    OTHER_PART: "Python, I/O or waiting outside TensorFlow ops",
+}
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """What TowerDeck knows of a host: its CPU and the trainers running on it."""
+
+    host: str
+    cpu_percent: float | None = None  # the whole host, 100 = every core busy
+    load1: float | None = None
+    cpu_count: int | None = None
+    trainers: int | None = None  # TensorFlow trainer processes on the host, of any run
+
+
+@dataclass(frozen=True)
+class RoleFacts:
+    """What TowerDeck knows of one role from its status (core/run/status.py RoleStatus)."""
+
+    role: str
+    host: str = ""
+    cpu_percent: float | None = None  # of one core
+    step_time_s: float | None = None  # its recent step time, from its output or TensorBoard
+    gpus: tuple[int, ...] = ()
+    gpu_utilization_percent: float | None = None
+    host_facts: HostFacts | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The likely cause (``input``, ``host compute``, ..., ``host``, ``none``), the sentence naming
+    it, and the evidence lines behind it."""
+
+    cause: str
+    sentence: str
+    evidence: tuple[str, ...]
+
+
+def _pct(part_ms: float, step_ms: float) -> str:
+    return f"{100.0 * part_ms / step_ms:.0f}%" if step_ms > 0 else "-"
+
+
+def _host_line(facts: RoleFacts) -> str | None:
+    h = facts.host_facts
+    if h is None:
+        return f"{facts.role} runs on {facts.host}" if facts.host else None
+    parts = []
+    if h.cpu_percent is not None:
+        parts.append(f"CPU {h.cpu_percent:.0f}%")
+    if h.load1 is not None:
+        parts.append(f"load {h.load1:.1f}" + (f" on {h.cpu_count} cores" if h.cpu_count else ""))
+    if h.trainers is not None:
+        parts.append(f"{h.trainers} trainer process{'es' if h.trainers != 1 else ''}")
+    return f"{facts.role}'s host {h.host or facts.host}: {', '.join(parts) or 'no figures'}"
+
+
+def _busy(h: HostFacts | None) -> bool:
+    if h is None:
+        return False
+    loaded = h.load1 is not None and bool(h.cpu_count) and h.load1 >= (h.cpu_count or 0)
+    return (h.cpu_percent is not None and h.cpu_percent >= BUSY_CPU_PERCENT) or loaded
+
+
+def with_input_ops(profile: RoleProfile) -> RoleProfile:
+    """``profile`` with its tf.data time counted as input where the step table counted none (rule 0)."""
+    breakdown = dict(profile.breakdown_ms)
+    if not profile.steps or breakdown.get("input", 0.0) > 0:
+        return profile
+    waited = min(sum(profile.op_ms(t) for t in INPUT_OP_TYPES), breakdown.get(OTHER_PART, 0.0))
+    if waited <= 0:
+        return profile
+    breakdown["input"] = waited
+    breakdown[OTHER_PART] = breakdown.get(OTHER_PART, 0.0) - waited
+    return replace(profile, breakdown_ms=breakdown)
+
+
+def evidence_lines(slow: RoleProfile, median: RoleProfile, slow_facts: RoleFacts, median_facts: RoleFacts) -> list[str]:
+    """The facts a verdict rests on, one line each: step times, each part of a step, hosts, GPUs,
+    the op types that take twice as long."""
+    lines = []
+    s_ms, m_ms = slow.mean_step_ms, median.mean_step_ms
+    if s_ms is not None and m_ms is not None:
+        lines.append(f"profiled step time: {slow.role} {s_ms:.1f} ms, {median.role} {m_ms:.1f} ms ({s_ms / m_ms:.1f}x)")
+        for name, _ in BREAKDOWN:
+            a, b = slow.breakdown_ms.get(name, 0.0), median.breakdown_ms.get(name, 0.0)
+            if a or b:
+                lines.append(
+                    f"{name}: {slow.role} {a:.1f} ms ({_pct(a, s_ms)}), {median.role} {b:.1f} ms ({_pct(b, m_ms)})"
+                )
+    if slow_facts.step_time_s is not None and median_facts.step_time_s is not None:
+        lines.append(
+            f"TowerDeck's recent step time: {slow.role} {1000 * slow_facts.step_time_s:.1f} ms, "
+            f"{median.role} {1000 * median_facts.step_time_s:.1f} ms"
+        )
+    for facts in (slow_facts, median_facts):
+        if (line := _host_line(facts)) is not None:
+            lines.append(line)
+        if facts.gpu_utilization_percent is not None:
+            lines.append(f"{facts.role}'s GPUs {list(facts.gpus)}: {facts.gpu_utilization_percent:.0f}% busy")
+    median_ops = {o.op_type for o in median.top_ops}
+    for op in slow.top_ops:
+        a, b = slow.op_ms(op.op_type), median.op_ms(op.op_type)
+        if op.op_type in median_ops and a >= OP_FLOOR_MS and a >= OP_RATIO * b:
+            lines.append(f"op {op.op_type}: {a:.2f} ms/step on {slow.role}, {b:.2f} on {median.role}")
+    return lines
+
+
+def explain(slow: RoleProfile, median: RoleProfile, slow_facts: RoleFacts, median_facts: RoleFacts) -> Verdict:
+    """The likely cause of ``slow`` being slower than ``median``, by the rules of this module."""
+    counted = [p for p in (slow, median) if with_input_ops(p) is not p]
+    slow, median = with_input_ops(slow), with_input_ops(median)
+    evidence = tuple(
+        [
+            *evidence_lines(slow, median, slow_facts, median_facts),
+            *(
+                [
+                    f"input of {', '.join(p.role for p in counted)}: the time of tf.data's ops "
+                    f"({', '.join(INPUT_OP_TYPES[:2])}...) that the step table counted as other (a CPU-only host)"
+                ]
+                if counted
+                else []
+            ),
+        ]
+    )
+    s_ms, m_ms = slow.mean_step_ms, median.mean_step_ms
+    if s_ms is None or m_ms is None or m_ms <= 0:
+        unmarked = ", ".join(p.role for p in (slow, median) if p.mean_step_ms is None) or median.role
+        return Verdict(
+            "none",
+            f"nothing TowerDeck measures explains it: the profile of {unmarked} has no steps, so where a step's "
+            "time goes is unknown (mark the trainer's steps: see README, profiling)",
+            evidence,
+        )
+    recent = (slow_facts.step_time_s or 0.0) / median_facts.step_time_s if median_facts.step_time_s else None
+    if s_ms < SLOWER_RATIO * m_ms and (recent is None or recent < SLOWER_RATIO):
+        return Verdict(
+            "none",
+            f"{slow.role} is not slower than {median.role} in this capture ({s_ms:.1f} ms vs {m_ms:.1f} ms a step)",
+            evidence,
+        )
+    growth = {
+        name: slow.breakdown_ms.get(name, 0.0) - median.breakdown_ms.get(name, 0.0)
+        for name, _ in BREAKDOWN
+        if name in slow.breakdown_ms or name in median.breakdown_ms
+    }
+    part = max(growth, key=lambda n: growth[n], default=None)
+    difference = s_ms - m_ms
+    if part is None or difference <= 0 or growth[part] < EXPLAINS_SHARE * difference:
+        return Verdict(
+            "none",
+            f"nothing TowerDeck measures explains it: {slow.role} takes {s_ms:.1f} ms a step ({median.role}: "
+            f"{m_ms:.1f} ms), but no part of its step grew by half the difference",
+            evidence,
+        )
+    a, b = slow.breakdown_ms.get(part, 0.0), median.breakdown_ms.get(part, 0.0)
+    sentence = (
+        f"{slow.role} spends {_pct(a, s_ms)} of each step in {PART_WORDS.get(part, part)} "
+        f"(median worker {median.role}: {_pct(b, m_ms)})"
+    )
+    slow_host, median_host = slow_facts.host_facts, median_facts.host_facts
+    other_host = slow_facts.host != median_facts.host or slow_host is None or median_host is None
+    if part in HOST_PARTS and _busy(slow_host) and other_host and not _busy(median_host) and slow_host:
+        busy = [f"CPU {slow_host.cpu_percent:.0f}%"] if slow_host.cpu_percent is not None else []
+        if slow_host.trainers:
+            busy.insert(0, f"runs {slow_host.trainers} trainer processes")
+        return Verdict("host", f"{sentence}; its host {slow_host.host} is busy: {', '.join(busy)}", evidence)
+    return Verdict(part, sentence, evidence)
+
+
+# ------------------------------------------------------------------ the straggler and its peer
+
+
+def training_workers(roles: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The running workers of a status reply's role list."""
+    return [r for r in roles if r.get("job") == "worker" and r.get("state") == "running"]
+
+
+def _step_time(role: dict[str, Any]) -> float | None:
+    value = role.get("step_time_s")
+    if isinstance(value, int | float) and value > 0:
+        return float(value)
+    rate = role.get("steps_per_sec")
+    return 1.0 / rate if isinstance(rate, int | float) and rate > 0 else None
+
+
+def straggler_and_median(roles: list[dict[str, Any]], name: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The worker to explain (``name``, else the slowest by step rate) and the median of the other
+    workers by step time; raises ProfileError with a one-line reason."""
+    workers = training_workers(roles)
+    if len(workers) < 2:
+        raise ProfileError(f"why needs two or more running training workers to compare; this run has {len(workers)}")
+    if name:
+        slow = next((r for r in roles if r.get("role") == name), None)
+        if slow is None:
+            raise ProfileError(f"no role {name} in this run (its roles: {', '.join(str(r['role']) for r in roles)})")
+        if slow.get("job") != "worker":
+            raise ProfileError(f"{name} is not a worker; why compares a worker with the median worker")
+        if slow not in workers:
+            raise ProfileError(f"{name} is {slow.get('state')}; only a running worker can be profiled")
+    else:
+        timed = [r for r in workers if _step_time(r) is not None]
+        if not timed:
+            raise ProfileError("no worker reports a step time yet; name the worker, e.g. `why worker:1`")
+        slow = max(timed, key=lambda r: _step_time(r) or 0.0)
+    others = sorted((r for r in workers if r is not slow), key=lambda r: (_step_time(r) is None, _step_time(r) or 0.0))
+    return slow, others[(len(others) - 1) // 2]
+
+
+def role_facts(role: dict[str, Any], host: HostFacts | None = None) -> RoleFacts:
+    """A role's facts from its entry in the control socket's status reply."""
+    gpu = role.get("gpu_utilization_percent")
+    cpu = role.get("cpu_percent")
+    return RoleFacts(
+        role=str(role.get("role")),
+        host=str(role.get("host") or ""),
+        cpu_percent=float(cpu) if isinstance(cpu, int | float) else None,
+        step_time_s=_step_time(role),
+        gpus=tuple(int(g) for g in role.get("gpus") or ()),
+        gpu_utilization_percent=float(gpu) if isinstance(gpu, int | float) else None,
+        host_facts=host,
+    )
+
+
+def local_host_facts(host: str, cpu_percent: float | None) -> HostFacts:
+    """This machine's load and the trainers TowerDeck started on it (processes with TOWERDECK_ROLE
+    in their environment, of any run); ``cpu_percent`` is measured by the caller over the capture."""
+    import psutil
+
+    trainers = 0
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if "TOWERDECK_ROLE" in proc.environ():
+                trainers += 1
+    return HostFacts(host, cpu_percent, os.getloadavg()[0], os.cpu_count(), trainers)
