@@ -1,5 +1,5 @@
 """``ctl RUN ACTION``: control a running launch through its control socket (stop, kill, restart or
-signal roles, detach, profile) and print its status."""
+signal roles, detach, profile, explain a slow worker) and print its status."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from core.agent.processes import SIGNAL_HINT, signal_number
 from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, resolve_run
-from core.cli.profile import add_profile_arguments, cmd_profile
+from core.cli.profile import add_profile_arguments, cmd_profile, cmd_why
 from core.diagnosis.wording import waiting_lines
 from core.run import control, rundir
 from core.run.status import RoleState, RoleStatus
@@ -35,9 +35,10 @@ def add_parser(sub: Any) -> None:
             "restart-all",
             "detach",
             "profile",
+            "why",
         ),
     )
-    p.add_argument("role", nargs="?", help="the role, e.g. worker:1 (for stop, kill, restart, signal, profile)")
+    p.add_argument("role", nargs="?", help="the role, e.g. worker:1 (for stop, kill, restart, signal, profile, why)")
     p.add_argument("signal", nargs="?", help="for signal: the signal name, e.g. STOP or CONT")
     p.add_argument("more_roles", nargs="*", metavar="ROLE", help="for profile: more roles")
     add_profile_arguments(p)  # core/cli/profile.py
@@ -68,6 +69,8 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             raise OSError("no control socket recorded")
         if action == "profile":
             return cmd_profile(args, path, Path(str(sock)), out, err)
+        if action == "why":
+            return cmd_why(args, path, Path(str(sock)), out, err)
         reply = control.request(Path(str(sock)), payload)
     except (OSError, ValueError):  # ValueError: a hand-edited socket path with a NUL in it
         print(

@@ -1,8 +1,10 @@
 """The CLI's profiling commands.
 
 ``python main.py ctl RUN profile ROLE... | --workers | --all [--seconds N] [--light]`` captures the
-roles of a running launch and prints the summary; ``python main.py profile-summary PATH`` prints
-the summary of a stored capture (a capture folder, or a run directory: its latest capture).
+roles of a running launch and prints the summary; ``python main.py ctl RUN why [ROLE]`` profiles a
+straggler (by default the slowest worker) and the median worker together and says why the one is
+slower; ``python main.py profile-summary PATH`` prints the summary of a stored capture (a capture
+folder, or a run directory: its latest capture).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from core.profiling.capture import RECORD_NAME, Capture, capture, list_captures, select
 from core.profiling.env import ProfileError
 from core.profiling.summary import format_profiles, summarize
+from core.profiling.why import explain, local_host_facts, role_facts, straggler_and_median
 from core.run import control
 
 MAX_SECONDS = 30.0  # a 10 s trace wrote 121 MB with a 3.8 GiB peak in the role
@@ -49,19 +52,32 @@ def add_summary_parser(sub: Any) -> None:
     p.add_argument("path", type=Path, help="a capture folder (RUN/profiles/<time>) or a run directory (its latest)")
 
 
-def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, out: TextIO, err: TextIO) -> int:
-    """``ctl RUN profile ...``: capture, then print the summary. The roles come from the status."""
-    names = [n for n in (args.role, args.signal, *(args.more_roles or [])) if n]
+def _usage_problem(args: argparse.Namespace) -> str | None:
     if not 0 < args.seconds <= MAX_SECONDS:
-        print(f"--seconds: give 0 < N <= {MAX_SECONDS:g} (a long trace grows the role's memory)", file=err)
-        return EXIT_USAGE
+        return f"--seconds: give 0 < N <= {MAX_SECONDS:g} (a long trace grows the role's memory)"
     if args.timeout is not None and args.timeout <= 0:
-        print("--timeout: give a positive number of seconds", file=err)
+        return "--timeout: give a positive number of seconds"
+    return None
+
+
+def _status(args: argparse.Namespace, socket_path: Path, err: TextIO) -> dict[str, Any] | int:
+    """The run's status once the options are checked; else the exit code, the reason printed."""
+    if problem := _usage_problem(args):
+        print(problem, file=err)
         return EXIT_USAGE
     reply = control.request(socket_path, {"action": "status"})  # OSError: the caller says not running
     if not reply.get("ok"):
         print(f"refused: {reply.get('error')}", file=err)
         return EXIT_FAILED
+    return reply
+
+
+def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, out: TextIO, err: TextIO) -> int:
+    """``ctl RUN profile ...``: capture, then print the summary. The roles come from the status."""
+    names = [n for n in (args.role, args.signal, *(args.more_roles or [])) if n]
+    reply = _status(args, socket_path, err)
+    if isinstance(reply, int):
+        return reply
     try:
         targets = select(reply.get("roles") or [], names, args.workers, args.all)
     except ProfileError as exc:
@@ -73,6 +89,50 @@ def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, out
         print(f"profile: {exc}", file=err)
         return EXIT_FAILED
     return _report(result, out, err)
+
+
+def cmd_why(args: argparse.Namespace, run_path: Path, socket_path: Path, out: TextIO, err: TextIO) -> int:
+    """``ctl RUN why [ROLE]``: profile the straggler and the median worker together, print both side
+    by side, then the likely cause of the difference and its evidence."""
+    reply = _status(args, socket_path, err)
+    if isinstance(reply, int):
+        return reply
+    roles = reply.get("roles") or []
+    try:
+        slow, median = straggler_and_median(roles, args.role)
+        targets = select(roles, [str(slow["role"]), str(median["role"])], False, False)
+    except ProfileError as exc:
+        print(f"why: {exc}", file=err)
+        return EXIT_USAGE
+    import psutil
+
+    psutil.cpu_percent(None)  # the host's CPU is measured over the capture
+    try:
+        result = capture(run_path, targets, args.seconds, args.light, args.timeout, args.unsafe)
+    except ProfileError as exc:
+        print(f"why: {exc}", file=err)
+        return EXIT_FAILED
+    host_cpu = psutil.cpu_percent(None)
+    for r in result.roles:
+        if not r.ok:
+            print(f"why: {r.error}", file=err)
+    xplanes = result.xplanes()
+    if len(xplanes) < 2:
+        return EXIT_FAILED
+    try:
+        slow_profile, median_profile = summarize(xplanes)
+    except ProfileError as exc:
+        print(f"why: captured, but {exc}", file=err)
+        return EXIT_FAILED
+    facts = [role_facts(r, local_host_facts(str(r.get("host")), host_cpu)) for r in (slow, median)]
+    verdict = explain(slow_profile, median_profile, facts[0], facts[1])
+    print(f"captured {result.seconds:g} s into {result.path}", file=out)
+    for line in format_profiles([slow_profile, median_profile]):
+        print(line, file=out)
+    print(f"why is {slow['role']} slow? {verdict.sentence}", file=out)
+    for line in verdict.evidence:
+        print(f"  {line}", file=out)
+    return EXIT_OK
 
 
 def _report(result: Capture, out: TextIO, err: TextIO) -> int:

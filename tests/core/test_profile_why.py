@@ -1,0 +1,233 @@
+"""Why is this worker slow? The rules that name the cause (core/profiling/why.py) on constructed
+profiles, the choice of the straggler and the median worker from a status reply, and (slow, real
+TensorFlow) ``ctl RUN why`` on a between-graph cluster whose worker:1 sleeps in its input pipeline."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.profiling.env import ProfileError
+from core.profiling.summary import OpTime, RoleProfile
+from core.profiling.why import HostFacts, RoleFacts, explain, straggler_and_median, with_input_ops
+from tests.conftest import free_ports, run_cli
+from tests.core.test_launch import TRAINERS, Launch
+from tests.helpers.procs import assert_nothing_left
+
+OTHER = "other: Python, I/O, waiting"
+
+
+def profile(role: str, step_ms: float, steps: int = 10, ops: tuple[OpTime, ...] = (), **parts: float) -> RoleProfile:
+    names = {"input": "input", "host": "host compute", "device": "device compute", "comm": "communication"}
+    breakdown = {names.get(k, OTHER): v for k, v in parts.items()}
+    return RoleProfile(role, (step_ms,) * steps, breakdown, top_ops=ops)
+
+
+SLOW_FACTS = RoleFacts("worker:1", host="h1")
+MEDIAN_FACTS = RoleFacts("worker:0", host="h0")
+
+
+def test_input_that_grew_names_input_with_both_shares() -> None:
+    slow = profile("worker:1", 100.0, input=61.0, host=30.0, other=9.0)
+    median = profile("worker:0", 40.0, input=3.2, host=30.0, other=6.8)
+    verdict = explain(slow, median, SLOW_FACTS, MEDIAN_FACTS)
+    assert verdict.cause == "input"
+    assert verdict.sentence == "worker:1 spends 61% of each step in input (median worker worker:0: 8%)"
+    assert "profiled step time: worker:1 100.0 ms, worker:0 40.0 ms (2.5x)" in verdict.evidence
+    assert "input: worker:1 61.0 ms (61%), worker:0 3.2 ms (8%)" in verdict.evidence
+
+
+@pytest.mark.parametrize(
+    ("part", "words"),
+    [
+        ("comm", "communication (send/recv, collectives)"),
+        ("device", "device compute"),
+        ("host", "host compute"),
+        ("other", "Python, I/O or waiting outside TensorFlow ops"),
+    ],
+)
+def test_each_part_that_grew_is_named(part: str, words: str) -> None:
+    slow = profile("worker:1", 50.0, **{part: 40.0, "input": 10.0})
+    median = profile("worker:0", 20.0, **{part: 10.0, "input": 10.0})
+    verdict = explain(slow, median, SLOW_FACTS, MEDIAN_FACTS)
+    assert verdict.sentence == f"worker:1 spends 80% of each step in {words} (median worker worker:0: 50%)"
+
+
+def test_a_busy_host_of_its_own_is_named_for_host_compute() -> None:
+    slow = profile("worker:1", 50.0, host=45.0, input=5.0)
+    median = profile("worker:0", 20.0, host=15.0, input=5.0)
+    busy = RoleFacts("worker:1", host="h1", host_facts=HostFacts("h1", 100.0, 9.0, 8, trainers=4))
+    calm = RoleFacts("worker:0", host="h0", host_facts=HostFacts("h0", 30.0, 2.0, 8, trainers=1))
+    verdict = explain(slow, median, busy, calm)
+    assert verdict.cause == "host"
+    assert verdict.sentence == (
+        "worker:1 spends 90% of each step in host compute (median worker worker:0: 75%); "
+        "its host h1 is busy: runs 4 trainer processes, CPU 100%"
+    )
+    assert "worker:1's host h1: CPU 100%, load 9.0 on 8 cores, 4 trainer processes" in verdict.evidence
+    # The same busy host under both workers cannot explain their difference.
+    shared = RoleFacts("worker:0", host="h1", host_facts=busy.host_facts)
+    assert explain(slow, median, busy, shared).cause == "host compute"
+
+
+def test_no_part_that_grew_by_half_the_difference_explains_nothing() -> None:
+    slow = profile("worker:1", 60.0, input=15.0, host=15.0, device=15.0, comm=15.0)
+    median = profile("worker:0", 20.0, input=5.0, host=5.0, device=5.0, comm=5.0)
+    verdict = explain(slow, median, SLOW_FACTS, MEDIAN_FACTS)
+    assert verdict.cause == "none"
+    assert verdict.sentence == (
+        "nothing TowerDeck measures explains it: worker:1 takes 60.0 ms a step (worker:0: 20.0 ms), "
+        "but no part of its step grew by half the difference"
+    )
+
+
+def test_a_worker_as_fast_as_the_median_is_not_explained() -> None:
+    verdict = explain(
+        profile("worker:1", 21.0, host=21.0), profile("worker:0", 20.0, host=20.0), SLOW_FACTS, MEDIAN_FACTS
+    )
+    assert verdict.cause == "none"
+    assert verdict.sentence == "worker:1 is not slower than worker:0 in this capture (21.0 ms vs 20.0 ms a step)"
+
+
+def test_a_profile_without_steps_says_so() -> None:
+    verdict = explain(profile("worker:1", 0.0, steps=0), profile("worker:0", 20.0), SLOW_FACTS, MEDIAN_FACTS)
+    assert verdict.cause == "none"
+    assert verdict.sentence.startswith("nothing TowerDeck measures explains it: the profile of worker:1 has no steps")
+
+
+def test_tf_data_time_counted_as_other_on_a_cpu_host_becomes_input() -> None:
+    # Measured on TF 2.21 CPU: the step table counts the wait in IteratorGetNext as "other".
+    dataset = (OpTime("Dataset", 300, 945.0), OpTime("PyFunc", 20, 534.0))
+    slow = profile("worker:1", 50.7, ops=dataset, host=0.1, other=50.6)
+    median = profile("worker:0", 11.5, ops=(OpTime("Dataset", 900, 3.0),), host=0.1, other=11.4)
+    assert with_input_ops(slow).breakdown_ms["input"] == pytest.approx(50.6)  # capped at "other"
+    assert with_input_ops(slow).breakdown_ms[OTHER] == pytest.approx(0.0)
+    verdict = explain(slow, median, SLOW_FACTS, MEDIAN_FACTS)
+    assert verdict.sentence == "worker:1 spends 100% of each step in input (median worker worker:0: 3%)"
+    assert any(line.startswith("input of worker:1, worker:0: the time of tf.data's ops") for line in verdict.evidence)
+    assert "op Dataset: 94.50 ms/step on worker:1, 0.30 on worker:0" in verdict.evidence
+
+
+def worker(name: str, step_time_s: float | None, state: str = "running", job: str = "worker") -> dict[str, Any]:
+    return {"role": name, "job": job, "state": state, "step_time_s": step_time_s, "host": "127.0.0.1"}
+
+
+def test_the_slowest_worker_and_the_median_of_the_others_are_chosen() -> None:
+    roles = [
+        worker("ps:0", None, job="ps"),
+        *(worker(f"worker:{i}", t) for i, t in enumerate([0.01, 0.05, 0.02, 0.03])),
+    ]
+    slow, median = straggler_and_median(roles, None)
+    assert (slow["role"], median["role"]) == ("worker:1", "worker:2")
+    slow, median = straggler_and_median(roles, "worker:3")
+    assert (slow["role"], median["role"]) == ("worker:3", "worker:2")
+
+
+@pytest.mark.parametrize(
+    ("roles", "name", "message"),
+    [
+        ([worker("worker:0", 0.01)], None, "why needs two or more running training workers to compare; this run has 1"),
+        (
+            [worker("worker:0", 0.01), worker("worker:1", 0.02, state="failed")],
+            None,
+            "why needs two or more running training workers to compare; this run has 1",
+        ),
+        (
+            [worker("worker:0", None), worker("worker:1", None)],
+            None,
+            "no worker reports a step time yet; name the worker",
+        ),
+        (
+            [worker("ps:0", None, job="ps"), worker("worker:0", 0.1), worker("worker:1", 0.1)],
+            "ps:0",
+            "ps:0 is not a worker; why compares a worker with the median worker",
+        ),
+        ([worker("worker:0", 0.1), worker("worker:1", 0.1)], "worker:7", "no role worker:7 in this run"),
+    ],
+)
+def test_refusals_are_one_line(roles: list[dict[str, Any]], name: str | None, message: str) -> None:
+    with pytest.raises(ProfileError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
+        straggler_and_median(roles, name)
+
+
+# ---------------------------------------------------------------- real TensorFlow
+
+TRAINER = ["python", "-u", "between_graph.py", "--train_steps=100000000", "--log_every=50", "--step_sleep=0.005"]
+CLUSTER = """
+name = "why"
+strategy = "between_graph"
+launch_style = "flags"
+workdir = "{trainers}"
+command = {command}
+stop_grace_s = 3
+[jobs.ps]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[1]}", {{ address = "127.0.0.1:{p[2]}", command = {slow} }}]
+"""
+
+
+def toml_list(items: list[str]) -> str:
+    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+
+
+def wait_for_step_times(launch: Launch, timeout_s: float) -> dict[str, float]:
+    """Both workers' step times once TowerDeck has one for each."""
+    deadline = time.monotonic() + timeout_s
+    times: dict[str, float] = {}
+    while time.monotonic() < deadline:
+        roles = launch.status()["roles"]
+        times = {r["role"]: r["step_time_s"] for r in roles if r["job"] == "worker" and r["step_time_s"]}
+        if len(times) == 2:
+            return times
+        time.sleep(0.5)
+    raise AssertionError(f"the workers never both reported a step time: {times}")
+
+
+@pytest.mark.slow
+def test_why_names_the_worker_with_a_slow_input_pipeline_and_input_as_the_cause(tmp_path: Path) -> None:
+    ports = free_ports(3)
+    cluster = tmp_path / "cluster.toml"
+    dataset = [*TRAINER, "--input=dataset"]
+    cluster.write_text(
+        CLUSTER.format(
+            trainers=TRAINERS,
+            p=ports,
+            command=toml_list(dataset),
+            slow=toml_list([*dataset, "--input_sleep_s=0.05"]),
+        )
+    )
+    launch = Launch(cluster, tmp_path / "run")
+    try:
+        for role in ("worker:0", "worker:1"):
+            launch.wait_role(role, "running", timeout_s=180)
+            launch.wait_output(role, r"AvgTime", timeout_s=180)
+        times = wait_for_step_times(launch, timeout_s=60)
+        assert times["worker:1"] > times["worker:0"], times
+        result = run_cli("ctl", str(launch.run_dir), "why", timeout=240)
+        print(result.stdout, result.stderr)
+        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stdout + result.stderr
+        header = next(line for line in result.stdout.splitlines() if "worker:" in line)
+        assert header.split() == ["worker:1", "worker:0"]  # the straggler beside the median worker
+        verdict = re.search(r"^why is worker:1 slow\? (.+)$", result.stdout, re.M)
+        assert verdict, result.stdout
+        assert re.fullmatch(r"worker:1 spends \d+% of each step in input \(median worker worker:0: \d+%\)", verdict[1])
+        share, median_share = (int(n) for n in re.findall(r"(\d+)%", verdict[1]))
+        assert share >= 50 and median_share < share / 2, verdict[1]
+        # A worker that is not a worker is refused in one line.
+        refused = run_cli("ctl", str(launch.run_dir), "why", "ps:0", timeout=60)
+        assert refused.returncode == 2 and refused.stderr.strip() == (
+            "why: ps:0 is not a worker; why compares a worker with the median worker"
+        )
+        for role in ("worker:0", "worker:1"):
+            r = launch.role(role)
+            assert r["state"] == "running" and r["restarts"] == 0, r
+        launch.ctl("stop-all")
+        launch.finish(120)
+    finally:
+        launch.kill()
+    assert_nothing_left(ports, marker="\0never-matches\0", timeout_s=30)
