@@ -95,13 +95,14 @@ class ProfilePanel(QtWidgets.QWidget):
         self._wanted: Path | None = None  # the capture to show once the list has it
 
         self.captures = QtWidgets.QListWidget()
-        self.captures.setMaximumWidth(220)
+        self.captures.setMaximumWidth(170)
         self.captures.currentItemChanged.connect(lambda item, _old: self._on_chosen(item))
         self.message = QtWidgets.QLabel("no profile yet: select roles and use Role > Profile")
         self.message.setWordWrap(True)
         self.table = QtWidgets.QTableWidget()
         self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)  # a compact table
         self.table.setAlternatingRowColors(False)
         self.bottlenecks = QtWidgets.QLabel("")
         self.bottlenecks.setWordWrap(True)
@@ -110,8 +111,8 @@ class ProfilePanel(QtWidgets.QWidget):
 
         right = QtWidgets.QVBoxLayout()
         right.addWidget(self.message)
-        right.addWidget(self.table, 3)
-        right.addWidget(self.bottlenecks, 1)
+        right.addWidget(self.table, 1)
+        right.addWidget(self.bottlenecks)
         layout = QtWidgets.QHBoxLayout(self)
         layout.addWidget(self.captures)
         layout.addLayout(right, 1)
