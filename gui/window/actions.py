@@ -36,6 +36,7 @@ class ActionWindow(Protocol):
     tab_actions: list[QtGui.QAction]
     file_menu: QtWidgets.QMenu
     recent_runs_menu: QtWidgets.QMenu
+    role_menu: QtWidgets.QMenu
     view_menu: QtWidgets.QMenu
     phase_label: QtWidgets.QLabel
     editor: ClusterEditor
@@ -132,6 +133,7 @@ def build_actions(window: ActionWindow) -> None:
     role = menu.addMenu("&Role")
     for a in (window.action_stop, window.action_restart, window.action_kill, window.action_show_log):
         role.addAction(a)
+    window.role_menu = role
     view = menu.addMenu("&View")
     for a in window.tab_actions:
         view.addAction(a)

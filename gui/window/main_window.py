@@ -37,6 +37,7 @@ from gui.window import collector, dialogs, settings
 from gui.window.actions import TABS
 from gui.window.desktop_notify import DesktopNotifier
 from gui.window.frame import FRAME_HZ, WindowFrame
+from gui.window.profile_action import ProfileAction
 from gui.window.run_wiring import RunWiring
 from gui.window.tensorboard_action import TensorBoardAction
 
@@ -54,6 +55,7 @@ class MainWindow(WindowFrame, RunWiring):
     action_show_run: QtGui.QAction
     tab_actions: list[QtGui.QAction]
     file_menu: QtWidgets.QMenu
+    role_menu: QtWidgets.QMenu
     view_menu: QtWidgets.QMenu
     compare_views: list[QtWidgets.QWidget]
 
@@ -165,6 +167,7 @@ class MainWindow(WindowFrame, RunWiring):
         self.exporter = Exporter(self)  # issue 23: File > Export plot / run figures as CSV
         self.desktop_notifier = DesktopNotifier(self)
         self.tensorboard = TensorBoardAction(self)  # File > Open in TensorBoard
+        self.profiler = ProfileAction(self)  # issue 22: Role > Profile and the Profile tab
         self.runs_page = runs_page.install(self)  # issue 23: the Runs page and compare views
 
     def _on_editor_spec_changed(self, spec: ClusterSpec | None) -> None:

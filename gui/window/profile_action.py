@@ -1,0 +1,110 @@
+"""*Role > Profile* (and the roles table's context menu): capture TensorFlow's profile of the
+selected roles of the run this window controls, off the GUI thread, then show it in the Profile tab.
+
+The capture (:func:`core.profiling.capture.capture`) checks each role, traces them at once and gives
+up at its own hard time limit; here it runs on a worker thread and its outcome comes back to the
+GUI thread, where every failure is one line in the status bar. One capture at a time: a second
+*Profile* while one runs is refused with a message.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6 import QtCore, QtGui
+
+from core.profiling.capture import Capture, Target, capture
+from gui.offthread import Relay, run_off_thread
+from gui.run.tabs.profile import ProfilePanel
+
+if TYPE_CHECKING:
+    from gui.window.main_window import MainWindow
+
+PROFILE_SECONDS = 2.0  # what the CLI traces by default: a 2 s trace grows a role's memory by ~400 MB
+SHORTCUT = "Ctrl+Shift+F"
+MESSAGE_MS = 20000
+
+
+class ProfileAction(QtCore.QObject):
+    """The Profile tab and the action that fills it, for one window."""
+
+    def __init__(self, window: MainWindow) -> None:
+        super().__init__(window)
+        self.window = window
+        self.relay = Relay(self)
+        self.busy: str | None = None  # the roles being captured now
+        self.seconds = PROFILE_SECONDS
+        self.last_message = ""
+        self.panel = ProfilePanel()
+        window.tabs.addTab(self.panel, "Profile")
+        window.tabs.currentChanged.connect(lambda _i: self._on_tab())
+        self.action = QtGui.QAction("Profile", window)
+        self.action.setShortcut(QtGui.QKeySequence(SHORTCUT))
+        self.action.setToolTip(
+            f"Capture {PROFILE_SECONDS:g} s of TensorFlow's profiler on the selected roles and show them "
+            f"side by side in the Profile tab ({SHORTCUT})"
+        )
+        self.action.triggered.connect(lambda _c=False: self.profile_selected())
+        window.table.addAction(self.action)  # the roles table's context menu
+        window.role_menu.addAction(self.action)
+
+    def _on_tab(self) -> None:
+        if self.window.tabs.currentWidget() is self.panel:
+            source = self.window.source
+            self.panel.set_run(source.path if source is not None else None)
+
+    def refusal(self) -> str | None:
+        """Why the selected roles cannot be profiled now, in one line; None when they can."""
+        if self.busy is not None:
+            return f"a profile of {self.busy} is being captured; wait for it before asking another"
+        source = self.window.source
+        if source is None:
+            return "nothing to profile: launch the cluster first"
+        if self.window.controller is None:
+            return (
+                "this run is read back from its directory, not run by this window: profile it with "
+                f"`python main.py ctl {source.path} profile ROLE`"
+            )
+        if source.done:
+            return "the run is not running: only a running role can be profiled"
+        if not self.window.selected_roles():
+            return "select the roles to profile in the roles table first"
+        return None
+
+    def profile_selected(self) -> None:
+        """Capture the selected roles off the GUI thread; show the outcome in the Profile tab."""
+        reason = self.refusal()
+        source = self.window.source
+        if reason is not None or source is None:
+            self._say(f"profile: {reason}")
+            return
+        chosen = self.window.selected_roles()
+        targets = [Target.from_status(r.to_json()) for r in source.status().roles if r.role in chosen]
+        if not targets:
+            self._say("profile: the selected roles are not in this run's status yet; try again in a moment")
+            return
+        self.busy = ", ".join(t.role for t in targets)
+        run_path, seconds = source.path, self.seconds
+        self._say(f"profiling {self.busy} for {seconds:g} s...")
+        run_off_thread(self.relay, lambda: capture(run_path, targets, seconds), self._on_captured)
+
+    def _on_captured(self, result: object, error: BaseException | None) -> None:
+        self.busy = None
+        if error is not None or not isinstance(result, Capture):
+            self._say(f"profile: {error}")  # ProfileError: one line already; anything else as its text
+            return
+        failed = [r.error for r in result.roles if not r.ok and r.error]
+        captured = [r.role for r in result.roles if r.ok]
+        if captured:
+            done = f"profiled {', '.join(captured)} into {result.path.name}"
+            self._say(done + (f"; not captured: {'; '.join(failed)}" if failed else ""))
+        else:
+            self._say(f"profile: {'; '.join(failed) or 'no role was captured'}")
+        source = self.window.source
+        if source is not None and source.path == result.path.parent.parent:
+            self.panel.set_run(source.path, show=result.path)
+            self.window.tabs.setCurrentWidget(self.panel)
+
+    def _say(self, message: str) -> None:
+        self.last_message = message
+        self.window.statusBar().showMessage(message, MESSAGE_MS)
