@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 import numpy as np
-from common import add_common_arguments, load_digits, tensorboard_dir
+from common import add_common_arguments, load_digits, open_summaries, summaries_failed, tensorboard_dir
 
 
 def main() -> int:
@@ -77,6 +77,8 @@ def main() -> int:
         parser.error("--input_sleep_s needs --input=dataset")
 
     import tensorflow as tf
+
+    summary_errors = (tf.errors.OpError, RuntimeError, OSError)  # a summary write that failed (full disk)
 
     if args.tf_verbosity == "info":
         tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
@@ -139,7 +141,7 @@ def main() -> int:
     writer = None
     tb_dir = tensorboard_dir()
     if tb_dir:
-        writer = tf.compat.v1.summary.FileWriter(tb_dir)
+        writer = open_summaries(lambda: tf.compat.v1.summary.FileWriter(tb_dir), summary_errors)
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps)]
     rng = np.random.default_rng(args.task_index)
     local_step = 0
@@ -187,11 +189,18 @@ def main() -> int:
                             ),
                         ]
                     )
-                    writer.add_summary(summary, int(step))
-                    writer.flush()
+                    try:
+                        writer.add_summary(summary, int(step))
+                        writer.flush()
+                    except summary_errors as exc:
+                        summaries_failed(writer, exc)
+                        writer = None
                 window_start, window_steps = time.time(), 0
     if writer is not None:
-        writer.close()
+        try:
+            writer.close()
+        except summary_errors as exc:
+            summaries_failed(None, exc)
     print(
         f"worker {args.task_index} done: {local_step} local steps, global step {step}, final cost {cost:.4f}",
         flush=True,

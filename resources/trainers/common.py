@@ -7,9 +7,14 @@ so the examples train in seconds on a CPU and the loss visibly goes down.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,3 +41,24 @@ def tensorboard_dir() -> str | None:
         os.makedirs(path, exist_ok=True)
         return path
     return None
+
+
+def summaries_failed(writer: object, exc: BaseException) -> None:
+    """A TensorBoard write failed (a full disk, say): the example trains on without summaries, as a
+    trainer should rather than die for its logging. Says so once and closes the writer quietly."""
+    print(f"tensorboard: cannot write summaries ({exc}); training goes on without them", flush=True)
+    close = getattr(writer, "close", None)
+    if close is not None:
+        with contextlib.suppress(Exception):  # the same failure again: already said
+            close()
+
+
+def open_summaries(make: Callable[[], T], errors: tuple[type[BaseException], ...]) -> T | None:
+    """``make()`` (TensorFlow's summary writer for TOWERDECK_TB_DIR), or None when it cannot even
+    be created: TF 2's writer writes its file header at once, so a full disk fails here already.
+    ``errors``: what a failed write raises (``tf.errors.OpError`` and the OS's errors)."""
+    try:
+        return make()
+    except errors as exc:
+        summaries_failed(None, exc)
+        return None

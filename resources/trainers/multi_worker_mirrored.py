@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from common import add_common_arguments, load_digits, tensorboard_dir
+from common import add_common_arguments, load_digits, open_summaries, summaries_failed, tensorboard_dir
 
 
 def main() -> int:
@@ -28,6 +28,8 @@ def main() -> int:
     args = parser.parse_args()
 
     import tensorflow as tf
+
+    summary_errors = (tf.errors.OpError, RuntimeError, OSError)  # a summary write that failed (full disk)
 
     tf.debugging.set_log_device_placement(args.log_device_placement)
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -67,7 +69,7 @@ def main() -> int:
 
     iterator = iter(dist_dataset)
     tb_dir = tensorboard_dir()
-    writer = tf.summary.create_file_writer(tb_dir) if tb_dir else None
+    writer = open_summaries(lambda: tf.summary.create_file_writer(tb_dir), summary_errors) if tb_dir else None
     steps_per_epoch = max(1, args.log_every)
     epochs = max(1, args.train_steps // steps_per_epoch)
     loss_value = float("nan")
@@ -89,10 +91,14 @@ def main() -> int:
             flush=True,
         )
         if writer is not None:
-            with writer.as_default():
-                tf.summary.scalar("loss", loss_value, step=step)
-                tf.summary.scalar("steps_per_sec", steps_per_epoch / max(elapsed, 1e-9), step=step)
-            writer.flush()
+            try:
+                with writer.as_default():
+                    tf.summary.scalar("loss", loss_value, step=step)
+                    tf.summary.scalar("steps_per_sec", steps_per_epoch / max(elapsed, 1e-9), step=step)
+                writer.flush()
+            except summary_errors as exc:
+                summaries_failed(writer, exc)
+                writer = None
     print(
         f"{task.get('type', 'worker')} {task.get('index', 0)} done: {step} steps, final loss {loss_value:.4f}",
         flush=True,

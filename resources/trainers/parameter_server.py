@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-from common import add_common_arguments, load_digits, tensorboard_dir
+from common import add_common_arguments, load_digits, open_summaries, summaries_failed, tensorboard_dir
 
 
 def main() -> int:
@@ -28,6 +28,8 @@ def main() -> int:
     os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
 
     import tensorflow as tf
+
+    summary_errors = (tf.errors.OpError, RuntimeError, OSError)  # a summary write that failed (full disk)
 
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if resolver.task_type in ("worker", "ps"):
@@ -77,7 +79,7 @@ def main() -> int:
 
     iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
     tb_dir = tensorboard_dir()
-    writer = tf.summary.create_file_writer(tb_dir) if tb_dir else None
+    writer = open_summaries(lambda: tf.summary.create_file_writer(tb_dir), summary_errors) if tb_dir else None
     window_start = time.time()
     loss_value = float("nan")
     for step in range(1, args.train_steps + 1):
@@ -95,10 +97,14 @@ def main() -> int:
             print(f"loss = {loss_value:.4f}, step = {step} ({elapsed:.3f} sec)", flush=True)
             print(f"global_step/sec: {steps_per_sec:.2f}", flush=True)
             if writer is not None:
-                with writer.as_default():
-                    tf.summary.scalar("loss", loss_value, step=step)
-                    tf.summary.scalar("steps_per_sec", steps_per_sec, step=step)
-                writer.flush()
+                try:
+                    with writer.as_default():
+                        tf.summary.scalar("loss", loss_value, step=step)
+                        tf.summary.scalar("steps_per_sec", steps_per_sec, step=step)
+                    writer.flush()
+                except summary_errors as exc:
+                    summaries_failed(writer, exc)
+                    writer = None
             window_start = time.time()
     coordinator.join()
     print(f"chief done: {args.train_steps} steps, final loss {loss_value:.4f}", flush=True)

@@ -4,6 +4,7 @@ the path and the fix, the roles keep training, and the output comes back when sp
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.core.test_agent import AgentProcess, start
 from tests.core.test_launch import Launch, between_graph
 
@@ -187,3 +189,24 @@ def test_a_role_restarted_while_the_disk_is_full_starts_and_its_log_appears_late
         assert agent.output("worker:0") == "first words\nlast words\n"  # streamed too
     finally:
         agent.close()
+
+
+def test_an_example_trainer_whose_summaries_meet_a_full_disk_trains_on(tmp_path: Path, small_disk: Path):
+    """The bundled trainers write TensorBoard summaries where TowerDeck says (TOWERDECK_TB_DIR, in
+    the run directory). On a full disk TensorFlow's writer raises at its next flush: the example
+    says so once and trains to the end, rather than die for its logging (seen: a full-disk test
+    failing with worker:0 "exit code 1" from EventFileWriter.flush)."""
+    fill(small_disk)
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}  # one worker, on its own
+    env["TOWERDECK_TB_DIR"] = str(small_disk / "tensorboard")
+    result = subprocess.run(
+        [sys.executable, "-u", "multi_worker_mirrored.py", "--train_steps=30", "--log_every=10"],
+        cwd=ROOT / "resources" / "trainers",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.stdout.count("tensorboard: cannot write summaries") == 1, result.stdout[-3000:]
+    assert "done: 30 steps" in result.stdout, result.stdout[-3000:]
