@@ -165,8 +165,19 @@ def _fmt(ms: float | None) -> str:
     return "-" if ms is None else f"{ms:.2f}"
 
 
-def _difference(values: Sequence[float | None], roles: Sequence[str]) -> str:
-    """' <- 2.4x on worker:1' when one role's value is DIFFERENCE_RATIO times another's. Roles are
+@dataclass(frozen=True)
+class Row:
+    """One row of the side-by-side table: a figure per role (``values`` None: a section heading),
+    and the role that stands out on it (``DIFFERENCE_RATIO`` times another's) with the words."""
+
+    label: str
+    values: tuple[float | None, ...] | None = None
+    stands_out: str | None = None  # the role
+    mark: str = ""  # "2.4x on worker:1", "mainly on worker:1"
+
+
+def difference(values: Sequence[float | None], roles: Sequence[str]) -> tuple[str, str] | None:
+    """(role, "2.4x on worker:1") when one role's value is DIFFERENCE_RATIO times another's. Roles are
     compared within their job where a job has two or more here (a ps differs from a worker by
     design), across all roles otherwise."""
     known = [(v, r) for v, r in zip(values, roles, strict=True) if v is not None]
@@ -174,17 +185,43 @@ def _difference(values: Sequence[float | None], roles: Sequence[str]) -> str:
     for v, r in known:
         jobs.setdefault(r.split(":")[0], []).append((v, r))
     groups = [g for g in jobs.values() if len(g) >= 2] or ([known] if len(known) >= 2 else [])
-    best, mark = 0.0, ""
+    best: tuple[float, str, str] | None = None
     for group in groups:
         high, high_role = max(group)
         low = min(v for v, _ in group)
         if high < DIFFERENCE_FLOOR_MS or high < DIFFERENCE_RATIO * low:
             continue
         ratio = high / low if low >= 0.005 else float("inf")  # 0.00 as printed: no ratio to give
-        if ratio > best:
-            best = ratio
-            mark = f"  <- mainly on {high_role}" if ratio == float("inf") else f"  <- {ratio:.1f}x on {high_role}"
-    return mark
+        if best is None or ratio > best[0]:
+            words = f"mainly on {high_role}" if ratio == float("inf") else f"{ratio:.1f}x on {high_role}"
+            best = (ratio, high_role, words)
+    return None if best is None else (best[1], best[2])
+
+
+def table_rows(profiles: Sequence[RoleProfile]) -> list[Row]:
+    """The side-by-side table after the steps row, as both the CLI and the window's Profile tab
+    show it: step times, where a step's time went, the top op types; differences marked."""
+    roles = [p.role for p in profiles]
+
+    def row(label: str, values: Sequence[float | None]) -> Row:
+        found = difference(values, roles)
+        return Row(label, tuple(values), *(found if found is not None else (None, "")))
+
+    rows = [
+        row("step time, mean (ms)", [p.mean_step_ms for p in profiles]),
+        row("step time, median (ms)", [p.median_step_ms for p in profiles]),
+        Row("where a step's time went (ms/step)"),
+    ]
+    for name, _ in BREAKDOWN:
+        values = [p.breakdown_ms.get(name) for p in profiles]
+        if name in ALWAYS_SHOWN or any(v for v in values):
+            rows.append(row(name, values))
+    ops = list(dict.fromkeys(o.op_type for p in profiles for o in p.top_ops))
+    if ops:
+        per = "ms/step" if all(p.steps for p in profiles) else "ms in capture"
+        rows.append(Row(f"top op types by self time ({per})"))
+        rows += [row(op, [p.op_ms(op) if p.top_ops else None for p in profiles]) for op in ops[: TOP_OPS + 4]]
+    return rows
 
 
 def format_profiles(profiles: Sequence[RoleProfile]) -> list[str]:
@@ -195,26 +232,15 @@ def format_profiles(profiles: Sequence[RoleProfile]) -> list[str]:
     roles = [p.role for p in profiles]
     width = max(12, *(len(r) + 2 for r in roles))
     label_width = 40
-
-    def row(label: str, values: Sequence[float | None], mark: bool = True) -> str:
-        cells = "".join(f"{_fmt(v):>{width}}" for v in values)
-        return f"{label:<{label_width}}{cells}{_difference(values, roles) if mark else ''}"
-
     lines = [f"{'':<{label_width}}" + "".join(f"{r:>{width}}" for r in roles)]
     lines.append(f"{'steps captured':<{label_width}}" + "".join(f"{p.steps:>{width}}" for p in profiles))
-    lines.append(row("step time, mean (ms)", [p.mean_step_ms for p in profiles]))
-    lines.append(row("step time, median (ms)", [p.median_step_ms for p in profiles]))
-    lines.append("where a step's time went (ms/step):")
-    for name, _ in BREAKDOWN:
-        values = [p.breakdown_ms.get(name) for p in profiles]
-        if name in ALWAYS_SHOWN or any(v for v in values):
-            lines.append(row(f"  {name}", values))
-    ops = list(dict.fromkeys(o.op_type for p in profiles for o in p.top_ops))
-    if ops:
-        per = "ms/step" if all(p.steps for p in profiles) else "ms in capture"
-        lines.append(f"top op types by self time ({per}):")
-        for op in ops[: TOP_OPS + 4]:
-            lines.append(row(f"  {op[: label_width - 3]}", [p.op_ms(op) if p.top_ops else None for p in profiles]))
+    for r in table_rows(profiles):
+        if r.values is None:
+            lines.append(f"{r.label}:")
+            continue
+        label = r.label if r.label.startswith("step time") else f"  {r.label[: label_width - 3]}"
+        cells = "".join(f"{_fmt(v):>{width}}" for v in r.values)
+        lines.append(f"{label:<{label_width}}{cells}{f'  <- {r.mark}' if r.mark else ''}")
     for p in profiles:
         lines.append(f"{p.role}: {p.bottleneck or 'xprof named no bottleneck'}")
         lines.extend(f"{p.role}: could not read {e}" for e in p.errors)

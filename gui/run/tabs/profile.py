@@ -4,8 +4,8 @@ The list is the run's ``RUN/profiles/<time>`` folders (:func:`core.profiling.cap
 A capture's summary comes from xprof in the profiler environment (seconds, in a subprocess): it is
 computed off the GUI thread under a hard time limit and kept per capture folder, so choosing a
 capture again shows it at once. The table has one column per role: steps, mean and median step
-time, where a step's time went, and the top op types; a cell that the CLI's side-by-side text
-(:func:`core.profiling.summary.format_profiles`) marks as a difference (2x or more) is bold on amber,
+time, where a step's time went, and the top op types, the rows the CLI prints too
+(:func:`core.profiling.summary.table_rows`); a cell that stands out (2x or more) is bold on amber,
 with the ratio in its tooltip. Each role's bottleneck sentence is under the table.
 """
 
@@ -21,14 +21,12 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.profiling.capture import RECORD_NAME, list_captures
 from core.profiling.env import ProfileError
-from core.profiling.summary import ALWAYS_SHOWN, BREAKDOWN, TOP_OPS, RoleProfile, format_profiles, summarize
+from core.profiling.summary import RoleProfile, summarize, table_rows
 from gui.offthread import Relay, run_off_thread
 
 SUMMARY_TIMEOUT_S = 120.0  # xprof reads a 5 MB profile in under a second; past this it is stuck
 DIFFERENCE_COLOUR = "#fde68a"
 SECTION_COLOUR = "#eef2f7"
-MARK = "  <- "
-LABEL_CHARS = 37  # format_profiles cuts an op's name to this in its label
 
 
 @dataclass(frozen=True)
@@ -65,15 +63,8 @@ def summarize_capture(folder: Path) -> CaptureSummary:
 
 
 def marked_differences(profiles: Sequence[RoleProfile]) -> dict[str, tuple[str, str]]:
-    """The rows format_profiles marks: row label -> (the role whose value stands out, the mark)."""
-    marks: dict[str, tuple[str, str]] = {}
-    for line in format_profiles(profiles):
-        if MARK not in line:
-            continue
-        head, mark = line.split(MARK, 1)
-        label = head.rsplit(None, len(profiles))[0].strip()
-        marks[label] = (mark.rsplit(" on ", 1)[-1].strip(), mark.strip())
-    return marks
+    """The rows that have a role standing out: row label -> (that role, the words)."""
+    return {r.label: (r.stands_out, r.mark) for r in table_rows(profiles) if r.stands_out is not None}
 
 
 def _ms(value: float | None) -> str:
@@ -219,20 +210,7 @@ class ProfilePanel(QtWidgets.QWidget):
         self.bottlenecks.setText("<br>".join(lines))
 
     def _fill_table(self, profiles: Sequence[RoleProfile]) -> None:
-        rows: list[tuple[str, list[float | None] | None]] = []
-        rows.append(("step time, mean (ms)", [p.mean_step_ms for p in profiles]))
-        rows.append(("step time, median (ms)", [p.median_step_ms for p in profiles]))
-        rows.append(("where a step's time went (ms/step)", None))
-        for name, _ in BREAKDOWN:
-            per_role = [p.breakdown_ms.get(name) for p in profiles]
-            if name in ALWAYS_SHOWN or any(v for v in per_role):
-                rows.append((name, per_role))
-        ops = list(dict.fromkeys(o.op_type for p in profiles for o in p.top_ops))
-        if ops:
-            per = "ms/step" if all(p.steps for p in profiles) else "ms in capture"
-            rows.append((f"top op types by self time ({per})", None))
-            rows += [(op, [p.op_ms(op) if p.top_ops else None for p in profiles]) for op in ops[: TOP_OPS + 4]]
-        marks = marked_differences(profiles)
+        rows = table_rows(profiles)
         columns = [p.role for p in profiles]
         self.table.clear()
         self.table.setColumnCount(1 + len(columns))
@@ -241,16 +219,15 @@ class ProfilePanel(QtWidgets.QWidget):
         self._set(0, 0, "steps captured")
         for c, p in enumerate(profiles, start=1):
             self._set(0, c, str(p.steps), right=True)
-        for r, (label, values) in enumerate(rows, start=1):
-            if values is None:
-                self._section(r, label)
+        for r, row in enumerate(rows, start=1):
+            if row.values is None:
+                self._section(r, row.label)
                 continue
-            self._set(r, 0, f"  {label}" if r > 2 else label)  # the breakdown and the ops under their heading
-            stands_out = marks.get(label[:LABEL_CHARS])
-            for c, (role, value) in enumerate(zip(columns, values, strict=True), start=1):
+            self._set(r, 0, f"  {row.label}" if r > 2 else row.label)  # the breakdown and the ops under their heading
+            for c, (role, value) in enumerate(zip(columns, row.values, strict=True), start=1):
                 item = self._set(r, c, _ms(value), right=True)
-                if stands_out is not None and stands_out[0] == role:
-                    self._highlight(item, stands_out[1])
+                if row.stands_out == role:
+                    self._highlight(item, row.mark)
         self.table.resizeColumnsToContents()
         self.table.horizontalHeader().setStretchLastSection(False)
 
@@ -276,7 +253,7 @@ class ProfilePanel(QtWidgets.QWidget):
         font.setBold(True)
         item.setFont(font)
         item.setBackground(QtGui.QColor(DIFFERENCE_COLOUR))
-        item.setToolTip(mark.removeprefix("<- ").strip())
+        item.setToolTip(mark)
 
     def highlighted(self) -> list[tuple[str, str]]:
         """(row label, role) of each highlighted cell: what a test or a reader checks."""
