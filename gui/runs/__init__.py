@@ -1,1 +1,1 @@
-"""Past runs: ``runs_page`` (the browser), ``compare``, ``exporting``."""
+"""Past runs: ``runs_page`` (the browser, as a widget; the window installs it: :mod:`gui.window.runs_install`), ``compare``."""

@@ -30,12 +30,11 @@ from gui.run.tabs.gpus import GpuPanel
 from gui.run.tabs.logs import LogPanel
 from gui.run.tabs.placement import PlacementPanel
 from gui.run.tabs.training import TrainingPanel
-from gui.runs import runs_page
-from gui.runs.exporting import Exporter
 from gui.window import actions as window_actions
-from gui.window import collector, dialogs, settings
+from gui.window import collector, dialogs, runs_install, settings
 from gui.window.actions import TABS
 from gui.window.desktop_notify import DesktopNotifier
+from gui.window.exporting import Exporter
 from gui.window.frame import FRAME_HZ, WindowFrame
 from gui.window.profile_action import ProfileAction
 from gui.window.run_wiring import RunWiring
@@ -168,7 +167,7 @@ class MainWindow(WindowFrame, RunWiring):
         self.desktop_notifier = DesktopNotifier(self)
         self.tensorboard = TensorBoardAction(self)  # File > Open in TensorBoard
         self.profiler = ProfileAction(self)  # issue 22: Role > Profile and the Profile tab
-        self.runs_page = runs_page.install(self)  # issue 23: the Runs page and compare views
+        self.runs_page = runs_install.install(self)  # issue 23: the Runs page and compare views
 
     def _on_editor_spec_changed(self, spec: ClusterSpec | None) -> None:
         """The form changed: it is what the next launch uses (a running cluster keeps its own)."""

@@ -5,22 +5,19 @@ when the window shows another run or closes (its whole process group; nothing le
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
 
 from PySide6 import QtCore, QtGui
 
 from core.run.tensorboard import TensorBoardServer
 from gui.offthread import Relay, run_off_thread
-
-if TYPE_CHECKING:
-    from gui.window.main_window import MainWindow
+from gui.window.hosts import MenuHost
 
 
 class TensorBoardAction(QtCore.QObject):
     """One TensorBoard per window at a time, for the run it shows."""
 
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
+    def __init__(self, window: MenuHost) -> None:
+        super().__init__(window.window())
         self.window = window
         self.relay = Relay(self)
         self.server: TensorBoardServer | None = None
@@ -28,7 +25,7 @@ class TensorBoardAction(QtCore.QObject):
         self.last_error: str | None = None
         self.open_browser = True  # tests turn it off
         self._for_path: object = None
-        self.action = QtGui.QAction("Open in TensorBoard", window)
+        self.action = QtGui.QAction("Open in TensorBoard", window.window())
         self.action.setToolTip("Start TensorBoard on this run's event files (127.0.0.1) and open it in the browser")
         self.action.triggered.connect(lambda _c=False: self.open())
         window.file_menu.insertAction(window.action_quit, self.action)

@@ -46,7 +46,7 @@ def test_export_plots_and_csv_from_a_live_run_and_notify_when_it_ends(qtbot, tmp
     import pyqtgraph as pg
     from PySide6 import QtGui
 
-    from gui.runs.exporting import visible_plots
+    from gui.window.exporting import visible_plots
     from gui.window.main_window import MainWindow
 
     sink_out = tmp_path / "notified.jsonl"
@@ -86,7 +86,7 @@ def test_export_plots_and_csv_from_a_live_run_and_notify_when_it_ends(qtbot, tmp
         assert not any(isinstance(i, pg.LegendItem) for i in plot.scene().items())
 
     # Right-click > Export... (pyqtgraph's dialog) is there for our plots, offers PNG and SVG, and
-    # its SVG export works (it shares the exporter fixed in gui/runs/exporting.py).
+    # its SVG export works (it shares the exporter fixed in gui/window/exporting.py).
     scene = plots[0].scene()
     assert [a.text() for a in scene.contextMenu] == ["Export..."]
     scene.contextMenuItem = plots[0].getPlotItem().getViewBox()  # what a right-click on the curves sets

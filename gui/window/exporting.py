@@ -12,16 +12,14 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyqtgraph as pg
 import pyqtgraph.exporters
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from gui.offthread import Relay, run_off_thread
-
-if TYPE_CHECKING:
-    from gui.window.main_window import MainWindow
+from gui.window.hosts import ExportHost
 
 FORMATS = {".png": "PNG image (*.png)", ".svg": "SVG drawing (*.svg)"}
 
@@ -56,7 +54,7 @@ _svg_module.correctCoordinates = _close_paths_safely(_svg_module.correctCoordina
 MAX_KEY_ENTRIES = 12
 
 
-def series_names(window: MainWindow, plot: pg.PlotWidget) -> list[tuple[Any, str]]:
+def series_names(window: ExportHost, plot: pg.PlotWidget) -> list[tuple[Any, str]]:
     """The curves of ``plot`` and what each is (a role), for the exported file's key: the window
     shows its key beside the plots, which an exported plot would lose."""
     training = window.training
@@ -120,16 +118,16 @@ def file_names(target: Path, plots: list[pg.PlotWidget]) -> list[Path]:
 class Exporter(QtCore.QObject):
     """The window's *File > Export plot...* and *File > Export run figures as CSV...*."""
 
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
+    def __init__(self, window: ExportHost) -> None:
+        super().__init__(window.window())
         self.window = window
         self.relay = Relay(self)
         self.last_written: list[Path] = []
         self.last_error: str | None = None
-        self.action_plot = QtGui.QAction("Export plot (PNG, SVG)...", window)
+        self.action_plot = QtGui.QAction("Export plot (PNG, SVG)...", window.window())
         self.action_plot.setToolTip("Save the plots of the tab on screen as PNG or SVG files")
         self.action_plot.triggered.connect(lambda _c=False: self.choose_plot_file())
-        self.action_csv = QtGui.QAction("Export run figures as CSV...", window)
+        self.action_csv = QtGui.QAction("Export run figures as CSV...", window.window())
         self.action_csv.setToolTip("Metrics, TensorBoard scalars, samples and role states of this run, as CSV files")
         self.action_csv.triggered.connect(lambda _c=False: self.choose_csv_dir())
         menu = window.file_menu
@@ -146,7 +144,7 @@ class Exporter(QtCore.QObject):
             self.window.statusBar().showMessage("this tab has no plot to export", 10000)
             return
         name, chosen = QtWidgets.QFileDialog.getSaveFileName(
-            self.window, "Export plot", str(Path.home() / "plot.png"), ";;".join(FORMATS.values())
+            self.window.window(), "Export plot", str(Path.home() / "plot.png"), ";;".join(FORMATS.values())
         )
         if name:
             target = Path(name)
@@ -178,7 +176,7 @@ class Exporter(QtCore.QObject):
             self.window.statusBar().showMessage("no run to export: launch a cluster or open a run first", 10000)
             return
         chosen = QtWidgets.QFileDialog.getExistingDirectory(
-            self.window, "Export the run's figures into", str(Path.home())
+            self.window.window(), "Export the run's figures into", str(Path.home())
         )
         if chosen:
             self.export_csv(Path(chosen) / f"{source.path.name}-csv")
