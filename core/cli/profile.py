@@ -17,7 +17,7 @@ from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from core.profiling.capture import RECORD_NAME, Capture, capture, list_captures, select
 from core.profiling.env import ProfileError
 from core.profiling.summary import format_profiles, summarize
-from core.profiling.why import explain, local_host_facts, role_facts, straggler_and_median
+from core.profiling.why_run import WhyRefused, why_slow
 from core.run import control
 
 MAX_SECONDS = 30.0  # a 10 s trace wrote 121 MB with a 3.8 GiB peak in the role
@@ -97,40 +97,27 @@ def cmd_why(args: argparse.Namespace, run_path: Path, socket_path: Path, out: Te
     reply = _status(args, socket_path, err)
     if isinstance(reply, int):
         return reply
-    roles = reply.get("roles") or []
     try:
-        slow, median = straggler_and_median(roles, args.role)
-        targets = select(roles, [str(slow["role"]), str(median["role"])], False, False)
-    except ProfileError as exc:
+        answer = why_slow(
+            reply.get("roles") or [], run_path, args.role, args.seconds, args.light, args.timeout, args.unsafe
+        )
+    except WhyRefused as exc:
         print(f"why: {exc}", file=err)
         return EXIT_USAGE
-    import psutil
-
-    psutil.cpu_percent(None)  # the host's CPU is measured over the capture
-    try:
-        result = capture(run_path, targets, args.seconds, args.light, args.timeout, args.unsafe)
     except ProfileError as exc:
         print(f"why: {exc}", file=err)
         return EXIT_FAILED
-    host_cpu = psutil.cpu_percent(None)
-    for r in result.roles:
-        if not r.ok:
-            print(f"why: {r.error}", file=err)
-    xplanes = result.xplanes()
-    if len(xplanes) < 2:
+    for error in answer.failures:
+        print(f"why: {error}", file=err)
+    if answer.problem:
+        print(f"why: {answer.problem}", file=err)
+    if answer.verdict is None:
         return EXIT_FAILED
-    try:
-        slow_profile, median_profile = summarize(xplanes)
-    except ProfileError as exc:
-        print(f"why: captured, but {exc}", file=err)
-        return EXIT_FAILED
-    facts = [role_facts(r, local_host_facts(str(r.get("host")), host_cpu)) for r in (slow, median)]
-    verdict = explain(slow_profile, median_profile, facts[0], facts[1])
-    print(f"captured {result.seconds:g} s into {result.path}", file=out)
-    for line in format_profiles([slow_profile, median_profile]):
+    print(f"captured {answer.capture.seconds:g} s into {answer.capture.path}", file=out)
+    for line in format_profiles(answer.profiles):
         print(line, file=out)
-    print(f"why is {slow['role']} slow? {verdict.sentence}", file=out)
-    for line in verdict.evidence:
+    print(f"why is {answer.straggler} slow? {answer.verdict.sentence}", file=out)
+    for line in answer.verdict.evidence:
         print(f"  {line}", file=out)
     return EXIT_OK
 

@@ -7,6 +7,8 @@ legible minimum, then the widget asks its scroll area for more height).
 
 Signals:
     sig_role_selected(str): a tile was clicked; the payload is the role (``worker:3``).
+    sig_role_menu(str, QPoint): a tile was right-clicked (selected first); the role and the
+        global position for its context menu.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class ClusterOverview(QtWidgets.QWidget):
     """Paints an :class:`~core.views.overview.Overview`; see the module docstring."""
 
     sig_role_selected = QtCore.Signal(str)
+    sig_role_menu = QtCore.Signal(str, QtCore.QPoint)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
@@ -298,6 +301,15 @@ class ClusterOverview(QtWidgets.QWidget):
             self.select_role(cell.role)
             self.sig_role_selected.emit(cell.role)
         super().mousePressEvent(event)
+
+    def contextMenuEvent(self, event: QtGui.QContextMenuEvent) -> None:
+        cell = self.role_at(event.pos())
+        if cell is None:
+            super().contextMenuEvent(event)
+            return
+        self.select_role(cell.role)
+        self.sig_role_selected.emit(cell.role)
+        self.sig_role_menu.emit(cell.role, event.globalPos())
 
     def event(self, event: QtCore.QEvent) -> bool:
         if event.type() == QtCore.QEvent.Type.ToolTip:

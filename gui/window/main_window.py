@@ -39,6 +39,7 @@ from gui.window.frame import FRAME_HZ, WindowFrame
 from gui.window.profile_action import ProfileAction
 from gui.window.run_wiring import RunWiring
 from gui.window.tensorboard_action import TensorBoardAction
+from gui.window.why_action import WhyAction
 
 
 class MainWindow(WindowFrame, RunWiring):
@@ -167,6 +168,7 @@ class MainWindow(WindowFrame, RunWiring):
         self.desktop_notifier = DesktopNotifier(self)
         self.tensorboard = TensorBoardAction(self)  # File > Open in TensorBoard
         self.profiler = ProfileAction(self)  # issue 22: Role > Profile and the Profile tab
+        self.why = WhyAction(self)  # issue 22: Role > Why is this worker slow? (uses the Profile tab)
         self.runs_page = runs_install.install(self)  # issue 23: the Runs page and compare views
 
     def _on_editor_spec_changed(self, spec: ClusterSpec | None) -> None:

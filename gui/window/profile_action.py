@@ -53,8 +53,9 @@ class ProfileAction(QtCore.QObject):
             source = self.window.source
             self.panel.set_run(source.path if source is not None else None)
 
-    def refusal(self) -> str | None:
-        """Why the selected roles cannot be profiled now, in one line; None when they can."""
+    def refusal(self, needs_selection: bool = True) -> str | None:
+        """Why the selected roles cannot be profiled now, in one line; None when they can. A second
+        capture is refused while one runs, whichever action asked for it (*Profile* or *Why*)."""
         if self.busy is not None:
             return f"a profile of {self.busy} is being captured; wait for it before asking another"
         source = self.window.source
@@ -67,7 +68,7 @@ class ProfileAction(QtCore.QObject):
             )
         if source.done:
             return "the run is not running: only a running role can be profiled"
-        if not self.window.selected_roles():
+        if needs_selection and not self.window.selected_roles():
             return "select the roles to profile in the roles table first"
         return None
 

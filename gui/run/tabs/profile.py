@@ -6,7 +6,8 @@ computed off the GUI thread under a hard time limit and kept per capture folder,
 capture again shows it at once. The table has one column per role: steps, mean and median step
 time, where a step's time went, and the top op types, the rows the CLI prints too
 (:func:`core.profiling.summary.table_rows`); a cell that stands out (2x or more) is bold on amber,
-with the ratio in its tooltip. Each role's bottleneck sentence is under the table.
+with the ratio in its tooltip. Each role's bottleneck sentence is under the table. A capture made by
+*Why is this worker slow?* shows its verdict and the evidence above the table.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from core.profiling.capture import RECORD_NAME, list_captures
 from core.profiling.env import ProfileError
 from core.profiling.summary import RoleProfile, summarize, table_rows
+from core.profiling.why import Verdict
 from gui.offthread import Relay, run_off_thread
 
 SUMMARY_TIMEOUT_S = 120.0  # xprof reads a 5 MB profile in under a second; past this it is stuck
 DIFFERENCE_COLOUR = "#fde68a"
+VERDICT_STYLE = "QLabel { background: #fff7e0; border: 1px solid #e0c070; padding: 6px; }"
 SECTION_COLOUR = "#eef2f7"
 
 
@@ -37,6 +40,7 @@ class CaptureSummary:
     folder: Path
     profiles: tuple[RoleProfile, ...]
     failures: tuple[tuple[str, str], ...] = ()
+    verdict: Verdict | None = None  # why the first role is slower than the second
 
 
 def read_record(folder: Path) -> tuple[dict[str, Path], list[tuple[str, str]]]:
@@ -90,6 +94,11 @@ class ProfilePanel(QtWidgets.QWidget):
         self.captures.currentItemChanged.connect(lambda item, _old: self._on_chosen(item))
         self.message = QtWidgets.QLabel("no profile yet: select roles and use Role > Profile")
         self.message.setWordWrap(True)
+        self.verdict = QtWidgets.QLabel("")
+        self.verdict.setWordWrap(True)
+        self.verdict.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.verdict.setStyleSheet(VERDICT_STYLE)
+        self.verdict.hide()
         self.table = QtWidgets.QTableWidget()
         self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
@@ -102,6 +111,7 @@ class ProfilePanel(QtWidgets.QWidget):
 
         right = QtWidgets.QVBoxLayout()
         right.addWidget(self.message)
+        right.addWidget(self.verdict)
         right.addWidget(self.table, 1)
         right.addWidget(self.bottlenecks)
         layout = QtWidgets.QHBoxLayout(self)
@@ -193,6 +203,8 @@ class ProfilePanel(QtWidgets.QWidget):
         self.table.setRowCount(0)
         self.table.setColumnCount(0)
         self.bottlenecks.setText("")
+        self.verdict.setText("")
+        self.verdict.hide()
 
     def show_summary(self, summary: CaptureSummary) -> None:
         """One capture's roles side by side, the differences highlighted, then each bottleneck."""
@@ -201,6 +213,7 @@ class ProfilePanel(QtWidgets.QWidget):
         failed = "; ".join(f"{why}" for _role, why in summary.failures)
         head = f"profile {summary.folder.name}: " + ", ".join(p.role for p in profiles) if profiles else ""
         self.message.setText(" | ".join(t for t in (head, f"not captured: {failed}" if failed else "") if t))
+        self._show_verdict(summary)
         self._fill_table(profiles)
         lines = [
             f"<b>{html.escape(p.role)}</b>: {html.escape(p.bottleneck or 'xprof named no bottleneck')}"
@@ -208,6 +221,24 @@ class ProfilePanel(QtWidgets.QWidget):
         ]
         lines += [f"<b>{html.escape(p.role)}</b>: could not read {html.escape(e)}" for p in profiles for e in p.errors]
         self.bottlenecks.setText("<br>".join(lines))
+
+    def _show_verdict(self, summary: CaptureSummary) -> None:
+        verdict = summary.verdict
+        if verdict is None or not summary.profiles:
+            self.verdict.setText("")
+            self.verdict.hide()
+            return
+        evidence = "".join(f"<br>&nbsp;&nbsp;{html.escape(line)}" for line in verdict.evidence)
+        question = f"Why is {html.escape(summary.profiles[0].role)} slow?"
+        self.verdict.setText(f"<b>{question} {html.escape(verdict.sentence)}</b><small>{evidence}</small>")
+        self.verdict.show()
+
+    def verdict_text(self) -> str:
+        """The shown verdict and its evidence as plain lines ('' when none is shown)."""
+        shown = self.shown
+        if shown is None or shown.verdict is None or self.verdict.isHidden():
+            return ""
+        return "\n".join([f"Why is {shown.profiles[0].role} slow? {shown.verdict.sentence}", *shown.verdict.evidence])
 
     def _fill_table(self, profiles: Sequence[RoleProfile]) -> None:
         rows = table_rows(profiles)

@@ -1,0 +1,86 @@
+"""Why is this worker slow, asked of a running launch: the steps that ``ctl RUN why`` and the
+window's *Role > Why is this worker slow?* share.
+
+From the run's live status (the control socket's ``status`` role list), :func:`why_slow` picks the
+straggler (the named worker, else the slowest) and the median worker, captures both at once
+(:func:`core.profiling.capture.capture`), summarises them (:func:`core.profiling.summary.summarize`)
+and applies the rules of :mod:`core.profiling.why`. It blocks for the capture and the summary
+(seconds): the window calls it off the GUI thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.profiling.capture import Capture, capture, select
+from core.profiling.env import ProfileError
+from core.profiling.summary import RoleProfile, summarize
+from core.profiling.why import Verdict, explain, local_host_facts, role_facts, straggler_and_median
+
+
+class WhyRefused(ProfileError):
+    """The question cannot be asked of this run (no two running workers, not a worker, ...):
+    one line, said before anything was captured."""
+
+
+@dataclass(frozen=True)
+class WhyAnswer:
+    """The outcome of one question: the straggler and the median worker it was compared with, the
+    capture, and, once both were captured and summarised, their profiles (straggler first) and the
+    verdict. Without a verdict, ``failures`` and ``problem`` say why."""
+
+    straggler: str
+    median: str
+    capture: Capture
+    profiles: tuple[RoleProfile, ...] = ()
+    verdict: Verdict | None = None
+    problem: str | None = None  # the summary failed after the capture
+
+    @property
+    def failures(self) -> list[str]:
+        """Each role that was not captured, with why (one line each)."""
+        return [r.error for r in self.capture.roles if not r.ok and r.error]
+
+    def refusal(self) -> str:
+        """Why there is no verdict, in one line ('' when there is one)."""
+        if self.verdict is not None:
+            return ""
+        return "; ".join([*self.failures, *([self.problem] if self.problem else [])]) or "fewer than two roles captured"
+
+
+def why_slow(
+    roles: list[dict[str, Any]],
+    run_path: Path,
+    name: str | None = None,
+    seconds: float = 2.0,
+    light: bool = False,
+    timeout_s: float | None = None,
+    unsafe: bool = False,
+) -> WhyAnswer:
+    """Profile the straggler (``name``, else the slowest worker of ``roles``) beside the median
+    worker and explain the difference. Raises :class:`WhyRefused` when the workers cannot be chosen
+    and ProfileError when the capture cannot start; a role not captured or a summary that fails
+    is in the answer (no verdict)."""
+    try:
+        slow, median = straggler_and_median(roles, name)
+        targets = select(roles, [str(slow["role"]), str(median["role"])], False, False)
+    except ProfileError as exc:
+        raise WhyRefused(str(exc)) from None
+    import psutil
+
+    psutil.cpu_percent(None)  # the host's CPU is measured over the capture
+    result = capture(run_path, targets, seconds, light, timeout_s, unsafe)
+    host_cpu = psutil.cpu_percent(None)
+    answer = WhyAnswer(str(slow["role"]), str(median["role"]), result)
+    xplanes = result.xplanes()
+    if len(xplanes) < 2:
+        return answer
+    try:
+        slow_profile, median_profile = summarize(xplanes)
+    except ProfileError as exc:
+        return WhyAnswer(answer.straggler, answer.median, result, problem=f"captured, but {exc}")
+    facts = [role_facts(r, local_host_facts(str(r.get("host")), host_cpu)) for r in (slow, median)]
+    verdict = explain(slow_profile, median_profile, facts[0], facts[1])
+    return WhyAnswer(answer.straggler, answer.median, result, (slow_profile, median_profile), verdict)
