@@ -110,6 +110,10 @@ class Role:
         self.sid = proc.pid  # start_new_session: the leader's pid is the session and group id
         self.log_path = log_path
         self.token = token
+        # How it was started (set by the agent's start): ``profile`` runs its tracer the same way.
+        self.start_argv0 = ""
+        self.start_env: dict[str, str] = {}
+        self.start_cwd: str | None = None
         # None while the log cannot be created (a full disk at start): the tail retries.
         self.reader: IO[bytes] | None = _open_log(log_path)
         self.log_missing = self.reader is None

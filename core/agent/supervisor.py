@@ -28,6 +28,7 @@ from .processes import (
     signal_tree,
     spawn,
 )
+from .profile import Traces, parse_profile, read_chunk, role_python, start_trace
 from .protocol import (
     MAX_PERIOD_S,
     MIN_PERIOD_S,
@@ -77,6 +78,7 @@ class Agent:
         self.sample_table: ProcTable | None = None  # rows reused by the next sample
         self.pumps: dict[int, Role] = {}  # log pump pid -> its role
         self.behind = False  # some role's output is not all sent yet: the next tick comes at once
+        self.traces = Traces()  # ``profile``: tracers running (core/agent/profile.py)
 
     # ---------------------------------------------------------------- output
 
@@ -167,6 +169,7 @@ class Agent:
             return
         os.close(pump[1])  # only the role holds the write end: EOF when its whole tree is gone
         role = Role(name, attempt, proc, log_path, token)
+        role.start_argv0, role.start_env, role.start_cwd = request.argv[0], request.env, request.cwd
         role.skip_backlog = request.skip_backlog
         role.pump_pid, role.pump_done, role.pump_status = pump[0], False, pump[2]
         self.pumps[pump[0]] = role
@@ -274,6 +277,34 @@ class Agent:
             self.next_sample = 0.0
         self.emit("configured", sample_period_s=self.sample_period_s, sampling=self.sampling)
 
+    def op_profile(self, command: dict[str, Any]) -> None:
+        """Trace a running role with its own python's TensorFlow; ``profiled`` says how it went."""
+        request = parse_profile(command)
+        role = self._role(command)
+        if role is None:
+            return
+        python = role_python(role.start_argv0)
+        try:
+            trace = start_trace(request, python, {**os.environ, **role.start_env}, role.start_cwd)
+        except OSError as exc:
+            self.emit(
+                "profiled",
+                id=request.id,
+                role=role.name,
+                ok=False,
+                returncode=None,
+                reply={"ok": False, "error": f"cannot run {python} on {self.hostname}: {exc.strerror or exc}"},
+                stderr="",
+                files=[],
+                elapsed_s=0.0,
+            )
+            return
+        self.traces.running[trace.proc.pid] = trace
+
+    def op_read_file(self, command: dict[str, Any]) -> None:
+        """A chunk of a file under ``profiles/``, base64 (``file_chunk``)."""
+        self.emit("file_chunk", **read_chunk(command))
+
     def op_shutdown(self, command: dict[str, Any]) -> None:
         self.shutdown(float(command.get("grace_s", 5.0)))
 
@@ -290,6 +321,7 @@ class Agent:
     def shutdown(self, grace_s: float) -> None:
         self.shutting_down = True
         self.shutdown_grace_s = grace_s
+        self.traces.stop_all()
         for role in list(self.roles.values()):
             self.stop(role, grace_s)
 
@@ -306,6 +338,8 @@ class Agent:
     def tick(self) -> None:
         """One round of supervision: exits, output, pump status, stops due, samples, scalars."""
         watch.tick(self)
+        for outcome in self.traces.poll():
+            self.emit("profiled", **outcome)
 
     def run(self, stdin_fd: int) -> None:
         """Serve one controller on ``stdin_fd`` and ``self.out`` until there is nothing left to do."""

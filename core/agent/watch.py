@@ -13,6 +13,7 @@ import signal
 from typing import Any, Protocol
 
 from .processes import LEFTOVER_GRACE_S, ProcTable, Role, role_tree, signal_tree
+from .profile import Traces
 from .protocol import now
 from .pump import PUMP_STUCK_S, parse_pump_status
 from .sampling import GpuSampler, HostSampler
@@ -50,6 +51,7 @@ class WatchedAgent(Protocol):
     host_sampler: HostSampler
     gpu_sampler: GpuSampler | None
     scalars: ScalarFeed
+    traces: Traces
 
     def emit(self, event: str, **fields: Any) -> bool: ...
 
@@ -67,6 +69,8 @@ def reap(agent: WatchedAgent) -> None:
             return
         if pid == 0:
             return
+        if agent.traces.exited(pid, status):
+            continue
         pumped = agent.pumps.pop(pid, None)
         if pumped is not None:
             pumped.pump_done = True

@@ -10,6 +10,7 @@ folder, or a run directory: its latest capture).
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -83,8 +84,10 @@ def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, out
     except ProfileError as exc:
         print(f"profile: {exc}", file=err)
         return EXIT_USAGE
+    remote_hosts = set(reply.get("remote_hosts") or [])  # traced by their agents, through the launcher
+    targets = [replace(t, remote=t.host in remote_hosts) for t in targets]
     try:
-        result = capture(run_path, targets, args.seconds, args.light, args.timeout, args.unsafe)
+        result = capture(run_path, targets, args.seconds, args.light, args.timeout, args.unsafe, socket_path)
     except ProfileError as exc:
         print(f"profile: {exc}", file=err)
         return EXIT_FAILED

@@ -1,5 +1,12 @@
 """The control socket's server: a launch's controller answers ``ctl``, ``status`` and other windows
-through the owner-only Unix socket of :mod:`core.run.control` (the protocol and the client)."""
+through the owner-only Unix socket of :mod:`core.run.control` (the protocol and the client).
+
+Besides that module's actions, ``profile`` {``role``, ``dest`` (a folder under ``RUN/profiles``),
+``seconds``, ``light``, ``timeout_s``} traces a role of a host reached over SSH through its agent
+and brings the files into ``dest`` (:mod:`core.profiling.remote`); it answers ``{"ok": true,
+"returncode", "reply", "stderr", "fetched"}`` (the tracer's outcome, judged by the caller as a local
+capture's) or ``{"ok": false, "error"}``, from its own thread, as it takes seconds. The status
+names the ``remote_hosts`` whose roles go this way."""
 
 from __future__ import annotations
 
@@ -19,6 +26,7 @@ from core.run.control import STATUS_TAIL_LINES, reachable, read_line, socket_pat
 class ControlServer:
     def __init__(self, controller: Controller, run_dir: Path) -> None:
         self.controller = controller
+        self.run_dir = run_dir
         self.path = socket_path_for(run_dir)
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
@@ -51,14 +59,42 @@ class ControlServer:
                 continue
             except OSError:
                 return
-            with conn:
-                conn.settimeout(5)
-                try:
-                    reply = self._handle(read_line(conn))
-                except (OSError, ValueError) as exc:
-                    reply = {"ok": False, "error": f"bad request: {exc}"}
-                with contextlib.suppress(OSError):
-                    conn.sendall((json.dumps(reply) + "\n").encode())
+            conn.settimeout(5)
+            try:
+                request = read_line(conn)
+            except (OSError, ValueError) as exc:
+                self._answer(conn, {"ok": False, "error": f"bad request: {exc}"})
+                continue
+            if isinstance(request, dict) and request.get("action") == "profile":
+                # Seconds long: answered from its own thread, so status and stop go on meanwhile.
+                threading.Thread(
+                    target=self._profile, args=(conn, request), name="control-profile", daemon=True
+                ).start()
+                continue
+            self._answer(conn, self._handle(request))
+
+    @staticmethod
+    def _answer(conn: socket.socket, reply: dict[str, Any]) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.sendall((json.dumps(reply) + "\n").encode())
+
+    def _profile(self, conn: socket.socket, request: dict[str, Any]) -> None:
+        """``profile``: a remote role traced through its agent, its files fetched into ``dest``."""
+        from core.profiling.env import ProfileError
+
+        try:
+            role, dest = str(request["role"]), Path(str(request["dest"]))
+            seconds, timeout_s = float(request["seconds"]), float(request["timeout_s"])
+            if not dest.resolve().is_relative_to((self.run_dir / "profiles").resolve()):
+                raise ValueError(f"dest must be a folder under {self.run_dir / 'profiles'}")
+            reply = self.controller.profile_remote(role, seconds, request.get("light") is True, timeout_s, dest)
+            answer = {"ok": True, **{k: reply.get(k) for k in ("returncode", "reply", "stderr", "fetched")}}
+        except ProfileError as exc:
+            answer = {"ok": False, "error": str(exc)}
+        except (KeyError, TypeError, ValueError, OSError) as exc:
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            answer = {"ok": False, "error": f"bad profile request: {message}"}
+        self._answer(conn, answer)
 
     def _handle(self, request: Any) -> dict[str, Any]:
         if not isinstance(request, dict) or not isinstance(request.get("action"), str):
@@ -83,6 +119,7 @@ class ControlServer:
                 "roles": roles,
                 "hosts": c.host_states(),
                 "slurm": c.slurm_state(),  # None unless the run is on Slurm
+                "remote_hosts": c.remote_hosts(),  # their roles are profiled through their agent
             }
         role = request.get("role")
         future: Future[str]

@@ -34,6 +34,7 @@ from core.controller.output_intake import RECEIVED_KEY, OutputIntake
 from core.controller.slurm import SlurmHosting
 from core.controller.supervised import SupervisedRole
 from core.diagnosis.rules import Diagnoser
+from core.profiling.remote import AgentReplies, profile_through_agent
 from core.remote.transport import Transport
 from core.run import journal, pids
 from core.run.role_view import cluster_status
@@ -106,6 +107,7 @@ class Controller(RoleLifecycle, UserCommands, OutputIntake, TelemetryIntake, Hos
         self._diagnoser = Diagnoser(
             self._roles, spec.strategy, success_policy=spec.stuck.success_policy, phase=str(ClusterPhase.IDLE)
         )
+        self._agent_replies = AgentReplies()  # profile and read_file answers (core.profiling.remote)
         if spec.slurm is not None and transport_factory is None:
             self._slurm_setup()
             self._factory = self._slurm_factory
@@ -200,6 +202,28 @@ class Controller(RoleLifecycle, UserCommands, OutputIntake, TelemetryIntake, Hos
         with self._lock:
             return list(self._roles[self._name(role)].history)
 
+    def remote_hosts(self) -> list[str]:
+        """The hosts reached through an agent over SSH (their roles are profiled through it)."""
+        return sorted(self._remote_hosts)
+
+    def profile_remote(self, role: str, seconds: float, light: bool, timeout_s: float, dest: Path) -> dict[str, Any]:
+        """Trace a running role of a remote host through its agent into ``dest`` (a folder of the
+        run directory, the same path on that host), waiting at most about ``timeout_s``; any thread.
+        The agent's ``profiled`` event; ProfileError (one line) when it cannot be tried."""
+        from core.profiling.env import ProfileError
+
+        with self._lock:
+            supervised = self._roles[self._name(role)]
+            host, state, address = supervised.host_key, supervised.state, supervised.task.address
+        transport = self._transports.get(host)
+        if host not in self._remote_hosts or transport is None:
+            raise ProfileError(f"{role} runs on {host}, which is not reached through an agent over SSH")
+        if state != RoleState.RUNNING:
+            raise ProfileError(f"{role} is {state}; only a running role can be profiled")
+        command = {"role": supervised.task.role_id, "address": address, "seconds": seconds, "light": light}
+        command["timeout_s"] = timeout_s
+        return profile_through_agent(self._agent_replies, host, transport.send, command, self.run.path, dest)
+
     def close(self, timeout_s: float = 60.0) -> None:
         """Stop everything (if still running) and wait for the controller to finish."""
         if self._thread is None:
@@ -231,6 +255,8 @@ class Controller(RoleLifecycle, UserCommands, OutputIntake, TelemetryIntake, Hos
         return future
 
     def _sink(self, host: str, event: dict[str, Any]) -> None:
+        if self._agent_replies.offer(host, event):
+            return  # a profile's answer, for the thread that waits for it
         event[RECEIVED_KEY] = time.monotonic()  # how far behind the controller is (core.controller.output_intake)
         try:
             self._queue.put_nowait(("agent", host, event))

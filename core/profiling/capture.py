@@ -2,8 +2,9 @@
 
 Every ``tf.distribute.Server`` hosts TensorFlow's profiler service on its cluster port. Before
 asking, each role is checked: it runs, on this machine, and its port is held by its own process
-tree (a port taken by another process would be profiled, or refused, in its name). The roles are
-traced at once, one profiler-environment subprocess each (each role writes its own folder), all
+tree (a port taken by another process would be profiled, or refused, in its name); a role of a
+host reached over SSH is traced there by its agent instead, through the launcher's controller,
+and its files brought back (:mod:`core.profiling.remote`). The roles are traced at once, one profiler-environment subprocess each (each role writes its own folder), all
 under one hard time limit; a role that does not answer is killed out of the wait, never the run.
 One capture per run at a time (a lock file), since TensorFlow refuses a second session anyway.
 
@@ -29,6 +30,7 @@ from typing import Any
 from core.cluster.locality import is_local_host
 from core.cluster.spec import role_dir_name
 from core.profiling.env import ProfileError, WorkerResult, finish_worker, profiler_python, start_worker
+from core.profiling.remote import ControllerTrace
 from core.run.rundir import SPEC_FILE
 
 PROFILES_DIR = "profiles"
@@ -52,6 +54,7 @@ class Target:
     port: int
     pid: int | None
     state: str
+    remote: bool = False  # on a host reached over SSH: traced there by its agent, through the launcher
 
     @property
     def address(self) -> str:
@@ -133,6 +136,8 @@ def check(target: Target, strategy: str = "", unsafe: bool = False) -> str | Non
         )
     if target.state != "running":
         return f"{target.role} is {target.state or 'not running'}; only a running role can be profiled"
+    if target.remote:
+        return None  # its agent checks the rest on its host
     if not is_local_host(target.host):
         return (
             f"{target.role} runs on {target.host}: profiling a role on another host (through its agent) "
@@ -236,9 +241,10 @@ def capture(
     light: bool = False,
     timeout_s: float | None = None,
     unsafe: bool = False,
+    control_socket: Path | None = None,
 ) -> Capture:
     """Profile ``targets`` at once for ``seconds``; each role's outcome is in the result (and in
-    ``profile.json``). Raises ProfileError only when nothing can be tried (another capture runs,
+    ``profile.json``). Remote targets are traced through the launcher at ``control_socket``. Raises ProfileError only when nothing can be tried (another capture runs,
     no profiler environment)."""
     if not targets:
         raise ProfileError("no role to profile")
@@ -255,16 +261,22 @@ def capture(
         }
         _write_record(folder, requested, result)
         strategy = run_strategy(run_path)
-        profiler_python()  # no environment: say so before any role is asked
+        if any(not t.remote for t in targets):
+            profiler_python()  # no environment: say so before any role is asked
         started = time.monotonic()
-        running: list[tuple[Target, RoleCapture, subprocess.Popen[str]]] = []
+        running: list[tuple[Target, RoleCapture, subprocess.Popen[str] | ControllerTrace]] = []
         try:
-            _ask(folder, targets, result, running, strategy, unsafe, seconds, light)
+            for target in targets:
+                outcome = RoleCapture(target.role, target.address)
+                result.roles.append(outcome)
+                outcome.error = check(target, strategy, unsafe)
+                if outcome.error is None:
+                    running.append((target, outcome, _ask(folder, target, seconds, light, limit_s, control_socket)))
             _collect(folder, running, started, limit_s)
         finally:
             # Interrupted (Ctrl-C, a closing window): no trace process outlives the capture.
             for _, _, proc in running:
-                if proc.poll() is None:
+                if isinstance(proc, subprocess.Popen) and proc.poll() is None:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
@@ -273,37 +285,30 @@ def capture(
 
 
 def _ask(
-    folder: Path,
-    targets: Sequence[Target],
-    result: Capture,
-    running: list[tuple[Target, RoleCapture, subprocess.Popen[str]]],
-    strategy: str,
-    unsafe: bool,
-    seconds: float,
-    light: bool,
-) -> None:
-    """Check each target and start a trace of each that passes, all at once."""
-    for target in targets:
-        outcome = RoleCapture(target.role, target.address)
-        result.roles.append(outcome)
-        outcome.error = check(target, strategy, unsafe)
-        if outcome.error is None:
-            logdir = folder / target.dir_name
-            logdir.mkdir()
-            level = LIGHT_HOST_TRACER_LEVEL if light else FULL_HOST_TRACER_LEVEL
-            proc = start_worker("capture", target.address, str(logdir), str(int(seconds * 1000)), str(level))
-            running.append((target, outcome, proc))
+    folder: Path, target: Target, seconds: float, light: bool, limit_s: float, control_socket: Path | None
+) -> subprocess.Popen[str] | ControllerTrace:
+    """Start a trace of ``target``: here in the profiler environment, or by its host's agent."""
+    logdir = folder / target.dir_name
+    logdir.mkdir()
+    if target.remote and control_socket is not None:
+        return ControllerTrace(control_socket, target.role, logdir, seconds, light, limit_s)
+    level = LIGHT_HOST_TRACER_LEVEL if light else FULL_HOST_TRACER_LEVEL
+    return start_worker("capture", target.address, str(logdir), str(int(seconds * 1000)), str(level))
 
 
 def _collect(
     folder: Path,
-    running: list[tuple[Target, RoleCapture, subprocess.Popen[str]]],
+    running: list[tuple[Target, RoleCapture, subprocess.Popen[str] | ControllerTrace]],
     started: float,
     limit_s: float,
 ) -> None:
     """Wait for every trace within the one time limit; note each role's file or failure."""
     for target, outcome, proc in running:
-        done = finish_worker(proc, started + limit_s - time.monotonic(), started)
+        left_s = started + limit_s - time.monotonic()
+        done = proc.result(left_s) if isinstance(proc, ControllerTrace) else finish_worker(proc, left_s, started)
+        if isinstance(done, str):  # the launcher or the agent refused, in one line
+            outcome.error = done
+            continue
         outcome.elapsed_s = round(done.elapsed_s, 3)
         outcome.error = _failure(target, done, limit_s)
         if outcome.error is None:

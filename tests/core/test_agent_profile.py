@@ -1,0 +1,116 @@
+"""The agent's ``profile`` and ``read_file`` ops: their checks, a role whose python has no
+TensorFlow, and the controller's side of the replies (an agent too old, one that never answers).
+The real capture over SSH is in tests/ssh/test_remote_profile.py."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.agent.profile import MAX_CHUNK_BYTES, parse_profile, profile_path, read_chunk
+from core.profiling.env import ProfileError
+from core.profiling.remote import AgentReplies
+from tests.core.test_agent import AgentProcess, start
+
+GOOD = {"id": "p1", "role": "worker:1", "address": "10.0.0.2:2222", "seconds": 2, "logdir": "profiles/t/worker-1"}
+
+
+def test_a_good_profile_command_is_read_with_its_defaults():
+    request = parse_profile(GOOD)
+    assert (request.role, request.address, request.seconds, request.light) == ("worker:1", "10.0.0.2:2222", 2.0, False)
+    assert request.timeout_s == 22.0 and request.logdir == "profiles/t/worker-1"
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"logdir": "/tmp/x"}, "under profiles/"),
+        ({"logdir": "profiles/../agent.pyz"}, "under profiles/"),
+        ({"logdir": "roles/worker-1"}, "under profiles/"),
+        ({"logdir": "profiles"}, "under profiles/"),
+        ({"logdir": ""}, "non-empty string"),
+        ({"address": "no-port"}, "HOST:PORT"),
+        ({"address": 5}, "must be strings"),
+        ({"seconds": 0}, "seconds must be"),
+        ({"seconds": 31}, "seconds must be"),
+        ({"timeout_s": 1}, "timeout_s must be"),
+        ({"timeout_s": 1000}, "timeout_s must be"),
+        ({"light": "yes"}, "light must be"),
+    ],
+)
+def test_a_bad_profile_command_names_its_field(change: dict[str, Any], words: str):
+    with pytest.raises((TypeError, ValueError), match=words):
+        parse_profile({**GOOD, **change})
+
+
+def test_a_profile_command_without_a_role_is_refused():
+    with pytest.raises(KeyError):
+        parse_profile({k: v for k, v in GOOD.items() if k != "role"})
+
+
+def test_read_file_reads_only_under_profiles_and_in_bounded_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "profiles" / "t").mkdir(parents=True)
+    (tmp_path / "profiles" / "t" / "a.pb").write_bytes(b"0123456789")
+    chunk = read_chunk({"id": "r", "path": "profiles/t/a.pb", "offset": 4, "length": 3})
+    assert base64.b64decode(chunk["data"]) == b"456" and chunk["size"] == 10
+    assert "error" in read_chunk({"id": "r", "path": "profiles/t/missing.pb"})
+    for path in ("agent.pyz", "/etc/passwd", "profiles/../agent.sock"):
+        with pytest.raises(ValueError, match="under profiles/"):
+            profile_path(path, "path")
+    with pytest.raises(ValueError, match="length"):
+        read_chunk({"id": "r", "path": "profiles/t/a.pb", "length": MAX_CHUNK_BYTES + 1})
+
+
+@pytest.fixture
+def agent_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)  # the agent's directory: its profiles/ are here
+    a = AgentProcess()
+    yield a
+    if a.proc.poll() is None:
+        a.close()
+
+
+def test_the_agent_refuses_a_role_it_does_not_run_and_a_bad_command_in_one_event(agent_here: AgentProcess):
+    agent_here.send({"op": "profile", **GOOD})
+    event = agent_here.wait_for("error", op="profile")
+    assert event["message"] == "no running role 'worker:1'"
+    agent_here.send({"op": "profile", **GOOD, "logdir": "/etc"})
+    event = agent_here.wait_for("error", op="profile")
+    assert event["message"].startswith("bad profile command: logdir must be a relative path under profiles/")
+    agent_here.send({"op": "read_file", "id": "r", "path": "agent.pyz"})
+    assert "under profiles/" in agent_here.wait_for("error", op="read_file")["message"]
+
+
+def test_a_role_whose_python_has_no_tensorflow_is_said_so(agent_here: AgentProcess, tmp_path: Path):
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None or subprocess.run([python, "-c", "import tensorflow"], capture_output=True).returncode == 0:
+        pytest.skip("needs a python without TensorFlow")
+    start(agent_here, "worker:0", [python, "-c", "import time; time.sleep(60)"], tmp_path / "w.log")
+    agent_here.send({"op": "profile", **GOOD, "role": "worker:0", "timeout_s": 30})
+    event = agent_here.wait_for("profiled", timeout_s=40, id="p1")
+    assert event["ok"] is False and event["reply"]["no_tf"] is True, event
+    assert event["reply"]["error"].startswith(f"no TensorFlow for {python}"), event
+    agent_here.send({"op": "kill", "role": "worker:0"})
+    agent_here.wait_for("exited", role="worker:0")
+
+
+def test_an_agent_without_the_profile_op_is_called_too_old_and_silence_is_a_timeout():
+    replies = AgentReplies()
+
+    def old_agent(command: dict[str, Any]) -> bool:
+        replies.offer("h", {"ev": "error", "message": f"unknown op {command['op']!r}", "op": command["op"]})
+        return True
+
+    with pytest.raises(ProfileError, match=r"^the agent on h is too old to profile \(no 'profile' op\)"):
+        replies.ask("h", old_agent, {"op": "profile"}, 5)
+    with pytest.raises(ProfileError, match=r"^no answer from the agent on h in 0.2 s$"):
+        replies.ask("h", lambda command: True, {"op": "profile"}, 0.2)
+    # A late answer is taken off the controller's queue and dropped.
+    assert replies.offer("h", {"ev": "profiled", "id": "gone"}) is True
+    assert replies.offer("h", {"ev": "sample"}) is False
