@@ -7,7 +7,6 @@ Kept to the standard library and TensorFlow, and to syntax any python 3 that run
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 
@@ -15,8 +14,7 @@ import sys
 def main(argv: list[str]) -> int:
     address, logdir, duration_ms, level = argv[0], argv[1], int(argv[2]), int(argv[3])
     try:
-        # By name: this file runs only in the role's python, never in TowerDeck's (tests/test_imports.py).
-        tf = importlib.import_module("tensorflow")
+        import tensorflow as tf  # the role's python has it; TowerDeck's never runs this file
     except Exception as exc:  # no TensorFlow, or a broken one, for this python
         print(json.dumps({"ok": False, "no_tf": True, "error": f"no TensorFlow for {sys.executable}: {exc}"}))
         return 3
