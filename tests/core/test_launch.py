@@ -82,14 +82,18 @@ def test_between_graph_example_trains_to_success(tmp_path: Path):
     run = tmp_path / "run"
     assert "succeeded" in result.stdout and "training finished" in result.stdout
     # Both workers share one global step: a worker that joins late may print few lines or none
-    # in a 200-step run, so the loss is judged on each worker that printed enough.
-    trained = 0
-    for worker in ("worker-0", "worker-1"):
-        costs = losses(run / "roles" / worker / "attempt-1.log", r"Cost: ([0-9.]+)")
-        if len(costs) >= 3:
-            trained += 1
-            assert costs[-1] < costs[0] * 0.7, costs  # the loss goes down
-    assert trained >= 1
+    # in a 200-step run, and only once the loss is already low (seen under load: 0.17, 0.22, 0.17).
+    # So the loss is judged on the cluster: every printed line of both, in global-step order.
+    lines = [
+        (int(step), float(cost))
+        for worker in ("worker-0", "worker-1")
+        for step, cost in re.findall(
+            r"Step: (\d+),.*Cost: ([0-9.]+)", (run / "roles" / worker / "attempt-1.log").read_text()
+        )
+    ]
+    costs = [cost for _step, cost in sorted(lines)]
+    assert len(costs) >= 3, costs
+    assert costs[-1] < costs[0] * 0.7, costs  # the loss goes down
     # The ps never exits by itself: the launcher stopped it once both workers succeeded.
     assert states(run, "ps:0")[-2:] == ["stopping", "stopped"]
     assert states(run, "worker:0")[-1] == "succeeded"

@@ -369,7 +369,7 @@ def test_tf2_parameter_server_through_launch_restarts_a_killed_worker_and_succee
     code = launcher.finish(300)
     assert code == 0, launcher.text
     assert "succeeded" in launcher.text
-    assert (run_dir / "roles" / "worker-1" / "attempt-2.log").exists()
+    assert (run_dir / "roles" / "worker-1" / "attempt-2.log").exists(), launcher.text
     job_id = slurm_record(run_dir)["job_id"]
     assert left_in_squeue(SlurmClient(env=slurm.env), job_id).strip() == ""
     assert_nothing_left_under(tmp_path, ports)

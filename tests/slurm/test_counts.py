@@ -4,6 +4,7 @@ agent (a one-shot step), then a real TensorFlow cluster launched on them and tra
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,12 +91,20 @@ def test_counted_between_graph_placed_on_the_allocation_trains_to_success(
         return SlurmTransport(host, sink, log_path, client=client, job_id=job_id, node=host)
 
     seen: dict[str, tuple[list[str], dict[str, object]]] = {}
+    unread: dict[str, str] = {}  # role -> why its process could not be read (the assertion says it)
 
     def on_event(event: Event) -> None:
         # What each role was started with, read from its process: the chosen ports must be there.
+        # A few tries: a loaded machine can show the process a moment before it is readable.
         if event.kind == "role_pid" and event.role is not None:
-            proc = psutil.Process(int(event.data["pid"]))
-            seen[event.role] = (proc.cmdline(), json.loads(proc.environ()["TF_CONFIG"]))
+            for _ in range(30):
+                try:
+                    proc = psutil.Process(int(event.data["pid"]))
+                    seen[event.role] = (proc.cmdline(), json.loads(proc.environ()["TF_CONFIG"]))
+                    return
+                except (psutil.Error, KeyError, ValueError) as exc:
+                    unread[event.role] = repr(exc)
+                    time.sleep(0.1)
 
     controller = Controller(spec, RunDir.create(spec, path=tmp_path / "run"), transport_factory=factory)
     controller.subscribe(on_event)
@@ -106,7 +115,7 @@ def test_counted_between_graph_placed_on_the_allocation_trains_to_success(
         controller.close()
     status = controller.status()
     assert status.result == "succeeded", status
-    assert set(seen) == {"ps:0", "worker:0", "worker:1"}
+    assert set(seen) == {"ps:0", "worker:0", "worker:1"}, unread
     for role, (argv, tf_config) in seen.items():
         job, index = role.split(":")
         assert f"--ps_hosts={addresses['ps:0']}" in argv
