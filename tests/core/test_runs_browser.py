@@ -180,8 +180,11 @@ def test_launcher_killed_leaves_a_left_run(tmp_path: Path) -> None:
 
 
 def role_pids(run_dir: Path) -> list[int]:
-    pids = []
-    for line in (run_dir / "events.jsonl").read_text().splitlines():
+    pids: list[int] = []
+    journal = run_dir / "events.jsonl"
+    if not journal.is_file():  # the run is listed (run.json, its lock) a moment before its first event
+        return pids
+    for line in journal.read_text().splitlines():
         record = json.loads(line)
         if record.get("kind") == "role_pid":
             pids.append(int(record["pid"]))

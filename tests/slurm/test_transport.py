@@ -124,6 +124,9 @@ def test_scancel_of_the_agent_step_leaves_no_process(
             }
         )
         events.wait_for("started", role="ps:0")
+        deadline = time.monotonic() + 30  # a loaded machine can list the new process a moment later
+        while len(with_marker(marker)) != 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert len(with_marker(marker)) == 1
         step = transport.find_step()
         assert step is not None
