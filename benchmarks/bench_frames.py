@@ -47,12 +47,21 @@ def child(root: Path) -> dict[str, Any]:
     from gpu_samples import gpu_sample
     from PySide6 import QtCore, QtWidgets
 
-    from core.telemetry.worker_stats import WorkerStats
-    from core.views.series import Series
-    from core.views.spread import BinnedWorkers
-    from gui.run.gpu_grid import GpuGrid
-    from gui.run.tabs.gpus import GpuPanel
-    from gui.run.tabs.training import TrainingPanel
+    try:
+        from core.telemetry.worker_stats import WorkerStats
+        from core.views.series import Series
+        from core.views.spread import BinnedWorkers
+        from gui.run.gpu_grid import GpuGrid
+        from gui.run.tabs.gpus import GpuPanel
+        from gui.run.tabs.training import TrainingPanel
+    except ImportError:  # the baseline, from before core/ and gui/ became packages (issue 21)
+        from core.telemetry.series import Series
+        from core.telemetry.spread import BinnedWorkers
+        from gui.gpu_grid import GpuGrid
+        from gui.panels.gpus import GpuPanel
+        from gui.panels.training import TrainingPanel
+
+        from core.telemetry.metrics import WorkerStats
 
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
     assert app is not None

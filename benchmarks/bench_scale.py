@@ -58,7 +58,10 @@ REPLAY = """
 import json, resource, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from core.run.reader import RunReader
+try:
+    from core.run.reader import RunReader
+except ImportError:  # the baseline, from before core/ became packages (issue 21)
+    from core.replay import RunReader
 reader = RunReader(Path(sys.argv[2]))
 count, last = [0], [time.monotonic()]
 def seen(event):
