@@ -17,7 +17,7 @@ from PySide6 import QtGui, QtWidgets
 from core.cluster.spec import ClusterSpec
 from core.controller.session import RunSource
 from core.run.inbox import EventInbox
-from core.run.status import ClusterStatus, Event
+from core.run.status import ClusterPhase, ClusterStatus, Event
 from core.telemetry.pci import tf_devices_by_bus
 from core.views.overview import PlannedRole
 from core.views.slurm_text import slurm_banner
@@ -211,7 +211,10 @@ class WindowFrame(QtWidgets.QMainWindow):
         self.placement.set_roles(roles)
 
     def _update_actions(self, status: ClusterStatus | None) -> None:
-        live = self.source is not None and not self.source.done
+        # A status that says done is over too: the controller publishes DONE a moment before its
+        # ``done`` is set, and no event may follow to refresh the actions (Launch stayed disabled).
+        over = status is not None and status.phase in (ClusterPhase.DONE, ClusterPhase.DETACHED)
+        live = self.source is not None and not self.source.done and not over
         # A finished run (launched here or opened) can be launched again from the form.
         self.action_launch.setEnabled(
             not live and self.editor.current_spec() is not None and self._preflight_job is None
