@@ -5,8 +5,7 @@ The real capture over SSH is in tests/ssh/test_remote_profile.py."""
 from __future__ import annotations
 
 import base64
-import shutil
-import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -88,10 +87,19 @@ def test_the_agent_refuses_a_role_it_does_not_run_and_a_bad_command_in_one_event
 
 
 def test_a_role_whose_python_has_no_tensorflow_is_said_so(agent_here: AgentProcess, tmp_path: Path):
-    python = shutil.which("python3", path="/usr/bin:/bin")
-    if python is None or subprocess.run([python, "-c", "import tensorflow"], capture_output=True).returncode == 0:
-        pytest.skip("needs a python without TensorFlow")
-    start(agent_here, "worker:0", [python, "-c", "import time; time.sleep(60)"], tmp_path / "w.log")
+    # This python without TensorFlow: the role's environment puts a ``tensorflow`` that cannot be
+    # imported first on its path, and the tracer runs with the role's environment.
+    python = sys.executable
+    hidden = tmp_path / "no-tensorflow"
+    hidden.mkdir()
+    (hidden / "tensorflow.py").write_text('raise ImportError("no TensorFlow in this environment")\n')
+    start(
+        agent_here,
+        "worker:0",
+        [python, "-c", "import time; time.sleep(60)"],
+        tmp_path / "w.log",
+        env={"PYTHONPATH": str(hidden)},
+    )
     agent_here.send({"op": "profile", **GOOD, "role": "worker:0", "timeout_s": 30})
     event = agent_here.wait_for("profiled", timeout_s=40, id="p1")
     assert event["ok"] is False and event["reply"]["no_tf"] is True, event
