@@ -36,6 +36,13 @@ FRAME_HZ = 10
 FRAME_TELEMETRY_POINTS: int | None = 2_000
 FRAME_TELEMETRY_S = 0.04
 SLOW_REFRESH_S = 1.0  # placement tables and TF devices: they change slowly and cost more
+# Past FIGURES_SCALE_ROLES roles, the roles table's and the overview's figures (step, loss, CPU,
+# uptime) are redrawn once every FIGURES_EVERY_S; a change of any role's state, of the set of roles
+# or of a host's link, at once. Issue 19: at 65 roles, redrawing both ten times a second (every
+# step count changes every frame) was most of the GUI thread under load (py-spy --native: 30-40 %
+# in QTreeView's paint, 15-20 % in the overview's), and a monitor's figures are read at 1 Hz.
+FIGURES_SCALE_ROLES = 16
+FIGURES_EVERY_S = 1.0
 
 
 class WindowFrame(QtWidgets.QMainWindow):
@@ -71,6 +78,7 @@ class WindowFrame(QtWidgets.QMainWindow):
     _closing: bool
     _last_slow_refresh: float
     _last_status: ClusterStatus | None
+    _figures_shown: tuple[Any, float] | None  # (what the table last showed of states, when)
     _background: ThreadPoolExecutor
     _placement_job: tuple[Future[dict[str, Any]], str, bool] | None
     _devices_job: Future[dict[str, list[str]]] | None
@@ -201,10 +209,32 @@ class WindowFrame(QtWidgets.QMainWindow):
             phase += f"  |  {self.slurm_text}"
         self.phase_label.setText(phase)
         self._update_actions(status)
+        if not self._figures_due(status):
+            return
         self.roles.show_status(status, self.host_states)
         self.overview.set_roles(status.roles)
         self.training.set_status(status.roles)
         self._sync_role_lists([r.role for r in status.roles])
+
+    def _figures_due(self, status: ClusterStatus) -> bool:
+        """Whether the table, the overview and the role lists should show ``status`` this frame:
+        always up to FIGURES_SCALE_ROLES roles, else when a state changed or once a second."""
+        now = time.monotonic()
+        states = (
+            status.phase,
+            tuple((r.role, r.host, r.state, r.attempt, r.stalled, r.straggler, r.waiting_for) for r in status.roles),
+            tuple((host, h.get("state")) for host, h in self.host_states.items()),
+        )
+        shown = self._figures_shown
+        if (
+            len(status.roles) > FIGURES_SCALE_ROLES
+            and shown is not None
+            and shown[0] == states
+            and now - shown[1] < FIGURES_EVERY_S
+        ):
+            return False
+        self._figures_shown = (states, now)
+        return True
 
     def _sync_role_lists(self, roles: list[str]) -> None:
         self.logs.set_roles(roles)

@@ -74,6 +74,7 @@ class MainWindow(WindowFrame, RunWiring):
         self._closing = False
         self._last_slow_refresh = 0.0
         self._last_status: ClusterStatus | None = None
+        self._figures_shown: tuple[Any, float] | None = None
         self.warnings: list[str] = []
         # Slow reads of the source (placement summaries) run here, never on the GUI thread.
         self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="window-reads")

@@ -55,6 +55,7 @@ class RunWiring(QtWidgets.QMainWindow):
     slurm_text: str
     preflight_results: list[Any]
     _last_status: ClusterStatus | None
+    _figures_shown: tuple[Any, float] | None
     _background: ThreadPoolExecutor
     _preflight_job: Future[list[Any]] | None
     _preflight_run: PreflightRun
@@ -164,6 +165,7 @@ class RunWiring(QtWidgets.QMainWindow):
         self.warning_label.setText("")
         self.slurm_text = ""
         self._last_status = None
+        self._figures_shown = None
 
     def stop_all(self) -> None:
         self.act_on_source(lambda s: s.stop_all())

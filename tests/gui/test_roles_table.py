@@ -207,3 +207,24 @@ def test_state_cell_colour_font_and_failed_row(view):
     assert index.data(QtCore.Qt.ItemDataRole.FontRole).bold()
     assert index.data(QtCore.Qt.ItemDataRole.BackgroundRole).name() == "#fde2e2"
     assert view.state_index("worker:12").data(QtCore.Qt.ItemDataRole.BackgroundRole) is None
+
+
+def test_at_scale_the_table_shows_new_figures_once_a_second_and_a_new_state_at_once(qtbot) -> None:
+    """Issue 19: past 16 roles, a frame whose only news is figures (every step count moves every
+    frame) leaves the table and the overview alone for a second; a role's new state goes through
+    on the next frame. Up to 16 roles every frame goes through."""
+    from core.run.status import ClusterPhase, ClusterStatus
+    from gui.window import frame
+    from gui.window.main_window import MainWindow
+
+    window = MainWindow(None)
+    qtbot.addWidget(window)
+    assert window._figures_due(cluster(0))
+    assert not window._figures_due(cluster(1))  # new steps and CPU only: not yet
+    assert window._figures_due(cluster(2, failed="worker:40"))  # worker:40 failed: at once
+    assert not window._figures_due(cluster(3, failed="worker:40"))
+    states, _ = window._figures_shown
+    window._figures_shown = (states, time.monotonic() - frame.FIGURES_EVERY_S)  # a second on
+    assert window._figures_due(cluster(4, failed="worker:40"))
+    small = ClusterStatus(ClusterPhase.RUNNING, None, "", cluster(5).roles[: frame.FIGURES_SCALE_ROLES])
+    assert window._figures_due(small) and window._figures_due(small)  # a small run: every frame
