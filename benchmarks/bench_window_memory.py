@@ -16,7 +16,9 @@ GPUs so both are drawn. After each simulated hour: ``gc.collect()`` and the proc
 Reports RSS per hour, its slope after WARMUP_H hours (least squares, MiB/h) and max, the number
 of Python objects the collector tracks after each hour, and the speed-up over real time, as one
 JSON line last. Settings from the environment: HOURS (24),
-WARMUP_H (3), STEP_HZ (1), FRAME_S (60), LOGS (1; 0 sends no log lines). Run from the repo root:
+WARMUP_H (3), STEP_HZ (1), FRAME_S (60), LOGS (1; 0 sends no log lines), TRACEMALLOC (N: trace
+Python's allocations and print the N places that grew most from WARMUP_H to the end; slower, so
+not for the figures). Run from the repo root:
 `python benchmarks/bench_window_memory.py`.
 """
 
@@ -30,6 +32,7 @@ import random
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -178,7 +181,13 @@ def main() -> int:
         objects: list[int] = []
         start = time.monotonic()
         frames_per_hour = int(3600 / frame_s)
+        trace_top = int(os.environ.get("TRACEMALLOC") or 0)
+        warm_snapshot = None
         for hour in range(int(hours)):
+            if trace_top and hour == int(warmup_h):  # what is allocated from here on and stays
+                gc.collect()
+                tracemalloc.start(8)
+                warm_snapshot = tracemalloc.take_snapshot()
             window.tabs.setCurrentWidget(window.training if hour % 2 == 0 else window.gpus)
             for f in range(frames_per_hour):
                 feed_frame(window, t0, hour * 3600 + f * frame_s, frame_s, step_hz, rng)
@@ -197,6 +206,13 @@ def main() -> int:
             objects.append(len(gc.get_objects()))
             print(f"hour {hour + 1:>4.0f}: RSS {per_hour[-1][1]:7.1f} MiB, {objects[-1]} objects", flush=True)
         wall_s = time.monotonic() - start
+        if warm_snapshot is not None:
+            gc.collect()
+            grown = tracemalloc.take_snapshot().compare_to(warm_snapshot, "traceback")
+            for stat in grown[:trace_top]:
+                print(f"{stat.size_diff / 2**20:+8.2f} MiB {stat.count_diff:+8d} blocks")
+                for line in stat.traceback.format()[-8:]:
+                    print("    " + line)
         window.close()
     after = [p for p in per_hour if p[0] >= warmup_h]
     result = {

@@ -69,6 +69,29 @@ def test_log_panel_filters_follows_and_shows_the_progress_line(qtbot):
     assert panel.last_lines("worker:0", 2) == ["done", "Step: 300"]
 
 
+def test_the_output_kept_per_role_shares_one_budget_and_the_newest_lines_stay(qtbot):
+    """Issue 25: 65 roles keep 64 KiB of output each (4 MiB in all, 33 MiB before), a small run
+    512 KiB a role; what is kept is each role's newest text, shown when the view switches to it."""
+    from gui.run.tabs import logs
+    from gui.run.tabs.logs import LogPanel
+
+    panel = LogPanel()
+    qtbot.addWidget(panel)
+    chunk = "".join(f"line {i:05d} {'x' * 50}\n" for i in range(160))  # ~10 KiB
+    for roles, per_role in ((65, logs.ROLE_TEXT_MIN), (4, logs.ROLE_TEXT_CHARS)):
+        panel.clear()
+        names = [f"worker:{i}" for i in range(roles)]
+        panel.set_roles(names)
+        for n in range(per_role // len(chunk) + 8):  # past the cap
+            for role in names:
+                panel.add_output(role, chunk.replace("line ", f"{n:03d} "))
+        kept = [panel.role_chars[r] for r in names]
+        assert max(kept) <= per_role and min(kept) > per_role - len(chunk)
+        assert sum(kept) <= max(logs.LOG_TEXT_BUDGET, roles * logs.ROLE_TEXT_MIN)
+        panel.show_role(names[-1])
+        assert panel.view.toPlainText().splitlines()[-1].startswith(f"{n:03d} 00159")
+
+
 def test_compute_ops_on_the_cpu_of_a_role_with_a_gpu_are_highlighted(qtbot):
     from PySide6 import QtCore
 

@@ -13,7 +13,14 @@ import re
 from PySide6 import QtCore, QtGui, QtWidgets
 
 LOG_BLOCKS = 5000
-ROLE_TEXT_CHARS = 512 * 1024  # per role, for switching the view between roles
+# What the window keeps of each role's output, to show when the view switches to that role (the
+# run directory keeps every byte): all roles together at most LOG_TEXT_BUDGET characters, each
+# between ROLE_TEXT_MIN and ROLE_TEXT_CHARS. Eight roles keep 512 KiB each; 65 keep 64 KiB each
+# (about a thousand lines, a terminal's scrollback), 4 MiB in all instead of 33 (issue 25: the
+# text was most of the window's growth over a day at 64 workers).
+ROLE_TEXT_CHARS = 512 * 1024
+ROLE_TEXT_MIN = 64 * 1024
+LOG_TEXT_BUDGET = 4 * 1024 * 1024
 PARTIAL_LINE_CHARS = 4096  # an unterminated line longer than this is shown as it is
 
 LEVELS = ("All lines", "Warnings and errors", "Errors only")
@@ -66,6 +73,7 @@ class LogPanel(QtWidgets.QWidget):
         super().__init__()
         self.role_text: dict[str, collections.deque[str]] = {}
         self.role_chars: dict[str, int] = {}
+        self.role_cap = ROLE_TEXT_CHARS  # characters kept per role, from the number of roles
         self.assembler = LineAssembler()
         self.current: str | None = None
         self.role_box = QtWidgets.QComboBox()
@@ -112,6 +120,7 @@ class LogPanel(QtWidgets.QWidget):
     # ------------------------------------------------------------------ roles
 
     def set_roles(self, roles: list[str]) -> None:
+        self.role_cap = max(ROLE_TEXT_MIN, min(ROLE_TEXT_CHARS, LOG_TEXT_BUDGET // max(1, len(roles))))
         if [self.role_box.itemText(i) for i in range(self.role_box.count())] == roles:
             return
         self.role_box.blockSignals(True)
@@ -152,7 +161,7 @@ class LogPanel(QtWidgets.QWidget):
         buffer = self.role_text.setdefault(role, collections.deque())
         buffer.append(text)
         chars = self.role_chars.get(role, 0) + len(text)
-        while chars > ROLE_TEXT_CHARS and len(buffer) > 1:
+        while chars > self.role_cap and len(buffer) > 1:
             chars -= len(buffer.popleft())
         self.role_chars[role] = chars
         if role == self.current:
