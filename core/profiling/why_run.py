@@ -4,7 +4,8 @@ window's *Role > Why is this worker slow?* share.
 From the run's live status (the control socket's ``status`` role list), :func:`why_slow` picks the
 straggler (the named worker, else the slowest) and the median worker, captures both at once
 (:func:`core.profiling.capture.capture`), summarises them (:func:`core.profiling.summary.summarize`)
-and applies the rules of :mod:`core.profiling.why`. It blocks for the capture and the summary
+and applies the rules of :mod:`core.profiling.why`; the verdict is kept with the capture
+(``why.json``, :mod:`core.profiling.why_record`). It blocks for the capture and the summary
 (seconds): the window calls it off the GUI thread.
 """
 
@@ -18,6 +19,7 @@ from core.profiling.capture import Capture, capture, select
 from core.profiling.env import ProfileError
 from core.profiling.summary import RoleProfile, summarize
 from core.profiling.why import Verdict, explain, local_host_facts, role_facts, straggler_and_median
+from core.profiling.why_record import WhyRecord, save_why
 
 
 class WhyRefused(ProfileError):
@@ -83,4 +85,5 @@ def why_slow(
         return WhyAnswer(answer.straggler, answer.median, result, problem=f"captured, but {exc}")
     facts = [role_facts(r, local_host_facts(str(r.get("host")), host_cpu)) for r in (slow, median)]
     verdict = explain(slow_profile, median_profile, facts[0], facts[1])
+    save_why(result.path, WhyRecord(answer.straggler, answer.median, verdict))  # reopened with the capture
     return WhyAnswer(answer.straggler, answer.median, result, (slow_profile, median_profile), verdict)
