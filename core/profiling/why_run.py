@@ -19,6 +19,7 @@ from core.profiling.capture import Capture, capture, select
 from core.profiling.env import ProfileError
 from core.profiling.summary import RoleProfile, summarize
 from core.profiling.why import Verdict, explain, local_host_facts, role_facts, straggler_and_median
+from core.profiling.why_gpus import look_at_gpus
 from core.profiling.why_record import WhyRecord, save_why
 
 
@@ -83,7 +84,11 @@ def why_slow(
         slow_profile, median_profile = summarize(xplanes)
     except ProfileError as exc:
         return WhyAnswer(answer.straggler, answer.median, result, problem=f"captured, but {exc}")
-    facts = [role_facts(r, local_host_facts(str(r.get("host")), host_cpu)) for r in (slow, median)]
+    gpus = look_at_gpus([slow, median], run_path)  # temperature, clocks, throttling, other processes
+    facts = [
+        role_facts(r, local_host_facts(str(r.get("host")), host_cpu), gpus.get(str(r["role"]), ((), None)))
+        for r in (slow, median)
+    ]
     verdict = explain(slow_profile, median_profile, facts[0], facts[1])
     save_why(result.path, WhyRecord(answer.straggler, answer.median, verdict))  # reopened with the capture
     return WhyAnswer(answer.straggler, answer.median, result, (slow_profile, median_profile), verdict)
