@@ -39,7 +39,7 @@ class WhyAnswer:
     capture: Capture
     profiles: tuple[RoleProfile, ...] = ()
     verdict: Verdict | None = None
-    problem: str | None = None  # the summary failed after the capture
+    problem: str | None = None  # the summary failed after the capture, or the verdict was not kept
 
     @property
     def failures(self) -> list[str]:
@@ -90,5 +90,9 @@ def why_slow(
         for r in (slow, median)
     ]
     verdict = explain(slow_profile, median_profile, facts[0], facts[1])
-    save_why(result.path, WhyRecord(answer.straggler, answer.median, verdict))  # reopened with the capture
-    return WhyAnswer(answer.straggler, answer.median, result, (slow_profile, median_profile), verdict)
+    try:
+        save_why(result.path, WhyRecord(answer.straggler, answer.median, verdict))  # reopened with the capture
+        problem = None
+    except OSError as exc:
+        problem = f"the verdict was not kept with the capture: {exc.strerror or exc}"
+    return WhyAnswer(answer.straggler, answer.median, result, (slow_profile, median_profile), verdict, problem)
