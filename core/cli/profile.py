@@ -4,7 +4,7 @@
 roles of a running launch and prints the summary; ``python main.py ctl RUN why [ROLE]`` profiles a
 straggler (by default the slowest worker) and the median worker together and says why the one is
 slower; ``python main.py profile-summary PATH`` prints the summary of a stored capture (a capture
-folder, or a run directory: its latest capture).
+folder, or a run directory: its latest capture), with the verdict when ``why`` made it.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from core.profiling.capture import RECORD_NAME, Capture, capture, list_captures, select
 from core.profiling.env import ProfileError
 from core.profiling.summary import format_profiles, summarize
+from core.profiling.why import with_input_ops
+from core.profiling.why_record import WhyRecord, load_why
 from core.profiling.why_run import WhyRefused, why_slow
 from core.run import control
 
@@ -119,9 +121,8 @@ def cmd_why(args: argparse.Namespace, run_path: Path, socket_path: Path, out: Te
     print(f"captured {answer.capture.seconds:g} s into {answer.capture.path}", file=out)
     for line in format_profiles(answer.profiles):
         print(line, file=out)
-    print(f"why is {answer.straggler} slow? {answer.verdict.sentence}", file=out)
-    for line in answer.verdict.evidence:
-        print(f"  {line}", file=out)
+    for line in WhyRecord(answer.straggler, answer.median, answer.verdict).lines():
+        print(line, file=out)
     return EXIT_OK
 
 
@@ -155,13 +156,29 @@ def cmd_profile_summary(args: argparse.Namespace, out: TextIO, err: TextIO) -> i
         if not xplanes:
             print(f"profile-summary: no role was captured in {path} (see {path / RECORD_NAME})", file=err)
             return EXIT_FAILED
+        why = _stored_why(path, err)
         print(f"profile {path}", file=out)
-        for line in format_profiles(summarize(xplanes)):
+        profiles = summarize(xplanes)
+        if why is not None:  # the table counts input as the verdict did (tf.data's time on a CPU host)
+            profiles = [with_input_ops(p) for p in profiles]
+        for line in format_profiles(profiles):
+            print(line, file=out)
+        for line in why.lines() if why is not None else []:
             print(line, file=out)
     except ProfileError as exc:
         print(f"profile-summary: {exc}", file=err)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _stored_why(folder: Path, err: TextIO) -> WhyRecord | None:
+    """The verdict kept with the capture (``ctl RUN why``), if any; an unreadable one is said and
+    the capture still shown."""
+    try:
+        return load_why(folder)
+    except ProfileError as exc:
+        print(f"profile-summary: {exc}", file=err)
+        return None
 
 
 def _stored_xplanes(folder: Path) -> dict[str, Path]:

@@ -14,7 +14,16 @@ The rules, in order (each a constant below):
    when it grew by at least ``EXPLAINS_SHARE`` of the difference in step time. Where that part runs
    on the host's CPU (host compute, Python and waiting) and the straggler's host is busy
    (``BUSY_CPU_PERCENT``) while the median worker's is another, less busy host, the host is named.
-4. Otherwise: nothing TowerDeck measures explains it, with the evidence.
+   Where it runs on the GPU (``GPU_PARTS``) and the straggler's GPU is throttled (a clock-slowing
+   reason, ``why_gpus.SLOWING_REASONS``) or shared with other processes while the median worker's is
+   not, that GPU is named.
+4. No part explains it, but the straggler's GPU is throttled or shared and the median worker's is
+   not: that GPU is named as the likely cause, and said to be the likely one.
+5. Otherwise: nothing TowerDeck measures explains it, with the evidence.
+
+The GPU figures (temperature, SM clock, throttle reasons, the processes on each GPU) are one look
+at the role's host's GPUs, through the agent's NVML query, as ``python main.py gpus`` shows them
+(:mod:`core.profiling.why_gpus`).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from typing import Any
 
 from core.profiling.env import ProfileError
 from core.profiling.summary import BREAKDOWN, RoleProfile
+from core.profiling.why_gpus import GpuFacts, gpu_trouble
 
 SLOWER_RATIO = 1.2  # below this, the "straggler" is as fast as the median worker
 EXPLAINS_SHARE = 0.5  # a part that grew by half the step-time difference explains it
@@ -35,6 +45,7 @@ OP_FLOOR_MS = 0.05
 INPUT_OP_TYPES = ("Dataset", "IteratorGetNext", "IteratorGetNextSync", "IteratorGetNextAsOptional")
 OTHER_PART = "other: Python, I/O, waiting"
 HOST_PARTS = ("host compute", OTHER_PART)
+GPU_PARTS = ("device compute", "kernel launch", "communication")
 PART_WORDS = {
     "communication": "communication (send/recv, collectives)",
     OTHER_PART: "Python, I/O or waiting outside TensorFlow ops",
@@ -63,6 +74,8 @@ class RoleFacts:
     gpus: tuple[int, ...] = ()
     gpu_utilization_percent: float | None = None
     host_facts: HostFacts | None = None
+    gpu_facts: tuple[GpuFacts, ...] = ()  # the GPUs it uses, with their figures
+    gpu_problem: str | None = None  # why its GPUs could not be looked at
 
 
 @dataclass(frozen=True)
@@ -136,6 +149,9 @@ def evidence_lines(slow: RoleProfile, median: RoleProfile, slow_facts: RoleFacts
             lines.append(line)
         if facts.gpu_utilization_percent is not None:
             lines.append(f"{facts.role}'s GPUs {list(facts.gpus)}: {facts.gpu_utilization_percent:.0f}% busy")
+        lines.extend(gpu.line(facts.role) for gpu in facts.gpu_facts)
+        if facts.gpu_problem:
+            lines.append(f"{facts.role}'s GPUs: {facts.gpu_problem}")
     median_ops = {o.op_type for o in median.top_ops}
     for op in slow.top_ops:
         a, b = slow.op_ms(op.op_type), median.op_ms(op.op_type)
@@ -184,7 +200,15 @@ def explain(slow: RoleProfile, median: RoleProfile, slow_facts: RoleFacts, media
     }
     part = max(growth, key=lambda n: growth[n], default=None)
     difference = s_ms - m_ms
+    gpu = gpu_trouble(slow_facts, median_facts)
     if part is None or difference <= 0 or growth[part] < EXPLAINS_SHARE * difference:
+        if gpu:
+            return Verdict(
+                "gpu",
+                f"{slow.role} takes {s_ms:.1f} ms a step ({median.role}: {m_ms:.1f} ms) and {gpu}: the likely "
+                "cause, though no part of its step grew by half the difference",
+                evidence,
+            )
         return Verdict(
             "none",
             f"nothing TowerDeck measures explains it: {slow.role} takes {s_ms:.1f} ms a step ({median.role}: "
@@ -203,6 +227,8 @@ def explain(slow: RoleProfile, median: RoleProfile, slow_facts: RoleFacts, media
         if slow_host.trainers:
             busy.insert(0, f"runs {slow_host.trainers} trainer processes")
         return Verdict("host", f"{sentence}; its host {slow_host.host} is busy: {', '.join(busy)}", evidence)
+    if part in GPU_PARTS and gpu:
+        return Verdict("gpu", f"{sentence}; {gpu}", evidence)
     return Verdict(part, sentence, evidence)
 
 
@@ -245,8 +271,11 @@ def straggler_and_median(roles: list[dict[str, Any]], name: str | None) -> tuple
     return slow, others[(len(others) - 1) // 2]
 
 
-def role_facts(role: dict[str, Any], host: HostFacts | None = None) -> RoleFacts:
-    """A role's facts from its entry in the control socket's status reply."""
+def role_facts(
+    role: dict[str, Any], host: HostFacts | None = None, gpus: tuple[tuple[GpuFacts, ...], str | None] = ((), None)
+) -> RoleFacts:
+    """A role's facts from its entry in the control socket's status reply, with its host's and
+    (:func:`core.profiling.why_gpus.look_at_gpus`) its GPUs'."""
     gpu = role.get("gpu_utilization_percent")
     cpu = role.get("cpu_percent")
     return RoleFacts(
@@ -257,6 +286,8 @@ def role_facts(role: dict[str, Any], host: HostFacts | None = None) -> RoleFacts
         gpus=tuple(int(g) for g in role.get("gpus") or ()),
         gpu_utilization_percent=float(gpu) if isinstance(gpu, int | float) else None,
         host_facts=host,
+        gpu_facts=gpus[0],
+        gpu_problem=gpus[1],
     )
 
 

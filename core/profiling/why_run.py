@@ -4,7 +4,8 @@ window's *Role > Why is this worker slow?* share.
 From the run's live status (the control socket's ``status`` role list), :func:`why_slow` picks the
 straggler (the named worker, else the slowest) and the median worker, captures both at once
 (:func:`core.profiling.capture.capture`), summarises them (:func:`core.profiling.summary.summarize`)
-and applies the rules of :mod:`core.profiling.why`. It blocks for the capture and the summary
+and applies the rules of :mod:`core.profiling.why`; the verdict is kept with the capture
+(``why.json``, :mod:`core.profiling.why_record`). It blocks for the capture and the summary
 (seconds): the window calls it off the GUI thread.
 """
 
@@ -18,6 +19,8 @@ from core.profiling.capture import Capture, capture, select
 from core.profiling.env import ProfileError
 from core.profiling.summary import RoleProfile, summarize
 from core.profiling.why import Verdict, explain, local_host_facts, role_facts, straggler_and_median
+from core.profiling.why_gpus import look_at_gpus
+from core.profiling.why_record import WhyRecord, save_why
 
 
 class WhyRefused(ProfileError):
@@ -36,7 +39,7 @@ class WhyAnswer:
     capture: Capture
     profiles: tuple[RoleProfile, ...] = ()
     verdict: Verdict | None = None
-    problem: str | None = None  # the summary failed after the capture
+    problem: str | None = None  # the summary failed after the capture, or the verdict was not kept
 
     @property
     def failures(self) -> list[str]:
@@ -81,6 +84,15 @@ def why_slow(
         slow_profile, median_profile = summarize(xplanes)
     except ProfileError as exc:
         return WhyAnswer(answer.straggler, answer.median, result, problem=f"captured, but {exc}")
-    facts = [role_facts(r, local_host_facts(str(r.get("host")), host_cpu)) for r in (slow, median)]
+    gpus = look_at_gpus([slow, median], run_path)  # temperature, clocks, throttling, other processes
+    facts = [
+        role_facts(r, local_host_facts(str(r.get("host")), host_cpu), gpus.get(str(r["role"]), ((), None)))
+        for r in (slow, median)
+    ]
     verdict = explain(slow_profile, median_profile, facts[0], facts[1])
-    return WhyAnswer(answer.straggler, answer.median, result, (slow_profile, median_profile), verdict)
+    try:
+        save_why(result.path, WhyRecord(answer.straggler, answer.median, verdict))  # reopened with the capture
+        problem = None
+    except OSError as exc:
+        problem = f"the verdict was not kept with the capture: {exc.strerror or exc}"
+    return WhyAnswer(answer.straggler, answer.median, result, (slow_profile, median_profile), verdict, problem)

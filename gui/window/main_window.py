@@ -11,6 +11,7 @@ most ``FRAME_HZ`` times a second, only the tab that is on screen (:mod:`gui.wind
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,10 @@ class MainWindow(WindowFrame, RunWiring):
         self.tensorboard = TensorBoardAction(self)  # File > Open in TensorBoard
         self.profiler = ProfileAction(self)  # issue 22: Role > Profile and the Profile tab
         self.why = WhyAction(self)  # issue 22: Role > Why is this worker slow? (uses the Profile tab)
+        # issue 22: the same two on the workers the Training tab's spread view names.
+        spread = self.training.slowest_menu
+        spread.sig_profile_requested.connect(lambda role: self.act_on_role(role, self.profiler.profile_selected))
+        spread.sig_why_requested.connect(lambda role: self.act_on_role(role, self.why.ask))
         self.runs_page = runs_install.install(self)  # issue 23: the Runs page and compare views
 
     def _on_editor_spec_changed(self, spec: ClusterSpec | None) -> None:
@@ -198,6 +203,14 @@ class MainWindow(WindowFrame, RunWiring):
 
     def selected_roles(self) -> list[str]:
         return self.roles.selected_roles()
+
+    def act_on_role(self, role: str, act: Callable[[], None]) -> None:
+        """Select ``role`` alone, then ``act`` (the Role menu's actions work on the selection)."""
+        self.select_role(role)
+        if self.selected_roles() != [role]:
+            self.statusBar().showMessage(f"{role} is not in this run's roles table", 10000)
+            return
+        act()
 
     def show_tab(self, index: int) -> None:
         self.tabs.setCurrentIndex(index)

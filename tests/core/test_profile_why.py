@@ -4,6 +4,7 @@ TensorFlow) ``ctl RUN why`` on a between-graph cluster whose worker:1 sleeps in 
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -218,6 +219,10 @@ def test_why_names_the_worker_with_a_slow_input_pipeline_and_input_as_the_cause(
         assert re.fullmatch(r"worker:1 spends \d+% of each step in input \(median worker worker:0: \d+%\)", verdict[1])
         share, median_share = (int(n) for n in re.findall(r"(\d+)%", verdict[1]))
         assert share >= 50 and median_share < share / 2, verdict[1]
+        # Reopened later, the capture shows the same verdict (kept beside it in why.json).
+        stored = run_cli("profile-summary", str(launch.run_dir), timeout=120)
+        assert stored.returncode == 0, stored.stdout + stored.stderr
+        assert verdict[0] in stored.stdout.splitlines(), stored.stdout
         # A worker that is not a worker is refused in one line.
         refused = run_cli("ctl", str(launch.run_dir), "why", "ps:0", timeout=60)
         assert refused.returncode == 2 and refused.stderr.strip() == (
@@ -231,3 +236,49 @@ def test_why_names_the_worker_with_a_slow_input_pipeline_and_input_as_the_cause(
     finally:
         launch.kill()
     assert_nothing_left(ports, marker="\0never-matches\0", timeout_s=30)
+
+
+def test_profile_summary_prints_the_verdict_kept_with_a_why_capture(tmp_path: Path, monkeypatch) -> None:
+    import io
+    from argparse import Namespace
+
+    from core.cli import profile as cli_profile
+    from core.profiling.why_record import WhyRecord, load_why, save_why
+
+    captures = tmp_path / "run" / "profiles"
+    roles = [{"role": r, "ok": True, "xplane": f"{r[-1]}/x.xplane.pb"} for r in ("worker:1", "worker:0")]
+    for name in ("20261125-120000", "20261125-120100"):
+        (captures / name).mkdir(parents=True)
+        (captures / name / "profile.json").write_text(json.dumps({"requested": {}, "roles": roles}))
+    dataset = (OpTime("IteratorGetNext", 10, 500.0),)
+    slow = profile("worker:1", 100.0, ops=dataset, host=50.0, other=50.0)
+    median = profile("worker:0", 40.0, host=30.0, other=10.0)
+    verdict = explain(slow, median, SLOW_FACTS, MEDIAN_FACTS)
+    assert verdict.cause == "input"
+    why = captures / "20261125-120000"
+    save_why(why, WhyRecord("worker:1", "worker:0", verdict))
+    assert load_why(why) == WhyRecord("worker:1", "worker:0", verdict)
+    assert load_why(captures / "20261125-120100") is None
+    monkeypatch.setattr(cli_profile, "summarize", lambda xplanes: [slow, median])
+
+    def summary(path: Path) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        code = cli_profile.cmd_profile_summary(Namespace(path=path), out, err)
+        return code, out.getvalue(), err.getvalue()
+
+    code, out, err = summary(why)
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert f"why is worker:1 slow? {verdict.sentence}" in lines
+    assert lines[lines.index(f"why is worker:1 slow? {verdict.sentence}") + 1 :] == [f"  {e}" for e in verdict.evidence]
+    # The table counts input as the verdict did: tf.data's time, not "other".
+    input_row = next(line for line in lines if line.strip().startswith("input"))
+    assert input_row.split()[1:3] == ["50.00", "-"], input_row
+    # A capture without a verdict (the run's latest) still opens, with none.
+    code, out, err = summary(tmp_path / "run")
+    assert code == 0 and err == "" and "20261125-120100" in out.splitlines()[0]
+    assert "why is" not in out and "steps captured" in out
+    (why / "why.json").write_text("[]")
+    code, out, err = summary(why)
+    assert code == 0 and "steps captured" in out and "why is" not in out
+    assert err.strip() == f"profile-summary: {why / 'why.json'} is unreadable: not a verdict"

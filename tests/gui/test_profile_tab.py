@@ -185,3 +185,44 @@ def test_a_worker_of_a_real_cluster_is_profiled_from_the_window(qtbot, tmp_path)
         qtbot.waitUntil(lambda: window.source is None or window.source.done, timeout=60_000)
         window.close()
     assert_nothing_left(ports, marker="\0never-matches\0", timeout_s=20)
+
+
+def test_a_stored_why_capture_reopens_with_its_verdict_and_a_plain_one_without(qtbot, tmp_path, monkeypatch) -> None:
+    from core.profiling.why import Verdict
+    from core.profiling.why_record import WhyRecord, save_why
+
+    run = tmp_path / "run"
+    xplane = "w/plugins/profile/s/h_1.xplane.pb"
+    roles = [{"role": r, "ok": True, "xplane": xplane} for r in ("worker:1", "worker:0")]
+    why = write_capture(run, "20261125-120000", roles)
+    verdict = Verdict("host compute", "worker:1 spends 90% of each step in host compute", ("profiled step time: x",))
+    save_why(why, WhyRecord("worker:1", "worker:0", verdict))
+    plain = write_capture(run, "20261125-120100", roles)
+    broken = write_capture(run, "20261125-120200", roles)
+    (broken / "why.json").write_text("{half", encoding="utf-8")
+    # xprof's tables for each role, in the order the capture lists them (the median worker first here).
+    monkeypatch.setattr(
+        profile_tab,
+        "summarize",
+        lambda xplanes, timeout_s: [recorded("worker:0"), slower(recorded("x"), "worker:1", 3)],
+    )
+    panel = ProfilePanel()
+    qtbot.addWidget(panel)
+    panel.set_run(run)
+    qtbot.waitUntil(lambda: panel.shown is not None and panel.shown.folder == broken, timeout=10_000)
+    assert panel.verdict_text() == "" and panel.cell("steps captured", "worker:1") == "30"
+    assert f"{broken / 'why.json'} is unreadable" in panel.message.text()
+
+    panel.choose(plain)
+    qtbot.waitUntil(lambda: panel.shown is not None and panel.shown.folder == plain, timeout=10_000)
+    assert panel.verdict_text() == "" and panel.verdict.isHidden()
+    assert panel.message.text() == "profile 20261125-120100: worker:0, worker:1"
+
+    panel.choose(why)
+    qtbot.waitUntil(lambda: panel.shown is not None and panel.shown.folder == why, timeout=10_000)
+    assert panel.verdict_text().splitlines() == [
+        "Why is worker:1 slow? worker:1 spends 90% of each step in host compute",
+        "profiled step time: x",
+    ]
+    assert not panel.verdict.isHidden()
+    assert panel.message.text() == "profile 20261125-120000: worker:1, worker:0"  # the straggler first

@@ -23,6 +23,19 @@ def feed(panel, workers: int, steps: int, slow: str) -> None:
         panel.add_samples(role, samples)
 
 
+def shown_panel(qtbot, workers: int, slow: str, size: tuple[int, int]):
+    """A Training tab on screen, fed ``workers`` workers of which ``slow`` is twice as slow."""
+    from gui.run.tabs.training import TrainingPanel
+
+    panel = TrainingPanel()
+    qtbot.addWidget(panel)
+    panel.resize(*size)
+    panel.show()
+    feed(panel, workers, 100, slow=slow)
+    panel.refresh(force=True)
+    return panel
+
+
 def test_32_workers_show_the_spread_and_the_straggler_on_top(qtbot):
     from gui.run.tabs.training import TrainingPanel
 
@@ -74,14 +87,9 @@ def test_the_per_worker_key_sits_outside_the_plots(qtbot):
     meets either plot's view box (a pyqtgraph legend is drawn inside it, over the curves)."""
     from PySide6 import QtCore
 
-    from gui.run.tabs.training import TrainingPanel, role_colour
+    from gui.run.tabs.training import role_colour
 
-    panel = TrainingPanel()
-    qtbot.addWidget(panel)
-    panel.resize(900, 600)
-    panel.show()
-    feed(panel, 4, 100, slow="worker:3")
-    panel.refresh(force=True)
+    panel = shown_panel(qtbot, 4, "worker:3", (900, 600))
     assert not panel.spread_mode and panel.views.currentIndex() == 0
     assert panel.key_text().split(" · ") == ["■ worker:0", "■ worker:1", "■ worker:2", "■ worker:3"]
     assert role_colour(2).name() in panel.key.text()
@@ -134,3 +142,59 @@ def test_every_worker_of_64_gets_its_curves_a_few_a_frame(qtbot):
         assert len(panel.time_curves[f"worker:{w}"].getData()[0]) > 0
     panel.refresh()  # all made: nothing is pending, the refresh rate holds again
     assert not panel._dirty
+
+
+def test_the_spread_s_slowest_workers_offer_profile_and_why(qtbot):
+    from PySide6 import QtCore, QtWidgets
+
+    panel = shown_panel(qtbot, 12, "worker:7", (1300, 900))
+    assert panel.spread_mode
+    menu = panel.slowest_menu
+    assert menu.roles == ("worker:7",)  # the straggler; with a ticked worker after it
+    panel.workers.item(2).setCheckState(QtCore.Qt.CheckState.Checked)
+    panel.refresh(force=True)
+    assert menu.roles == ("worker:7", "worker:2")
+    assert '<a href="worker:7"' in panel.spread_time.key.text() and '<a href="worker:7"' in panel.spread_loss.key.text()
+    assert "worker:7 200 ms" in panel.spread_time.key_text()  # the key reads as before
+
+    # A right-click on a key: every named worker, each with Profile and Why.
+    panel.spread_time.key.customContextMenuRequested.emit(QtCore.QPoint(5, 5))
+    qtbot.waitUntil(lambda: isinstance(QtWidgets.QApplication.activePopupWidget(), QtWidgets.QMenu))
+    popup = QtWidgets.QApplication.activePopupWidget()
+    assert [a.text() for a in popup.actions()] == ["worker:7 (200 ms)", "worker:2 (ticked)"]
+    slowest = popup.actions()[0].menu()
+    assert [a.text() for a in slowest.actions()] == ["Profile worker:7", "Why is worker:7 slow?"]
+    with qtbot.waitSignal(menu.sig_profile_requested) as profiled:
+        slowest.actions()[0].trigger()
+    assert profiled.args == ["worker:7"]
+    popup.close()
+
+    # A click on a name in the key: that worker's two entries.
+    panel.spread_loss.key.linkActivated.emit("worker:7")
+    qtbot.waitUntil(lambda: isinstance(QtWidgets.QApplication.activePopupWidget(), QtWidgets.QMenu))
+    popup = QtWidgets.QApplication.activePopupWidget()
+    assert [a.text() for a in popup.actions()] == ["Profile worker:7", "Why is worker:7 slow?"]
+    with qtbot.waitSignal(menu.sig_why_requested) as asked:
+        popup.actions()[1].trigger()
+    assert asked.args == ["worker:7"]
+    popup.close()
+
+
+def test_the_spread_s_entries_reach_the_window_s_profile_and_why_on_that_worker(qtbot, tmp_path):
+    from gui.window.main_window import MainWindow
+    from tests.helpers.past_run import generate_run
+
+    window = MainWindow(None, runs_root=tmp_path / "runs")
+    qtbot.addWidget(window)
+    assert window.open_run(generate_run(tmp_path / "past", workers=12, seconds=60, hosts=1))
+    window.select_role("worker:0")
+    actions = {a.text(): a for a in window.training.slowest_menu.menu(["worker:5"]).actions()}
+    actions["Profile worker:5"].trigger()
+    assert window.selected_roles() == ["worker:5"]
+    # The Profile action itself answered, on worker:5 (a run read back cannot be profiled).
+    assert window.profiler.last_message.startswith("profile: this run is read back from its directory")
+    window.select_role("worker:0")
+    actions = {a.text(): a for a in window.training.slowest_menu.menu(["worker:5"]).actions()}
+    actions["Why is worker:5 slow?"].trigger()
+    assert window.selected_roles() == ["worker:5"]
+    assert window.why.last_message.startswith("why: this run is read back from its directory")

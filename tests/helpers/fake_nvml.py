@@ -2,7 +2,9 @@
 calls), for machines without an NVIDIA GPU. Loaded by the agent through $TOWERDECK_NVML_MODULE.
 
 Configured by environment: FAKE_NVML_GPUS (count, default 1; 0: NVML answers and sees none), FAKE_NVML_FAIL (comma-separated:
-``init`` makes nvmlInit fail like a missing driver, ``power`` makes power queries unsupported).
+``init`` makes nvmlInit fail like a missing driver, ``power`` makes power queries unsupported),
+FAKE_NVML_HOT (comma-separated GPU indices: each is hot and thermally throttled, at 92 °C with its SM
+clock down to 1095 MHz and the sw_thermal and hw_thermal reasons set).
 Like the real driver, a GPU lists as its compute processes the processes that can see it: here,
 processes of this user with TOWERDECK_ROLE set and this GPU in their CUDA_VISIBLE_DEVICES.
 """
@@ -16,6 +18,8 @@ NVML_TEMPERATURE_GPU = 0
 NVML_CLOCK_SM = 1
 GIB = 1 << 30
 _fail = set(filter(None, os.environ.get("FAKE_NVML_FAIL", "").split(",")))
+_hot = {int(i) for i in os.environ.get("FAKE_NVML_HOT", "").split(",") if i.strip()}
+SW_THERMAL, HW_THERMAL = 0x20, 0x40
 
 
 class NVMLError(Exception):
@@ -56,7 +60,7 @@ def nvmlDeviceGetUtilizationRates(h: int) -> SimpleNamespace:
 
 
 def nvmlDeviceGetTemperature(h: int, sensor: int) -> int:
-    return 40 + h
+    return 92 if h in _hot else 40 + h
 
 
 def nvmlDeviceGetPowerUsage(h: int) -> int:
@@ -72,7 +76,7 @@ def nvmlDeviceGetEnforcedPowerLimit(h: int) -> int:
 
 
 def nvmlDeviceGetClockInfo(h: int, clock: int) -> int:
-    return 1980
+    return 1095 if h in _hot else 1980
 
 
 def nvmlSystemGetDriverVersion() -> str:
@@ -80,8 +84,10 @@ def nvmlSystemGetDriverVersion() -> str:
 
 
 def nvmlDeviceGetCurrentClocksEventReasons(h: int) -> int:
-    """An idle GPU (nothing of ours on it) says so (bit 0x1); a busy one is at its power cap (0x4)."""
-    return 0x4 if nvmlDeviceGetComputeRunningProcesses(h) else 0x1
+    """An idle GPU (nothing of ours on it) says so (bit 0x1); a busy one is at its power cap (0x4);
+    a hot one is throttled for heat too."""
+    mask = 0x4 if nvmlDeviceGetComputeRunningProcesses(h) else 0x1
+    return mask | SW_THERMAL | HW_THERMAL if h in _hot else mask
 
 
 def nvmlDeviceGetComputeRunningProcesses(h: int) -> list[SimpleNamespace]:

@@ -7,7 +7,8 @@ capture again shows it at once. The table has one column per role: steps, mean a
 time, where a step's time went, and the top op types, the rows the CLI prints too
 (:func:`core.profiling.summary.table_rows`); a cell that stands out (2x or more) is bold on amber,
 with the ratio in its tooltip. Each role's bottleneck sentence is under the table. A capture made by
-*Why is this worker slow?* shows its verdict and the evidence above the table.
+*Why is this worker slow?* shows its verdict and the evidence above the table, also when it is
+reopened later (the verdict is kept with the capture: ``why.json``, :mod:`core.profiling.why_record`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from core.profiling.capture import RECORD_NAME, list_captures
 from core.profiling.env import ProfileError
 from core.profiling.summary import RoleProfile, summarize, table_rows
-from core.profiling.why import Verdict
+from core.profiling.why import Verdict, with_input_ops
+from core.profiling.why_record import load_why
 from gui.offthread import Relay, run_off_thread
 
 SUMMARY_TIMEOUT_S = 120.0  # xprof reads a 5 MB profile in under a second; past this it is stuck
@@ -41,6 +43,7 @@ class CaptureSummary:
     profiles: tuple[RoleProfile, ...]
     failures: tuple[tuple[str, str], ...] = ()
     verdict: Verdict | None = None  # why the first role is slower than the second
+    why_problem: str | None = None  # the capture's why.json is there but unreadable
 
 
 def read_record(folder: Path) -> tuple[dict[str, Path], list[tuple[str, str]]]:
@@ -60,10 +63,19 @@ def read_record(folder: Path) -> tuple[dict[str, Path], list[tuple[str, str]]]:
 
 
 def summarize_capture(folder: Path) -> CaptureSummary:
-    """The summary of one stored capture (runs xprof: call it off the GUI thread)."""
+    """The summary of one stored capture (runs xprof: call it off the GUI thread), with the
+    verdict kept beside it when *Why* made it (the straggler's column first)."""
     xplanes, failures = read_record(folder)
     profiles = summarize(xplanes, timeout_s=SUMMARY_TIMEOUT_S) if xplanes else []
-    return CaptureSummary(folder, tuple(profiles), tuple(failures))
+    try:
+        why = load_why(folder)
+    except ProfileError as exc:
+        return CaptureSummary(folder, tuple(profiles), tuple(failures), why_problem=str(exc))
+    if why is None:
+        return CaptureSummary(folder, tuple(profiles), tuple(failures))
+    # As when the verdict was given: input counted as the rules count it, the straggler first.
+    profiles = sorted((with_input_ops(p) for p in profiles), key=lambda p: p.role != why.straggler)
+    return CaptureSummary(folder, tuple(profiles), tuple(failures), why.verdict)
 
 
 def marked_differences(profiles: Sequence[RoleProfile]) -> dict[str, tuple[str, str]]:
@@ -212,7 +224,8 @@ class ProfilePanel(QtWidgets.QWidget):
         profiles = summary.profiles
         failed = "; ".join(f"{why}" for _role, why in summary.failures)
         head = f"profile {summary.folder.name}: " + ", ".join(p.role for p in profiles) if profiles else ""
-        self.message.setText(" | ".join(t for t in (head, f"not captured: {failed}" if failed else "") if t))
+        notes = (head, f"not captured: {failed}" if failed else "", summary.why_problem or "")
+        self.message.setText(" | ".join(t for t in notes if t))
         self._show_verdict(summary)
         self._fill_table(profiles)
         lines = [

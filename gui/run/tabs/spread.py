@@ -2,7 +2,8 @@
 
 - :class:`SpreadPlot`: the workers' median as a line, the 10-90 % band and the min-max band
   behind it, and the slowest workers drawn on top in their own colours. The key is a label above
-  the plot, never over the data.
+  the plot, never over the data; its workers' names are links to *Profile* and *Why*
+  (:mod:`gui.run.tabs.spread_menu`).
 - :class:`StepTimeHeatmap`: one row per worker (natural order), one column per x bin, colour =
   step time over that bin's median across workers, so a straggler appearing is a bright streak.
 
@@ -18,6 +19,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.views.spread import BinnedWorkers, HeatMap, Spread
 from gui.run.tabs.plotting import light_grid
+from gui.run.tabs.spread_menu import role_link
 
 MEDIAN_COLOUR = "#1f4e79"
 HIGHLIGHT_COLOURS = ("#c62828", "#d9822b", "#6a1b9a", "#00838f", "#8d6e63")
@@ -110,7 +112,8 @@ class SpreadPlot(QtWidgets.QWidget):
             curve.setPen(pg.mkPen(colour, width=1.5))
             curve.setData(xs, ys)
             note = notes.get(name, "")
-            parts.append(f'<span style="color:{colour}"><b>{name}</b>{" " + note if note else ""}</span>')
+            link = role_link(name, colour, f"<b>{name}</b>")  # its menu: gui.run.tabs.spread_menu
+            parts.append(f'<span style="color:{colour}">{link}{" " + note if note else ""}</span>')
         self.key.setText(" · ".join(parts))
 
     def _new_curve(self) -> pg.PlotDataItem:

@@ -11,7 +11,8 @@ run's history pans and zooms smoothly. The figures themselves are kept by
 Past ``spread_from`` workers (default 8) a line per worker is a band nobody can read: the tab shows
 the cluster's spread instead (:mod:`gui.run.tabs.spread`): the median loss and step time with their
 10-90 % and min-max bands, the slowest workers and any ticked one drawn on top, and a heat map of
-step time per worker. *Every worker* switches back to a line each.
+step time per worker. *Every worker* switches back to a line each. The workers named in the
+spread's keys have *Profile* and *Why is this worker slow?* (:mod:`gui.run.tabs.spread_menu`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from core.views.overview import natural_key
 from core.views.spread import slowest
 from gui.run.tabs.plotting import FollowX, fit_to_pixels, light_grid, settle
 from gui.run.tabs.spread import SpreadPlot, StepTimeHeatmap, refresh_from
+from gui.run.tabs.spread_menu import SlowestWorkersMenu
 from gui.run.tabs.training_series import LOSS, TrainingSeries
 
 MAX_POINTS = 8192  # per curve handed to pyqtgraph, whose NumPy peak downsampling then fits them to the pixels
@@ -130,6 +132,8 @@ class TrainingPanel(TrainingSeries, QtWidgets.QWidget):
         self._spread_zoomed = False
         for plot in (self.spread_loss.plot, self.spread_time.plot):
             plot.getViewBox().sigRangeChangedManually.connect(self._on_spread_zoomed)
+        # The workers the keys name: Profile and Why on each (wired by the window).
+        self.slowest_menu = SlowestWorkersMenu(self, (self.spread_loss.key, self.spread_time.key))
         self.heatmap = StepTimeHeatmap()
         spread = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         for widget in (self.spread_loss, self.spread_time, self.heatmap):
@@ -350,6 +354,7 @@ class TrainingPanel(TrainingSeries, QtWidgets.QWidget):
         notes = {r: f"{times[r]:.0f} ms" for r in top if times.get(r) is not None}
         for r in picked:
             notes[r] = "(ticked)"
+        self.slowest_menu.roles, self.slowest_menu.notes = (*top, *picked), notes
         refresh_from(self.loss_bins, self.spread_loss, None, columns, highlight={r: notes[r] for r in [*top, *picked]})
         refresh_from(
             self.time_bins, self.spread_time, self.heatmap, columns, highlight={r: notes[r] for r in [*top, *picked]}
