@@ -148,6 +148,7 @@ class ControllerTrace:
     def __init__(self, socket_path: Path, role: str, dest: Path, seconds: float, light: bool, limit_s: float) -> None:
         self.answer: dict[str, Any] | None = None
         self.started = time.monotonic()
+        self.role = role
         request = {
             "action": "profile",
             "role": role,
@@ -176,7 +177,7 @@ class ControllerTrace:
         elapsed = time.monotonic() - self.started
         answer = self.answer
         if answer is None:
-            return WorkerResult(None, "", None, elapsed)
+            return f"the launcher did not answer about {self.role} in {elapsed:.0f} s"
         if not answer.get("ok"):
             return str(answer.get("error"))
         returncode = answer.get("returncode")

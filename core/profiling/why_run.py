@@ -10,6 +10,7 @@ and applies the rules of :mod:`core.profiling.why`. It blocks for the capture an
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,20 +59,24 @@ def why_slow(
     light: bool = False,
     timeout_s: float | None = None,
     unsafe: bool = False,
+    agent_hosts: Collection[str] = (),
+    control_socket: Path | None = None,
 ) -> WhyAnswer:
     """Profile the straggler (``name``, else the slowest worker of ``roles``) beside the median
-    worker and explain the difference. Raises :class:`WhyRefused` when the workers cannot be chosen
-    and ProfileError when the capture cannot start; a role not captured or a summary that fails
-    is in the answer (no verdict)."""
+    worker and explain the difference. Roles of ``agent_hosts`` (SSH hosts, Slurm nodes) are
+    traced there by their agent through the launcher at ``control_socket``, their files brought
+    into this run directory. Raises :class:`WhyRefused` when the workers cannot be chosen and
+    ProfileError when the capture cannot start; a role not captured or a summary that fails is in
+    the answer (no verdict)."""
     try:
         slow, median = straggler_and_median(roles, name)
-        targets = select(roles, [str(slow["role"]), str(median["role"])], False, False)
+        targets = select(roles, [str(slow["role"]), str(median["role"])], False, False, agent_hosts)
     except ProfileError as exc:
         raise WhyRefused(str(exc)) from None
     import psutil
 
-    psutil.cpu_percent(None)  # the host's CPU is measured over the capture
-    result = capture(run_path, targets, seconds, light, timeout_s, unsafe)
+    psutil.cpu_percent(None)  # this host's CPU is measured over the capture
+    result = capture(run_path, targets, seconds, light, timeout_s, unsafe, control_socket)
     host_cpu = psutil.cpu_percent(None)
     answer = WhyAnswer(str(slow["role"]), str(median["role"]), result)
     xplanes = result.xplanes()
@@ -81,6 +86,11 @@ def why_slow(
         slow_profile, median_profile = summarize(xplanes)
     except ProfileError as exc:
         return WhyAnswer(answer.straggler, answer.median, result, problem=f"captured, but {exc}")
-    facts = [role_facts(r, local_host_facts(str(r.get("host")), host_cpu)) for r in (slow, median)]
+    # This machine's load says nothing of a role its agent traced elsewhere: no host figures for it.
+    here = {t.role for t in targets if not t.by_agent}
+    facts = [
+        role_facts(r, local_host_facts(str(r.get("host")), host_cpu) if r["role"] in here else None)
+        for r in (slow, median)
+    ]
     verdict = explain(slow_profile, median_profile, facts[0], facts[1])
     return WhyAnswer(answer.straggler, answer.median, result, (slow_profile, median_profile), verdict)
