@@ -27,7 +27,7 @@ from typing import Any
 from core.cluster.spec import ClusterSpec, parse_role_id, role_id
 from core.controller.base import TransportFactory
 from core.controller.commands import UserCommands
-from core.controller.connections import HostConnections
+from core.controller.connections import HostConnections, agent_socket
 from core.controller.intake import TelemetryIntake
 from core.controller.lifecycle import RoleLifecycle
 from core.controller.output_intake import RECEIVED_KEY, OutputIntake
@@ -229,7 +229,9 @@ class Controller(RoleLifecycle, UserCommands, OutputIntake, TelemetryIntake, Hos
             raise ProfileError(f"{role} is {state}; only a running role can be profiled")
         command = {"role": supervised.task.role_id, "address": address, "seconds": seconds, "light": light}
         command["timeout_s"] = timeout_s
-        return profile_through_agent(self._agent_replies, host, transport.send, command, self.run.path, dest)
+        # A Slurm node's agent works in agents/ of the run directory, which the nodes share.
+        shared = agent_socket(self.run, host).parent if host in self._slurm_hosts() else None
+        return profile_through_agent(self._agent_replies, host, transport.send, command, self.run.path, dest, shared)
 
     def close(self, timeout_s: float = 60.0) -> None:
         """Stop everything (if still running) and wait for the controller to finish."""

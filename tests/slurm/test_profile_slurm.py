@@ -1,7 +1,8 @@
 """``ctl RUN why`` (and so ``ctl RUN profile``, the same capture) on a run held by the real Slurm
 of tests/slurm/conftest.py: each role is traced by its node's agent step (the launcher cannot know
 that a node is this machine), and the files come into ``RUN/profiles/<timestamp>/<job>-<task>/``
-like a local capture's. worker:1 sleeps in its input pipeline, so the verdict must name input."""
+like a local capture's, moved from the agent's folder of the shared run directory. worker:1
+sleeps in its input pipeline, so the verdict must name input."""
 
 from __future__ import annotations
 
@@ -57,10 +58,13 @@ def test_why_traces_slurm_roles_through_their_nodes_agent_and_names_input(
             assert record[role]["ok"], record
             here = capture / record[role]["xplane"]
             assert here.relative_to(capture).parts[:3] == (role.replace(":", "-"), "plugins", "profile")
-            # The node's agent wrote it under its own directory (agents/ of the shared run
-            # directory) and read it back: the same bytes on both sides.
-            traced = launch.run_dir / "agents" / here.relative_to(launch.run_dir)
-            assert traced.read_bytes() == here.read_bytes()
+            # The node's agent traced it under its own directory (agents/ of the shared run
+            # directory: its tracer's output is there), and the file was moved here, not copied.
+            traced = launch.run_dir / "agents" / capture.relative_to(launch.run_dir)
+            tracer_says = (traced / f"{role.replace(':', '-')}.trace.out").read_text().splitlines()
+            assert json.loads(tracer_says[-1]) == {"ok": True}, tracer_says
+            assert not (traced / here.relative_to(capture)).exists()
+            assert here.stat().st_size == record[role]["xplane_bytes"] > 0
         verdict = re.search(r"^why is worker:1 slow\? (.+)$", result.stdout, re.M)
         assert verdict, result.stdout
         share, median_share = why_verdict(verdict[1])
