@@ -1,7 +1,8 @@
 """Run by the agent with a role's own python (``PYTHON -c SOURCE ADDRESS LOGDIR MS LEVEL``): ask the
 TensorFlow server at ADDRESS for a trace of MS milliseconds, which that server writes into LOGDIR
-(``plugins/profile/<session>/<host>_<port>.xplane.pb``). Prints one JSON line, ``{"ok": true}`` or
-``{"ok": false, "error": ...}``; TensorFlow prints the real cause of a failure on stderr only.
+(``plugins/profile/<session>/<host>_<port>.xplane.pb``). Prints ``{"ok": false, "imported": true}``
+once TensorFlow is imported, then one JSON line, ``{"ok": true}`` or ``{"ok": false, "error": ...}``
+(the last line is the outcome); TensorFlow prints the real cause of a failure on stderr only.
 Kept to the standard library and TensorFlow, and to syntax any python 3 that runs TensorFlow reads.
 """
 
@@ -21,6 +22,9 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # no TensorFlow, or a broken one, for this python
         print(json.dumps({"ok": False, "no_tf": True, "error": f"no TensorFlow for {sys.executable}: {exc}"}))
         return 3
+    # Importing TensorFlow can take longer than the trace: this line tells a trace killed at the
+    # agent's limit after the import from one killed before it.
+    print(json.dumps({"ok": False, "imported": True}), flush=True)
     options = tf.profiler.experimental.ProfilerOptions(
         host_tracer_level=level, python_tracer_level=0, device_tracer_level=1
     )

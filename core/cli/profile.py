@@ -10,7 +10,6 @@ folder, or a run directory: its latest capture), with the verdict when ``why`` m
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -45,7 +44,10 @@ def add_profile_arguments(p: argparse.ArgumentParser) -> None:
         "--timeout",
         type=float,
         metavar="SECONDS",
-        help="for profile: give up on a role that has not answered after this long (default: --seconds + 20)",
+        help=(
+            "for profile: give up on a role that has not answered after this long (default: --seconds + 20, "
+            "and 60 s more for a role traced by its host's agent, whose python imports TensorFlow first)"
+        ),
     )
 
 
@@ -75,6 +77,13 @@ def _status(args: argparse.Namespace, socket_path: Path, err: TextIO) -> dict[st
     return reply
 
 
+def agent_hosts(status: dict[str, Any]) -> set[str]:
+    """The hosts whose roles the launcher has traced by their agent (SSH hosts, Slurm nodes); a
+    launcher from before Slurm's were named gives its SSH hosts only."""
+    hosts = status.get("agent_hosts", status.get("remote_hosts"))
+    return {str(h) for h in hosts} if isinstance(hosts, list) else set()
+
+
 def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, out: TextIO, err: TextIO) -> int:
     """``ctl RUN profile ...``: capture, then print the summary. The roles come from the status."""
     names = [n for n in (args.role, args.signal, *(args.more_roles or [])) if n]
@@ -82,12 +91,10 @@ def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, out
     if isinstance(reply, int):
         return reply
     try:
-        targets = select(reply.get("roles") or [], names, args.workers, args.all)
+        targets = select(reply.get("roles") or [], names, args.workers, args.all, agent_hosts(reply))
     except ProfileError as exc:
         print(f"profile: {exc}", file=err)
         return EXIT_USAGE
-    remote_hosts = set(reply.get("remote_hosts") or [])  # traced by their agents, through the launcher
-    targets = [replace(t, remote=t.host in remote_hosts) for t in targets]
     try:
         result = capture(run_path, targets, args.seconds, args.light, args.timeout, args.unsafe, socket_path)
     except ProfileError as exc:
@@ -104,7 +111,15 @@ def cmd_why(args: argparse.Namespace, run_path: Path, socket_path: Path, out: Te
         return reply
     try:
         answer = why_slow(
-            reply.get("roles") or [], run_path, args.role, args.seconds, args.light, args.timeout, args.unsafe
+            reply.get("roles") or [],
+            run_path,
+            args.role,
+            args.seconds,
+            args.light,
+            args.timeout,
+            args.unsafe,
+            agent_hosts(reply),
+            socket_path,
         )
     except WhyRefused as exc:
         print(f"why: {exc}", file=err)

@@ -2,11 +2,11 @@
 through the owner-only Unix socket of :mod:`core.run.control` (the protocol and the client).
 
 Besides that module's actions, ``profile`` {``role``, ``dest`` (a folder under ``RUN/profiles``),
-``seconds``, ``light``, ``timeout_s``} traces a role of a host reached over SSH through its agent
+``seconds``, ``light``, ``timeout_s``} traces a role of a host reached over SSH, or of a Slurm node, through its agent
 and brings the files into ``dest`` (:mod:`core.profiling.remote`); it answers ``{"ok": true,
 "returncode", "reply", "stderr", "fetched"}`` (the tracer's outcome, judged by the caller as a local
 capture's) or ``{"ok": false, "error"}``, from its own thread, as it takes seconds. The status
-names the ``remote_hosts`` whose roles go this way."""
+names the ``agent_hosts`` whose roles go this way."""
 
 from __future__ import annotations
 
@@ -119,7 +119,8 @@ class ControlServer:
                 "roles": roles,
                 "hosts": c.host_states(),
                 "slurm": c.slurm_state(),  # None unless the run is on Slurm
-                "remote_hosts": c.remote_hosts(),  # their roles are profiled through their agent
+                "remote_hosts": c.remote_hosts(),
+                "agent_hosts": c.agent_hosts(),  # their roles are profiled through their agent
             }
         role = request.get("role")
         future: Future[str]

@@ -27,7 +27,7 @@ from typing import Any
 from core.cluster.spec import ClusterSpec, parse_role_id, role_id
 from core.controller.base import TransportFactory
 from core.controller.commands import UserCommands
-from core.controller.connections import HostConnections
+from core.controller.connections import HostConnections, agent_socket
 from core.controller.intake import TelemetryIntake
 from core.controller.lifecycle import RoleLifecycle
 from core.controller.output_intake import RECEIVED_KEY, OutputIntake
@@ -203,12 +203,19 @@ class Controller(RoleLifecycle, UserCommands, OutputIntake, TelemetryIntake, Hos
             return list(self._roles[self._name(role)].history)
 
     def remote_hosts(self) -> list[str]:
-        """The hosts reached through an agent over SSH (their roles are profiled through it)."""
+        """The hosts reached through an agent over SSH."""
         return sorted(self._remote_hosts)
 
+    def agent_hosts(self) -> list[str]:
+        """The hosts whose roles are profiled by their own agent (:meth:`profile_remote`): the SSH
+        hosts, and every host of a Slurm allocation (its node's agent step; the node may be this
+        machine or not, and only its agent knows)."""
+        return sorted(self._remote_hosts | self._slurm_hosts())
+
     def profile_remote(self, role: str, seconds: float, light: bool, timeout_s: float, dest: Path) -> dict[str, Any]:
-        """Trace a running role of a remote host through its agent into ``dest`` (a folder of the
-        run directory, the same path on that host), waiting at most about ``timeout_s``; any thread.
+        """Trace a running role of an agent host (:meth:`agent_hosts`) through its agent into
+        ``dest`` (a folder of the run directory, the same path under the agent's directory there),
+        waiting at most about ``timeout_s``; any thread.
         The agent's ``profiled`` event; ProfileError (one line) when it cannot be tried."""
         from core.profiling.env import ProfileError
 
@@ -216,13 +223,15 @@ class Controller(RoleLifecycle, UserCommands, OutputIntake, TelemetryIntake, Hos
             supervised = self._roles[self._name(role)]
             host, state, address = supervised.host_key, supervised.state, supervised.task.address
         transport = self._transports.get(host)
-        if host not in self._remote_hosts or transport is None:
-            raise ProfileError(f"{role} runs on {host}, which is not reached through an agent over SSH")
+        if host not in self.agent_hosts() or transport is None:
+            raise ProfileError(f"{role} runs on {host}, which is not reached through an agent over SSH or Slurm")
         if state != RoleState.RUNNING:
             raise ProfileError(f"{role} is {state}; only a running role can be profiled")
         command = {"role": supervised.task.role_id, "address": address, "seconds": seconds, "light": light}
         command["timeout_s"] = timeout_s
-        return profile_through_agent(self._agent_replies, host, transport.send, command, self.run.path, dest)
+        # A Slurm node's agent works in agents/ of the run directory, which the nodes share.
+        shared = agent_socket(self.run, host).parent if host in self._slurm_hosts() else None
+        return profile_through_agent(self._agent_replies, host, transport.send, command, self.run.path, dest, shared)
 
     def close(self, timeout_s: float = 60.0) -> None:
         """Stop everything (if still running) and wait for the controller to finish."""

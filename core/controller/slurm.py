@@ -61,6 +61,11 @@ class SlurmHosting(ControllerBase):
             self.spec = placed_for_allocation(self.spec, self._slurm_nodes)
             self._remote_hosts = set()
 
+    def _slurm_hosts(self) -> set[str]:
+        """The task hosts placed on the allocation's nodes, each reached through its node's agent
+        step (empty before the allocation runs, and for a run not on Slurm). Any thread."""
+        return set(self._slurm_nodes) if self._slurm is not None else set()
+
     def slurm_state(self) -> dict[str, Any] | None:
         """The run's ``slurm`` record (job_id, state, reason, nodelist, nodes, hosts, steps,
         partition); None for a run not on Slurm. Any thread."""

@@ -2,10 +2,12 @@
 
 Every ``tf.distribute.Server`` hosts TensorFlow's profiler service on its cluster port. Before
 asking, each role is checked: it runs, on this machine, and its port is held by its own process
-tree (a port taken by another process would be profiled, or refused, in its name); a role of a
-host reached over SSH is traced there by its agent instead, through the launcher's controller,
-and its files brought back (:mod:`core.profiling.remote`). The roles are traced at once, one profiler-environment subprocess each (each role writes its own folder), all
-under one hard time limit; a role that does not answer is killed out of the wait, never the run.
+tree (a port taken by another process would be profiled, or refused, in its name). A role of a
+host reached over SSH, or of a Slurm allocation's node, is traced there by that host's agent
+instead, through the launcher's controller (its control socket), and its files brought back
+(:mod:`core.profiling.remote`). The roles are traced at once, one profiler-environment subprocess
+(or one request to the launcher) each (each role writes its own folder), all under one hard time
+limit; a role that does not answer is killed out of the wait, never the run.
 One capture per run at a time (a lock file), since TensorFlow refuses a second session anyway.
 
 The folder is TensorBoard's layout (``plugins/profile/<session>/<host>_<port>.xplane.pb``) with
@@ -22,8 +24,8 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,10 @@ LOCK_NAME = ".capture.lock"
 # xprof waits 20 s for a server that accepts but does not answer; past the trace itself, this much
 # more is allowed before the capture is given up.
 DEFAULT_SLACK_S = 20.0
+# A role traced by its host's agent is asked from a fresh python of the role's, which imports
+# TensorFlow first: seen taking over 20 s on a loaded 2-core host (load 11), so the default limit
+# of such a role allows this much more (an explicit --timeout is taken as given).
+AGENT_IMPORT_S = 60.0
 LIGHT_HOST_TRACER_LEVEL = 1  # step times and TF ops, ~2 MB, no per-op detail below TF ops
 FULL_HOST_TRACER_LEVEL = 2
 
@@ -54,7 +60,7 @@ class Target:
     port: int
     pid: int | None
     state: str
-    remote: bool = False  # on a host reached over SSH: traced there by its agent, through the launcher
+    by_agent: bool = False  # on an SSH host or a Slurm node: traced there by its agent, through the launcher
 
     @property
     def address(self) -> str:
@@ -105,8 +111,16 @@ class Capture:
         return {r.role: self.path / r.xplane for r in self.roles if r.ok and r.xplane}
 
 
-def select(roles: Sequence[dict[str, Any]], names: Sequence[str], workers: bool, every: bool) -> list[Target]:
-    """The roles asked for, from the status's role list; raises ProfileError naming an unknown one."""
+def select(
+    roles: Sequence[dict[str, Any]],
+    names: Sequence[str],
+    workers: bool,
+    every: bool,
+    agent_hosts: Collection[str] = (),
+) -> list[Target]:
+    """The roles asked for, from the status's role list; raises ProfileError naming an unknown one.
+    Roles of ``agent_hosts`` (the status's ``agent_hosts``: SSH hosts, Slurm nodes) are traced by
+    their host's agent."""
     by_name = {str(r["role"]): r for r in roles}
     if every:
         chosen = list(roles)
@@ -121,7 +135,7 @@ def select(roles: Sequence[dict[str, Any]], names: Sequence[str], workers: bool,
         if unknown:
             raise ProfileError(f"no role {', '.join(unknown)} in this run (its roles: {', '.join(by_name)})")
         chosen = [by_name[n] for n in dict.fromkeys(names)]
-    return [Target.from_status(r) for r in chosen]
+    return [replace(t, by_agent=t.host in agent_hosts) for t in map(Target.from_status, chosen)]
 
 
 def check(target: Target, strategy: str = "", unsafe: bool = False) -> str | None:
@@ -136,12 +150,12 @@ def check(target: Target, strategy: str = "", unsafe: bool = False) -> str | Non
         )
     if target.state != "running":
         return f"{target.role} is {target.state or 'not running'}; only a running role can be profiled"
-    if target.remote:
+    if target.by_agent:
         return None  # its agent checks the rest on its host
     if not is_local_host(target.host):
         return (
-            f"{target.role} runs on {target.host}: profiling a role on another host (through its agent) "
-            "is not yet supported; profile it from that host"
+            f"{target.role} runs on {target.host}, and the launcher names no agent there to trace it "
+            "(a launcher of an older TowerDeck?); profile it from that host"
         )
     if target.pid is None:
         return f"{target.role} has no process id yet; try again in a moment"
@@ -244,11 +258,13 @@ def capture(
     control_socket: Path | None = None,
 ) -> Capture:
     """Profile ``targets`` at once for ``seconds``; each role's outcome is in the result (and in
-    ``profile.json``). Remote targets are traced through the launcher at ``control_socket``. Raises ProfileError only when nothing can be tried (another capture runs,
-    no profiler environment)."""
+    ``profile.json``). Targets ``by_agent`` are traced through the launcher at ``control_socket``.
+    Raises ProfileError only when nothing can be tried (another capture runs, no profiler
+    environment)."""
     if not targets:
         raise ProfileError("no role to profile")
     limit_s = timeout_s if timeout_s is not None else seconds + DEFAULT_SLACK_S
+    agent_limit_s = timeout_s if timeout_s is not None else limit_s + AGENT_IMPORT_S
     with capture_lock(run_path):
         folder = new_capture_dir(run_path)
         result = Capture(folder, seconds, light)
@@ -258,24 +274,29 @@ def capture(
             "seconds": seconds,
             "light": light,
             "timeout_s": limit_s,
+            **({"agent_timeout_s": agent_limit_s} if any(t.by_agent for t in targets) else {}),
         }
         _write_record(folder, requested, result)
         strategy = run_strategy(run_path)
-        if any(not t.remote for t in targets):
+        if any(not t.by_agent for t in targets):
             profiler_python()  # no environment: say so before any role is asked
         started = time.monotonic()
-        running: list[tuple[Target, RoleCapture, subprocess.Popen[str] | ControllerTrace]] = []
+        running: list[tuple[Target, RoleCapture, subprocess.Popen[str] | ControllerTrace, float]] = []
         try:
             for target in targets:
                 outcome = RoleCapture(target.role, target.address)
                 result.roles.append(outcome)
                 outcome.error = check(target, strategy, unsafe)
+                if outcome.error is None and target.by_agent and control_socket is None:
+                    outcome.error = f"{target.role} runs on {target.host}: only its launcher can have it traced there"
                 if outcome.error is None:
-                    running.append((target, outcome, _ask(folder, target, seconds, light, limit_s, control_socket)))
-            _collect(folder, running, started, limit_s)
+                    role_limit_s = agent_limit_s if target.by_agent else limit_s
+                    asked = _ask(folder, target, seconds, light, role_limit_s, control_socket)
+                    running.append((target, outcome, asked, role_limit_s))
+            _collect(folder, running, started)
         finally:
             # Interrupted (Ctrl-C, a closing window): no trace process outlives the capture.
-            for _, _, proc in running:
+            for _, _, proc, _ in running:
                 if isinstance(proc, subprocess.Popen) and proc.poll() is None:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(proc.pid, signal.SIGKILL)
@@ -290,7 +311,7 @@ def _ask(
     """Start a trace of ``target``: here in the profiler environment, or by its host's agent."""
     logdir = folder / target.dir_name
     logdir.mkdir()
-    if target.remote and control_socket is not None:
+    if target.by_agent and control_socket is not None:
         return ControllerTrace(control_socket, target.role, logdir, seconds, light, limit_s)
     level = LIGHT_HOST_TRACER_LEVEL if light else FULL_HOST_TRACER_LEVEL
     return start_worker("capture", target.address, str(logdir), str(int(seconds * 1000)), str(level))
@@ -298,12 +319,12 @@ def _ask(
 
 def _collect(
     folder: Path,
-    running: list[tuple[Target, RoleCapture, subprocess.Popen[str] | ControllerTrace]],
+    running: list[tuple[Target, RoleCapture, subprocess.Popen[str] | ControllerTrace, float]],
     started: float,
-    limit_s: float,
 ) -> None:
-    """Wait for every trace within the one time limit; note each role's file or failure."""
-    for target, outcome, proc in running:
+    """Wait for every trace within its time limit, counted from one start; note each role's file
+    or failure."""
+    for target, outcome, proc, limit_s in running:
         left_s = started + limit_s - time.monotonic()
         done = proc.result(left_s) if isinstance(proc, ControllerTrace) else finish_worker(proc, left_s, started)
         if isinstance(done, str):  # the launcher or the agent refused, in one line
@@ -334,6 +355,11 @@ _CAUSE = re.compile(r"returned (.+)$|\] (UNAVAILABLE: .+|.*Another profiling ses
 def _failure(target: Target, done: WorkerResult, limit_s: float) -> str | None:
     """The real cause of a failed capture, from the worker's reply and xprof's stderr."""
     if done.returncode is None:
+        if target.by_agent and not (isinstance(done.reply, dict) and done.reply.get("imported")):
+            return (
+                f"{target.role}: its python on {target.host} had not imported TensorFlow after {limit_s:g} s, "
+                "so nothing was traced (a busy host? give a longer --timeout)"
+            )
         return f"no answer from {target.role} at {target.address} in {limit_s:g} s (paused, or busy in one long op?)"
     if isinstance(done.reply, dict) and done.reply.get("ok"):
         return None

@@ -11,6 +11,7 @@ and applies the rules of :mod:`core.profiling.why`; the verdict is kept with the
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,20 +62,24 @@ def why_slow(
     light: bool = False,
     timeout_s: float | None = None,
     unsafe: bool = False,
+    agent_hosts: Collection[str] = (),
+    control_socket: Path | None = None,
 ) -> WhyAnswer:
     """Profile the straggler (``name``, else the slowest worker of ``roles``) beside the median
-    worker and explain the difference. Raises :class:`WhyRefused` when the workers cannot be chosen
-    and ProfileError when the capture cannot start; a role not captured or a summary that fails
-    is in the answer (no verdict)."""
+    worker and explain the difference. Roles of ``agent_hosts`` (SSH hosts, Slurm nodes) are
+    traced there by their agent through the launcher at ``control_socket``, their files brought
+    into this run directory. Raises :class:`WhyRefused` when the workers cannot be chosen and
+    ProfileError when the capture cannot start; a role not captured or a summary that fails is in
+    the answer (no verdict)."""
     try:
         slow, median = straggler_and_median(roles, name)
-        targets = select(roles, [str(slow["role"]), str(median["role"])], False, False)
+        targets = select(roles, [str(slow["role"]), str(median["role"])], False, False, agent_hosts)
     except ProfileError as exc:
         raise WhyRefused(str(exc)) from None
     import psutil
 
-    psutil.cpu_percent(None)  # the host's CPU is measured over the capture
-    result = capture(run_path, targets, seconds, light, timeout_s, unsafe)
+    psutil.cpu_percent(None)  # this host's CPU is measured over the capture
+    result = capture(run_path, targets, seconds, light, timeout_s, unsafe, control_socket)
     host_cpu = psutil.cpu_percent(None)
     answer = WhyAnswer(str(slow["role"]), str(median["role"]), result)
     xplanes = result.xplanes()
@@ -84,9 +89,19 @@ def why_slow(
         slow_profile, median_profile = summarize(xplanes)
     except ProfileError as exc:
         return WhyAnswer(answer.straggler, answer.median, result, problem=f"captured, but {exc}")
-    gpus = look_at_gpus([slow, median], run_path)  # temperature, clocks, throttling, other processes
+    # This machine's load and GPUs say nothing of a role its agent traced elsewhere (an SSH host, a
+    # Slurm node, even one whose address is 127.0.0.1): no host or GPU figures for it.
+    here = {t.role for t in targets if not t.by_agent}
+    gpus = look_at_gpus([r for r in (slow, median) if r["role"] in here], run_path)  # temperature, clocks...
+    for r in (slow, median):
+        if r["role"] not in here and r.get("gpus"):
+            gpus[str(r["role"])] = ((), f"not looked at: {r.get('host')} is reached through its agent")
     facts = [
-        role_facts(r, local_host_facts(str(r.get("host")), host_cpu), gpus.get(str(r["role"]), ((), None)))
+        role_facts(
+            r,
+            local_host_facts(str(r.get("host")), host_cpu) if r["role"] in here else None,
+            gpus.get(str(r["role"]), ((), None)),
+        )
         for r in (slow, median)
     ]
     verdict = explain(slow_profile, median_profile, facts[0], facts[1])

@@ -4,16 +4,19 @@ selected roles of the run this window controls, off the GUI thread, then show it
 The capture (:func:`core.profiling.capture.capture`) checks each role, traces them at once and gives
 up at its own hard time limit; here it runs on a worker thread and its outcome comes back to the
 GUI thread, where every failure is one line in the status bar. One capture at a time: a second
-*Profile* while one runs is refused with a message.
+*Profile* while one runs is refused with a message. A role of an SSH host or a Slurm node is traced
+there by its agent, asked through this window's own control socket as ``ctl RUN profile`` asks
+(the controller fetches the files into the same ``RUN/profiles/<timestamp>/<job>-<task>/``).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6 import QtCore, QtGui
 
-from core.profiling.capture import Capture, Target, capture
+from core.profiling.capture import Capture, capture, select
 from gui.offthread import Relay, run_off_thread
 from gui.run.tabs.profile import ProfilePanel
 
@@ -80,14 +83,28 @@ class ProfileAction(QtCore.QObject):
             self._say(f"profile: {reason}")
             return
         chosen = self.window.selected_roles()
-        targets = [Target.from_status(r.to_json()) for r in source.status().roles if r.role in chosen]
+        agent_hosts, control_socket = self.launcher()
+        roles = [r.to_json() for r in source.status().roles if r.role in chosen]
+        targets = select(roles, [str(r["role"]) for r in roles], False, False, agent_hosts)
         if not targets:
             self._say("profile: the selected roles are not in this run's status yet; try again in a moment")
             return
         self.busy = ", ".join(t.role for t in targets)
         run_path, seconds = source.path, self.seconds
         self._say(f"profiling {self.busy} for {seconds:g} s...")
-        run_off_thread(self.relay, lambda: capture(run_path, targets, seconds), self._on_captured)
+        run_off_thread(
+            self.relay,
+            lambda: capture(run_path, targets, seconds, control_socket=control_socket),
+            self._on_captured,
+        )
+
+    def launcher(self) -> tuple[set[str], Path | None]:
+        """The hosts whose roles this window's controller has traced by their agent, and the
+        control socket to ask it through (none when the window runs no cluster)."""
+        session, controller = self.window.session, self.window.controller
+        if session is None or controller is None:
+            return set(), None
+        return set(controller.agent_hosts()), session.server.path
 
     def _on_captured(self, result: object, error: BaseException | None) -> None:
         self.busy = None

@@ -72,9 +72,16 @@ class WhyAction(QtCore.QObject):
             self._say(f"why: {exc}")
             return
         straggler, seconds, run_path = str(slow["role"]), profiler.seconds, source.path
+        agent_hosts, control_socket = profiler.launcher()  # roles of SSH hosts and Slurm nodes
         profiler.busy = f"{straggler}, {median['role']}"
         self._say(f"profiling {straggler} beside the median worker {median['role']} for {seconds:g} s...")
-        run_off_thread(self.relay, lambda: why_slow(roles, run_path, straggler, seconds), self.show_answer)
+        run_off_thread(
+            self.relay,
+            lambda: why_slow(
+                roles, run_path, straggler, seconds, agent_hosts=agent_hosts, control_socket=control_socket
+            ),
+            self.show_answer,
+        )
 
     def show_answer(self, result: object, error: BaseException | None) -> None:
         """The outcome, on the GUI thread: the verdict in the status bar and the Profile tab."""

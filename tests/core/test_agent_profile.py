@@ -122,3 +122,19 @@ def test_an_agent_without_the_profile_op_is_called_too_old_and_silence_is_a_time
     # A late answer is taken off the controller's queue and dropped.
     assert replies.offer("h", {"ev": "profiled", "id": "gone"}) is True
     assert replies.offer("h", {"ev": "sample"}) is False
+
+
+def test_a_trace_killed_at_its_limit_says_whether_its_python_had_imported_tensorflow():
+    from core.profiling.capture import Target, _failure
+    from core.profiling.env import WorkerResult
+
+    target = Target("worker:1", "worker", 1, "h2", 2222, None, "running", by_agent=True)
+    assert _failure(target, WorkerResult(None, "", None, 81.0), 81.0) == (
+        "worker:1: its python on h2 had not imported TensorFlow after 81 s, so nothing was traced "
+        "(a busy host? give a longer --timeout)"
+    )
+    # The tracer's line once TensorFlow is imported (core/agent/tracer.py): the server did not answer.
+    imported = WorkerResult({"ok": False, "imported": True}, "", None, 81.0)
+    assert _failure(target, imported, 81.0) == (
+        "no answer from worker:1 at h2:2222 in 81 s (paused, or busy in one long op?)"
+    )

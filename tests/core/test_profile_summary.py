@@ -191,12 +191,25 @@ def test_profile_refusals_name_the_real_cause(tmp_path: Path, launches: list[Lau
     assert "is not running" in gone and "nothing to control" in gone
 
 
-def test_a_remote_role_is_refused_as_not_yet_supported() -> None:
+def test_a_role_of_another_host_is_traced_by_its_agent_only_when_the_launcher_names_that_host() -> None:
     from core.profiling.capture import check
 
-    target = Target("worker:3", "worker", 3, "gpu-node-7.example", 2222, 4242, "running")
-    reason = check(target)
-    assert reason is not None and "runs on gpu-node-7.example" in reason and "not yet supported" in reason
+    status = [{"role": "worker:3", "job": "worker", "index": 3, "host": "gpu-node-7.example",
+               "address": "gpu-node-7.example:2222", "pid": 4242, "state": "running"}]  # fmt: skip
+    (unnamed,) = select(status, ["worker:3"], False, False)
+    reason = check(unnamed)
+    assert reason is not None and "runs on gpu-node-7.example" in reason and "names no agent there" in reason
+    (named,) = select(status, ["worker:3"], False, False, {"gpu-node-7.example"})
+    assert named.by_agent and check(named) is None  # its agent checks the rest on its host
+
+
+def test_a_role_traced_by_its_agent_without_a_launcher_to_ask_is_refused_in_one_line(tmp_path: Path) -> None:
+    from core.profiling.capture import capture
+
+    target = Target("worker:3", "worker", 3, "gpu-node-7.example", 2222, 4242, "running", by_agent=True)
+    (outcome,) = capture(tmp_path, [target], 1.0).roles
+    assert not outcome.ok
+    assert outcome.error == "worker:3 runs on gpu-node-7.example: only its launcher can have it traced there"
 
 
 def test_a_multi_worker_mirrored_worker_but_the_first_is_refused_unless_unsafe() -> None:

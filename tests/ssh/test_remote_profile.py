@@ -1,5 +1,7 @@
 """Profiling a role on another host, over a real sshd: its agent traces it with the role's own
-python, and the files come back into the local run directory in TensorBoard's layout."""
+python, and the files come back into the local run directory in TensorBoard's layout. ``ctl RUN
+why`` and the window's Role > Profile and Why do the same for a remote worker: worker:1, on
+127.0.0.2, sleeps in its input pipeline, so why must name input beside the local worker:0."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 
 from tests.conftest import ROOT, free_ports, run_cli
 from tests.core.test_launch import Launch
+from tests.core.test_profile_why import toml_list
 from tests.ssh.conftest import SshServer, assert_nothing_left_under
 
 pytestmark = pytest.mark.slow
@@ -23,7 +26,7 @@ name = "remote-profile"
 strategy = "between_graph"
 launch_style = "flags"
 workdir = "{trainers}"
-command = ["{python}", "-u", "between_graph.py", "--train_steps=100000000", "--log_every=50", "--step_sleep=0.005"]
+command = {command}
 stop_grace_s = 3
 ssh_config = "{ssh_config}"
 
@@ -39,22 +42,45 @@ run_root = "{root2}"
 tasks = ["127.0.0.1:{p[0]}"]
 
 [jobs.worker]
-tasks = ["127.0.0.1:{p[1]}", "127.0.0.2:{p[2]}"]
+tasks = ["127.0.0.1:{p[1]}", {{ address = "127.0.0.2:{p[2]}", command = {slow} }}]
 """
+TRAINER = [sys.executable, "-u", "between_graph.py", "--train_steps=100000000", "--log_every=50"]
+DATASET = [*TRAINER, "--step_sleep=0.005", "--input=dataset"]
+SLOW = [*DATASET, "--input_sleep_s=0.05"]  # worker:1, the remote one, waits for its input
+
+
+def write_cluster(tmp: Path, sshd: SshServer, ports: list[int]) -> Path:
+    cluster = tmp / "cluster.toml"
+    cluster.write_text(
+        CLUSTER.format(
+            trainers=TRAINERS,
+            python=sys.executable,
+            ssh_config=sshd.config,
+            root2=tmp / "host2",
+            p=ports,
+            command=toml_list(DATASET),
+            slow=toml_list(SLOW),
+        )
+    )
+    return cluster
+
+
+def why_verdict(text: str) -> tuple[int, int]:
+    """The straggler's and the median worker's input shares from a verdict naming input for worker:1."""
+    m = re.fullmatch(r"worker:1 spends (\d+)% of each step in input \(median worker worker:0: (\d+)%\)", text)
+    assert m, text
+    return int(m[1]), int(m[2])
 
 
 @pytest.fixture(scope="module")
 def launch(tmp_path_factory: pytest.TempPathFactory, sshd: SshServer) -> Iterator[tuple[Launch, Path, list[int]]]:
     tmp = tmp_path_factory.mktemp("remote-profile")
     ports = [*free_ports(2), free_ports(1, "127.0.0.2")[0]]
-    cluster = tmp / "cluster.toml"
-    cluster.write_text(
-        CLUSTER.format(trainers=TRAINERS, python=sys.executable, ssh_config=sshd.config, root2=tmp / "host2", p=ports)
-    )
-    running = Launch(cluster, tmp / "run")
+    running = Launch(write_cluster(tmp, sshd, ports), tmp / "run")
     try:
-        running.wait_role("worker:1", "running", timeout_s=180)
-        running.wait_output("worker:1", r"Step: \d+", timeout_s=180)
+        for role in ("worker:0", "worker:1"):
+            running.wait_role(role, "running", timeout_s=180)
+            running.wait_output(role, r"AvgTime", timeout_s=180)
         yield running, tmp, ports
     finally:
         try:
@@ -93,6 +119,34 @@ def test_a_remote_worker_is_profiled_on_its_host_and_its_files_come_back(
     assert int(steps.split()[-1]) > 0, summary.stdout
     role = running.role("worker:1")
     assert role["state"] == "running" and role["attempt"] == 1, role
+
+
+def test_why_profiles_a_remote_straggler_on_its_host_beside_a_local_worker_and_names_input(
+    launch: tuple[Launch, Path, list[int]],
+) -> None:
+    running, tmp, _ = launch
+    result = run_cli("ctl", str(running.run_dir), "why", "worker:1", "--seconds", "2", timeout=240)
+    print(result.stdout, result.stderr)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stdout + result.stderr
+    m = re.search(r"^captured [\d.]+ s into (\S+)$", result.stdout, re.M)
+    assert m, result.stdout
+    capture = Path(m.group(1))
+    assert capture.parent == running.run_dir / "profiles"
+    record = {r["role"]: r for r in json.loads((capture / "profile.json").read_text())["roles"]}
+    assert record["worker:1"]["ok"] and record["worker:0"]["ok"], record
+    # worker:1's trace was written on its host and brought here, as ctl profile does.
+    remote = capture / record["worker:1"]["xplane"]
+    assert remote.relative_to(capture).parts[0] == "worker-1"
+    assert (tmp / "host2" / "run" / remote.relative_to(running.run_dir)).read_bytes() == remote.read_bytes()
+    verdict = re.search(r"^why is worker:1 slow\? (.+)$", result.stdout, re.M)
+    assert verdict, result.stdout
+    share, median_share = why_verdict(verdict[1])
+    assert share >= 50 and median_share < share / 2, verdict[1]
+    # This machine's load is worker:0's host's, never given as worker:1's (its agent traced it elsewhere).
+    assert "worker:0's host 127.0.0.1:" in result.stdout and "worker:1's host" not in result.stdout, result.stdout
+    for role in ("worker:0", "worker:1"):
+        r = running.role(role)
+        assert r["state"] == "running" and r["attempt"] == 1, r
 
 
 def test_a_remote_role_that_is_not_running_is_refused_in_one_line(launch: tuple[Launch, Path, list[int]]) -> None:
