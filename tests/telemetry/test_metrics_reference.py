@@ -61,6 +61,21 @@ EDGES = [
     "15/Unknown - 3s - 7ms/step - loss: 0.1\n",
     "Epoch 5/7\n",
     " 3/10 [==>.......] - ETA: 1s - loss: 0.4500\n",
+    # Classic lines read in two steps (the step, then each "Cost:" after it), TF1 lines searched
+    # from their first marker, and steps too long for int() (Python takes at most 4300 digits).
+    "Step: 6, Cost: x, Step: 7, Cost: 0.25,  AvgTime: 1.5ms\n",
+    "Step: 8 Cost: 1, Step: 9, Cost: 2\n",
+    "Cost: 1, Step: 10, Cost: 3\n",
+    "Step: x, Step: 11, Cost: nan,  AvgTime: 2 µs\n",
+    "Step: 12, Cost: -1e-3,  AvgTime: 3msx\n",
+    "val_loss = 9, step = 40 then loss = 0.5, step = 41 (0.3 sec)\n",
+    "xloss = 1, step = 2\n",
+    "loss = 0.5, step = x; loss = 0.25, step = 42 (0.1 sec)\n",
+    "INFO:tensorflow:global_step/sec global_step/sec: 12.5\n",
+    f"Step: {'7' * 700},  Cost: 0.5\n",
+    f"Step: {'8' * 5000},  Cost: 0.5\n",
+    f"loss = 0.5, step = {'9' * 5000} (1.0 sec)\n",
+    "loss = 0.5, step = 50 (1.0 sec)\n",
 ]
 
 
