@@ -196,6 +196,13 @@ class MetricParser:
             self._partial, self._discarding = "", True
         else:
             self._partial = tail
+        # Overlong lines are dropped, not parsed. Only the first line (the kept partial line plus
+        # the text's first) can be longer than the text, so a text no longer than the limit needs
+        # one length, not one per line.
+        if (len(text) > MAX_PARTIAL_LINE_CHARS or len(lines[0]) > MAX_PARTIAL_LINE_CHARS) and max(
+            map(len, lines)
+        ) > MAX_PARTIAL_LINE_CHARS:
+            lines = [line for line in lines if len(line) <= MAX_PARTIAL_LINE_CHARS]
         out: list[MetricSample] = []
         self._parse_lines(lines, now, out)
         return out
@@ -219,8 +226,7 @@ class MetricParser:
         patterns = self._patterns
         epoch, last_key = self._keras_epoch, self._keras_last_key  # copies, kept in step below
         append = out.append
-        if max(map(len, lines)) > MAX_PARTIAL_LINE_CHARS:  # overlong lines are dropped, not parsed
-            lines = [line for line in lines if len(line) <= MAX_PARTIAL_LINE_CHARS]
+        total_text, total = "", 0  # the last Keras "n/N"'s N, as text and as a number
         for line in lines:
             if not line:
                 continue
@@ -238,10 +244,11 @@ class MetricParser:
                 # no other format's marker and no ANSI, so the general path would read it the same.
                 m = _KERAS_COMMON_LINE(line)
                 if m is not None:
-                    n_text, total, time_text, unit, loss_text, more = m.groups()
+                    n_text, of, time_text, unit, loss_text, more = m.groups()
                     n = int(n_text)
-                    key = (epoch, n, time_text is not None)
-                    if key == last_key:  # a redraw of what was already reported
+                    # A redraw of what was already reported (n first: it differs from the last
+                    # sample's on most lines, and no key tuple is built for the comparison).
+                    if last_key is not None and n == last_key[1] and last_key == (epoch, n, time_text is not None):
                         continue
                     common_time_s = None
                     if time_text is not None:
@@ -256,10 +263,12 @@ class MetricParser:
                                 common_loss = float(text)
                             elif name != "ETA":
                                 common_extra[name] = float(text)
-                    self._keras_last_key = last_key = key
+                    self._keras_last_key = last_key = (epoch, n, time_text is not None)
                     self._keras_last_n = n
-                    if epoch is not None and total != "Unknown":
-                        step = (epoch - 1) * int(total) + n
+                    if epoch is not None and of != "Unknown":
+                        if of != total_text:
+                            total_text, total = of, int(of)
+                        step = (epoch - 1) * total + n
                     else:
                         step = self._keras_base + n
                     # The sample's slots set here rather than through MetricSample(...): the
@@ -285,8 +294,10 @@ class MetricParser:
             elif (at := line.find("global_step/sec")) >= 0:
                 m = _TF1_RATE(line, at)  # no match can start before the first "global_step/sec"
                 if m is not None:
-                    rate = _float(m["rate"])
-                    append(MetricSample(t, None, None, inverse_or_none(rate), rate, {}, "tf1_hooks"))
+                    rate = float(m[1])  # a _NUM: float() takes every one
+                    append(
+                        MetricSample(t, None, None, 1.0 / rate if 0.0 < rate < _INF else None, rate, {}, "tf1_hooks")
+                    )
             elif "/" in line:
                 if "\x1b" in line:
                     line = _ANSI.sub("", line)

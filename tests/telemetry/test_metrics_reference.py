@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.bench_metrics import CHUNK_CHARS, synthetic_log
-from core.telemetry.metrics import MetricParser, MetricPattern, MetricSample
+from core.telemetry.metrics import MAX_PARTIAL_LINE_CHARS, MetricParser, MetricPattern, MetricSample
 from tests.telemetry.metrics_reference import ReferenceParser
 from tests.telemetry.test_metrics import ALL_FORMATS
 
@@ -103,6 +103,22 @@ def test_same_samples_on_the_benchmark_corpus() -> None:
 def test_same_samples_on_recorded_and_edge_lines() -> None:
     got, want = both([*ALL_FORMATS, *EDGES, *ALL_FORMATS])
     assert len(want) > 20
+    assert got == want
+
+
+def test_same_samples_around_overlong_lines() -> None:
+    # A whole line past the limit inside one chunk, and one made long by the partial line before
+    # it (the chunk itself under the limit): both dropped, the lines around them read.
+    long_line = "Step: 1,  Cost: 0.5 " + "x" * MAX_PARTIAL_LINE_CHARS
+    chunks = [
+        "Step: 2,  Cost: 0.25\n" + long_line + "\nStep: 3,  Cost: 0.125\n",
+        "Step: 4,  Cost: " + "1" * 40_000,
+        "2" * 30_000 + "\nStep: 5,  Cost: 0.5\n",
+        "Step: 6,  Cost: " + "1" * (MAX_PARTIAL_LINE_CHARS - 20),
+        "9\nStep: 7,  Cost: 0.5\n",
+    ]
+    got, want = both(chunks)
+    assert len(want) == 5
     assert got == want
 
 
