@@ -226,7 +226,7 @@ class MetricParser:
         patterns = self._patterns
         epoch, last_key = self._keras_epoch, self._keras_last_key  # copies, kept in step below
         append = out.append
-        total_text, total = "", 0  # the last Keras "n/N"'s N, as text and as a number
+        of_text, of_n = "", 0  # the fast path's last Keras "n/N"'s N, as text and as a number
         for line in lines:
             if not line:
                 continue
@@ -266,9 +266,9 @@ class MetricParser:
                     self._keras_last_key = last_key = (epoch, n, time_text is not None)
                     self._keras_last_n = n
                     if epoch is not None and of != "Unknown":
-                        if of != total_text:
-                            total_text, total = of, int(of)
-                        step = (epoch - 1) * total + n
+                        if of != of_text:
+                            of_text, of_n = of, int(of)
+                        step = (epoch - 1) * of_n + n
                     else:
                         step = self._keras_base + n
                     # The sample's slots set here rather than through MetricSample(...): the

@@ -61,6 +61,14 @@ EDGES = [
     "15/Unknown - 3s - 7ms/step - loss: 0.1\n",
     "Epoch 5/7\n",
     " 3/10 [==>.......] - ETA: 1s - loss: 0.4500\n",
+    # The fast path, the general one (ANSI) and the fast one again in one chunk, totals changing.
+    "Epoch 6/7\n"
+    " 3/10 [==>.......] - ETA: 1s - loss: 0.4500\n"
+    "\x1b[1m 4/10\x1b[0m [===>......] - ETA: 1s - loss: 0.4400\n"
+    " 5/10 [====>.....] - ETA: 1s - loss: 0.4300\n"
+    " 6/12 [====>.....] - ETA: 1s - loss: 0.4200\n"
+    "\x1b[1m 7/12\x1b[0m [===>......] - ETA: 1s - loss: 0.4100\n"
+    " 8/10 [====>.....] - ETA: 1s - loss: 0.4000\n",
     # Classic lines read in two steps (the step, then each "Cost:" after it), TF1 lines searched
     # from their first marker, and steps too long for int() (Python takes at most 4300 digits).
     "Step: 6, Cost: x, Step: 7, Cost: 0.25,  AvgTime: 1.5ms\n",
