@@ -1,12 +1,16 @@
 """Metric parsing throughput, and Series.append throughput.
 
 TowerDeck's way (core.telemetry.metrics.MetricParser): 64 KiB chunks, lines split on \\n and \\r,
-a cheap substring test picks at most one format's regex per line. Baseline, "one regex per format":
-the same chunks and line splitting, then every format's compiled regex tried with re.search on
-every line, matches collected. For context it also times that baseline turning its matches into MetricSample objects (without
-Keras step numbering, dedupe of redraws or unit handling). All over the same synthetic log of ~300k lines (TF1 hooks, the
-classic example, Keras verbose=2 and verbose=1 progress bars, and TensorFlow's noise).
-Then Series.append for 1M points. Run from the repository root.
+a cheap substring test picks at most one format's regex per line (the common Keras lines by one
+fullmatch). Baseline, "one regex per format": the same chunks and line splitting, then every
+format's compiled regex tried with re.search on every line, matches collected; and that baseline
+also turning its matches into MetricSample objects (without Keras step numbering, dedupe of
+redraws or unit handling), the honest comparison, since the parser builds the same samples. All
+over the same synthetic log of ~300k lines (TF1 hooks, the classic example, Keras verbose=2 and
+verbose=1 progress bars, and TensorFlow's noise). The three take turns, ROUNDS rounds, so that a
+shared machine's changing load falls on all alike; figures are medians of the rounds in wall and
+CPU (process) time, ratios are the baseline's median over the parser's. Then Series.append for 1M
+points. Run from the repository root.
 """
 
 from __future__ import annotations
