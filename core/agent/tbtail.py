@@ -38,7 +38,12 @@ from typing import Any
 __all__ = ["READ_BYTES", "ScalarPoint", "ScalarTailer", "tensorboard_available"]
 
 READ_BYTES = 4 * 2**20
-"""How much of an event file one read takes (a longer record is read whole)."""
+"""How much of an event file one read takes (a longer record is read whole, up to
+``_MAX_READ_BYTES`` a read)."""
+
+# One read's ceiling: a length field that passed its CRC yet says terabytes (damage, or a hostile
+# file) must not become one allocation of that size.
+_MAX_READ_BYTES = 64 * 2**20
 
 _log = logging.getLogger(__name__)
 
@@ -200,7 +205,7 @@ class _EventFile:
             # is known (its header passed its check above).
             rest = size - pos
             wanted = 12 if rest < 12 else 16 + unpack_length(buf, pos)[0]
-            chunk = self._file.read(max(READ_BYTES, wanted - rest))
+            chunk = self._file.read(max(READ_BYTES, min(wanted - rest, _MAX_READ_BYTES)))
             if not chunk:
                 return
             self._buf, self._pos = (buf[pos:] + chunk if rest else chunk), 0

@@ -481,6 +481,21 @@ def _only_records(tmp_path: Path, data: bytearray, end: int) -> Path:
     return directory
 
 
+def test_a_huge_length_that_passes_its_crc_is_not_one_allocation(tmp_path: Path, written: dict[str, Written]):
+    # A header whose CRC matches a length of 2**50 bytes: the reader waits for the data (none
+    # comes), reading at most _MAX_READ_BYTES at a time, and the records before it are read.
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    length = struct.pack("<Q", 2**50)
+    data = written["v1"].path.read_bytes()
+    target = tmp_path / written["v1"].path.name
+    target.write_bytes(data + length + struct.pack("<I", masked_crc32c(length)) + b"x" * 100)
+    tailer = ScalarTailer(tmp_path)
+    assert triples(tailer.poll()) == expected(written["v1"].points)
+    assert tailer.poll() == []
+    assert len(tailer.files) == 1  # still followed: no MemoryError dropped it
+
+
 @pytest.mark.parametrize("read_bytes", [1, 5, 13, 100, 4096])
 def test_any_read_size_gives_the_same_points(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, written: dict[str, Written], read_bytes: int
