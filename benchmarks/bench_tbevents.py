@@ -3,13 +3,20 @@
 The file is written with TensorBoard's own EventFileWriter (simple_value summaries, as
 tf.compat.v1.summary.FileWriter writes them, alternating the tags `loss` and `steps_per_sec`).
 Both readers run in this process, on the same file, from a cold object (opening, record framing
-and CRC checks, proto parsing, and for EventAccumulator its bookkeeping and `.Scalars(tag)` lists).
-Neither imports TensorFlow here: both use TensorBoard's pure-Python record reader (its
-tensorflow_stub). Run from the repo root: `python benchmarks/bench_tbevents.py`.
+and both CRC-32C checks of every record, proto parsing, and for EventAccumulator its bookkeeping
+and `.Scalars(tag)` lists). Neither imports TensorFlow here. EventAccumulator reads records with
+TensorBoard's pure-Python reader (its tensorflow_stub: small reads, CRC-32C in Python); the tailer
+frames records itself over 4 MiB reads, with google_crc32c's native CRC-32C when installed (the
+line "CRC-32C:" says which) and TensorBoard's Python one otherwise.
+
+The two take turns, ROUNDS rounds, so that a shared machine's changing load falls on both alike;
+the figures are medians of the rounds, in wall and CPU (process) time, and the ratio is the
+baseline's median over the tailer's. Run from the repo root: `python benchmarks/bench_tbevents.py`.
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 import tempfile
 import time
@@ -33,7 +40,7 @@ tbtail._tensorboard()
 
 POINTS = 100_000
 TAGS = ("loss", "steps_per_sec")
-REPEATS = 3
+ROUNDS = 7
 
 
 def write_events(logdir: str) -> Path:
@@ -59,13 +66,18 @@ def read_accumulator(path: Path) -> int:
     return sum(len(acc.Scalars(tag)) for tag in TAGS)
 
 
-def best_of(fn: Callable[[Path], int], path: Path) -> tuple[float, int]:
-    times, count = [], 0
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        count = fn(path)
-        times.append(time.perf_counter() - start)
-    return min(times), count
+def rounds(fns: list[Callable[[Path], int]], path: Path) -> list[tuple[float, float, int]]:
+    """Median wall and CPU seconds of each reader over ROUNDS rounds, the readers taking turns."""
+    walls: list[list[float]] = [[] for _ in fns]
+    cpus: list[list[float]] = [[] for _ in fns]
+    counts = [0 for _ in fns]
+    for _ in range(ROUNDS):
+        for k, fn in enumerate(fns):
+            wall, cpu = time.perf_counter(), time.process_time()
+            counts[k] = fn(path)
+            walls[k].append(time.perf_counter() - wall)
+            cpus[k].append(time.process_time() - cpu)
+    return [(statistics.median(w), statistics.median(c), n) for w, c, n in zip(walls, cpus, counts, strict=True)]
 
 
 def main() -> int:
@@ -76,16 +88,20 @@ def main() -> int:
             f"wrote {POINTS} scalars ({path.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s",
             flush=True,
         )
-        tailer_s, tailer_n = best_of(read_tailer, path)
-        acc_s, acc_n = best_of(read_accumulator, path)
+        (tailer_s, tailer_cpu, tailer_n), (acc_s, acc_cpu, acc_n) = rounds([read_tailer, read_accumulator], path)
     if tailer_n != POINTS or acc_n != POINTS:
         print(f"FAILED: expected {POINTS} scalars, tailer read {tailer_n}, EventAccumulator {acc_n}")
         return 1
-    tailer_rate, acc_rate = tailer_n / tailer_s, acc_n / acc_s
-    print(f"best of {REPEATS}, TensorFlow imported: {'tensorflow' in sys.modules}")
-    print(f"ScalarTailer.poll()          {tailer_s:6.2f} s  {tailer_rate:10,.0f} scalars/s")
-    print(f"EventAccumulator (baseline)  {acc_s:6.2f} s  {acc_rate:10,.0f} scalars/s")
-    print(f"ratio tailer/baseline: {tailer_rate / acc_rate:.2f}x")
+    native = tbtail._tensorboard().crc32c_native
+    print(f"median of {ROUNDS} rounds, taking turns; TensorFlow imported: {'tensorflow' in sys.modules}")
+    print(
+        f"CRC-32C: {'google_crc32c (native)' if native else 'TensorBoard pure-Python (google_crc32c not importable)'}"
+    )
+    print(
+        f"ScalarTailer.poll()          {tailer_s:6.3f} s wall {tailer_cpu:6.3f} s CPU  {POINTS / tailer_s:10,.0f} scalars/s"
+    )
+    print(f"EventAccumulator (baseline)  {acc_s:6.3f} s wall {acc_cpu:6.3f} s CPU  {POINTS / acc_s:10,.0f} scalars/s")
+    print(f"ratio baseline time / tailer time: {acc_s / tailer_s:.2f}x wall, {acc_cpu / tailer_cpu:.2f}x CPU")
     return 0
 
 

@@ -41,8 +41,13 @@ _CLASSIC = re.compile(
     rf"Step:\s*(?P<step>\d+),.*?Cost:\s*(?P<loss>{_NUM})"
     rf"(?:,\s*AvgTime:\s*(?P<time>{_NUM})\s*(?P<unit>us|µs|ms|s)\b)?"
 )
+# _CLASSIC in two pieces, for MetricParser._classic.
+_CLASSIC_STEP = re.compile(r"Step:\s*(\d+),").search
+_CLASSIC_COST = re.compile(
+    rf"Cost:\s*(?P<loss>{_NUM})(?:,\s*AvgTime:\s*(?P<time>{_NUM})\s*(?P<unit>us|µs|ms|s)\b)?"
+).match
 _TF1_LOSS = re.compile(rf"\bloss = (?P<loss>{_NUM}), step = (?P<step>\d+)(?: \((?P<sec>{_NUM}) sec\))?")
-_TF1_RATE = re.compile(rf"global_step/sec: (?P<rate>{_NUM})")
+_TF1_RATE = re.compile(rf"global_step/sec: (?P<rate>{_NUM})").search
 _KERAS_EPOCH = re.compile(r"^\s*Epoch (?P<epoch>\d+)/(?P<epochs>\d+)\s*$")
 # "n/N" followed by a bar ("[", Keras 3's "━"), " - " (verbose=2) or a duration ("1s 6ms/step").
 _KERAS_PROGRESS = re.compile(r"^\s*(?P<n>\d+)/(?P<total>\d+|Unknown)\s+(?=[\[━─-]|\d)(?P<rest>.*)$")
@@ -52,13 +57,19 @@ _DECIMAL = r"(?:\d+\.\d+(?:e[-+]\d+)?|nan)"
 # The common Keras lines in full: a verbose=1 bar redraw ("[==>..] - ETA: 1s"), its last draw or a
 # verbose=2 line ("[====] - 1s 6ms/step", "- 1s - 6ms/step"), then " - loss: x" and other plain
 # "name: decimal" metrics. Groups: n, total, step time and its unit (None with ETA), loss, the rest.
+# Possessive (*+, ++): nothing after a repeat can start with what it repeats, so giving back never
+# helps a match, and re skips the bookkeeping for it (~10 % of the regex's time).
 _KERAS_COMMON_LINE = re.compile(
-    r" *(\d+)/(\d+|Unknown) (?:\[[=>. ]*\] - ETA: [0-9:]+s?|(?:\[[=>. ]*\] )?- \d+s(?: - | )(\d+)(ms|us|s)/step)"
-    rf" - loss: ({_DECIMAL})((?: - [A-Za-z_]\w*: {_DECIMAL})*)"
+    r" *+(\d++)/(\d++|Unknown) (?:\[[=>. ]*+\] - ETA: [0-9:]++s?|(?:\[[=>. ]*+\] )?- \d++s(?: - | )(\d++)(ms|us|s)/step)"
+    rf" - loss: ({_DECIMAL})((?: - [A-Za-z_]\w*+: {_DECIMAL})*+)"
 ).fullmatch
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 _INF = math.inf
+_new = object.__new__
+# Longest run of digits int() is sure to take (Python's limit on digits in a str is 4300 by
+# default); longer ones go through _int, which then makes them a float or None.
+_INT_DIGITS = 640
 _UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
 _KNOWN_GROUPS = frozenset({"step", "loss", "step_time_s", "step_time_ms", "step_time_us", "steps_per_sec"})
 
@@ -185,6 +196,13 @@ class MetricParser:
             self._partial, self._discarding = "", True
         else:
             self._partial = tail
+        # Overlong lines are dropped, not parsed. Only the first line (the kept partial line plus
+        # the text's first) can be longer than the text, so a text no longer than the limit needs
+        # one length, not one per line.
+        if (len(text) > MAX_PARTIAL_LINE_CHARS or len(lines[0]) > MAX_PARTIAL_LINE_CHARS) and max(
+            map(len, lines)
+        ) > MAX_PARTIAL_LINE_CHARS:
+            lines = [line for line in lines if len(line) <= MAX_PARTIAL_LINE_CHARS]
         out: list[MetricSample] = []
         self._parse_lines(lines, now, out)
         return out
@@ -208,8 +226,7 @@ class MetricParser:
         patterns = self._patterns
         epoch, last_key = self._keras_epoch, self._keras_last_key  # copies, kept in step below
         append = out.append
-        if max(map(len, lines)) > MAX_PARTIAL_LINE_CHARS:  # overlong lines are dropped, not parsed
-            lines = [line for line in lines if len(line) <= MAX_PARTIAL_LINE_CHARS]
+        of_text, of_n = "", 0  # the fast path's last Keras "n/N"'s N, as text and as a number
         for line in lines:
             if not line:
                 continue
@@ -227,10 +244,11 @@ class MetricParser:
                 # no other format's marker and no ANSI, so the general path would read it the same.
                 m = _KERAS_COMMON_LINE(line)
                 if m is not None:
-                    n_text, total, time_text, unit, loss_text, more = m.groups()
+                    n_text, of, time_text, unit, loss_text, more = m.groups()
                     n = int(n_text)
-                    key = (epoch, n, time_text is not None)
-                    if key == last_key:  # a redraw of what was already reported
+                    # A redraw of what was already reported (n first: it differs from the last
+                    # sample's on most lines, and no key tuple is built for the comparison).
+                    if last_key is not None and n == last_key[1] and last_key == (epoch, n, time_text is not None):
                         continue
                     common_time_s = None
                     if time_text is not None:
@@ -245,36 +263,41 @@ class MetricParser:
                                 common_loss = float(text)
                             elif name != "ETA":
                                 common_extra[name] = float(text)
-                    self._keras_last_key = last_key = key
+                    self._keras_last_key = last_key = (epoch, n, time_text is not None)
                     self._keras_last_n = n
-                    if epoch is not None and total != "Unknown":
-                        step = (epoch - 1) * int(total) + n
+                    if epoch is not None and of != "Unknown":
+                        if of != of_text:
+                            of_text, of_n = of, int(of)
+                        step = (epoch - 1) * of_n + n
                     else:
                         step = self._keras_base + n
-                    append(
-                        MetricSample(
-                            t,
-                            step,
-                            common_loss,
-                            common_time_s,
-                            None if common_time_s is None else 1.0 / common_time_s,
-                            common_extra,
-                            "keras",
-                        )
-                    )
+                    # The sample's slots set here rather than through MetricSample(...): the
+                    # generated __init__'s call costs more than the stores (most samples of a
+                    # Keras log are made here; the result is the same object).
+                    sample = _new(MetricSample)
+                    sample.t = t
+                    sample.step = step
+                    sample.loss = common_loss
+                    sample.step_time_s = common_time_s
+                    sample.steps_per_sec = None if common_time_s is None else 1.0 / common_time_s
+                    sample.extra = common_extra
+                    sample.source = "keras"
+                    append(sample)
                     continue
             elif line[:6] == "Epoch " and self._keras_epoch_line(line):
                 epoch = self._keras_epoch
                 continue
             if "Cost:" in line:
                 self._classic(line, t, out)
-            elif "loss = " in line:
-                self._tf1_loss(line, t, out)
-            elif "global_step/sec" in line:
-                m = _TF1_RATE.search(line)
+            elif (at := line.find("loss = ")) >= 0:
+                self._tf1_loss(line, t, out, at)
+            elif (at := line.find("global_step/sec")) >= 0:
+                m = _TF1_RATE(line, at)  # no match can start before the first "global_step/sec"
                 if m is not None:
-                    rate = _float(m["rate"])
-                    append(MetricSample(t, None, None, inverse_or_none(rate), rate, {}, "tf1_hooks"))
+                    rate = float(m[1])  # a _NUM: float() takes every one
+                    append(
+                        MetricSample(t, None, None, 1.0 / rate if 0.0 < rate < _INF else None, rate, {}, "tf1_hooks")
+                    )
             elif "/" in line:
                 if "\x1b" in line:
                     line = _ANSI.sub("", line)
@@ -336,32 +359,66 @@ class MetricParser:
                 )
 
     def _classic(self, line: str, t: float, out: list[MetricSample]) -> None:
-        m = _CLASSIC.search(line)
-        if m is None:
+        # _CLASSIC.search in two steps: its lazy ".*?" between "Step: n," and "Cost:" cost more
+        # than the rest of the line. "Step:\s*\d+," matches at most one way at each "Step:", and a
+        # later "Step:" ends later, so only the first one's following "Cost:"s can complete it.
+        head = _CLASSIC_STEP(line)
+        if head is None:
             return
-        step_text, loss_text, time_text, unit = m.groups()
-        step_time_s = _float(time_text)
-        if step_time_s is not None:
-            step_time_s = positive_or_none(step_time_s * _UNIT_S[unit])
+        k = head.end()
+        while True:
+            k = line.find("Cost:", k)
+            if k < 0:
+                return
+            m = _CLASSIC_COST(line, k)
+            if m is not None:
+                break
+            k += 1
+        loss_text, time_text, unit = m.groups()
+        step_time_s = None
+        if time_text is not None:
+            step_time_s = float(time_text) * _UNIT_S[unit]
+            if not 0.0 < step_time_s < _INF:
+                step_time_s = None
         out.append(
             MetricSample(
-                t, _int(step_text), _float(loss_text), step_time_s, inverse_or_none(step_time_s), {}, "classic"
+                t,
+                _int(step_text) if len(step_text := head[1]) > _INT_DIGITS else int(step_text),
+                float(loss_text),
+                step_time_s,
+                None if step_time_s is None else 1.0 / step_time_s,
+                {},
+                "classic",
             )
         )
 
-    def _tf1_loss(self, line: str, t: float, out: list[MetricSample]) -> None:
-        m = _TF1_LOSS.search(line)
+    def _tf1_loss(self, line: str, t: float, out: list[MetricSample], at: int) -> None:
+        # Searched from the first "loss = " (``at``), where any match starts: "\b" first in the
+        # regex keeps re from skipping ahead by its literal prefix, so a search from 0 tries every
+        # position of an absl prefix.
+        m = _TF1_LOSS.search(line, at)
         if m is None:
             return
         loss_text, step_text, sec_text = m.groups()
-        step = _int(step_text)
-        interval_s = _float(sec_text)
+        step = _int(step_text) if len(step_text) > _INT_DIGITS else int(step_text)
         step_time_s = None
         prev = self._tf1_prev_step
-        if step is not None and prev is not None and step > prev and interval_s is not None:
-            step_time_s = positive_or_none(interval_s / (step - prev))
+        if step is not None and prev is not None and step > prev and sec_text is not None:
+            step_time_s = float(sec_text) / (step - prev)
+            if not 0.0 < step_time_s < _INF:
+                step_time_s = None
         self._tf1_prev_step = step
-        out.append(MetricSample(t, step, _float(loss_text), step_time_s, inverse_or_none(step_time_s), {}, "tf1_hooks"))
+        out.append(
+            MetricSample(
+                t,
+                step,
+                float(loss_text),
+                step_time_s,
+                None if step_time_s is None else 1.0 / step_time_s,
+                {},
+                "tf1_hooks",
+            )
+        )
 
     def _keras_epoch_line(self, line: str) -> bool:
         m = _KERAS_EPOCH.match(line)

@@ -99,7 +99,7 @@ class ReferenceParser:
         elif "loss = " in line:
             self._tf1_loss(line, t, out)
         elif "global_step/sec" in line:
-            m = _TF1_RATE.search(line)
+            m = _TF1_RATE(line)
             if m is not None:
                 rate = _float(m["rate"])
                 out.append(MetricSample(t, None, None, inverse_or_none(rate), rate, {}, "tf1_hooks"))

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.bench_metrics import CHUNK_CHARS, synthetic_log
-from core.telemetry.metrics import MetricParser, MetricPattern, MetricSample
+from core.telemetry.metrics import MAX_PARTIAL_LINE_CHARS, MetricParser, MetricPattern, MetricSample
 from tests.telemetry.metrics_reference import ReferenceParser
 from tests.telemetry.test_metrics import ALL_FORMATS
 
@@ -61,6 +61,29 @@ EDGES = [
     "15/Unknown - 3s - 7ms/step - loss: 0.1\n",
     "Epoch 5/7\n",
     " 3/10 [==>.......] - ETA: 1s - loss: 0.4500\n",
+    # The fast path, the general one (ANSI) and the fast one again in one chunk, totals changing.
+    "Epoch 6/7\n"
+    " 3/10 [==>.......] - ETA: 1s - loss: 0.4500\n"
+    "\x1b[1m 4/10\x1b[0m [===>......] - ETA: 1s - loss: 0.4400\n"
+    " 5/10 [====>.....] - ETA: 1s - loss: 0.4300\n"
+    " 6/12 [====>.....] - ETA: 1s - loss: 0.4200\n"
+    "\x1b[1m 7/12\x1b[0m [===>......] - ETA: 1s - loss: 0.4100\n"
+    " 8/10 [====>.....] - ETA: 1s - loss: 0.4000\n",
+    # Classic lines read in two steps (the step, then each "Cost:" after it), TF1 lines searched
+    # from their first marker, and steps too long for int() (Python takes at most 4300 digits).
+    "Step: 6, Cost: x, Step: 7, Cost: 0.25,  AvgTime: 1.5ms\n",
+    "Step: 8 Cost: 1, Step: 9, Cost: 2\n",
+    "Cost: 1, Step: 10, Cost: 3\n",
+    "Step: x, Step: 11, Cost: nan,  AvgTime: 2 µs\n",
+    "Step: 12, Cost: -1e-3,  AvgTime: 3msx\n",
+    "val_loss = 9, step = 40 then loss = 0.5, step = 41 (0.3 sec)\n",
+    "xloss = 1, step = 2\n",
+    "loss = 0.5, step = x; loss = 0.25, step = 42 (0.1 sec)\n",
+    "INFO:tensorflow:global_step/sec global_step/sec: 12.5\n",
+    f"Step: {'7' * 700},  Cost: 0.5\n",
+    f"Step: {'8' * 5000},  Cost: 0.5\n",
+    f"loss = 0.5, step = {'9' * 5000} (1.0 sec)\n",
+    "loss = 0.5, step = 50 (1.0 sec)\n",
 ]
 
 
@@ -88,6 +111,22 @@ def test_same_samples_on_the_benchmark_corpus() -> None:
 def test_same_samples_on_recorded_and_edge_lines() -> None:
     got, want = both([*ALL_FORMATS, *EDGES, *ALL_FORMATS])
     assert len(want) > 20
+    assert got == want
+
+
+def test_same_samples_around_overlong_lines() -> None:
+    # A whole line past the limit inside one chunk, and one made long by the partial line before
+    # it (the chunk itself under the limit): both dropped, the lines around them read.
+    long_line = "Step: 1,  Cost: 0.5 " + "x" * MAX_PARTIAL_LINE_CHARS
+    chunks = [
+        "Step: 2,  Cost: 0.25\n" + long_line + "\nStep: 3,  Cost: 0.125\n",
+        "Step: 4,  Cost: " + "1" * 40_000,
+        "2" * 30_000 + "\nStep: 5,  Cost: 0.5\n",
+        "Step: 6,  Cost: " + "1" * (MAX_PARTIAL_LINE_CHARS - 20),
+        "9\nStep: 7,  Cost: 0.5\n",
+    ]
+    got, want = both(chunks)
+    assert len(want) == 5
     assert got == want
 
 

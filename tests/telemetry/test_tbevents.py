@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.agent import tbtail
 from core.telemetry.tbevents import ScalarPoint, ScalarTailer
 from tests.conftest import ROOT, free_ports, run_cli
 
@@ -406,6 +407,113 @@ def test_random_bytes_appended_to_a_real_file(tmp_path: Path, written: dict[str,
 
 
 # ------------------------------------------------------------------------------------------
+# 6. The record framing: both CRC-32C implementations, any read size, CRC failures
+
+
+@pytest.fixture(params=["native", "fallback"])
+def crc_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Tailers made in the test use google_crc32c's C extension, or (when it cannot be imported)
+    TensorBoard's pure-Python CRC-32C."""
+    if request.param == "native":
+        pytest.importorskip("google_crc32c")  # in requirements.lock; optional on an agent's host
+    else:
+        monkeypatch.setitem(sys.modules, "google_crc32c", None)  # import google_crc32c -> ImportError
+    monkeypatch.setattr(tbtail, "_tb", None)  # the next tailer imports again
+    return str(request.param)
+
+
+def test_crc_path_is_the_one_asked_for(crc_path: str, tmp_path: Path):
+    ScalarTailer(tmp_path)
+    assert tbtail._tensorboard().crc32c_native == (crc_path == "native")
+    assert tbtail._tensorboard().crc32c(b"123456789") == 0xE3069283  # CRC-32C's check value
+
+
+@pytest.mark.parametrize("kind", ["v1", "v2"])
+def test_each_crc_path_reads_exactly_the_written_points(crc_path: str, written: dict[str, Written], kind: str):
+    assert triples(ScalarTailer(written[kind].path.parent).poll()) == expected(written[kind].points)
+
+
+def test_each_crc_path_completes_a_record_split_across_two_polls(
+    crc_path: str, tmp_path: Path, written: dict[str, Written]
+):
+    data = written["v1"].path.read_bytes()
+    ends = record_ends(data)
+    cut = (ends[3] + ends[4]) // 2  # inside the 5th record's data
+    target = tmp_path / written["v1"].path.name
+    target.write_bytes(data[:cut])
+    tailer = ScalarTailer(tmp_path)
+    first = triples(tailer.poll())
+    assert tailer.poll() == []
+    with target.open("ab") as f:
+        f.write(data[cut:])
+    assert first + triples(tailer.poll()) == expected(written["v1"].points)
+    assert len(first) < len(expected(written["v1"].points))
+
+
+@pytest.mark.parametrize("where", ["length", "length-crc", "data", "data-crc"])
+def test_each_crc_path_stops_a_file_at_a_flipped_bit(
+    crc_path: str, tmp_path: Path, written: dict[str, Written], where: str
+):
+    data = bytearray(written["v1"].path.read_bytes())
+    ends = record_ends(bytes(data))
+    start, end = ends[len(ends) // 2 - 1], ends[len(ends) // 2]
+    flip = {"length": start + 1, "length-crc": start + 9, "data": (start + end) // 2, "data-crc": end - 1}[where]
+    data[flip] ^= 0x08
+    cut = ends[-3]
+    target = tmp_path / written["v1"].path.name
+    target.write_bytes(bytes(data[:cut]))
+    whole = ScalarTailer(tmp_path)
+    before = triples(ScalarTailer(_only_records(tmp_path, data, start)).poll())
+
+    tailer = ScalarTailer(tmp_path)
+    assert triples(tailer.poll()) == before  # every record before the bad one, none after
+    assert 0 < len(before) < len(expected(written["v1"].points))
+    with target.open("ab") as f:  # the writer goes on: the file is still read no further
+        f.write(bytes(data[cut:]))
+    assert tailer.poll() == []
+    assert triples(whole.poll()) == before
+
+
+def _only_records(tmp_path: Path, data: bytearray, end: int) -> Path:
+    directory = tmp_path / "before"
+    directory.mkdir()
+    (directory / "events.out.tfevents.0.before").write_bytes(bytes(data[:end]))
+    return directory
+
+
+def test_a_huge_length_that_passes_its_crc_is_not_one_allocation(tmp_path: Path, written: dict[str, Written]):
+    # A header whose CRC matches a length of 2**50 bytes: the reader waits for the data (none
+    # comes), reading at most _MAX_READ_BYTES at a time, and the records before it are read.
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    length = struct.pack("<Q", 2**50)
+    data = written["v1"].path.read_bytes()
+    target = tmp_path / written["v1"].path.name
+    target.write_bytes(data + length + struct.pack("<I", masked_crc32c(length)) + b"x" * 100)
+    tailer = ScalarTailer(tmp_path)
+    assert triples(tailer.poll()) == expected(written["v1"].points)
+    assert tailer.poll() == []
+    assert len(tailer.files) == 1  # still followed: no MemoryError dropped it
+
+
+@pytest.mark.parametrize("read_bytes", [1, 5, 13, 100, 4096])
+def test_any_read_size_gives_the_same_points(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, written: dict[str, Written], read_bytes: int
+):
+    # Reads smaller than a header, than a record, or ending anywhere inside one: framing carries
+    # a record's start across reads and reads a longer record whole.
+    monkeypatch.setattr(tbtail, "READ_BYTES", read_bytes)
+    data = written["v2"].path.read_bytes()
+    target = tmp_path / written["v2"].path.name
+    target.write_bytes(data[: len(data) // 3])
+    tailer = ScalarTailer(tmp_path)
+    first = triples(tailer.poll(max_points=7))
+    with target.open("ab") as f:
+        f.write(data[len(data) // 3 :])
+    assert first + triples(drain(tailer)) == expected(written["v2"].points)
+
+
+# ------------------------------------------------------------------------------------------
 # TensorFlow stays out of the process
 
 
@@ -427,7 +535,7 @@ print(n)
 
 
 def test_reads_the_same_when_tensorflow_is_already_imported(written: dict[str, Written]):
-    # With TensorFlow loaded first, TensorBoard uses TensorFlow's record reader instead of its stub.
+    # With TensorFlow loaded first, TensorBoard's compat module is the real TensorFlow, not its stub.
     script = f"""
 import os, sys
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
