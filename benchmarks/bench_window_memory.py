@@ -144,6 +144,10 @@ def feed_frame(window: object, t0: float, sim_s: float, frame_s: float, step_hz:
 
 def rss_mib() -> float:
     gc.collect()
+    if os.environ.get("TRIM") == "1":  # experiment: give free heap pages back first (glibc)
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
     return psutil.Process().memory_info().rss / 2**20
 
 

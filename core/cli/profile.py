@@ -21,6 +21,7 @@ from core.profiling.why import with_input_ops
 from core.profiling.why_record import WhyRecord, load_why
 from core.profiling.why_run import WhyRefused, why_slow
 from core.run import control
+from core.run.status import agent_hosts as agent_hosts_of
 
 MAX_SECONDS = 30.0  # a 10 s trace wrote 121 MB with a 3.8 GiB peak in the role
 
@@ -78,10 +79,8 @@ def _status(args: argparse.Namespace, socket_path: Path, err: TextIO) -> dict[st
 
 
 def agent_hosts(status: dict[str, Any]) -> set[str]:
-    """The hosts whose roles the launcher has traced by their agent (SSH hosts, Slurm nodes); a
-    launcher from before Slurm's were named gives its SSH hosts only."""
-    hosts = status.get("agent_hosts", status.get("remote_hosts"))
-    return {str(h) for h in hosts} if isinstance(hosts, list) else set()
+    """The hosts whose roles the launcher has traced by their agent (SSH hosts, Slurm nodes)."""
+    return set(agent_hosts_of(status))
 
 
 def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, out: TextIO, err: TextIO) -> int:

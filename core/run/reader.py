@@ -28,7 +28,7 @@ from core.cluster.spec import ClusterSpec, Task
 from core.run import control, journal, skim
 from core.run.role_view import RoleView, apply_sample, cluster_status
 from core.run.rundir import RUN_FILE, SPEC_FILE, launcher_alive, read_run_json, read_run_spec
-from core.run.status import ClusterPhase, ClusterStatus, Event, RoleStatus
+from core.run.status import ClusterPhase, ClusterStatus, Event, RoleStatus, agent_hosts
 from core.telemetry.placement import PlacementAggregator
 
 POLL_S = 0.5
@@ -97,6 +97,8 @@ class RunReader:
         self._events = journal.JsonlTail(path / journal.EVENTS_FILE)
         self._samples: dict[Path, journal.JsonlTail] = {}
         self._live_status: ClusterStatus | None = None
+        # The hosts whose roles the launcher reaches through their agent, from its last status reply.
+        self.agent_hosts: frozenset[str] = frozenset()
         self._status_problem = ""  # the last unreadable status reply, said once
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -327,6 +329,7 @@ class RunReader:
         self._status_problem = ""
         with self._lock:
             self._live_status = ClusterStatus(phase, reply.get("result"), str(reply.get("reason") or ""), tuple(roles))
+            self.agent_hosts = agent_hosts(reply)
 
     def _publish(self, kind: str, role: str | None = None, t: float | None = None, **data: Any) -> None:
         self._emit(Event(kind, t if t is not None else time.time(), role, data))

@@ -173,3 +173,11 @@ def exit_text(returncode: int | None, signal: int | None) -> str:
     if returncode is None:
         return ""
     return f"exit code {returncode}"
+
+
+def agent_hosts(status_reply: dict[str, Any]) -> frozenset[str]:
+    """The hosts whose roles a launcher reaches through their agent (SSH hosts, Slurm nodes), from
+    its control socket's ``status`` reply; a launcher from before Slurm's were named gives its SSH
+    hosts only."""
+    hosts = status_reply.get("agent_hosts", status_reply.get("remote_hosts"))
+    return frozenset(str(h) for h in hosts) if isinstance(hosts, list) else frozenset()

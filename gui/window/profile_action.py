@@ -1,5 +1,5 @@
 """*Role > Profile* (and the roles table's context menu): capture TensorFlow's profile of the
-selected roles of the run this window controls, off the GUI thread, then show it in the Profile tab.
+selected roles of the live run this window shows (its own, or one it follows), off the GUI thread, then show it in the Profile tab.
 
 The capture (:func:`core.profiling.capture.capture`) checks each role, traces them at once and gives
 up at its own hard time limit; here it runs on a worker thread and its outcome comes back to the
@@ -64,12 +64,9 @@ class ProfileAction(QtCore.QObject):
         source = self.window.source
         if source is None:
             return "nothing to profile: launch the cluster first"
-        if self.window.controller is None:
-            return (
-                "this run is read back from its directory, not run by this window: profile it with "
-                f"`python main.py ctl {source.path} profile ROLE`"
-            )
         if source.done:
+            if self.window.controller is None:
+                return "this run is read back from its directory and not running: only a running role can be profiled"
             return "the run is not running: only a running role can be profiled"
         if needs_selection and not self.window.selected_roles():
             return "select the roles to profile in the roles table first"
@@ -99,12 +96,17 @@ class ProfileAction(QtCore.QObject):
         )
 
     def launcher(self) -> tuple[set[str], Path | None]:
-        """The hosts whose roles this window's controller has traced by their agent, and the
-        control socket to ask it through (none when the window runs no cluster)."""
+        """The hosts whose roles the run's launcher traces by their agent, and the control socket
+        to ask it through: this window's own when it runs the cluster, else that of the launch it
+        follows (a run started by ``launch`` or another window), as ``ctl RUN profile`` asks."""
         session, controller = self.window.session, self.window.controller
-        if session is None or controller is None:
+        if session is not None and controller is not None:
+            return set(controller.agent_hosts()), session.server.path
+        source = self.window.source
+        socket = getattr(source, "control_socket", None)
+        if source is None or socket is None:
             return set(), None
-        return set(controller.agent_hosts()), session.server.path
+        return set(getattr(source, "agent_hosts", ())), socket()
 
     def _on_captured(self, result: object, error: BaseException | None) -> None:
         self.busy = None

@@ -5,7 +5,8 @@ evidence above the table.
 
 The work is :func:`core.profiling.why_run.why_slow` (the steps of ``ctl RUN why``) on a worker
 thread. It shares the Profile action's guard (:meth:`ProfileAction.refusal`): one capture at a time,
-none for a run read back from its directory or ended, every refusal one line in the status bar.
+none for a run that has ended (a live run this window only follows is asked through its launcher's
+control socket, as ``ctl RUN why`` asks), every refusal one line in the status bar.
 The tile's context menu also offers *Profile* (the Profile action, on the tile's role).
 """
 

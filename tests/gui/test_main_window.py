@@ -256,7 +256,8 @@ def test_screenshot_command_renders_a_live_run(tmp_path: Path):
 
 
 def test_a_live_run_of_another_process_is_watched_and_controlled(qtbot, tmp_path: Path):
-    """`python main.py launch` runs the cluster; the window opens its run directory and acts on it."""
+    """`python main.py launch` runs the cluster; the window opens its run directory and acts on it:
+    Profile, stop one role, stop all."""
     import json
 
     from gui.window.main_window import MainWindow
@@ -284,6 +285,14 @@ def test_a_live_run_of_another_process_is_watched_and_controlled(qtbot, tmp_path
         qtbot.waitUntil(lambda: "live run: cluster running" in window.phase_label.text(), timeout=10_000)
         qtbot.waitUntil(lambda: cell(window, "worker:0", "Step") != "", timeout=60_000)
         assert window.action_stop.isEnabled() and not window.action_launch.isEnabled()
+        # Role > Profile works on a run the window follows (issue 22): into that run's directory.
+        run = next(runs.iterdir())
+        window.select_role("worker:0")
+        window.profiler.action.trigger()
+        assert window.profiler.busy == "worker:0", window.profiler.last_message
+        qtbot.waitUntil(lambda: window.profiler.busy is None, timeout=120_000)
+        assert window.profiler.last_message.startswith("profiled worker:0 into "), window.profiler.last_message
+        assert list(run.glob("profiles/*/worker-0/plugins/profile/*/*.xplane.pb"))
         window.select_role("worker:1")
         window.action_stop.trigger()
         qtbot.waitUntil(lambda: state(window, "worker:1") == "stopped", timeout=30_000)

@@ -136,8 +136,9 @@ def test_profile_is_refused_without_a_run_for_a_run_read_back_and_while_one_runs
     assert window.open_run(run)
     window.select_role("worker:0")
     profiler.action.trigger()
-    assert profiler.last_message.startswith("profile: this run is read back from its directory")
-    assert f"ctl {run} profile ROLE" in profiler.last_message
+    assert profiler.last_message == (
+        "profile: this run is read back from its directory and not running: only a running role can be profiled"
+    )
 
     profiler.busy = "worker:3"
     profiler.action.trigger()
