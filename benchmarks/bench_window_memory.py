@@ -18,7 +18,8 @@ of Python objects the collector tracks after each hour, and the speed-up over re
 JSON line last. Settings from the environment: HOURS (24),
 WARMUP_H (3), STEP_HZ (1), FRAME_S (60), LOGS (1; 0 sends no log lines), TRACEMALLOC (N: trace
 Python's allocations and print the N places that grew most from WARMUP_H to the end; slower, so
-not for the figures). Run from the repo root:
+not for the figures), TRIM (1: glibc's malloc_trim before each hour's RSS, to tell heap pages
+Python freed but the allocator kept from memory in use). Run from the repo root:
 `python benchmarks/bench_window_memory.py`.
 """
 
