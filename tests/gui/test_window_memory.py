@@ -6,9 +6,8 @@ real bridge into the real window as fast as it takes them.
 The bound: every buffer the window keeps is bounded (Series of 2,048 points per GPU and 4,096 per
 worker curve, each filled within the first 70 simulated minutes at these rates; BinnedWorkers of
 1,024 bins; log views of a fixed block count), so once warm (2 h) RSS should only move by
-allocator noise and the one slow filler: each role's text for the Logs tab, capped at 512 KiB,
-which the simulated 6 lines a minute take ~36 h to fill (~1-2 MiB/h for 64 workers, measured
-+1.7 MiB/h). 8 MiB over the next 2 h (4 MiB/h) is about 4 % of the ~220 MiB the window holds;
+allocator noise and the one slow filler: each role's text for the Logs tab, 64 KiB a role at 65
+roles (a 4 MiB budget), which the simulated 6 lines a minute take ~4 h to fill (under 1 MiB/h). 8 MiB over the next 2 h (4 MiB/h) is about 4 % of the ~220 MiB the window holds;
 a leak of one GPU sample dict per sample kept (~3 KiB x 8 hosts x 3600 s/h ~ 85 MiB/h) or of
 the series growing without a cap (64 workers x 2 curves x 3,600 points x ~50 B ~ 22 MiB/h)
 would exceed it several times over."""
