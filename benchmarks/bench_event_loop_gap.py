@@ -58,6 +58,7 @@ from tests.helpers.heartbeat import Heartbeat  # noqa: E402
 def main() -> int:
     duration_s = float(os.environ.get("DURATION_S", "120"))
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication([])
+    from gui.window import collector
     from gui.window.main_window import MainWindow
 
     # ignore_cleanup_errors: the run's summary.json can land while the folder is removed
@@ -107,7 +108,10 @@ def main() -> int:
 
         if os.environ.get("STACKS"):
             threading.Thread(target=sample_stalls, name="stall-sampler", daemon=True).start()
-        with collection_threads() as threads:
+        # Counted while the window holds the collector: app.quit() closes the window, which gives
+        # automatic collection back (gui/window/collector.py), and the run's summary writer, still
+        # running then, may collect on its own thread by design.
+        with collection_threads(while_=collector.active) as threads:
             window.launch()
             state = {"running": ""}
             switch = QtCore.QTimer()
