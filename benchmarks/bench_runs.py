@@ -53,10 +53,10 @@ def make_template(root: Path) -> Path:
         records.append({"t": 1.0, "kind": "role_state", "role": role, "state": "running", "restarts": 0})
         final = "stopped" if role.startswith("ps") else "succeeded"
         records.append({"t": 99.0, "kind": "role_state", "role": role, "state": final, "returncode": 0})
-    (template / journal.EVENTS_FILE).write_text("".join(journal.encode(r) for r in records))
+    (template / journal.EVENTS_FILE).write_text("".join(journal.json_line(r) for r in records))
     for i in range(WORKERS):
         lines = [
-            journal.encode({"t": 1.0 + s * 0.05, "step": s, "loss": 2.0 / (1 + s) + i * 1e-3, "step_time_s": 0.05})
+            journal.json_line({"t": 1.0 + s * 0.05, "step": s, "loss": 2.0 / (1 + s) + i * 1e-3, "step_time_s": 0.05})
             for s in range(1, STEPS + 1)
         ]
         (template / "roles" / f"worker-{i}").mkdir()
