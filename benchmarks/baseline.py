@@ -24,55 +24,16 @@ def unpack(commit: str, tmp: Path) -> Path | None:
     except (OSError, subprocess.CalledProcessError) as exc:
         print(f"baseline {commit} unavailable ({exc}); measuring this code only")
         return None
-    if importlib.util.find_spec("tomli_w") is None:
+    if importlib.util.find_spec("tomli_w") is None and (target / "core" / "tomlfmt.py").is_file():
         # Baselines from before 96a1f7d write a run's cluster.toml with tomli_w, since dropped from
-        # the lock: a small writer of the same TOML stands in (the file is written once a launch).
+        # the lock; the baseline's own TOML writer for cluster files (core/tomlfmt.py) stands in.
         (target / "tomli_w.py").write_text(TOMLI_W_SHIM)
     return target
 
 
-TOMLI_W_SHIM = """\"\"\"tomli_w.dumps for a baseline: tables, arrays of tables, scalars, arrays.\"\"\"
-import json
-import re
-
-
-def _key(k):
-    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
-
-
-def _value(v):
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items()) + "}"
-    raise TypeError(f"cannot write {type(v).__name__} as TOML")
-
-
-def _table(data, path, out):
-    tables = []
-    for k, v in data.items():
-        if isinstance(v, dict):
-            tables.append((k, v, False))
-        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            tables.append((k, v, True))
-        else:
-            out.append(f"{_key(k)} = {_value(v)}")
-    for k, v, many in tables:
-        name = ".".join(_key(p) for p in (*path, k))
-        for item in v if many else [v]:
-            out.append("")
-            out.append(f"[[{name}]]" if many else f"[{name}]")
-            _table(item, (*path, k), out)
+TOMLI_W_SHIM = """from core.tomlfmt import dumps as _dumps
 
 
 def dumps(data, multiline_strings=False):
-    out = []
-    _table(data, (), out)
-    return "\\n".join(out).lstrip("\\n") + "\\n"
+    return _dumps(data)
 """
