@@ -104,13 +104,11 @@ def child(root: Path) -> dict[str, Any]:
         the view has made all its widgets (the GPUs tab makes two cards a frame, so that a host's
         first sample does not stall the window; those frames are a view being built, once, not
         its steady pace)."""
-        frame(-1)
-        app.processEvents()
         for _ in range(50):
+            frame(-1)  # the same sample time each time: no step back, no new segment
+            app.processEvents()
             if built is None or built():
                 break
-            frame(-1)  # the same sample time again: no step back, no new segment
-            app.processEvents()
         times, cpu = [], []
         counter.paints = 0
         for f in range(FRAMES):
