@@ -81,13 +81,14 @@ def main() -> int:
         first = last = [time.monotonic()]
         first = [last[0]]
 
-        def note() -> None:
+        def note() -> None:  # after the beat's own slot (connected first): beat.last_gap is this gap
             now = time.monotonic()
-            gap = now - last[0]
+            gap, cpu_s, queue_s = beat.last_gap
             gaps.append(gap)
             if gap > 0.5:
                 long_gaps.append(
                     f"{gap * 1000:.0f} ms at {now - first[0]:.0f} s on {window.tabs.tabText(window.tabs.currentIndex())}"
+                    f" (GUI thread on CPU {cpu_s * 1000:.0f} ms, waiting for a CPU {queue_s * 1000:.0f} ms)"
                 )
             last[0] = now
 
@@ -149,6 +150,7 @@ def main() -> int:
         f"event loop turns: {beat.turns}; longest gap {beat.longest_gap_s * 1000:.0f} ms; "
         f"p99 {gaps[int(len(gaps) * 0.99)] * 1000:.0f} ms; median {gaps[len(gaps) // 2] * 1000:.0f} ms"
     )
+    print(beat.describe_longest())
     print("gaps over 0.5 s: " + ("; ".join(long_gaps) or "none"))
     for stack, n in stalls.most_common(int(os.environ.get("STACKS") or 0)):
         print(f"{n * 20} ms stalled in: {stack}")

@@ -191,11 +191,22 @@ class RolesModel(QtCore.QAbstractItemModel):
     # ------------------------------------------------------------------ QAbstractItemModel
 
     def index(self, row: int, column: int, parent: Index = ROOT) -> QtCore.QModelIndex:
-        if not self.hasIndex(row, column, parent):
+        # Checked here, not with hasIndex(): that calls rowCount() and columnCount() back into
+        # Python, and a sorted 65-row table asks for ~7,500 indexes a frame (three Python calls
+        # each made a frame's re-sort and repaint 50 ms of GUI-thread CPU).
+        if not 0 <= column < len(self._columns) or row < 0:
             return QtCore.QModelIndex()
-        if self._grouping == "none" or not parent.isValid():
-            return self.createIndex(row, column, 0)
-        return self.createIndex(row, column, parent.row() + 1)
+        if self._grouping == "none":
+            if row < len(self._groups[0].rows) and not parent.isValid():
+                return self.createIndex(row, column, 0)
+            return QtCore.QModelIndex()
+        if not parent.isValid():
+            if row < len(self._groups) and self._groups[0].rows:
+                return self.createIndex(row, column, 0)
+            return QtCore.QModelIndex()
+        if parent.internalId() == 0 and parent.column() == 0 and row < len(self._groups[parent.row()].rows):
+            return self.createIndex(row, column, parent.row() + 1)
+        return QtCore.QModelIndex()
 
     def parent(self, index: Index = ROOT) -> QtCore.QModelIndex:  # type: ignore[override]
         if not index.isValid() or self._grouping == "none" or index.internalId() == 0:

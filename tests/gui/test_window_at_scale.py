@@ -70,8 +70,11 @@ def test_64_workers_on_8_hosts_in_the_overview_and_the_gpu_grid(qtbot, tmp_path:
     assert threads and set(threads) == {gui_thread}, f"collections ran on {sorted(set(threads))}"
     # The issue asks for 1 s; 3 s leaves room for a CI machine loaded well past its cores (the
     # benchmark's figures are in the README). Before issue 19's fixes: up to 6.7 s (the first GPU
-    # cards, the roles table measuring all its cells each frame).
-    beat.assert_turning(max_gap_s=3.0)
+    # cards, the roles table measuring all its cells each frame). What the window's code controls,
+    # however loaded the machine, is its own CPU between two turns: at a 65-role launch on 2 cores
+    # a gap is mostly the GUI thread waiting for a CPU (31 ms of its own CPU in a 708 ms gap).
+    print(beat.describe_longest())
+    beat.assert_turning(max_gap_s=3.0, max_cpu_s=0.25)
     assert_nothing_left(ports, f"--test_marker={tmp_path.name}")
 
 
