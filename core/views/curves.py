@@ -66,10 +66,23 @@ def ema_array(values: Floats, weight: float) -> Floats:
         return values.copy()
     finite = np.isfinite(values)
     if finite.all():  # the common case: no gather and scatter
-        return _smooth(values, weight) / (1.0 - weight ** np.arange(1, len(values) + 1))
+        return _smooth(values, weight) / (1.0 - _powers(weight, np.arange(1, len(values) + 1, dtype=np.float64)))
     x = values[finite]
     out = values.copy()
-    out[finite] = _smooth(x, weight) / (1.0 - weight ** np.arange(1, len(x) + 1))
+    out[finite] = _smooth(x, weight) / (1.0 - _powers(weight, np.arange(1, len(x) + 1, dtype=np.float64)))
+    return out
+
+
+def _powers(weight: float, exponents: Floats) -> Floats:
+    """``weight ** exponents`` for increasing ``exponents``, 0 where it would fall below float64's
+    smallest normal number: ``pow`` is ~10x slower there (a 4,096-point tail took 0.25 ms at weight
+    0.6), and ``1 - w**n`` or ``a * w**n`` beside a normal number gives the same float either way."""
+    out = np.zeros(len(exponents))
+    if 0.0 < weight < 1.0:
+        normal = int(np.searchsorted(exponents, -708.0 / math.log(weight), side="right"))
+        out[:normal] = weight ** exponents[:normal]
+    else:
+        out[:] = weight**exponents
     return out
 
 
@@ -187,9 +200,9 @@ def _resume(
     xf = x if finite.all() else x[finite]
     average, count = carry
     k = np.arange(1, len(xf) + 1, dtype=np.float64)
-    totals = _smooth(xf, weight) + average * weight**k if len(xf) else xf
+    totals = _smooth(xf, weight) + average * _powers(weight, k) if len(xf) else xf
     seen = count + k
-    debiased = totals / (1.0 - weight**seen)
+    debiased = totals / (1.0 - _powers(weight, seen))
     if xf is x:
         running[:] = totals
         counts[:] = seen
