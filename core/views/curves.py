@@ -66,10 +66,23 @@ def ema_array(values: Floats, weight: float) -> Floats:
         return values.copy()
     finite = np.isfinite(values)
     if finite.all():  # the common case: no gather and scatter
-        return _smooth(values, weight) / (1.0 - weight ** np.arange(1, len(values) + 1))
+        return _smooth(values, weight) / (1.0 - _powers(weight, np.arange(1, len(values) + 1, dtype=np.float64)))
     x = values[finite]
     out = values.copy()
-    out[finite] = _smooth(x, weight) / (1.0 - weight ** np.arange(1, len(x) + 1))
+    out[finite] = _smooth(x, weight) / (1.0 - _powers(weight, np.arange(1, len(x) + 1, dtype=np.float64)))
+    return out
+
+
+def _powers(weight: float, exponents: Floats) -> Floats:
+    """``weight ** exponents`` for increasing ``exponents``, 0 where it would fall below float64's
+    smallest normal number: ``pow`` is ~10x slower there (a 4,096-point tail took 0.25 ms at weight
+    0.6), and ``1 - w**n`` or ``a * w**n`` beside a normal number gives the same float either way."""
+    out = np.zeros(len(exponents))
+    if 0.0 < weight < 1.0:
+        normal = int(np.searchsorted(exponents, -708.0 / math.log(weight), side="right"))
+        out[:normal] = weight ** exponents[:normal]
+    else:
+        out[:] = weight**exponents
     return out
 
 
@@ -106,3 +119,98 @@ def _smooth(x: Floats, weight: float) -> Floats:
             y[b] += decay * carry
         carry = float(y[b, -1])
     return y.reshape(-1)[:n]
+
+
+class IncrementalEma:
+    """:func:`ema_segments` of one curve from frame to frame, smoothing only what changed.
+
+    A live curve changes at its end: a new point, and as a :class:`Series` fills, a few of its
+    newest buckets merged into coarser ones. The EMA at a point depends only on the values up to
+    it, so the smoothing of the longest unchanged prefix is kept (with the running average and the
+    count of finite values at each point, to resume from) and only the rest is smoothed again.
+    "Unchanged" is compared value by value, not assumed from how the series grew, so a re-bucketed
+    series or a new segment redoes exactly what moved. Same figures as :func:`ema_segments`, to the
+    last few bits of rounding.
+    """
+
+    def __init__(self) -> None:
+        self._weight: float | None = None
+        self._values: Floats = np.empty(0)
+        self._running: Floats = np.empty(0)  # the un-debiased average after each point
+        self._counts: Floats = np.empty(0)  # finite values so far in the point's segment
+        self._smoothed: Floats = np.empty(0)  # what a non-constant segment shows
+        self._out: Floats = np.empty(0)
+        self.recomputed = 0
+        """Points smoothed at the last call (the rest was kept)."""
+
+    def smooth(self, values: Floats, weight: float) -> Floats:
+        """``ema_segments(values, weight)``; the array returned is new (never changed later)."""
+        values = np.asarray(values, dtype=np.float64)
+        n = len(values)
+        if not 0.0 < weight < 1.0:  # nothing to keep between frames: the plain function
+            self._weight = None
+            self.recomputed = n
+            return ema_segments(values, weight)
+        old = self._values
+        start = 0
+        if weight == self._weight:
+            m = min(n, len(old))
+            same = (old[:m] == values[:m]) | (np.isnan(old[:m]) & np.isnan(values[:m]))
+            moved = np.flatnonzero(~same)
+            start = int(moved[0]) if len(moved) else m
+            if start == n == len(old):
+                self.recomputed = 0
+                return self._out
+        self._weight = weight
+        self.recomputed = n - start
+        running = np.empty(n)
+        counts = np.empty(n)
+        smoothed = np.empty(n)
+        out = np.empty(n)
+        running[:start] = self._running[:start]
+        counts[:start] = self._counts[:start]
+        smoothed[:start] = self._smoothed[:start]
+        breaks = np.flatnonzero(np.isnan(values[:start]))
+        segment = int(breaks[-1]) + 1 if len(breaks) else 0  # the first segment to look at again
+        out[:segment] = self._out[:segment]
+        ends = np.flatnonzero(np.isnan(values[start:])) + start
+        for end in [*ends.tolist(), n]:
+            if end > start:
+                carry = (running[start - 1], counts[start - 1]) if start > segment else (0.0, 0.0)
+                _resume(values[start:end], weight, carry, running[start:end], counts[start:end], smoothed[start:end])
+            if end < n:  # the break itself
+                running[end] = counts[end] = 0.0
+                smoothed[end] = math.nan
+            piece = values[segment:end]
+            constant = len(piece) and bool(np.all(piece == piece[0]))
+            out[segment:end] = piece if constant else smoothed[segment:end]
+            if end < n:
+                out[end] = math.nan
+            segment = start = end + 1
+        self._values, self._out = values.copy(), out
+        self._running, self._counts, self._smoothed = running, counts, smoothed
+        return out
+
+
+def _resume(
+    x: Floats, weight: float, carry: tuple[float, float], running: Floats, counts: Floats, smoothed: Floats
+) -> None:
+    """Smooth ``x`` (no NaN) on from ``carry`` (running average, finite count), into the last three."""
+    finite = np.isfinite(x)
+    xf = x if finite.all() else x[finite]
+    average, count = carry
+    k = np.arange(1, len(xf) + 1, dtype=np.float64)
+    totals = _smooth(xf, weight) + average * _powers(weight, k) if len(xf) else xf
+    seen = count + k
+    debiased = totals / (1.0 - _powers(weight, seen))
+    if xf is x:
+        running[:] = totals
+        counts[:] = seen
+        smoothed[:] = debiased
+        return
+    index = np.cumsum(finite) - 1  # the last finite value at or before each point
+    before = index < 0
+    running[:] = np.where(before, average, totals[np.maximum(index, 0)] if len(xf) else average)
+    counts[:] = count + index + 1
+    smoothed[:] = x
+    smoothed[finite] = debiased

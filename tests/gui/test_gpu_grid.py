@@ -161,3 +161,37 @@ def test_cards_are_made_a_few_a_frame_and_open_with_their_history(qtbot):
     panel.grid.select("127.0.0.5", 3)
     panel.grid.sig_gpu_selected.emit("127.0.0.5", 3)  # as a click on its tile does
     assert len(panel.cards[("127.0.0.5", 3)].first) == 3
+
+
+def test_cards_scrolled_out_of_view_are_drawn_when_they_come_back(qtbot):
+    """Only the cards on screen get their curves redrawn each frame; scrolling one into view draws
+    it with every sample at once, before it paints."""
+    from gui.run.tabs.gpus import GpuPanel
+
+    panel = GpuPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1000, 500)  # two or three cards high: eight GPUs' cards do not all fit
+    panel.show()
+    qtbot.waitExposed(panel)
+    t = 0.0
+    while t < 6 or panel.pending_cards():  # a few cards a frame
+        panel.add_sample(sample("127.0.0.1", t) | {"figures": {"cpu_percent": 10.0}})
+        panel.refresh()
+        t += 1
+    last = panel.cards[("127.0.0.1", 7)]
+    qtbot.waitUntil(lambda: last.plot.isVisible())
+    for _ in range(3):  # laid out now: frames that draw what is in view
+        panel.add_sample(sample("127.0.0.1", t) | {"figures": {"cpu_percent": 10.0}})
+        panel.refresh()
+        t += 1
+
+    def points(key: tuple[str, int]) -> int:
+        x = panel.cards[key].curves[0].getData()[0]
+        return 0 if x is None else len(x)
+
+    top = ("127.0.0.1", -1)
+    assert points(top) == len(panel.history[top][0]) == t  # in view: every sample drawn
+    assert 0 < points(("127.0.0.1", 7)) < t  # out of view: left as it was
+    bar = panel.cards_scroll.verticalScrollBar()
+    bar.setValue(bar.maximum())
+    assert points(("127.0.0.1", 7)) == t  # drawn on the scroll, with no new sample

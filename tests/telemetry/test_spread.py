@@ -109,3 +109,23 @@ def test_add_many_equals_adding_one_by_one(points, bins):
     a, b = one._means(None), many._means(None)
     assert a is not None and b is not None
     assert np.allclose(a[2], b[2], equal_nan=True) and np.allclose(a[1], b[1])
+
+
+@given(
+    st.lists(st.tuples(st.floats(0, 5e4), st.floats(-10, 10)), min_size=1, max_size=200),
+    st.sampled_from([4, 8, 32]),
+    st.integers(1, 12),
+)
+def test_small_batches_as_a_live_run_sends_them_equal_one_batch(points, bins, batch):
+    """A live run hands over a point or a few a frame (taken point by point), a reopened run
+    thousands at once (vectorised): the same bins either way."""
+    live, reopened = BinnedWorkers(bins=bins, origin=0.0), BinnedWorkers(bins=bins, origin=0.0)
+    for start in range(0, len(points), batch):
+        chunk = points[start : start + batch]
+        live.add_many("worker:0", [x for x, _ in chunk], [v for _, v in chunk])
+    reopened.add_many("worker:0", [x for x, _ in points], [v for _, v in points])
+    assert live.width == reopened.width
+    a, b = live._means(None), reopened._means(None)
+    assert a is not None and b is not None
+    assert np.allclose(a[2], b[2], equal_nan=True) and np.allclose(a[1], b[1])
+    assert np.allclose(live.spread().median, reopened.spread().median, equal_nan=True)

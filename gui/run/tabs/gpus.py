@@ -36,6 +36,11 @@ GRID_FROM = 8
 CARDS_PER_FRAME = 2
 
 
+def _drawn_key(card: _Card) -> tuple[int, ...]:
+    """What a card's curves show: its two series, and how many points each had."""
+    return (id(card.first), card.first.appended, id(card.second), card.second.appended)
+
+
 def _mib(n: Any) -> str:
     return f"{n / 2**20:,.0f} MiB" if isinstance(n, (int, float)) else "?"
 
@@ -90,6 +95,12 @@ class GpuPanel(QtWidgets.QWidget):
         scroll = QtWidgets.QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(inner)
+        self.cards_scroll = scroll
+        # Cards scrolled out of view are not redrawn (_in_view); one that comes into view (a
+        # scroll, a resize of the area) is drawn at once, before it paints.
+        for bar in (scroll.verticalScrollBar(), scroll.horizontalScrollBar()):
+            bar.valueChanged.connect(self._on_cards_moved)
+            bar.rangeChanged.connect(self._on_cards_moved)
         self.split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         self.split.addWidget(self.grid_scroll)
         self.split.addWidget(scroll)
@@ -111,6 +122,20 @@ class GpuPanel(QtWidgets.QWidget):
     def shown(self, key: tuple[str, int]) -> bool:
         """Whether ``key``'s card shows: always for a host's CPU card and below ``grid_from`` GPUs."""
         return key[1] < 0 or not self.grid_mode or key == self.focus
+
+    def _in_view(self, card: _Card) -> bool:
+        """Whether any of ``card``'s plot is inside the cards' scrolled view (or not laid out yet)."""
+        if not card.plot.isVisible():
+            return True  # not shown yet (a card made this frame): draw it, it is about to show
+        viewport = self.cards_scroll.viewport()
+        corner = card.plot.mapTo(viewport, QtCore.QPoint(0, 0))
+        return QtCore.QRect(corner, card.plot.size()).intersects(viewport.rect())
+
+    def _on_cards_moved(self, *_args: object) -> None:
+        stale = (c for k, c in self.cards.items() if c.drawn != _drawn_key(c) and self.shown(k) and self._in_view(c))
+        if any(stale):
+            self._dirty = True
+            self.refresh()
 
     def _on_gpu_selected(self, host: str, index: int) -> None:
         self.focus = (host, index)
@@ -282,9 +307,11 @@ class GpuPanel(QtWidgets.QWidget):
                 card.values.setText(self._gpu_text(gpu))
                 card.users.setText(self._gpu_users(gpu))
             assert card.curves is not None
-            drawn = (id(card.first), card.first.appended, id(card.second), card.second.appended)
+            drawn = _drawn_key(card)
             if card.drawn == drawn:
                 continue  # nothing new on this GPU: its curves stand as they are
+            if not self._in_view(card):
+                continue  # scrolled out of view: drawn when it comes back (_on_cards_moved)
             card.drawn = drawn
             now = max((s.last() or (0.0, 0.0))[0] for s in (card.first, card.second))
             oldest = 0.0

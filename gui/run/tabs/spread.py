@@ -67,6 +67,7 @@ class SpreadPlot(QtWidgets.QWidget):
         self.median = item.plot(pen=pg.mkPen(MEDIAN_COLOUR, width=2))
         self.highlights: dict[str, pg.PlotDataItem] = {}
         self._spare_curves: list[pg.PlotDataItem] = []  # hidden, for the next highlighted worker
+        self._colours: dict[int, str] = {}  # each curve's pen colour (by the curve's id)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.key)
@@ -109,7 +110,9 @@ class SpreadPlot(QtWidgets.QWidget):
             if curve is None:
                 curve = self.highlights[name] = self._spare_curves.pop() if self._spare_curves else self._new_curve()
                 curve.show()
-            curve.setPen(pg.mkPen(colour, width=1.5))
+            if self._colours.get(id(curve)) != colour:  # a new pen makes pyqtgraph redo the curve
+                self._colours[id(curve)] = colour
+                curve.setPen(pg.mkPen(colour, width=1.5))
             curve.setData(xs, ys)
             note = notes.get(name, "")
             link = role_link(name, colour, f"<b>{name}</b>")  # its menu: gui.run.tabs.spread_menu

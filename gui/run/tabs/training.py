@@ -25,7 +25,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.telemetry.worker_stats import cluster_steps_per_sec
-from core.views.curves import ema_segments, series_xy
+from core.views.curves import IncrementalEma, series_xy
 from core.views.overview import natural_key
 from core.views.spread import slowest
 from gui.run.tabs.plotting import FollowX, fit_to_pixels, light_grid, settle
@@ -61,6 +61,8 @@ class TrainingPanel(TrainingSeries, QtWidgets.QWidget):
         self._curves_pending = False  # workers still without curves: the next frame makes more
         self._last_refresh = 0.0
         self._drawn: dict[tuple[str, str], tuple[object, ...]] = {}
+        self._smoothers: dict[str, IncrementalEma] = {}  # per worker: only a curve's new tail is smoothed
+        self._time_pens: dict[str, tuple[bool, int]] = {}  # per worker: straggler?, colour
         self.spread_from = SPREAD_FROM
         self._spread_drawn: tuple[object, ...] | None = None
         self._build()
@@ -181,6 +183,8 @@ class TrainingPanel(TrainingSeries, QtWidgets.QWidget):
         self.time_curves.clear()
         self._curves_pending = False
         self._drawn.clear()
+        self._smoothers.clear()
+        self._time_pens.clear()
         self._x_extent.clear()
         self._follow.range = None
         self._key_drawn = None
@@ -293,7 +297,8 @@ class TrainingPanel(TrainingSeries, QtWidgets.QWidget):
                     x, y = series_xy(series)
                     if log:
                         y = np.where(y > 0, y, math.nan)
-                    _set(smooth_curve, x, ema_segments(y, weight) if weight > 0 else y)
+                    smoother = self._smoothers.setdefault(role, IncrementalEma())
+                    _set(smooth_curve, x, smoother.smooth(y, weight) if weight > 0 else y)
                     _set(raw_curve, x, y)
                     self._x_extent[("loss", role)] = (float(x[0]), float(x[-1])) if len(x) else (0.0, 0.0)
                 raw_curve.setVisible(weight > 0)
@@ -305,6 +310,9 @@ class TrainingPanel(TrainingSeries, QtWidgets.QWidget):
                     x, y = series_xy(times)
                     _set(time_curve, x, y)
                     self._x_extent[("time", role)] = (float(x[0]), float(x[-1])) if len(x) else (0.0, 0.0)
+                pen_key = (straggler, colour.rgba())
+                if self._time_pens.get(role) != pen_key:  # a new pen makes pyqtgraph redo the curve
+                    self._time_pens[role] = pen_key
                     time_curve.setPen(pg.mkPen(colour, width=3 if straggler else PEN_PX, style=_dash(straggler)))
         self._refresh_rate()
         drawn = [extent for (_, role), extent in self._x_extent.items() if role in visible]
