@@ -1,6 +1,8 @@
 """The main window's frame: each tick of its timer drains the event inbox (the run's events and
 role output, in batches so a reopened run's backlog never stalls a frame), then redraws the roles
-table, the overview and only the tab that is on screen.
+table, the overview and only the tab that is on screen. A backlog bigger than a frame's slice goes
+on between frames, a slice per turn of the event loop (the catch-up timer), so a reopened run's
+telemetry goes in as fast as the GUI thread can take it and the frames only redraw meanwhile.
 
 A mixin of :class:`gui.window.main_window.MainWindow`. Slow reads of the run (a role's placement
 summary, the TF devices) are asked of the window's background pool and taken on a later frame.
@@ -32,7 +34,8 @@ from gui.window.desktop_notify import DesktopNotifier
 
 FRAME_HZ = 10
 # A reopened run's backlog of telemetry goes into the views in batches of this many points, for at
-# most FRAME_TELEMETRY_S a frame, so no frame stalls the window; a live run sends far fewer.
+# most FRAME_TELEMETRY_S a turn of the event loop, so no turn stalls the window; a live run sends far
+# fewer.
 FRAME_TELEMETRY_POINTS: int | None = 2_000
 FRAME_TELEMETRY_S = 0.04
 SLOW_REFRESH_S = 1.0  # placement tables and TF devices: they change slowly and cost more
