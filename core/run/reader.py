@@ -207,10 +207,13 @@ class RunReader:
             try:
                 self._read_info()
                 self._read_events()
+                # The hosts' samples first: on opening a past run they are the heaviest for the
+                # window to take (each feeds 8 GPUs' series and tiles), so it takes them while
+                # this thread skims the roles' files, not after (issue 25).
+                self._read_samples()
                 for role in self._roles.values():
                     self._read_telemetry(role)
                     self._read_output(role)
-                self._read_samples()
                 now = time.monotonic()
                 if now - last_status_poll >= 1.0:
                     last_status_poll = now

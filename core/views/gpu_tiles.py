@@ -9,7 +9,7 @@ over a minute; the whole-run history lives in the full card's series, not here.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,22 +96,38 @@ class GpuTileBoard:
 
     def add_sample(self, data: Mapping[str, Any]) -> None:
         """Take one ``sample`` event's data (a host without GPUs adds nothing)."""
-        host = str(data.get("host", "?"))
-        t = _num(data.get("t")) or 0.0
-        for gpu in data.get("gpus") or []:
-            if not isinstance(gpu, dict) or not isinstance(gpu.get("index"), int):
-                continue
-            key = (host, int(gpu["index"]))
+        self.add_samples([data])
+
+    def add_samples(self, batch: Sequence[Mapping[str, Any]]) -> None:
+        """Take ``sample`` events' data, in order: the state :meth:`add_sample` on each gives.
+        Only each GPU's newest ``SPARK_POINTS`` readings are worked out: a reopened run hands
+        over thousands of samples, and the histories keep that many."""
+        readings: dict[tuple[str, int], list[Mapping[str, Any]]] = {}  # GPUs in order of first sight
+        last_t: dict[tuple[str, int], float] = {}
+        for data in batch:
+            host = str(data.get("host", "?"))
+            t = _num(data.get("t")) or 0.0
+            for gpu in data.get("gpus") or []:
+                if not isinstance(gpu, dict) or not isinstance(gpu.get("index"), int):
+                    continue
+                key = (host, int(gpu["index"]))
+                seen = readings.get(key)
+                if seen is None:
+                    seen = readings[key] = []
+                seen.append(gpu)
+                last_t[key] = t
+        for key, gpus in readings.items():
             history = self._history.get(key)
             if history is None:
                 history = self._history[key] = _History()
-            util = _num(gpu.get("utilization_gpu_percent"))
-            used, total = _num(gpu.get("memory_used_bytes")), _num(gpu.get("memory_total_bytes"))
-            history.utilization.append(max(0.0, min(util / 100.0, 1.0)) if util is not None else float("nan"))
-            history.memory.append(max(0.0, min(used / total, 1.0)) if used is not None and total else float("nan"))
-            self._latest[key] = (gpu, t)
+            for gpu in gpus[-SPARK_POINTS:]:
+                util = _num(gpu.get("utilization_gpu_percent"))
+                used, total = _num(gpu.get("memory_used_bytes")), _num(gpu.get("memory_total_bytes"))
+                history.utilization.append(max(0.0, min(util / 100.0, 1.0)) if util is not None else float("nan"))
+                history.memory.append(max(0.0, min(used / total, 1.0)) if used is not None and total else float("nan"))
+            self._latest[key] = (gpus[-1], last_t[key])
             self._tiles.pop(key, None)
-            self.version += 1
+            self.version += len(gpus)
 
     def _build(self, key: tuple[str, int]) -> GpuTile:
         gpu, t = self._latest[key]

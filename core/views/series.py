@@ -30,6 +30,7 @@ finished segments are kept, older ones dropped), and the live structure starts e
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 from array import array
@@ -37,11 +38,16 @@ from array import array
 import numpy as np
 import numpy.typing as npt
 
+from core.views import series_bulk
+
 FACTOR = 4
 """Points (or buckets) merged into one bucket of the next level."""
 
 MAX_OLD_SEGMENTS = 4
 """Finished segments (after ``t`` went backwards) kept, newest first; older ones are dropped."""
+
+EXTEND_LOOP_BELOW = 32
+"""Batches shorter than this are appended point by point: NumPy's fixed cost outweighs the loop."""
 
 _Bucket = tuple[float, float, float, float, float, float]  # t_start, t_end, min, max, mean, count
 
@@ -75,8 +81,10 @@ def _bucket_of(ts: list[float], vs: list[float]) -> _Bucket:
         return (ts[0], ts[-1], nan, nan, nan, 0.0)
     lo, hi = min(finite), max(finite)
     # With an infinity the mean is +inf, -inf or NaN, as the data says; fsum would raise on inf - inf.
-    total = math.fsum(finite) if all(math.isfinite(v) for v in finite) else sum(finite)
-    mean = total / len(finite)
+    if all(math.isfinite(v) for v in finite):
+        mean = series_bulk.finite_mean(finite, len(finite))
+    else:
+        mean = sum(finite) / len(finite)
     mean = lo if mean < lo else hi if mean > hi else mean
     return (ts[0], ts[-1], lo, hi, mean, float(len(finite)))
 
@@ -202,6 +210,103 @@ class Series:
             self._min = value
         if value > self._max:
             self._max = value
+
+    def extend(self, ts: npt.ArrayLike, values: npt.ArrayLike) -> None:
+        """Add many points, in order: the same state as :meth:`append` for each, in one pass.
+
+        Points that leave the raw ring go straight into level-0 buckets computed with NumPy, and
+        the levels take their overflow a batch at a time; the arithmetic is the scalar code's,
+        operation for operation (see :mod:`core.views.series_bulk`), so every bucket, mean and
+        extreme is bit-for-bit what the appends give. ``t`` going backwards starts a new segment
+        exactly where :meth:`append` would. A non-finite ``t`` anywhere raises ``ValueError``
+        before anything is added (the appends would have taken the points before it).
+        """
+        t_arr = np.asarray(ts, dtype=np.float64).reshape(-1)
+        v_arr = np.asarray(values, dtype=np.float64).reshape(-1)
+        if len(t_arr) != len(v_arr):
+            raise ValueError(f"{len(t_arr)} times for {len(v_arr)} values")
+        n = len(t_arr)
+        if n == 0:
+            return
+        finite = np.isfinite(t_arr)
+        if not finite.all():
+            raise ValueError(f"time must be finite, got {t_arr[np.argmin(finite)]}")
+        if n < EXTEND_LOOP_BELOW:
+            for t, value in zip(t_arr.tolist(), v_arr.tolist(), strict=True):
+                self.append(t, value)
+            return
+        # Runs of non-decreasing t; each one after the first starts a new segment, and so does the
+        # first if it goes below the last point before the batch.
+        bounds = [0, *(np.flatnonzero(t_arr[1:] < t_arr[:-1]) + 1).tolist(), n]
+        runs = list(itertools.pairwise(bounds))
+        break_first = self._last is not None and t_arr[0] < self._last[0]
+        # The runs with more than MAX_OLD_SEGMENTS finished runs after them would be dropped as
+        # soon as made (and with them what came before the batch): skip them, start afresh.
+        skip = max(0, len(runs) - 1 - MAX_OLD_SEGMENTS)
+        if skip:
+            self._old_segments.clear()
+            self._head = self._size = 0
+            for level in self._levels:
+                level.reset()
+        for k in range(skip, len(runs)):
+            if k > skip or (k == 0 and not skip and break_first):
+                self._start_segment()
+            a, b = runs[k]
+            self._extend_run(t_arr[a:b], v_arr[a:b])
+        self._last = (float(t_arr[-1]), float(v_arr[-1]))
+        self.appended += n
+        kept = v_arr[v_arr == v_arr]
+        if len(kept):
+            lo, hi = kept[np.argmin(kept)], kept[np.argmax(kept)]  # the first of equal ones, as append
+            if lo < self._min:
+                self._min = float(lo)
+            if hi > self._max:
+                self._max = float(hi)
+
+    def _extend_run(self, ts: npt.NDArray[np.float64], vs: npt.NDArray[np.float64]) -> None:
+        """Add points whose ``t`` does not go below the last one; no segment starts."""
+        cap, head, size = self.capacity, self._head, self._size
+        total = size + len(ts)
+        evicted = 0 if total <= cap else FACTOR * -(-(total - cap) // FACTOR)
+        t_buf, v_buf = np.frombuffer(self._t), np.frombuffer(self._v)
+        if evicted:
+            from_ring = _ring(head, min(evicted, size), cap)
+            from_new = max(0, evicted - size)
+            out_t = np.concatenate((t_buf[from_ring], ts[:from_new]))
+            out_v = np.concatenate((v_buf[from_ring], vs[:from_new]))
+            self._push_buckets(0, series_bulk.buckets_of_points(out_t, out_v, FACTOR))
+        # Point p of the run (counting the ring's points first) lives at (head + p) % cap.
+        first = max(size, evicted)
+        slots = (head + np.arange(first, total)) % cap
+        t_buf[slots] = ts[first - size :]
+        v_buf[slots] = vs[first - size :]
+        self._head = (head + evicted) % cap
+        self._size = total - evicted
+
+    def _push_buckets(self, k: int, buckets: series_bulk.Columns) -> None:
+        """:meth:`_push_level` for many buckets, in order."""
+        level = self._levels[k]
+        if k + 1 == len(self._levels):
+            for bucket in zip(*(col.tolist() for col in buckets), strict=True):
+                level.push_grouped(bucket)
+            return
+        cap, head, size = level.capacity, level.head, level.size
+        total = size + len(buckets[0])
+        evicted = 0 if total <= cap else FACTOR * -(-(total - cap) // FACTOR)
+        cols = [np.frombuffer(col) for col in level.cols]
+        if evicted:
+            from_ring = _ring(head, min(evicted, size), cap)
+            from_new = max(0, evicted - size)
+            out = tuple(
+                np.concatenate((col[from_ring], new[:from_new])) for col, new in zip(cols, buckets, strict=True)
+            )
+            self._push_buckets(k + 1, series_bulk.merge_groups(out, FACTOR))  # type: ignore[arg-type]
+        first = max(size, evicted)
+        slots = (head + np.arange(first, total)) % cap
+        for col, new in zip(cols, buckets, strict=True):
+            col[slots] = new[first - size :]
+        level.head = (head + evicted) % cap
+        level.size = total - evicted
 
     def _evict(self) -> None:
         cap, head = self.capacity, self._head

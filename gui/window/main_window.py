@@ -98,6 +98,10 @@ class MainWindow(WindowFrame, RunWiring):
         self.timer.setInterval(1000 // FRAME_HZ)
         self.timer.timeout.connect(self._on_frame)
         self.timer.start()
+        self.catch_up_timer = QtCore.QTimer(self)  # more of a backlog between frames (frame.py)
+        self.catch_up_timer.setSingleShot(True)
+        self.catch_up_timer.setInterval(0)
+        self.catch_up_timer.timeout.connect(self._on_catch_up)
         settings.restore_layout(self, self.split, self.tabs)
         if cluster_path is not None:
             self.editor.open_file(cluster_path)  # keeps job-level settings as the file writes them
@@ -248,6 +252,7 @@ class MainWindow(WindowFrame, RunWiring):
             return
         settings.save_layout(self, self.split, self.tabs)
         self.timer.stop()
+        self.catch_up_timer.stop()
         self._close_source()
         self._preflight_run.cancel()  # Python joins the pool's thread at exit: never wait on an ssh
         self._background.shutdown(wait=False, cancel_futures=True)

@@ -9,6 +9,9 @@ import threading
 import time
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from core.cluster.spec import load
 from core.controller.controller import Controller
 from core.run import journal
@@ -155,3 +158,42 @@ def test_journal_keeps_state_and_status_replays_field_by_field(tmp_path: Path) -
 
 def _same(a: ClusterStatus, b: ClusterStatus) -> bool:
     return a == b
+
+
+_line_pieces = st.one_of(
+    st.dictionaries(
+        st.text(max_size=5), st.one_of(st.integers(), st.floats(allow_nan=False), st.text(max_size=8)), max_size=3
+    ).map(lambda d: json.dumps(d, ensure_ascii=False).encode()),
+    st.sampled_from(
+        [
+            b"",
+            b"  ",
+            b"[1, 2]",
+            b"3",
+            b'"x"',
+            b" {}",
+            b"{} ",
+            b"{}\r",
+            b'{"a":',
+            b"1}",
+            b"{}{}",
+            b'{"a":"},{"}',
+            b"\xff{}",
+            '{"a": "\u00e9"}'.encode("utf-16"),
+            b"\xef\xbb\xbf{}",
+            b'{"a":[1,',
+            b"2]}",
+            b"{\x00}",
+            b"null",
+        ]
+    ),
+    st.binary(max_size=12),
+)
+
+
+@given(st.lists(_line_pieces, max_size=30))
+@settings(max_examples=300, deadline=None)
+def test_decoding_lines_together_is_decoding_each(lines: list[bytes]) -> None:
+    """The one-string decode keeps exactly what json.loads on each line keeps, damage and all."""
+    lines = [piece for line in lines for piece in line.split(b"\n")]  # lines never hold a newline
+    assert repr(journal.decode_lines(lines)) == repr(journal._decode_each(lines))

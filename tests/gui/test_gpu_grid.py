@@ -195,3 +195,54 @@ def test_cards_scrolled_out_of_view_are_drawn_when_they_come_back(qtbot):
     bar = panel.cards_scroll.verticalScrollBar()
     bar.setValue(bar.maximum())
     assert points(("127.0.0.1", 7)) == t  # drawn on the scroll, with no new sample
+
+
+def mixed_samples(count: int) -> list[dict]:
+    """8 hosts' samples in the order a reopened run hands them over, with the odd gap: a host
+    without figures, a GPU without memory figures, a sample without GPUs."""
+    out = []
+    for t in range(count):
+        for h in range(1, 9):
+            data = sample(f"127.0.0.{h}", float(t)) | {"figures": {"cpu_percent": 10.0 + t % 90}}
+            if t % 17 == 0:
+                data["gpus"][3] = {"index": 3, "utilization_gpu_percent": None}
+            if (t + h) % 23 == 0:
+                data = {"host": f"127.0.0.{h}", "t": float(t), "gpus": [], "figures": {}}
+            out.append(data)
+    return out
+
+
+def test_a_batch_of_samples_is_each_sample_in_turn(qtbot):
+    """A reopened run's thousands of samples go in one batch (one Series.extend per series); the
+    panel, its series and the tiles end exactly as with a sample at a time."""
+    from gui.run.tabs.gpus import GpuPanel
+
+    samples = mixed_samples(3 * SPARK_POINTS)
+    one_by_one, batched = GpuPanel(), GpuPanel()
+    for panel in (one_by_one, batched):
+        qtbot.addWidget(panel)
+    for data in samples:
+        one_by_one.add_sample(data)
+    batched.add_samples(samples[:5])  # a live frame's few, then a backlog
+    batched.add_samples(samples[5:])
+    assert list(batched.history) == list(one_by_one.history) and batched.focus == one_by_one.focus
+    for key, (first, second) in one_by_one.history.items():
+        other = batched.history[key]
+        for mine, theirs in ((first, other[0]), (second, other[1])):
+            assert repr(mine.points()) == repr(theirs.points()) and mine.appended == theirs.appended
+    assert repr(batched.grid.board.by_host()) == repr(one_by_one.grid.board.by_host())  # NaN readings too
+    assert batched.latest == one_by_one.latest
+
+
+def test_the_board_takes_a_batch_as_samples_in_turn():
+    samples = mixed_samples(SPARK_POINTS + 7)
+    one_by_one, batched = GpuTileBoard(), GpuTileBoard()
+    for data in samples:
+        one_by_one.add_sample(data)
+    batched.add_samples(samples)
+    tiles = one_by_one.by_host()
+    assert repr(batched.by_host()) == repr(tiles)  # repr: NaN readings compare too
+    assert len(tiles) == 8 and len(tiles[0][1][0].utilization_history) == SPARK_POINTS
+    version = batched.version
+    batched.add_samples(samples[:1])
+    assert batched.version > version

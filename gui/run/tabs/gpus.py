@@ -161,33 +161,51 @@ class GpuPanel(QtWidgets.QWidget):
 
     def add_sample(self, data: dict[str, Any]) -> None:
         """Take one ``sample`` event's data."""
-        host = str(data.get("host", "?"))
-        t = data.get("t")
-        t = float(t) if isinstance(t, (int, float)) else time.time()
-        self.latest[host] = data
-        figures: dict[str, Any] = data["figures"] if isinstance(data.get("figures"), dict) else {}
-        self._host(host)
-        host_first, host_second = self._series((host, -1))
-        cpu = figures.get("cpu_percent")
-        used, total = figures.get("memory_used_bytes"), figures.get("memory_total_bytes")
-        if isinstance(cpu, (int, float)):
-            host_first.append(t, float(cpu))
-        if isinstance(used, (int, float)) and isinstance(total, (int, float)) and total > 0:
-            host_second.append(t, 100.0 * used / total)
-        for gpu in data.get("gpus") or []:
-            if not isinstance(gpu, dict) or not isinstance(gpu.get("index"), int):
-                continue
-            first, second = self._series((host, int(gpu["index"])))
-            util = gpu.get("utilization_gpu_percent")
-            used, total = gpu.get("memory_used_bytes"), gpu.get("memory_total_bytes")
-            if isinstance(util, (int, float)):
-                first.append(t, float(util))
+        self.add_samples([data])
+
+    def add_samples(self, batch: list[dict[str, Any]]) -> None:
+        """Take ``sample`` events' data, in order: what :meth:`add_sample` on each gives, with one
+        :meth:`Series.extend` per series and one tile board update (a reopened run hands over
+        thousands of samples a frame, a live one a few)."""
+        points: dict[Series, tuple[list[float], list[float]]] = {}  # the batch's points per series
+
+        def add(series: Series, t: float, value: float) -> None:
+            ts, values = points.get(series) or points.setdefault(series, ([], []))
+            ts.append(t)
+            values.append(value)
+
+        tiles: list[dict[str, Any]] = []
+        for data in batch:
+            host = str(data.get("host", "?"))
+            t = data.get("t")
+            t = float(t) if isinstance(t, (int, float)) else time.time()
+            self.latest[host] = data
+            figures: dict[str, Any] = data["figures"] if isinstance(data.get("figures"), dict) else {}
+            self._host(host)
+            host_first, host_second = self._series((host, -1))
+            cpu = figures.get("cpu_percent")
+            used, total = figures.get("memory_used_bytes"), figures.get("memory_total_bytes")
+            if isinstance(cpu, (int, float)):
+                add(host_first, t, float(cpu))
             if isinstance(used, (int, float)) and isinstance(total, (int, float)) and total > 0:
-                second.append(t, 100.0 * used / total)
-        if data.get("gpus"):
-            self.grid.board.add_sample({"host": host, "t": t, "gpus": data.get("gpus")})
-        if self.grid_mode and self.focus is None:
-            self.focus = min((k for k in self.history if k[1] >= 0), default=None)
+                add(host_second, t, 100.0 * used / total)
+            for gpu in data.get("gpus") or []:
+                if not isinstance(gpu, dict) or not isinstance(gpu.get("index"), int):
+                    continue
+                first, second = self._series((host, int(gpu["index"])))
+                util = gpu.get("utilization_gpu_percent")
+                used, total = gpu.get("memory_used_bytes"), gpu.get("memory_total_bytes")
+                if isinstance(util, (int, float)):
+                    add(first, t, float(util))
+                if isinstance(used, (int, float)) and isinstance(total, (int, float)) and total > 0:
+                    add(second, t, 100.0 * used / total)
+            if data.get("gpus"):
+                tiles.append({"host": host, "t": t, "gpus": data.get("gpus")})
+            if self.grid_mode and self.focus is None:
+                self.focus = min((k for k in self.history if k[1] >= 0), default=None)
+        for series, (ts, values) in points.items():
+            series.extend(ts, values)
+        self.grid.board.add_samples(tiles)
         self._dirty = True
 
     def _series(self, key: tuple[str, int]) -> tuple[Series, Series]:

@@ -81,13 +81,12 @@ class TrainingSeries:
             (self.step_time, self.time_bins, time_x, time_v),
         ):
             if xs:
-                append = self._series(table, role).append
-                for x, value in zip(xs, values, strict=True):
-                    append(x, value)
+                self._series(table, role).extend(xs, values)  # point by point for a live run's few
                 bins.add_many(role, xs, values)
 
     def add_scalars(self, role: str, points: list[dict[str, object]]) -> None:
         """Take a ``scalars`` event's points ({tag, step, wall_time, value}) for ``role``."""
+        batches: dict[str, tuple[list[float], list[float]]] = {}  # tag -> steps, values: one extend each
         for p in points:
             tag, step, value = p.get("tag"), p.get("step"), p.get("value")
             if not isinstance(tag, str) or not isinstance(step, int) or not isinstance(value, (int, float)):
@@ -99,8 +98,12 @@ class TrainingSeries:
                 by_role = self.scalars[tag] = {}
                 self.plot_choice.addItem(f"tb: {tag}")
             if math.isfinite(value):
-                self._series(by_role, role).append(float(step), float(value))
-                self._dirty = True
+                steps, values = batches.setdefault(tag, ([], []))
+                steps.append(float(step))
+                values.append(float(value))
+        for tag, (steps, values) in batches.items():
+            self._series(self.scalars[tag], role).extend(steps, values)
+            self._dirty = True
 
     def shown_series(self, role: str) -> tuple[Series | None, str]:
         """The series the upper plot shows for ``role``, and what it is (``loss``, ``loss (tb)``, a tag)."""
