@@ -145,6 +145,10 @@ class ControlServer:
     def close(self) -> None:
         self._closed.set()
         if self._sock is not None:
+            # shutdown() wakes the accept() that waits in _serve at once (close() alone does not on
+            # Linux): the window's close waited up to the 0.5 s accept timeout on the GUI thread.
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
             self._sock.close()
         if self._thread is not None:
             self._thread.join(2)
