@@ -201,8 +201,12 @@ def main() -> int:
                 # and the window drains at most 40 ms of telemetry a frame (FRAME_TELEMETRY_S):
                 # let it take what it was given before the next feed, as it would at real time,
                 # so RSS measures what the window keeps, not a backlog of this feed's making.
+                # A backlog past a frame's slice goes on between frames on the catch-up timer
+                # (gui/window/frame.py): turn the event loop for it, as the window's own loop does.
                 while window.inbox.pending():
-                    window._on_frame()
+                    app.processEvents()
+                    if not window.catch_up_timer.isActive():
+                        window._on_frame()
                 window._refresh_visible(force=True)
                 app.processEvents()
             per_hour.append((hour + 1.0, rss_mib()))
