@@ -337,7 +337,7 @@ name = "ps-slurm-cli"
 strategy = "parameter_server"
 launch_style = "tf_config"
 workdir = "{trainers}"
-command = ["python", "-u", "parameter_server.py", "--train_steps=400", "--log_every=20"]
+command = ["python", "-u", "parameter_server.py", "--train_steps=1500", "--log_every=20", "--step_sleep=0.01"]
 stop_grace_s = 3
 [jobs.chief]
 tasks = ["127.0.0.1:{p[0]}"]
@@ -365,7 +365,10 @@ def test_tf2_parameter_server_through_launch_restarts_a_killed_worker_and_succee
     reply = json.loads(run_cli("ctl", str(run_dir), "status", "--json", timeout=30).stdout)
     pid = next(r["pid"] for r in reply["roles"] if r["role"] == "worker:1")
     assert isinstance(pid, int)
-    os.kill(pid, signal.SIGKILL)  # a worker lost mid-training, as a node's OOM killer would
+    # A worker lost mid-training, as a node's OOM killer would. Training lasts at least 15 s from
+    # here (1,500 steps of 10 ms sleep): with 400 unpaced steps a loaded machine's chief finished
+    # before the 0.5 s backoff ran out, and worker:1 was "stopped before it started".
+    os.kill(pid, signal.SIGKILL)
     code = launcher.finish(300)
     assert code == 0, launcher.text
     assert "succeeded" in launcher.text
