@@ -169,10 +169,21 @@ class GpuPanel(QtWidgets.QWidget):
         thousands of samples a frame, a live one a few)."""
         points: dict[Series, tuple[list[float], list[float]]] = {}  # the batch's points per series
 
-        def add(series: Series, t: float, value: float) -> None:
-            ts, values = points.get(series) or points.setdefault(series, ([], []))
-            ts.append(t)
-            values.append(value)
+        def add(pair: tuple[Series, Series], t: float, busy: Any, used: Any, total: Any) -> None:
+            """A host's CPU % or a GPU's utilisation into the first series, memory used % into the second."""
+            for series, value in (
+                (pair[0], float(busy) if isinstance(busy, (int, float)) else None),
+                (
+                    pair[1],
+                    100.0 * used / total
+                    if isinstance(used, (int, float)) and isinstance(total, (int, float)) and total > 0
+                    else None,
+                ),
+            ):
+                if value is not None:
+                    ts, values = points.setdefault(series, ([], []))
+                    ts.append(t)
+                    values.append(value)
 
         tiles: list[dict[str, Any]] = []
         for data in batch:
@@ -182,23 +193,23 @@ class GpuPanel(QtWidgets.QWidget):
             self.latest[host] = data
             figures: dict[str, Any] = data["figures"] if isinstance(data.get("figures"), dict) else {}
             self._host(host)
-            host_first, host_second = self._series((host, -1))
-            cpu = figures.get("cpu_percent")
-            used, total = figures.get("memory_used_bytes"), figures.get("memory_total_bytes")
-            if isinstance(cpu, (int, float)):
-                add(host_first, t, float(cpu))
-            if isinstance(used, (int, float)) and isinstance(total, (int, float)) and total > 0:
-                add(host_second, t, 100.0 * used / total)
+            add(
+                self._series((host, -1)),
+                t,
+                figures.get("cpu_percent"),
+                figures.get("memory_used_bytes"),
+                figures.get("memory_total_bytes"),
+            )
             for gpu in data.get("gpus") or []:
                 if not isinstance(gpu, dict) or not isinstance(gpu.get("index"), int):
                     continue
-                first, second = self._series((host, int(gpu["index"])))
-                util = gpu.get("utilization_gpu_percent")
-                used, total = gpu.get("memory_used_bytes"), gpu.get("memory_total_bytes")
-                if isinstance(util, (int, float)):
-                    add(first, t, float(util))
-                if isinstance(used, (int, float)) and isinstance(total, (int, float)) and total > 0:
-                    add(second, t, 100.0 * used / total)
+                add(
+                    self._series((host, int(gpu["index"]))),
+                    t,
+                    gpu.get("utilization_gpu_percent"),
+                    gpu.get("memory_used_bytes"),
+                    gpu.get("memory_total_bytes"),
+                )
             if data.get("gpus"):
                 tiles.append({"host": host, "t": t, "gpus": data.get("gpus")})
             if self.grid_mode and self.focus is None:
