@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -161,9 +162,9 @@ def _same(a: ClusterStatus, b: ClusterStatus) -> bool:
 
 
 _line_pieces = st.one_of(
-    st.dictionaries(
-        st.text(max_size=5), st.one_of(st.integers(), st.floats(allow_nan=False), st.text(max_size=8)), max_size=3
-    ).map(lambda d: json.dumps(d, ensure_ascii=False).encode()),
+    st.dictionaries(st.text(max_size=5), st.one_of(st.integers(), st.floats(), st.text(max_size=8)), max_size=3).map(
+        lambda d: json.dumps(d, ensure_ascii=False).encode()
+    ),
     st.sampled_from(
         [
             b"",
@@ -185,15 +186,44 @@ _line_pieces = st.one_of(
             b"2]}",
             b"{\x00}",
             b"null",
+            b'{"loss": NaN, "x": -Infinity}',
+            b'{"step": 123456789012345678901234567890}',
+            b'{"v": 1e400, "w": -0.0, "u": 5e-324}',
+            b'{"s": "\\ud800"}',
+            b'{"a": 1, "a": 2}',
+            b'{"a": 0.1000000000000000055511151231257827}',
         ]
     ),
     st.binary(max_size=12),
 )
 
 
-@given(st.lists(_line_pieces, max_size=30))
+def _as_orjson_ints(value: object) -> object:
+    """``value`` with its integers beyond 64 bits (signed below, unsigned above) made floats."""
+    if isinstance(value, dict):
+        return {k: _as_orjson_ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_orjson_ints(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**64:
+        return float(value)
+    return value
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["orjson", "one-string"])
+@given(lines=st.lists(_line_pieces, max_size=30))
 @settings(max_examples=300, deadline=None)
-def test_decoding_lines_together_is_decoding_each(lines: list[bytes]) -> None:
-    """The one-string decode keeps exactly what json.loads on each line keeps, damage and all."""
+def test_decoding_lines_together_is_decoding_each(fast: bool, lines: list[bytes]) -> None:
+    """Both fast decodes (orjson line by line, and json over one string where orjson is missing)
+    keep exactly what json.loads on each line keeps, damage, NaN and infinities and all; only an
+    integer beyond 64 bits comes back from orjson as the nearest float."""
+    assert journal._fast_loads is not None, "orjson is in requirements.lock: the fast path must be tested"
     lines = [piece for line in lines for piece in line.split(b"\n")]  # lines never hold a newline
-    assert repr(journal.decode_lines(lines)) == repr(journal._decode_each(lines))
+    saved = journal._fast_loads
+    journal._fast_loads = saved if fast else None
+    try:
+        expected = journal._decode_each(lines)
+        if fast:
+            expected = ([_as_orjson_ints(record) for record in expected[0]], expected[1])
+        assert repr(journal.decode_lines(lines)) == repr(expected)
+    finally:
+        journal._fast_loads = saved
