@@ -10,7 +10,8 @@ returns them in file order, with the offset just past the last complete line, fr
 :class:`~core.run.journal.JsonlTail` follows what is written next.
 
 Only the bytes around the chosen offsets are read (``pread``), not the whole file: a host's day of
-GPU samples is ~200 MB, and mapping it costs a page fault per page touched.
+GPU samples is ~200 MB, and mapping it costs a page fault per page touched. A file whose offsets
+lie close together (a worker's day of metrics, 10 MB) is read in a few large blocks instead.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from core.run import journal
 SKIM_FROM_BYTES = 2 << 20  # a smaller file is read whole: it is quick, and every point shows
 SKIM_POINTS = 2048  # lines taken evenly over the file; about a plot's width in pixels
 SKIM_TAIL_BYTES = 64 * 1024  # read whole at the end: the newest few hundred lines
+DENSE_SPACING_BYTES = 16 * 1024  # offsets closer than this are served from blocks read whole
+DENSE_BLOCK_BYTES = 1 << 20
 
 
 def skim(path: Path, points: int = SKIM_POINTS, tail_bytes: int = SKIM_TAIL_BYTES) -> tuple[list[dict[str, Any]], int]:
@@ -53,22 +56,41 @@ def skim(path: Path, points: int = SKIM_POINTS, tail_bytes: int = SKIM_TAIL_BYTE
 
 
 def _spaced_lines(fd: int, stop: int, points: int) -> list[bytes]:
-    """The first complete line at or after each of ``points`` offsets evenly spaced in [0, stop)."""
+    """The first complete line at or after each of ``points`` offsets evenly spaced in [0, stop).
+
+    Where the offsets are close (a worker's metrics: one every ~5 KB), the file is read in blocks of
+    ``DENSE_BLOCK_BYTES`` that serve many offsets each; else one read per offset. Each read lets
+    the GUI thread take the GIL, and the reader waits to get it back: 2,048 small reads per file
+    were most of opening a day-long run (issue 25)."""
     lines: list[bytes] = []
     last_start = -1
     window = 4096
+    dense = stop // max(points, 1) <= DENSE_SPACING_BYTES
+    block_at, block = 0, b""
     for k in range(points):
         at = k * stop // points
         while True:
-            data = os.pread(fd, min(window, stop - at), at)
-            begin = 0 if at == 0 else data.find(b"\n") + 1
-            finish = data.find(b"\n", begin) if begin > 0 or at == 0 else -1  # -1: no whole line here
-            if finish >= 0 or at + len(data) >= stop:
+            want = min(window, stop - at)
+            if dense:
+                if at < block_at or at + want > block_at + len(block):
+                    block_at, block = at, os.pread(fd, min(max(want, DENSE_BLOCK_BYTES), stop - at), at)
+                data, lo = block, at - block_at
+                hi = min(lo + want, len(block))
+            else:
+                data, lo = os.pread(fd, want, at), 0
+                hi = len(data)
+            if at == 0:
+                begin = lo
+            else:
+                newline = data.find(b"\n", lo, hi)
+                begin = newline + 1 if newline >= 0 else -1
+            finish = data.find(b"\n", begin, hi) if begin >= 0 else -1  # -1: no whole line here
+            if finish >= 0 or at + (hi - lo) >= stop or hi - lo < want:  # found, or the end (or a shrunk file)
                 break
             window *= 2  # lines longer than the window: read more at once from now on
         if finish < 0:
             continue  # no whole line starts in what is left before the tail
-        start = at + begin
+        start = at + begin - lo
         if start <= last_start:
             continue
         lines.append(data[begin:finish])

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.run import journal, skim
 
@@ -44,3 +49,59 @@ def test_skim_of_a_small_or_missing_file(tmp_path: Path) -> None:
     assert skim.skim(tmp_path / "missing.jsonl") == ([], 0)
     (tmp_path / "empty.jsonl").write_bytes(b"")
     assert skim.skim(tmp_path / "empty.jsonl") == ([], 0)
+
+
+def _first_lines(data: bytes, stop: int, points: int) -> list[bytes]:
+    """What _spaced_lines must return, from the whole file at once: for each offset, the first line
+    that starts after a newline at or after it (or at 0) and ends before ``stop``; none twice."""
+    lines: list[bytes] = []
+    last = -1
+    for k in range(points):
+        at = k * stop // points
+        newline = data.find(b"\n", at, stop)
+        start = 0 if at == 0 else newline + 1
+        finish = data.find(b"\n", start, stop) if at == 0 or newline >= 0 else -1
+        if finish >= 0 and start > last:
+            lines.append(data[start:finish])
+            last = start
+    return lines
+
+
+_lengths = st.lists(st.one_of(st.integers(0, 120), st.integers(3000, 20000)), min_size=1, max_size=60)
+
+
+@pytest.mark.parametrize("dense", [True, False], ids=["blocks", "a-read-per-offset"])
+@given(lengths=_lengths, points=st.integers(1, 300), block=st.integers(1, 9000), cut=st.integers(0, 50))
+@settings(max_examples=150, deadline=None)
+def test_spaced_lines_read_in_blocks_or_one_by_one_are_the_same_lines(
+    tmp_path_factory: pytest.TempPathFactory, dense: bool, lengths: list[int], points: int, block: int, cut: int
+) -> None:
+    data = b"".join(bytes([65 + i % 26]) * n + b"\n" for i, n in enumerate(lengths))
+    stop = max(0, len(data) - cut)
+    path = tmp_path_factory.mktemp("skim") / "lines.jsonl"
+    path.write_bytes(data)
+    saved = skim.DENSE_SPACING_BYTES, skim.DENSE_BLOCK_BYTES
+    skim.DENSE_SPACING_BYTES, skim.DENSE_BLOCK_BYTES = (1 << 40 if dense else -1), block
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert skim._spaced_lines(fd, stop, points) == _first_lines(data, stop, points)
+    finally:
+        os.close(fd)
+        skim.DENSE_SPACING_BYTES, skim.DENSE_BLOCK_BYTES = saved
+
+
+def test_a_dense_file_is_read_in_few_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's metrics (offsets ~5 KB apart) take a few large reads, not one per offset."""
+    path = tmp_path / "metrics.jsonl"
+    write(path, 100_000)  # ~2.7 MB
+    reads: list[int] = []
+    real_pread = os.pread
+
+    def counting_pread(fd: int, n: int, at: int) -> bytes:
+        reads.append(n)
+        return real_pread(fd, n, at)
+
+    monkeypatch.setattr(skim.os, "pread", counting_pread)
+    records, _ = skim.skim(path, points=2048)
+    assert len(records) > 2000
+    assert len(reads) <= 8, f"{len(reads)} reads"
