@@ -89,12 +89,8 @@ class RoleView:
             self.waiting = dict(record) if record.get("waiting") else None
 
     def add_metrics(self, samples: Iterable[dict[str, Any]]) -> None:
-        """Take parsed output metrics (records of metrics.jsonl)."""
-        for raw in samples:
-            try:
-                self.stats.add(MetricSample(**raw))
-            except TypeError:
-                continue
+        """Take parsed output metrics (records of metrics.jsonl); one without a sample's fields is skipped."""
+        self.stats.add_records(samples)
 
     def add_scalars(self, points: Iterable[dict[str, Any]]) -> None:
         """Take TensorBoard scalars ({tag, step, wall_time, value}): the step and any loss tag."""
