@@ -19,6 +19,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from core.cluster.spec import ClusterSpec
 from core.controller.session import RunSource
 from core.run.inbox import EventInbox
+from core.run.reader import RunReader
 from core.run.status import ClusterPhase, ClusterStatus, Event
 from core.telemetry.pci import tf_devices_by_bus
 from core.views.overview import PlannedRole
@@ -37,7 +38,11 @@ FRAME_HZ = 10
 # most FRAME_TELEMETRY_S a turn of the event loop, so no turn stalls the window; a live run sends far
 # fewer.
 FRAME_TELEMETRY_POINTS: int | None = 2_000
-FRAME_TELEMETRY_S = 0.04
+FRAME_TELEMETRY_S = 0.03
+FRAME_OWN_TELEMETRY_S = 0.01  # what a frame takes itself before it redraws; the rest between frames
+CATCH_UP_AFTER_FRAME_MS = 5  # a backlog's next slice after a frame
+CATCH_UP_FRAME_MARGIN_S = 0.005  # a slice between frames ends this long before the next frame is due
+CATCH_UP_MIN_S = 0.005  # ... but takes this at least
 SLOW_REFRESH_S = 1.0  # placement tables and TF devices: they change slowly and cost more
 # Past FIGURES_SCALE_ROLES roles, the roles table's and the overview's figures (step, loss, CPU,
 # uptime) are redrawn once every FIGURES_EVERY_S; a change of any role's state, of the set of roles
@@ -55,6 +60,7 @@ class WindowFrame(QtWidgets.QMainWindow):
     spec: ClusterSpec | None
     source: RunSource | None
     inbox: EventInbox
+    timer: QtCore.QTimer  # the frame's
     catch_up_timer: QtCore.QTimer
     editor: ClusterEditor
     roles: RolesView
@@ -80,6 +86,9 @@ class WindowFrame(QtWidgets.QMainWindow):
     host_states: dict[str, dict[str, Any]]
     slurm_text: str
     _closing: bool
+    _backlog_after_frame: bool  # a slice of a backlog stopped for the next frame (_on_catch_up)
+    _frame_ended: float  # time.monotonic() at the end of the last frame
+    _reader_to_start: RunReader | None  # the reader of a run just opened, started after its first frame
     _last_slow_refresh: float
     _last_status: ClusterStatus | None
     _figures_shown: tuple[Any, float] | None  # (what the table last showed of states, when)
@@ -95,13 +104,24 @@ class WindowFrame(QtWidgets.QMainWindow):
         def _attachable(self) -> bool: ...
 
     def _on_frame(self) -> None:
-        # While a backlog is being caught up, its slices run on their own turns of the event loop:
-        # a frame then only redraws, so no turn takes a slice and a redraw back to back.
-        if not self.catch_up_timer.isActive() and self._take_telemetry():
-            self.catch_up_timer.start()
+        # A frame takes a short slice of telemetry itself (a live run's is far less) and leaves a
+        # backlog to the catch-up timer, whose slices run on their own turns of the event loop.
+        # A backlog's slice that stopped for this frame left the rest to after it.
+        backlog, self._backlog_after_frame = self._backlog_after_frame, False
+        if not backlog and not self.catch_up_timer.isActive():
+            backlog = self._take_telemetry(FRAME_OWN_TELEMETRY_S)
         self._refresh_table()
         self._refresh_visible()
         self._poll_preflight()
+        if backlog and not self.catch_up_timer.isActive():
+            # Started here, at the end, and not at once: a timer due while Qt fires the due ones
+            # runs in the same turn, and this frame's paint and the user's input come first.
+            self.catch_up_timer.start(CATCH_UP_AFTER_FRAME_MS)
+        if self._reader_to_start is not None:  # a run just opened (run_wiring.open_run)
+            if self._reader_to_start is self.source:
+                self._reader_to_start.start()
+            self._reader_to_start = None
+        self._frame_ended = time.monotonic()
         if self.editor.is_running and (self.source is None or self.source.done):
             self.editor.set_running(False)
         if self._closing and (self.source is None or self.source.done):
@@ -111,14 +131,29 @@ class WindowFrame(QtWidgets.QMainWindow):
     def _on_catch_up(self) -> None:
         """Another slice of a backlog between two frames, once the event loop has turned: a
         reopened run's telemetry goes in as fast as the GUI thread can take it, not one slice a
-        frame (issue 25: the window idled 60 ms of every 100 while the backlog waited)."""
-        if self._take_telemetry():
-            self.catch_up_timer.start()
+        frame (issue 25: the window idled 60 ms of every 100 while the backlog waited).
 
-    def _take_telemetry(self) -> bool:
-        """Hand the inbox's events and output to the views for at most FRAME_TELEMETRY_S; whether
-        that time ran out with events still coming (a backlog)."""
-        deadline = time.monotonic() + FRAME_TELEMETRY_S
+        A slice ends before the next frame is due, and then leaves the next slice to that frame:
+        Qt fires the timers that are due together, so a slice that ran into the frame's time, or
+        one due when the frame was, ran back to back with the frame and its paint, and the window
+        answered nothing for 100-160 ms opening a day-long run (issue 25)."""
+        if time.monotonic() - self._frame_ended < CATCH_UP_AFTER_FRAME_MS / 1000:
+            # Due with the frame, it would run in the same turn right after it: after its paint.
+            self.catch_up_timer.start(CATCH_UP_AFTER_FRAME_MS)
+            return
+        until_frame_s = self.timer.remainingTime() / 1000 if self.timer.isActive() else 1.0
+        budget_s = until_frame_s - CATCH_UP_FRAME_MARGIN_S
+        if not self._take_telemetry(min(FRAME_TELEMETRY_S, max(CATCH_UP_MIN_S, budget_s))):
+            return
+        if budget_s > FRAME_TELEMETRY_S or not self.timer.isActive():
+            self.catch_up_timer.start(0)
+        else:
+            self._backlog_after_frame = True
+
+    def _take_telemetry(self, budget_s: float = FRAME_TELEMETRY_S) -> bool:
+        """Hand the inbox's events and output to the views for at most ``budget_s``; whether that
+        time ran out with events still coming (a backlog)."""
+        deadline = time.monotonic() + budget_s
         while True:
             events, output = self.inbox.drain(FRAME_TELEMETRY_POINTS)
             samples: list[dict[str, Any]] = []  # consecutive host samples go to the GPUs in one batch

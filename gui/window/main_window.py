@@ -73,6 +73,9 @@ class MainWindow(WindowFrame, RunWiring):
         self.session: LaunchSession | None = None  # when this window runs the cluster
         self.inbox = EventInbox()
         self._closing = False
+        self._backlog_after_frame = False
+        self._frame_ended = 0.0
+        self._reader_to_start = None
         self._last_slow_refresh = 0.0
         self._last_status: ClusterStatus | None = None
         self._figures_shown: tuple[Any, float] | None = None

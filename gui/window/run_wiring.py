@@ -57,6 +57,7 @@ class RunWiring(QtWidgets.QMainWindow):
     _last_status: ClusterStatus | None
     _figures_shown: tuple[Any, float] | None
     _background: ThreadPoolExecutor
+    _reader_to_start: RunReader | None  # started by the next frame (gui.window.frame)
     _preflight_job: Future[list[Any]] | None
     _preflight_run: PreflightRun
     _preflight_passed: bool
@@ -123,7 +124,9 @@ class RunWiring(QtWidgets.QMainWindow):
         self.spec = reader.spec
         reader.subscribe(self.inbox.put)
         self.source = reader
-        reader.start()
+        # Started at the end of the next frame, once the run's roles are on screen: its thread
+        # took half the GIL while the window drew them the first time (issue 25).
+        self._reader_to_start = reader
         self.editor.set_spec(reader.spec)  # the cluster as launched; Save As keeps a copy
         self.editor.set_running(not reader.done)
         self.pages.setCurrentWidget(self.monitor)

@@ -64,3 +64,69 @@ def test_a_backlog_goes_in_between_frames(qtbot, tmp_path: Path) -> None:
         assert utilization.appended == memory.appended == 600 and utilization.last() == (599.0, float((599 + 7) % 100))
     assert len(window.gpus.grid.board) == 8 * HOSTS
     window.close()
+
+
+def test_a_frame_and_a_slice_never_share_a_turn_of_the_event_loop(qtbot, tmp_path: Path, monkeypatch) -> None:
+    """Qt fires the timers that are due together: a slice due with the frame ran right after it, so
+    the window answered nothing for a frame, its slice and its paint (100-160 ms opening a day-long
+    run). Now a turn of the event loop (the probe's tick) comes between a frame and the next slice."""
+    from PySide6 import QtCore
+
+    from gui.window import frame
+    from gui.window.main_window import MainWindow
+
+    order: list[str] = []
+    real_frame, real_catch_up = frame.WindowFrame._on_frame, frame.WindowFrame._on_catch_up
+
+    def on_frame(self: frame.WindowFrame) -> None:
+        real_frame(self)
+        order.append("frame")
+
+    def on_catch_up(self: frame.WindowFrame) -> None:
+        before = self.inbox.pending()
+        real_catch_up(self)
+        order.append("slice" if self.inbox.pending() < before else "postponed")
+
+    monkeypatch.setattr(frame.WindowFrame, "_on_frame", on_frame)
+    monkeypatch.setattr(frame.WindowFrame, "_on_catch_up", on_catch_up)
+    window = MainWindow(None, runs_root=tmp_path / "runs")
+    qtbot.addWidget(window)
+    window.close_choice = "leave"
+    window.show()
+    for first in range(1, 40_001, 2000):
+        for w in range(WORKERS):
+            window.inbox.put(Event("metrics", 0.0, f"worker:{w}", {"samples": metrics(first, 2000)}))
+    probe = QtCore.QTimer()
+    probe.setInterval(1)
+    probe.timeout.connect(lambda: order.append("tick"))
+    probe.start()
+    try:
+        qtbot.waitUntil(lambda: window.inbox.pending() == 0, timeout=120_000)
+    finally:
+        probe.stop()
+    turns = [kind for kind in order if kind != "postponed"]
+    assert turns.count("frame") >= 3 and turns.count("slice") >= 3, turns.count("frame")
+    back_to_back = [i for i in range(1, len(turns)) if {turns[i - 1], turns[i]} == {"frame", "slice"}]
+    assert not back_to_back, f"{len(back_to_back)} of {turns.count('slice')} slices ran in a turn with a frame"
+    window.close()
+
+
+def test_a_run_is_read_once_its_window_has_drawn_a_frame(qtbot, tmp_path: Path) -> None:
+    """The reader's thread starts after the first frame of an opened run: it took half the GIL
+    while the window drew 65 roles for the first time."""
+    from gui.window.main_window import MainWindow
+    from tests.helpers.past_run import generate_run
+
+    run = generate_run(tmp_path / "run", workers=2, seconds=100, hosts=1)
+    window = MainWindow(None, runs_root=tmp_path / "runs")
+    qtbot.addWidget(window)
+    window.close_choice = "leave"
+    window.timer.stop()
+    assert window.open_run(run)
+    reader = window.source
+    assert reader is not None and reader._thread is None  # type: ignore[attr-defined]
+    window._on_frame()
+    assert reader._thread is not None and reader._thread.is_alive()  # type: ignore[attr-defined]
+    window.timer.start()
+    qtbot.waitUntil(lambda: window.training.loss.get("worker:1") is not None, timeout=30_000)
+    window.close()

@@ -24,7 +24,7 @@ from PySide6 import QtCore
 INTERVAL_MS = 50
 
 
-def _run_queue_s(path: Path) -> float:
+def run_queue_s(path: Path) -> float:
     """Seconds this thread has spent runnable but not running (NaN where the kernel does not say)."""
     try:
         return int(path.read_text().split()[1]) / 1e9
@@ -47,14 +47,14 @@ class Heartbeat(QtCore.QObject):
         self._schedstat = Path(f"/proc/self/task/{threading.get_native_id()}/schedstat")
         self._last = time.monotonic()
         self._last_cpu = time.thread_time()
-        self._last_queue = _run_queue_s(self._schedstat)
+        self._last_queue = run_queue_s(self._schedstat)
         self.timer = QtCore.QTimer(self)
         self.timer.setInterval(INTERVAL_MS)
         self.timer.timeout.connect(self._beat)
         self.timer.start()
 
     def _beat(self) -> None:
-        now, cpu, queue = time.monotonic(), time.thread_time(), _run_queue_s(self._schedstat)
+        now, cpu, queue = time.monotonic(), time.thread_time(), run_queue_s(self._schedstat)
         gap, cpu_s = now - self._last, cpu - self._last_cpu
         if gap > self.longest_gap_s:
             self.longest_gap_s = gap
