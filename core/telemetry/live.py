@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from core.telemetry.metrics import MetricParser, MetricPattern, MetricSample
@@ -38,4 +37,15 @@ class RoleTelemetry:
 
 
 def sample_dict(sample: MetricSample) -> dict[str, Any]:
-    return dataclasses.asdict(sample)
+    """A sample as a metrics.jsonl record: ``dataclasses.asdict`` spelled out, since its recursive
+    copy was ~6 % of the controller's samples at 64 workers (a record a step line)."""
+    s = sample
+    return {
+        "t": s.t,
+        "step": s.step,
+        "loss": s.loss,
+        "step_time_s": s.step_time_s,
+        "steps_per_sec": s.steps_per_sec,
+        "extra": dict(s.extra),
+        "source": s.source,
+    }
