@@ -1,4 +1,4 @@
-"""The window's memory over a sped-up day: is it flat once the bounded buffers are full?
+"""The window's memory over sped-up days (72 h by default): is it flat once the bounded buffers are full?
 
 The real MainWindow (offscreen, shown, 1 ps + 64 workers on 8 hosts in its spec) is fed through
 its real bridge (``window.inbox.put``, the path the controller's events take) as fast as it
@@ -15,7 +15,7 @@ GPUs so both are drawn. After each simulated hour: ``gc.collect()`` and the proc
 
 Reports RSS per hour, its slope after WARMUP_H hours (least squares, MiB/h) and max, the number
 of Python objects the collector tracks after each hour, and the speed-up over real time, as one
-JSON line last. Settings from the environment: HOURS (24),
+JSON line last. Settings from the environment: HOURS (72; issue 25 asks for 3 days),
 WARMUP_H (3), STEP_HZ (1), FRAME_S (60), LOGS (1; 0 sends no log lines), TRACEMALLOC (N: trace
 Python's allocations and print the N places that grew most from WARMUP_H to the end; slower, so
 not for the figures), TRIM (1: glibc's malloc_trim before each hour's RSS, to tell heap pages
@@ -164,7 +164,7 @@ def slope_mib_per_h(points: list[tuple[float, float]]) -> float:
 
 
 def main() -> int:
-    hours = float(os.environ.get("HOURS", "24"))
+    hours = float(os.environ.get("HOURS", "72"))
     warmup_h = float(os.environ.get("WARMUP_H", "3"))
     step_hz = float(os.environ.get("STEP_HZ", "1"))
     frame_s = float(os.environ.get("FRAME_S", "60"))
