@@ -16,6 +16,8 @@ from core.run import journal, pids
 from core.run.rundir import RunDir, host_file_name
 from core.run.status import ALIVE, TERMINAL, ClusterPhase, RoleState
 
+ATTACH_CONNECT_ON_STOP_S = 10.0  # a reattach stopped while connecting: how long its connections get yet
+
 
 class HostConnections(ControllerBase):
     """Reaching every host's agent, and reattaching to them."""
@@ -39,9 +41,21 @@ class HostConnections(ControllerBase):
         for thread in threads:
             while thread.is_alive() and not self._interrupted.is_set():
                 thread.join(0.1)
+        if self._attaching:
+            # Stopped while reattaching: the roles run on those agents, and only a connection can
+            # stop them, so each connection being made gets a while yet (a local agent answers in
+            # milliseconds). Giving up at once left the roles running and the run stopping for
+            # good (a stop 50 ms after an attach; tests/core/test_reattach_stop.py).
+            deadline = time.monotonic() + ATTACH_CONNECT_ON_STOP_S
+            for thread in threads:
+                thread.join(max(0.0, deadline - time.monotonic()))
         self._transports.update(made)
         if self._interrupted.is_set():  # stopped while connecting (a hung ssh): give up at once
-            closing = [threading.Thread(target=t.close, args=(1.0,), daemon=True) for t in made.values()]
+            # On a launch nothing has started yet. On a reattach, the hosts that answered are kept.
+            given_up = [
+                t for t, thread in zip(made.values(), threads, strict=True) if thread.is_alive() or not self._attaching
+            ]
+            closing = [threading.Thread(target=t.close, args=(1.0,), daemon=True) for t in given_up]
             for thread in closing:
                 thread.start()
             for thread in closing:
