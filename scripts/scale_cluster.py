@@ -19,18 +19,28 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKERS, HOSTS = 64, 8
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free now: bound together, then released. One at a time, the kernel
+    could hand out a port just released again (a full make bench once got one twice)."""
+    held = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            held.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python scripts/scale_cluster.py OUT.toml", file=sys.stderr)
         return 2
+    ports = free_ports(WORKERS + 1)
     tasks = ",\n  ".join(
-        f'{{ address = "127.0.0.{i % HOSTS + 1}:{free_port()}", gpus = [{i // HOSTS}] }}' for i in range(WORKERS)
+        f'{{ address = "127.0.0.{i % HOSTS + 1}:{ports[i + 1]}", gpus = [{i // HOSTS}] }}' for i in range(WORKERS)
     )
     Path(argv[0]).write_text(
         f"""name = "scale-64"
@@ -40,7 +50,7 @@ command = ["{{python}}", "-u", "light_trainer.py", "--steps=0", "--rate_hz=2"]
 stop_grace_s = 3
 
 [jobs.ps]
-tasks = ["127.0.0.1:{free_port()}"]
+tasks = ["127.0.0.1:{ports[0]}"]
 
 [jobs.worker]
 tasks = [
