@@ -45,15 +45,18 @@ def _read(tail: journal.JsonlTail, points: int = skim.SKIM_POINTS) -> list[dict[
     live one opened late) is skimmed (:mod:`core.run.skim`): its whole span at a plot's resolution and
     its newest lines exact, in one pass, instead of every line a chunk at a time; from there on it
     is followed line by line."""
-    if tail.offset == 0:
-        try:
-            size = tail.path.stat().st_size
-        except FileNotFoundError:
-            return []
-        if size >= skim.SKIM_FROM_BYTES:
-            records, tail.offset = skim.skim(tail.path, points)
-            return records
+    if tail.offset == 0 and _skimmed(tail.path):
+        records, tail.offset = skim.skim(tail.path, points)
+        return records
     return tail.read(TELEMETRY_CHUNK_BYTES)
+
+
+def _skimmed(path: Path) -> bool:
+    """Whether :func:`_read` skims ``path`` when it reads it for the first time."""
+    try:
+        return path.stat().st_size >= skim.SKIM_FROM_BYTES
+    except OSError:
+        return False
 
 
 class RunDirError(Exception):
@@ -203,6 +206,7 @@ class RunReader:
 
     def _run(self) -> None:
         last_status_poll = 0.0
+        self._prefetch()
         while not self._stop.is_set():
             try:
                 self._read_info()
@@ -221,6 +225,20 @@ class RunReader:
             except Exception as exc:  # a damaged file must not kill the reader
                 self._publish("warning", message=f"reading {self.path}: {exc!r}")
             self._stop.wait(POLL_S)
+
+    def _prefetch(self) -> None:
+        """The files the first pass skims, asked of the disk all at once, in the order they are read
+        (:func:`core.run.skim.prefetch`): a run from yesterday is no longer in the page cache."""
+        for path in self._sample_files():
+            if _skimmed(path):
+                skim.prefetch(path, SKIM_SAMPLES)
+        for role in self._roles.values():
+            for tail in (role.metrics, role.scalars):
+                if _skimmed(tail.path):
+                    skim.prefetch(tail.path)
+
+    def _sample_files(self) -> list[Path]:
+        return sorted((self.path / "telemetry").glob("samples-*.jsonl"))
 
     def _read_info(self) -> None:
         # run.json is replaced atomically by the writer; a failed read keeps the last one.
@@ -266,7 +284,7 @@ class RunReader:
             self._publish("scalars", role.task.role_id, t=points[-1].get("wall_time"), points=points)
 
     def _read_samples(self) -> None:
-        for path in sorted((self.path / "telemetry").glob("samples-*.jsonl")):
+        for path in self._sample_files():
             tail = self._samples.setdefault(path, journal.JsonlTail(path))
             records = _read(tail, SKIM_SAMPLES)  # a GPU card draws ~600 px of a day
             for record in records:

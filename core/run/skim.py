@@ -12,6 +12,10 @@ returns them in file order, with the offset just past the last complete line, fr
 Only the bytes around the chosen offsets are read (``pread``), not the whole file: a host's day of
 GPU samples is ~200 MB, and mapping it costs a page fault per page touched. A file whose offsets
 lie close together (a worker's day of metrics, 10 MB) is read in a few large blocks instead.
+
+A run from yesterday is no longer in the page cache, and each of those reads would wait on the disk
+in turn (1,024 reads of a host's samples: ~0.1 ms each). :func:`prefetch` asks the kernel for all
+of a file's ranges at once, before they are read, so the disk serves them together.
 """
 
 from __future__ import annotations
@@ -27,6 +31,44 @@ SKIM_POINTS = 2048  # lines taken evenly over the file; about a plot's width in 
 SKIM_TAIL_BYTES = 64 * 1024  # read whole at the end: the newest few hundred lines
 DENSE_SPACING_BYTES = 16 * 1024  # offsets closer than this are served from blocks read whole
 DENSE_BLOCK_BYTES = 1 << 20
+WINDOW_BYTES = 4096  # read at each offset first; doubled while a line does not fit
+PREFETCH_WINDOW_BYTES = 2 * WINDOW_BYTES  # a line of up to ~4 KB fits in what is asked for
+PREFETCH_CALL_BYTES = 128 * 1024
+
+
+def prefetch(path: Path, points: int = SKIM_POINTS, tail_bytes: int = SKIM_TAIL_BYTES) -> None:
+    """Ask the kernel to start reading the bytes that :func:`skim` with the same arguments will
+    read of ``path`` (``posix_fadvise(WILLNEED)``: nothing is read into Python, and it returns once
+    the reads are queued). Call it for every file about to be skimmed, then skim them: on a cold page
+    cache, opening a day-long run read 1.4 s from the disk one request at a time, 0.8 s this way
+    (issue 25). A hint: a file it cannot open, or a system without the call, is left alone."""
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is None:
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        size = os.fstat(fd).st_size
+        stop = max(0, size - tail_bytes)
+        spans = [(stop, size)]
+        if stop > 0 and _dense(stop, points):
+            spans.insert(0, (0, stop))
+        elif stop > 0:
+            spans[:0] = ((at, at + PREFETCH_WINDOW_BYTES) for at in (k * stop // points for k in range(points)))
+        for begin, end in spans:
+            # Linux reads at most the device's readahead size for one call (128 KiB by default).
+            for at in range(begin, end, PREFETCH_CALL_BYTES):
+                advise(fd, at, min(PREFETCH_CALL_BYTES, end - at), os.POSIX_FADV_WILLNEED)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _dense(stop: int, points: int) -> bool:
+    return stop // max(points, 1) <= DENSE_SPACING_BYTES
 
 
 def skim(path: Path, points: int = SKIM_POINTS, tail_bytes: int = SKIM_TAIL_BYTES) -> tuple[list[dict[str, Any]], int]:
@@ -64,8 +106,8 @@ def _spaced_lines(fd: int, stop: int, points: int) -> list[bytes]:
     were most of opening a day-long run (issue 25)."""
     lines: list[bytes] = []
     last_start = -1
-    window = 4096
-    dense = stop // max(points, 1) <= DENSE_SPACING_BYTES
+    window = WINDOW_BYTES
+    dense = _dense(stop, points)
     block_at, block = 0, b""
     for k in range(points):
         at = k * stop // points
