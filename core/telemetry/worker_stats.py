@@ -12,7 +12,7 @@ from typing import Any
 
 from core.telemetry.metrics import MetricSample, inverse_or_none, positive_or_none
 
-_FIELDS = frozenset(f.name for f in dataclasses.fields(MetricSample))
+METRIC_FIELDS = frozenset(f.name for f in dataclasses.fields(MetricSample))
 
 
 class WorkerStats:
@@ -36,18 +36,18 @@ class WorkerStats:
 
     def add(self, sample: MetricSample) -> None:
         """Take one sample into account."""
-        self._take(sample.t, sample.step, sample.loss, sample.step_time_s, sample.steps_per_sec, sample.extra)
+        self.take(sample.t, sample.step, sample.loss, sample.step_time_s, sample.steps_per_sec, sample.extra)
 
     def add_records(self, records: Iterable[Mapping[str, Any]]) -> None:
         """:meth:`add` for records of metrics.jsonl (a sample's fields as a dict) without making the
         samples: opening a day-long run takes ~170,000 (issue 25). A record whose keys are not
         exactly the sample's fields is skipped, as ``MetricSample(**record)`` refuses it."""
-        take, fields = self._take, _FIELDS
+        take, fields = self.take, METRIC_FIELDS
         for r in records:
             if r.keys() == fields:
                 take(r["t"], r["step"], r["loss"], r["step_time_s"], r["steps_per_sec"], r["extra"])
 
-    def _take(
+    def take(
         self,
         t: float,
         step: int | None,
@@ -56,6 +56,7 @@ class WorkerStats:
         steps_per_sec: float | None,
         extra: dict[str, float],
     ) -> None:
+        """Take one sample given by its fields (what :meth:`add` and :meth:`add_records` do)."""
         self.samples += 1
         self.last_t = t
         if loss is not None:

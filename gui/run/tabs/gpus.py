@@ -167,55 +167,54 @@ class GpuPanel(QtWidgets.QWidget):
         """Take ``sample`` events' data, in order: what :meth:`add_sample` on each gives, with one
         :meth:`Series.extend` per series and one tile board update (a reopened run hands over
         thousands of samples a frame, a live one a few)."""
-        points: dict[Series, tuple[list[float], list[float]]] = {}  # the batch's points per series
-
-        def add(pair: tuple[Series, Series], t: float, busy: Any, used: Any, total: Any) -> None:
-            """A host's CPU % or a GPU's utilisation into the first series, memory used % into the second."""
-            for series, value in (
-                (pair[0], float(busy) if isinstance(busy, (int, float)) else None),
-                (
-                    pair[1],
-                    100.0 * used / total
-                    if isinstance(used, (int, float)) and isinstance(total, (int, float)) and total > 0
-                    else None,
-                ),
-            ):
-                if value is not None:
-                    ts, values = points.setdefault(series, ([], []))
-                    ts.append(t)
-                    values.append(value)
-
+        # Per series key, the batch's points: busy times, busy values, memory times, memory values.
+        # Gathered inline, a tuple less per reading: a reopened day hands over ~70,000 (issue 25).
+        points: dict[tuple[str, int], tuple[list[float], list[float], list[float], list[float]]] = {}
+        number = (int, float)
         tiles: list[dict[str, Any]] = []
         for data in batch:
             host = str(data.get("host", "?"))
             t = data.get("t")
-            t = float(t) if isinstance(t, (int, float)) else time.time()
+            t = float(t) if isinstance(t, number) else time.time()
             self.latest[host] = data
             figures: dict[str, Any] = data["figures"] if isinstance(data.get("figures"), dict) else {}
             self._host(host)
-            add(
-                self._series((host, -1)),
-                t,
-                figures.get("cpu_percent"),
-                figures.get("memory_used_bytes"),
-                figures.get("memory_total_bytes"),
-            )
-            for gpu in data.get("gpus") or []:
-                if not isinstance(gpu, dict) or not isinstance(gpu.get("index"), int):
-                    continue
-                add(
-                    self._series((host, int(gpu["index"]))),
-                    t,
-                    gpu.get("utilization_gpu_percent"),
-                    gpu.get("memory_used_bytes"),
-                    gpu.get("memory_total_bytes"),
-                )
-            if data.get("gpus"):
-                tiles.append({"host": host, "t": t, "gpus": data.get("gpus")})
+            readings = [
+                (-1, figures.get("cpu_percent"), figures.get("memory_used_bytes"), figures.get("memory_total_bytes"))
+            ]
+            gpus = data.get("gpus") or []
+            for gpu in gpus:
+                if isinstance(gpu, dict) and isinstance(gpu.get("index"), int):
+                    readings.append(
+                        (
+                            int(gpu["index"]),
+                            gpu.get("utilization_gpu_percent"),
+                            gpu.get("memory_used_bytes"),
+                            gpu.get("memory_total_bytes"),
+                        )
+                    )
+            for index, busy, used, total in readings:  # a host's CPU % or a GPU's utilisation; memory used %
+                key = (host, index)
+                acc = points.get(key)
+                if acc is None:
+                    self._series(key)
+                    acc = points[key] = ([], [], [], [])
+                if isinstance(busy, number):
+                    acc[0].append(t)
+                    acc[1].append(float(busy))
+                if isinstance(used, number) and isinstance(total, number) and total > 0:
+                    acc[2].append(t)
+                    acc[3].append(100.0 * used / total)
+            if gpus:
+                tiles.append({"host": host, "t": t, "gpus": gpus})
             if self.grid_mode and self.focus is None:
                 self.focus = min((k for k in self.history if k[1] >= 0), default=None)
-        for series, (ts, values) in points.items():
-            series.extend(ts, values)
+        for key, (busy_t, busy_v, memory_t, memory_v) in points.items():
+            pair = self.history[key]
+            if busy_t:
+                pair[0].extend(busy_t, busy_v)
+            if memory_t:
+                pair[1].extend(memory_t, memory_v)
         self.grid.board.add_samples(tiles)
         self._dirty = True
 

@@ -9,14 +9,13 @@ redraws from these figures at most once a frame.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6 import QtWidgets
 
 from core.run.status import RoleStatus
 from core.telemetry.loss_tags import loss_tags_in
-from core.telemetry.metrics import MetricSample
-from core.telemetry.worker_stats import WorkerStats
+from core.telemetry.worker_stats import METRIC_FIELDS, WorkerStats
 from core.views.series import Series
 from core.views.spread import BinnedWorkers
 
@@ -53,27 +52,27 @@ class TrainingSeries:
         self.loss_bins = BinnedWorkers(origin=0.0)
         self.time_bins = BinnedWorkers(origin=0.0)
 
-    def add_samples(self, role: str, samples: list[dict[str, object]]) -> None:
+    def add_samples(self, role: str, samples: list[dict[str, Any]]) -> None:
         """Take a ``metrics`` event's samples for ``role``."""
         stats = self.stats.setdefault(role, WorkerStats())
         loss_x: list[float] = []
         loss_v: list[float] = []
         time_x: list[float] = []
         time_v: list[float] = []
-        for raw in samples:
-            try:
-                sample = MetricSample(**raw)  # type: ignore[arg-type]
-            except TypeError:
-                continue
-            stats.add(sample)
-            if sample.step is None:
+        take, fields = stats.take, METRIC_FIELDS  # the records as they are, not a MetricSample each (issue 25)
+        for record in samples:
+            if record.keys() != fields:
+                continue  # not a metrics record: MetricSample(**record) refuses it
+            step, loss = record["step"], record["loss"]
+            take(record["t"], step, loss, record["step_time_s"], record["steps_per_sec"], record["extra"])
+            if step is None:
                 continue
             self._dirty = True
-            if sample.loss is not None and math.isfinite(sample.loss):
-                loss_x.append(float(sample.step))
-                loss_v.append(sample.loss)
+            if loss is not None and math.isfinite(loss):
+                loss_x.append(float(step))
+                loss_v.append(loss)
             if stats.step_time_s is not None:
-                time_x.append(float(sample.step))
+                time_x.append(float(step))
                 time_v.append(stats.step_time_s * 1000.0)
         # The bins take a batch in one vectorised pass (a reopened run hands over thousands).
         for table, bins, xs, values in (

@@ -1,0 +1,68 @@
+"""The training tab takes metrics records as they are, not a MetricSample each (issue 25: ~170,000
+when a day-long run reopens); its curves and figures are those the sample-by-sample code gave. The
+reference below is that code; the records are those of tests/telemetry/test_worker_stats_records.py,
+damaged ones included."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.telemetry.metrics import MetricSample
+from core.telemetry.worker_stats import WorkerStats
+from core.views.series import Series
+from gui.run.tabs.training_series import SERIES_CAPACITY
+from tests.telemetry.test_worker_stats_records import _damaged, _record, _state
+
+
+def _reference(batches: list[list[dict[str, Any]]]) -> tuple[WorkerStats, Series | None, Series | None]:
+    """The stats and the loss and step-time series, as the sample-by-sample code built them."""
+    stats, loss, step_time = WorkerStats(), Series(capacity=SERIES_CAPACITY), Series(capacity=SERIES_CAPACITY)
+    for batch in batches:
+        loss_x, loss_v, time_x, time_v = [], [], [], []
+        for raw in batch:
+            try:
+                sample = MetricSample(**raw)
+            except TypeError:
+                continue
+            stats.add(sample)
+            if sample.step is None:
+                continue
+            if sample.loss is not None and math.isfinite(sample.loss):
+                loss_x.append(float(sample.step))
+                loss_v.append(sample.loss)
+            if stats.step_time_s is not None:
+                time_x.append(float(sample.step))
+                time_v.append(stats.step_time_s * 1000.0)
+        if loss_x:
+            loss.extend(loss_x, loss_v)
+        if time_x:
+            step_time.extend(time_x, time_v)
+    return stats, (loss if loss.appended else None), (step_time if step_time.appended else None)
+
+
+def _points(series: Series | None) -> str:
+    """Every segment's points (a step that goes back starts one), as text: NaN compares too."""
+    if series is None:
+        return "none"
+    return repr([series.points(segment=k) for k in range(series.segment_count())] + [series.points()])
+
+
+@given(batches=st.lists(st.lists(st.one_of(_record, _record, _damaged), max_size=25), min_size=1, max_size=3))
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_the_tab_s_curves_and_figures_are_those_of_a_sample_at_a_time(
+    qtbot, batches: list[list[dict[str, Any]]]
+) -> None:
+    from gui.run.tabs.training import TrainingPanel
+
+    panel = TrainingPanel()
+    qtbot.addWidget(panel)
+    for batch in batches:
+        panel.add_samples("worker:0", batch)
+    stats, loss, step_time = _reference(batches)
+    assert _state(panel.stats["worker:0"]) == _state(stats)
+    assert _points(panel.loss.get("worker:0")) == _points(loss)
+    assert _points(panel.step_time.get("worker:0")) == _points(step_time)
