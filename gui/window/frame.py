@@ -42,7 +42,7 @@ FRAME_TELEMETRY_S = 0.03
 FRAME_OWN_TELEMETRY_S = 0.01  # what a frame takes itself before it redraws; the rest between frames
 CATCH_UP_AFTER_FRAME_MS = 5  # a backlog's next slice after a frame
 CATCH_UP_FRAME_MARGIN_S = 0.005  # a slice between frames ends this long before the next frame is due
-CATCH_UP_MIN_S = 0.005  # ... but takes this at least
+CATCH_UP_MIN_S = 0.005  # ... and has at least this, else the frame starts the next one
 SLOW_REFRESH_S = 1.0  # placement tables and TF devices: they change slowly and cost more
 # Past FIGURES_SCALE_ROLES roles, the roles table's and the overview's figures (step, loss, CPU,
 # uptime) are redrawn once every FIGURES_EVERY_S; a change of any role's state, of the set of roles
@@ -143,7 +143,12 @@ class WindowFrame(QtWidgets.QMainWindow):
             return
         until_frame_s = self.timer.remainingTime() / 1000 if self.timer.isActive() else 1.0
         budget_s = until_frame_s - CATCH_UP_FRAME_MARGIN_S
-        if not self._take_telemetry(min(FRAME_TELEMETRY_S, max(CATCH_UP_MIN_S, budget_s))):
+        if budget_s < CATCH_UP_MIN_S:
+            # The frame is due, or nearly: on a loaded machine the loop wakes late with both timers
+            # overdue, and a slice here would run into the frame. The frame starts the next slice.
+            self._backlog_after_frame = True
+            return
+        if not self._take_telemetry(min(FRAME_TELEMETRY_S, budget_s)):
             return
         if budget_s > FRAME_TELEMETRY_S or not self.timer.isActive():
             self.catch_up_timer.start(0)
