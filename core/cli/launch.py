@@ -27,6 +27,9 @@ if TYPE_CHECKING:  # launching needs these; `ctl`, `runs`, `validate` do not wai
 # ------------------------------------------------------------------------------------------
 # Launch
 
+# An attempt is over in these states: no more output comes from it (a restart is a new attempt).
+ENDED_STATES = frozenset({*(str(s) for s in TERMINAL), str(RoleState.BACKOFF)})
+
 
 class LaunchPrinter:
     """Prints the controller's events as lines a person can follow."""
@@ -41,6 +44,9 @@ class LaunchPrinter:
         self.follow_all = "all" in follow
         self.follow = set(follow)
         self._partial: dict[str, str] = {}
+        # Roles whose attempt ended since the last batch: their last line, if it has no newline,
+        # is printed once the batch's output is (an exit is published after the output before it).
+        self._ended: set[str] = set()
         self._slurm_said: tuple[Any, ...] = ()
         self._lock = threading.Lock()
 
@@ -51,6 +57,8 @@ class LaunchPrinter:
                 d = event.data
                 state = d["state"].upper() if d["state"] in ("failed",) else d["state"]
                 print(f"{stamp}  {event.role:<12} {state:<10} {d['detail']}", file=self.out, flush=True)
+                if event.role and d["state"] in ENDED_STATES:
+                    self._ended.add(event.role)
             elif event.kind == "cluster_state":
                 d = event.data
                 reason = f": {d['reason']}" if d.get("reason") and d["phase"] != "done" else ""
@@ -96,8 +104,27 @@ class LaunchPrinter:
                 *lines, rest = text.split("\n")
                 self._partial[event.role] = rest[-4096:]
                 for line in lines:
-                    # A progress bar's redraws show as their last state; CRLF line ends are line ends.
-                    print(f"{event.role:>12} | {line.rstrip(chr(13)).rsplit(chr(13), 1)[-1]}", file=self.out)
+                    self._print_line(event.role, line)
+                self.out.flush()
+
+    def _print_line(self, role: str, line: str) -> None:
+        # A progress bar's redraws show as their last state; CRLF line ends are line ends.
+        print(f"{role:>12} | {line.rstrip(chr(13)).rsplit(chr(13), 1)[-1]}", file=self.out)
+
+    def end_batch(self) -> None:
+        """After a batch of events and output: the last line of each role that ended since, if
+        it has no newline (``sys.stdout.write("FATAL ..."); exit 3``, or a UTF-8 sequence cut
+        short, which the controller shows as U+FFFD), is printed now: no more output comes from
+        that attempt. The role's log keeps the bytes as they were."""
+        with self._lock:
+            ended, self._ended = self._ended, set()
+            shown = False
+            for role in sorted(ended):
+                rest = self._partial.pop(role, "")
+                if rest and (self.follow_all or role in self.follow):
+                    self._print_line(role, rest)
+                    shown = True
+            if shown:
                 self.out.flush()
 
 
@@ -129,6 +156,11 @@ class PrinterThread:
             try:
                 self.printer(event)
             except (OSError, ValueError):  # stdout closed (a pager quit): keep draining, print nothing
+                self.printer = _discard
+        if isinstance(self.printer, LaunchPrinter):
+            try:
+                self.printer.end_batch()
+            except (OSError, ValueError):
                 self.printer = _discard
 
     def close(self) -> None:
