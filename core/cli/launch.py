@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import signal
 import threading
 import time
@@ -318,6 +319,24 @@ def _ended_roles(path: Path, role_ids: tuple[str, ...]) -> str | None:
     return ", ".join(f"{role} {state}" for role, state in states)
 
 
+def _run_duration_s(path: Path) -> float | None:
+    """How long the run took, by its journal: from its first record to the cluster's ``done``.
+    An ``attach`` takes over a run that started long before it (and may end at once): the time
+    it watched is not the run's. None when the journal does not say (then the caller's clock)."""
+    first = done = None
+    try:
+        for record in journal.iter_journal(path):
+            t = record.get("t")
+            if not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t):
+                continue
+            first = t if first is None else first
+            if record.get("kind") == "cluster_state" and record.get("phase") == "done":
+                done = t
+    except OSError:
+        return None
+    return done - first if first is not None and done is not None and done >= first else None
+
+
 def _print_summary(
     status: ClusterStatus, controller: Controller, elapsed_s: float, path: Path, tail: int, out: TextIO
 ) -> None:
@@ -371,7 +390,10 @@ def _supervise(session: LaunchSession, args: argparse.Namespace, out: TextIO, er
     if status.phase == "detached":
         print(f"\nleft running; reattach with: python main.py attach {run.path}", file=out, flush=True)
         return EXIT_OK
-    _print_summary(status, controller, time.time() - started, run.path, args.tail, out)
+    elapsed_s = _run_duration_s(run.path)
+    _print_summary(
+        status, controller, time.time() - started if elapsed_s is None else elapsed_s, run.path, args.tail, out
+    )
     if interrupts:
         return EXIT_INTERRUPTED
     return EXIT_OK if status.result == "succeeded" else EXIT_FAILED
