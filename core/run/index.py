@@ -26,13 +26,16 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.cluster.render import role_dir
 from core.cluster.spec import ClusterSpec
 from core.run import journal
 from core.run.rundir import RUN_FILE, created_time, launcher_alive, read_run_json, read_run_spec
 from core.telemetry.loss_tags import is_loss_tag
+
+if TYPE_CHECKING:  # core.run.leftover imports the agent's modules: not for every listing
+    from core.run.leftover import Agent
 
 SUMMARY_FILE = "summary.json"
 SUMMARY_VERSION = 1
@@ -475,27 +478,53 @@ def list_summaries(root: Path, use_cache: bool = True, workers: int = 4) -> list
 
 
 class RunBusyError(Exception):
-    """The run is held by a launcher: it cannot be deleted or archived."""
+    """Something of the run still runs: its launcher, or (no launcher holding it) its roles or
+    agents. ``forceable``: only roles on hosts that cannot be checked from here may run, and the
+    user may say they do not (``force=True``)."""
+
+    def __init__(self, message: str, *, forceable: bool = False) -> None:
+        super().__init__(message)
+        self.forceable = forceable
 
 
-def _refuse_live(path: Path) -> None:
+def _refuse_live(path: Path, *, force: bool) -> tuple[Agent, ...]:
+    """Raise :class:`RunBusyError` while something of the run runs; else the run's agents that
+    run nothing any more (they wait for a reattach), for the caller to stop or leave."""
+    from core.run import leftover
+
     info = read_run_json(path) or {}
     if launcher_alive(path, info):
         raise RunBusyError(
             f"run {path.name} is still running (launcher pid {info.get('pid')}); stop it first, then delete it"
         )
+    if info.get("state") == "done":  # its launcher saw every role end (a damaged run.json says nothing)
+        return ()
+    left = leftover.find(path, info)
+    if left.runs_here or (left.elsewhere and not force):
+        raise RunBusyError(leftover.busy_message(path, left), forceable=not left.runs_here)
+    return left.idle_agents
 
 
-def delete_run(path: Path) -> None:
-    """Remove a run directory; raises :class:`RunBusyError` for a live run, OSError on failure."""
-    _refuse_live(path)
+def delete_run(path: Path, *, force: bool = False) -> None:
+    """Remove a run directory. Raises :class:`RunBusyError` while its launcher holds it, or, with
+    no launcher, while a role or an agent with a role still runs (on a host that cannot be checked
+    from here: unless ``force``); OSError on failure. An agent that runs nothing any more, waiting
+    for a reattach, is stopped first: once the folder is gone nothing could reach it."""
+    from core.run import leftover
+
+    idle = _refuse_live(path, force=force)
+    if idle:
+        still = leftover.stop_agents(idle, path / "agents")
+        if still:
+            raise RunBusyError(f"run {path.name}: its agent {', '.join(still)} did not stop; the run is kept")
     shutil.rmtree(path)
 
 
-def archive_run(path: Path) -> Path:
+def archive_run(path: Path, *, force: bool = False) -> Path:
     """Move a run under ``<runs root>/archived/`` (out of listings, kept on disk); raises
-    :class:`RunBusyError` for a live run."""
-    _refuse_live(path)
+    :class:`RunBusyError` as :func:`delete_run` does. An idle agent is left to end by itself: its
+    files move with the run."""
+    _refuse_live(path, force=force)
     target = path.parent / ARCHIVE_DIR / path.name
     target.parent.mkdir(exist_ok=True)
     os.replace(path, target)
