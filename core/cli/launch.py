@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import signal
 import threading
 import time
@@ -27,6 +28,9 @@ if TYPE_CHECKING:  # launching needs these; `ctl`, `runs`, `validate` do not wai
 # ------------------------------------------------------------------------------------------
 # Launch
 
+# An attempt is over in these states: no more output comes from it (a restart is a new attempt).
+ENDED_STATES = frozenset({*(str(s) for s in TERMINAL), str(RoleState.BACKOFF)})
+
 
 class LaunchPrinter:
     """Prints the controller's events as lines a person can follow."""
@@ -41,6 +45,9 @@ class LaunchPrinter:
         self.follow_all = "all" in follow
         self.follow = set(follow)
         self._partial: dict[str, str] = {}
+        # Roles whose attempt ended since the last batch: their last line, if it has no newline,
+        # is printed once the batch's output is (an exit is published after the output before it).
+        self._ended: set[str] = set()
         self._slurm_said: tuple[Any, ...] = ()
         self._lock = threading.Lock()
 
@@ -51,6 +58,8 @@ class LaunchPrinter:
                 d = event.data
                 state = d["state"].upper() if d["state"] in ("failed",) else d["state"]
                 print(f"{stamp}  {event.role:<12} {state:<10} {d['detail']}", file=self.out, flush=True)
+                if event.role and d["state"] in ENDED_STATES:
+                    self._ended.add(event.role)
             elif event.kind == "cluster_state":
                 d = event.data
                 reason = f": {d['reason']}" if d.get("reason") and d["phase"] != "done" else ""
@@ -96,8 +105,27 @@ class LaunchPrinter:
                 *lines, rest = text.split("\n")
                 self._partial[event.role] = rest[-4096:]
                 for line in lines:
-                    # A progress bar's redraws show as their last state; CRLF line ends are line ends.
-                    print(f"{event.role:>12} | {line.rstrip(chr(13)).rsplit(chr(13), 1)[-1]}", file=self.out)
+                    self._print_line(event.role, line)
+                self.out.flush()
+
+    def _print_line(self, role: str, line: str) -> None:
+        # A progress bar's redraws show as their last state; CRLF line ends are line ends.
+        print(f"{role:>12} | {line.rstrip(chr(13)).rsplit(chr(13), 1)[-1]}", file=self.out)
+
+    def end_batch(self) -> None:
+        """After a batch of events and output: the last line of each role that ended since, if
+        it has no newline (``sys.stdout.write("FATAL ..."); exit 3``, or a UTF-8 sequence cut
+        short, which the controller shows as U+FFFD), is printed now: no more output comes from
+        that attempt. The role's log keeps the bytes as they were."""
+        with self._lock:
+            ended, self._ended = self._ended, set()
+            shown = False
+            for role in sorted(ended):
+                rest = self._partial.pop(role, "")
+                if rest and (self.follow_all or role in self.follow):
+                    self._print_line(role, rest)
+                    shown = True
+            if shown:
                 self.out.flush()
 
 
@@ -129,6 +157,11 @@ class PrinterThread:
             try:
                 self.printer(event)
             except (OSError, ValueError):  # stdout closed (a pager quit): keep draining, print nothing
+                self.printer = _discard
+        if isinstance(self.printer, LaunchPrinter):
+            try:
+                self.printer.end_batch()
+            except (OSError, ValueError):
                 self.printer = _discard
 
     def close(self) -> None:
@@ -286,6 +319,24 @@ def _ended_roles(path: Path, role_ids: tuple[str, ...]) -> str | None:
     return ", ".join(f"{role} {state}" for role, state in states)
 
 
+def _run_duration_s(path: Path) -> float | None:
+    """How long the run took, by its journal: from its first record to the cluster's ``done``.
+    An ``attach`` takes over a run that started long before it (and may end at once): the time
+    it watched is not the run's. None when the journal does not say (then the caller's clock)."""
+    first = done = None
+    try:
+        for record in journal.iter_journal(path):
+            t = record.get("t")
+            if not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t):
+                continue
+            first = t if first is None else first
+            if record.get("kind") == "cluster_state" and record.get("phase") == "done":
+                done = t
+    except OSError:
+        return None
+    return done - first if first is not None and done is not None and done >= first else None
+
+
 def _print_summary(
     status: ClusterStatus, controller: Controller, elapsed_s: float, path: Path, tail: int, out: TextIO
 ) -> None:
@@ -339,7 +390,10 @@ def _supervise(session: LaunchSession, args: argparse.Namespace, out: TextIO, er
     if status.phase == "detached":
         print(f"\nleft running; reattach with: python main.py attach {run.path}", file=out, flush=True)
         return EXIT_OK
-    _print_summary(status, controller, time.time() - started, run.path, args.tail, out)
+    elapsed_s = _run_duration_s(run.path)
+    _print_summary(
+        status, controller, time.time() - started if elapsed_s is None else elapsed_s, run.path, args.tail, out
+    )
     if interrupts:
         return EXIT_INTERRUPTED
     return EXIT_OK if status.result == "succeeded" else EXIT_FAILED

@@ -359,8 +359,17 @@ class Controller(RoleLifecycle, UserCommands, OutputIntake, TelemetryIntake, Hos
             with self._lock:
                 role.pid = int(event["pid"])
             role.pid_started = pids.start_time(role.pid)  # to tell it from a reused pid later
+            transport = self._transports.get(host)
+            # Journalled for a role on this machine: after a launcher is gone, whether the role
+            # still runs is told by it (core.run.leftover), not by a pid that may be reused.
+            here = role.pid_started if transport is not None and transport.is_local else None
             self._publish(
-                "role_pid", role=role.task.role_id, pid=role.pid, attempt=role.attempt, log=str(role.log_path)
+                "role_pid",
+                role=role.task.role_id,
+                pid=role.pid,
+                attempt=role.attempt,
+                log=str(role.log_path),
+                pid_started=here,
             )
         elif kind == "start_failed" and role is not None:
             with self._lock:

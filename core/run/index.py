@@ -22,17 +22,20 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.cluster.render import role_dir
 from core.cluster.spec import ClusterSpec
 from core.run import journal
 from core.run.rundir import RUN_FILE, created_time, launcher_alive, read_run_json, read_run_spec
 from core.telemetry.loss_tags import is_loss_tag
+
+if TYPE_CHECKING:  # core.run.leftover imports the agent's modules: not for every listing
+    from core.run.leftover import Agent
 
 SUMMARY_FILE = "summary.json"
 SUMMARY_VERSION = 1
@@ -59,7 +62,7 @@ class RunSummary:
     """What the runs browser shows of one run; ``outcome`` is one of :data:`OUTCOMES`."""
 
     path: Path
-    id: str
+    id: str  # the run's folder name: what `runs` shows and `attach`/`runs compare` take
     name: str
     cluster_file: str
     created: float
@@ -74,6 +77,8 @@ class RunSummary:
     steps_per_s: float | None
     restarts: int
     role_figures: dict[str, RoleFigures] = field(default_factory=dict)
+    # run.json's id where it differs from the folder's name (a copied or renamed run folder), else "".
+    recorded_id: str = ""
 
     @property
     def duration_s(self) -> float | None:
@@ -99,7 +104,16 @@ class RunSummary:
     def search_text(self) -> str:
         """What a text filter matches against (case-insensitively)."""
         return " ".join(
-            [self.id, self.name, self.cluster_file, self.outcome_text(), self.backend, self.reason, self.shape()]
+            [
+                self.id,
+                self.recorded_id,
+                self.name,
+                self.cluster_file,
+                self.outcome_text(),
+                self.backend,
+                self.reason,
+                self.shape(),
+            ]
         ).lower()
 
     def to_json(self) -> dict[str, Any]:
@@ -127,6 +141,12 @@ def _finite(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None
+
+
+def _end_time(value: Any) -> float | None:
+    """run.json's ``ended``, when it is a time (as ``created`` is, see :func:`created_time`)."""
+    ended = _finite(value)
+    return ended if ended is not None and created_time(ended) == ended else None
 
 
 def _role_ends(path: Path) -> tuple[dict[str, dict[str, Any]], str]:
@@ -256,7 +276,7 @@ def build(path: Path, info: dict[str, Any] | None = None) -> dict[str, Any]:
         "name": str(info.get("name") or "?"),
         "cluster_file": str(info.get("source") or ""),
         "created": created_time(info.get("created")),
-        "ended": _finite(info.get("ended")),
+        "ended": _end_time(info.get("ended")),
         "state": str(info.get("state") or "?"),
         "result": info.get("result") if isinstance(info.get("result"), str) else None,
         "reason": str(info.get("reason") or ""),
@@ -291,16 +311,107 @@ def write_summary(path: Path) -> bool:
     return (path / SUMMARY_FILE).is_file()
 
 
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_number(value: Any) -> bool:
+    return _finite(value) is not None
+
+
+def _is_figure(value: Any) -> bool:
+    return value is None or _is_number(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_count(value: Any) -> bool:
+    return _is_int(value) and value >= 0
+
+
+def _is_time(value: Any) -> bool:
+    return _is_number(value) and created_time(value) == float(value)
+
+
+# What summary.json holds, field by field: what :func:`build` writes, and nothing else.
+_ROLE_FIELDS: dict[str, Callable[[Any], bool]] = {
+    "state": _is_text,
+    "exit": _is_text,
+    "restarts": _is_count,
+    "last_loss": _is_figure,
+    "best_loss": _is_figure,
+    "steps": lambda v: v is None or _is_int(v),
+    "steps_per_s": _is_figure,
+}
+_SUMMARY_FIELDS: dict[str, Callable[[Any], bool]] = {
+    "version": lambda v: v == SUMMARY_VERSION,
+    "key": lambda v: isinstance(v, list) and len(v) == 2 and all(_is_count(n) for n in v),
+    "id": _is_text,
+    "name": _is_text,
+    "cluster_file": _is_text,
+    "created": lambda v: v == 0.0 or _is_time(v),
+    "ended": lambda v: v is None or _is_time(v),
+    "state": _is_text,
+    "result": lambda v: v is None or _is_text(v),
+    "reason": _is_text,
+    "first_failure": _is_text,
+    "roles": lambda v: isinstance(v, list) and all(_is_text(r) for r in v),
+    "backend": _is_text,
+    "last_loss": _is_figure,
+    "best_loss": _is_figure,
+    "steps_per_s": _is_figure,
+    "restarts": _is_count,
+    "role_figures": lambda v: isinstance(v, dict) and all(_role_figures_problem(f) is None for f in v.values()),
+}
+
+
+def _fields_problem(data: dict[str, Any], fields: dict[str, Callable[[Any], bool]]) -> str | None:
+    for name, valid in fields.items():
+        if name not in data:
+            return f"no {name}"
+        if not valid(data[name]):
+            return f"{name}: {_shown(data[name])} is not what it should be"
+    unknown = sorted(str(k) for k in data if k not in fields)
+    return f"unknown field {unknown[0]!r}" if unknown else None
+
+
+def _role_figures_problem(value: Any) -> str | None:
+    return _fields_problem(value, _ROLE_FIELDS) if isinstance(value, dict) else "not an object"
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def summary_problem(data: Any) -> str | None:
+    """Why ``data`` (a parsed summary.json) is not a summary :func:`build` wrote, e.g.
+    ``restarts: "abc" is not what it should be``; None when every field is what it should be. A
+    cache written by this code never fails it, so one that does is damage (or a hand edit), and is
+    rebuilt from the run."""
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    try:
+        return _fields_problem(data, _SUMMARY_FIELDS)
+    except RecursionError:  # json.dumps of a deeply nested value
+        return "nested too deeply"
+
+
 def _cached(path: Path) -> dict[str, Any] | None:
-    """The cached summary while it still describes run.json (same mtime and size), else None."""
+    """The cached summary while it still describes run.json (same mtime and size) and every field
+    is what :func:`build` writes, else None (the caller rebuilds it from the run)."""
     try:
         data = json.loads((path / SUMMARY_FILE).read_text(encoding="utf-8"))
         stat = (path / RUN_FILE).stat()
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("version") != SUMMARY_VERSION:
         return None
     if data.get("key") != [stat.st_mtime_ns, stat.st_size]:
+        return None
+    if summary_problem(data) is not None:
         return None
     return data
 
@@ -315,9 +426,12 @@ def _from_data(path: Path, data: dict[str, Any], info: dict[str, Any] | None) ->
     else:
         outcome, detail = "left", "launcher gone"
     roles = {str(k): RoleFigures(**v) for k, v in (data.get("role_figures") or {}).items() if isinstance(v, dict)}
+    recorded = str(data.get("id") or "")
     return RunSummary(
         path=path,
-        id=str(data.get("id")),
+        # A copied or renamed run folder keeps run.json's id: the folder's name tells them apart.
+        id=path.name,
+        recorded_id=recorded if recorded != path.name else "",
         name=str(data.get("name")),
         cluster_file=str(data.get("cluster_file") or ""),
         created=created_time(data.get("created")),
@@ -345,7 +459,7 @@ def summarize(path: Path, use_cache: bool = True) -> RunSummary | None:
         return None
     try:
         data = build(path, info)
-    except (OSError, ValueError, TypeError) as exc:  # a damaged run still lists, with what it says
+    except Exception as exc:  # one damaged run lists as such, and never hides the others
         data = {"id": path.name, "name": str(info.get("name") or "?"), "state": "?", "reason": f"unreadable: {exc}"}
     if use_cache and info.get("state") == "done":
         _atomic_write(path / SUMMARY_FILE, data)
@@ -364,27 +478,53 @@ def list_summaries(root: Path, use_cache: bool = True, workers: int = 4) -> list
 
 
 class RunBusyError(Exception):
-    """The run is held by a launcher: it cannot be deleted or archived."""
+    """Something of the run still runs: its launcher, or (no launcher holding it) its roles or
+    agents. ``forceable``: only roles on hosts that cannot be checked from here may run, and the
+    user may say they do not (``force=True``)."""
+
+    def __init__(self, message: str, *, forceable: bool = False) -> None:
+        super().__init__(message)
+        self.forceable = forceable
 
 
-def _refuse_live(path: Path) -> None:
+def _refuse_live(path: Path, *, force: bool) -> tuple[Agent, ...]:
+    """Raise :class:`RunBusyError` while something of the run runs; else the run's agents that
+    run nothing any more (they wait for a reattach), for the caller to stop or leave."""
+    from core.run import leftover
+
     info = read_run_json(path) or {}
     if launcher_alive(path, info):
         raise RunBusyError(
             f"run {path.name} is still running (launcher pid {info.get('pid')}); stop it first, then delete it"
         )
+    if info.get("state") == "done":  # its launcher saw every role end (a damaged run.json says nothing)
+        return ()
+    left = leftover.find(path, info)
+    if left.runs_here or (left.elsewhere and not force):
+        raise RunBusyError(leftover.busy_message(path, left), forceable=not left.runs_here)
+    return left.idle_agents
 
 
-def delete_run(path: Path) -> None:
-    """Remove a run directory; raises :class:`RunBusyError` for a live run, OSError on failure."""
-    _refuse_live(path)
+def delete_run(path: Path, *, force: bool = False) -> None:
+    """Remove a run directory. Raises :class:`RunBusyError` while its launcher holds it, or, with
+    no launcher, while a role or an agent with a role still runs (on a host that cannot be checked
+    from here: unless ``force``); OSError on failure. An agent that runs nothing any more, waiting
+    for a reattach, is stopped first: once the folder is gone nothing could reach it."""
+    from core.run import leftover
+
+    idle = _refuse_live(path, force=force)
+    if idle:
+        still = leftover.stop_agents(idle, path / "agents")
+        if still:
+            raise RunBusyError(f"run {path.name}: its agent {', '.join(still)} did not stop; the run is kept")
     shutil.rmtree(path)
 
 
-def archive_run(path: Path) -> Path:
+def archive_run(path: Path, *, force: bool = False) -> Path:
     """Move a run under ``<runs root>/archived/`` (out of listings, kept on disk); raises
-    :class:`RunBusyError` for a live run."""
-    _refuse_live(path)
+    :class:`RunBusyError` as :func:`delete_run` does. An idle agent is left to end by itself: its
+    files move with the run."""
+    _refuse_live(path, force=force)
     target = path.parent / ARCHIVE_DIR / path.name
     target.parent.mkdir(exist_ok=True)
     os.replace(path, target)

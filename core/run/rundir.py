@@ -301,7 +301,7 @@ def read_info(path: Path) -> RunInfo | None:
         roles = info.get("roles", [])
         return RunInfo(
             path,
-            str(info.get("id", path.name)),
+            path.name,  # as `runs` lists it: a copied or renamed folder keeps run.json's id
             str(info.get("name", "?")),
             created_time(info.get("created", 0.0)),
             str(info.get("state", "?")),

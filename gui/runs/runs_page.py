@@ -4,7 +4,9 @@ The rows are :class:`core.run.index.RunSummary` values, loaded off the GUI threa
 (:func:`gui.offthread.run_off_thread`) from each run's cached summary. The page asks the window,
 through its signals, to open a run (``sig_run_open``), reattach to one (``sig_run_attach``) or
 compare 2-8 (``sig_runs_compare``); it deletes and archives runs itself, after a confirmation and
-off the GUI thread, and never a live one (:func:`core.run.index.delete_run` refuses it too).
+off the GUI thread, and never a live one (:func:`core.run.index.delete_run` refuses it too, and a
+run left by its launcher whose roles still run; one whose roles may run on a host that cannot be
+checked from here goes only once the user says so).
 """
 
 from __future__ import annotations
@@ -130,9 +132,14 @@ def _ask(parent: QtWidgets.QWidget, title: str, text: str) -> bool:
     return answer == QtWidgets.QMessageBox.StandardButton.Yes
 
 
+def _warn(parent: QtWidgets.QWidget, title: str, text: str) -> None:
+    QtWidgets.QMessageBox.warning(parent, title, text)
+
+
 class RunsPage(QtWidgets.QWidget):
     """The Runs page. ``sig_run_open(Path)``, ``sig_run_attach(Path)``, ``sig_runs_compare(list[Path])``
-    ask the window; ``confirm(title, text) -> bool`` asks the user (tests replace it)."""
+    ask the window; ``confirm(title, text) -> bool`` asks the user and ``warn(title, text)`` tells
+    them (tests replace both)."""
 
     sig_run_open = QtCore.Signal(object)
     sig_run_attach = QtCore.Signal(object)
@@ -145,6 +152,7 @@ class RunsPage(QtWidgets.QWidget):
         self._relay = Relay(self)
         self._loading = False
         self.confirm: Callable[[str, str], bool] = lambda title, text: _ask(self, title, text)
+        self.warn: Callable[[str, str], None] = lambda title, text: _warn(self, title, text)
         self.model = RunsModel()
         self.proxy = RunsProxy()
         self.proxy.setSourceModel(self.model)
@@ -272,7 +280,7 @@ class RunsPage(QtWidgets.QWidget):
     def archive_selected(self) -> None:
         self._remove("Archive", runs_index.archive_run, f"moved under {runs_index.ARCHIVE_DIR}/ in the runs directory")
 
-    def _remove(self, verb: str, act: Callable[[Path], Any], what: str) -> None:
+    def _remove(self, verb: str, act: Callable[..., Any], what: str) -> None:
         chosen = [s for s in self.selected_runs() if not s.live]  # a live run is never removed
         if not chosen:
             return
@@ -281,21 +289,38 @@ class RunsPage(QtWidgets.QWidget):
         note = f"\n\n{len(left)} of them were left by their launcher: their roles may still run." if left else ""
         if not self.confirm(f"{verb} runs", f"{verb} {len(chosen)} run(s)? They are {what}.\n\n{names}{note}"):
             return
-        paths = [s.path for s in chosen]
+        self._remove_paths(verb, act, [s.path for s in chosen], force=False)
 
-        def work() -> list[str]:
-            failures = []
+    def _remove_paths(self, verb: str, act: Callable[..., Any], paths: list[Path], *, force: bool) -> None:
+        """``act`` on each run off the GUI thread. A run whose roles may still run on hosts that
+        cannot be checked from here is refused first; the user may then say to go on anyway."""
+
+        def work() -> tuple[list[str], list[tuple[Path, str]]]:
+            failures: list[str] = []
+            unsure: list[tuple[Path, str]] = []
             for path in paths:
                 try:
-                    act(path)
-                except (OSError, runs_index.RunBusyError) as exc:
+                    act(path, force=force)
+                except runs_index.RunBusyError as exc:
+                    if exc.forceable and not force:
+                        unsure.append((path, str(exc)))
+                    else:
+                        failures.append(f"{path.name}: {exc}")
+                except OSError as exc:
                     failures.append(f"{path.name}: {exc}")
-            return failures
+            return failures, unsure
 
-        def done(failures: list[str] | None, error: BaseException | None) -> None:
+        def done(result: tuple[list[str], list[tuple[Path, str]]] | None, error: BaseException | None) -> None:
+            failures, unsure = result or ([], [])
             problems = failures or ([str(error)] if error else [])
             if problems:
-                QtWidgets.QMessageBox.warning(self, f"{verb} runs", "\n".join(problems))
+                self.warn(f"{verb} runs", "\n".join(problems))
+            if unsure and self.confirm(
+                f"{verb} runs",
+                "\n\n".join(text for _, text in unsure) + f"\n\n{verb} {len(unsure)} run(s) anyway?",
+            ):
+                self._remove_paths(verb, act, [path for path, _ in unsure], force=True)
+                return
             self.refresh()
 
         run_off_thread(self._relay, work, done)

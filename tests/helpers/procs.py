@@ -43,3 +43,19 @@ def assert_nothing_left(ports: list[int], marker: str, timeout_s: float = 5.0) -
                 f"left behind: processes {[(p.pid, p.cmdline()) for p in procs]}, listening ports {ports_held}"
             )
         time.sleep(0.1)
+
+
+def of_run(path: object) -> list[psutil.Process]:
+    """Live processes of a run under ``path``: its roles (they carry TOWERDECK_RUN_DIR) and its
+    agents (they work in its folder)."""
+    text = str(path)
+    found = []
+    for p in psutil.process_iter(["status"]):
+        try:
+            if p.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if p.environ().get("TOWERDECK_RUN_DIR", "").startswith(text) or p.cwd().startswith(text):
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
