@@ -72,11 +72,17 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if action == "why":
             return cmd_why(args, path, Path(str(sock)), out, err)
         reply = control.request(Path(str(sock)), payload)
-    except (OSError, ValueError):  # ValueError: a hand-edited socket path with a NUL in it
-        print(
-            f"run {info.get('id')} is not running (state: {info.get('state')}, result: {info.get('result')}); nothing to control",
-            file=err,
-        )
+    except control.NotRunning:
+        print(_not_running(info), file=err)
+        return EXIT_FAILED
+    except control.NoAnswer as exc:  # it may act yet: say where to look
+        print(f"run {info.get('id')}: {exc}; see what it did with `ctl {args.run} status`", file=err)
+        return EXIT_FAILED
+    except control.ControlError as exc:  # a reply too long or garbled, a socket not ours to reach
+        print(f"run {info.get('id')}: {exc}", file=err)
+        return EXIT_FAILED
+    except (OSError, ValueError):  # no socket recorded
+        print(_not_running(info), file=err)
         return EXIT_FAILED
     if not reply.get("ok"):
         print(f"refused: {reply.get('error')}", file=err)
@@ -88,6 +94,11 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         print(reply.get("message", "ok"), file=out)
     return EXIT_OK
+
+
+def _not_running(info: dict[str, Any]) -> str:
+    state, result = info.get("state"), info.get("result")
+    return f"run {info.get('id')} is not running (state: {state}, result: {result}); nothing to control"
 
 
 def print_status(reply: dict[str, Any], out: TextIO, err: TextIO) -> int:

@@ -71,7 +71,7 @@ def _status(args: argparse.Namespace, socket_path: Path, err: TextIO) -> dict[st
     if problem := _usage_problem(args):
         print(problem, file=err)
         return EXIT_USAGE
-    reply = control.request(socket_path, {"action": "status"})  # OSError: the caller says not running
+    reply = control.request(socket_path, {"action": "status"})  # control.ControlError: the caller says which
     if not reply.get("ok"):
         print(f"refused: {reply.get('error')}", file=err)
         return EXIT_FAILED

@@ -23,6 +23,8 @@ class UserCommands(ControllerBase):
 
     def _on_command(self, command: tuple[str, Any], future: Future[str] | None) -> None:
         name, arg = command
+        if future is not None and not future.set_running_or_notify_cancel():
+            return  # withdrawn: its asker heard it refused (core.controller.control_server), so not done
         # The journal keeps what users asked for: it explains the states that follow.
         self.run.record({"t": round(time.time(), 3), "kind": "command", "command": name, "arg": arg})
         try:

@@ -333,7 +333,10 @@ class RunReader:
             return
         try:
             reply = control.request(sock, {"action": "status"}, timeout_s=2.0)
-        except (OSError, ValueError):
+        except control.BadReply as exc:  # said, not swallowed: the window would show no live status
+            self._say_status_problem(f"the run's control socket sent a status this window cannot read: {exc}")
+            return
+        except OSError:  # gone or busy: the next poll asks again
             return
         if not reply.get("ok"):
             return
@@ -342,15 +345,18 @@ class RunReader:
             phase = ClusterPhase(str(reply.get("phase")))
         except ValueError as exc:
             # Said once per change, never swallowed: the window would show no live status.
-            message = f"the run's control socket sent a status this window cannot read: {exc}"
-            if message != self._status_problem:
-                self._status_problem = message
-                self._publish("warning", message=message)
+            self._say_status_problem(f"the run's control socket sent a status this window cannot read: {exc}")
             return
         self._status_problem = ""
         with self._lock:
             self._live_status = ClusterStatus(phase, reply.get("result"), str(reply.get("reason") or ""), tuple(roles))
             self.agent_hosts = agent_hosts(reply)
+
+    def _say_status_problem(self, message: str) -> None:
+        """Said once per change of the problem, never per poll."""
+        if message != self._status_problem:
+            self._status_problem = message
+            self._publish("warning", message=message)
 
     def _publish(self, kind: str, role: str | None = None, t: float | None = None, **data: Any) -> None:
         self._emit(Event(kind, t if t is not None else time.time(), role, data))
