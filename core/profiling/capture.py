@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from core.cluster.locality import is_local_host
-from core.cluster.spec import role_dir_name
+from core.cluster.spec import find_role, role_dir_name
 from core.profiling.env import ProfileError, WorkerResult, finish_worker, profiler_python, start_worker
 from core.profiling.remote import ControllerTrace
 from core.run.rundir import SPEC_FILE
@@ -131,10 +131,11 @@ def select(
     else:
         if not names:
             raise ProfileError("name the roles to profile (e.g. worker:0 ps:0), or give --workers or --all")
-        unknown = [n for n in names if n not in by_name]
+        found = {n: find_role(n, by_name) for n in names}  # worker/1 names worker:1, as in stop or kill
+        unknown = [n for n, role in found.items() if role is None]
         if unknown:
             raise ProfileError(f"no role {', '.join(unknown)} in this run (its roles: {', '.join(by_name)})")
-        chosen = [by_name[n] for n in dict.fromkeys(names)]
+        chosen = [by_name[role] for role in dict.fromkeys(found.values()) if role is not None]
     return [replace(t, by_agent=t.host in agent_hosts) for t in map(Target.from_status, chosen)]
 
 

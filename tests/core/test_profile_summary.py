@@ -107,6 +107,11 @@ def test_selecting_roles_names_an_unknown_one_and_the_run_s_roles() -> None:
     assert select([six], ["worker:1"], workers=False, every=False)[0].address == "[::1]:2224"
     with pytest.raises(ProfileError, match=r"no role worker:7 in this run \(its roles: ps:0, worker:0\)"):
         select(roles, ["worker:7"], workers=False, every=False)
+    # Every spelling `ctl stop` takes names the same role here (the README's worker/1 too), once.
+    chosen = select(roles, ["worker/0", "/job:ps/task:0", "worker:0", "ps-0"], workers=False, every=False)
+    assert [t.role for t in chosen] == ["worker:0", "ps:0"]
+    with pytest.raises(ProfileError, match=r"^no role worker/7 in this run"):
+        select(roles, ["worker/7"], workers=False, every=False)
     with pytest.raises(ProfileError, match="name the roles"):
         select(roles, [], workers=False, every=False)
 
@@ -166,6 +171,8 @@ def test_profile_refusals_name_the_real_cause(tmp_path: Path, launches: list[Lau
     # Nobody on worker:1's port: its process is not a TensorFlow server.
     nobody = one_line_refusal(launch.ctl("profile", "worker:1"))
     assert nobody.startswith("profile: worker:1 (pid") and f"does not listen on port {ports[2]}" in nobody
+    # The README's other spelling names the same role (as `ctl stop worker/1` does).
+    assert one_line_refusal(launch.ctl("profile", "worker/1")) == nobody
     # Two at once: one line per role.
     both = one_line_refusal(launch.ctl("profile", "worker:0", "worker:1", "ps:0"))
     assert len(both.splitlines()) == 3
