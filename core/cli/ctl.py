@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from core.agent.processes import SIGNAL_HINT, signal_number
 from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, resolve_run
-from core.cli.profile import add_profile_arguments, cmd_profile, cmd_why
+from core.cli.profile import add_profile_arguments, cmd_profile, cmd_why, usage_problem
 from core.diagnosis.wording import waiting_lines
 from core.run import control, rundir
 from core.run.status import RoleState, RoleStatus
@@ -47,6 +47,9 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.action in ("profile", "why") and (problem := usage_problem(args)):
+        print(problem, file=err)
+        return EXIT_USAGE
     path = resolve_run(args.run, args.root, err)
     if path is None:
         return EXIT_USAGE

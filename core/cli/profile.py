@@ -10,12 +10,22 @@ folder, or a run directory: its latest capture), with the verdict when ``why`` m
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any, TextIO
 
 from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from core.profiling.capture import RECORD_NAME, Capture, capture, list_captures, select
+from core.profiling.capture import (
+    MAX_SECONDS,
+    MAX_TIMEOUT_S,
+    MIN_SECONDS,
+    Capture,
+    capture,
+    list_captures,
+    select,
+)
 from core.profiling.env import ProfileError
+from core.profiling.files import RECORD_NAME, read_record
 from core.profiling.summary import format_profiles, summarize
 from core.profiling.why import with_input_ops
 from core.profiling.why_record import WhyRecord, load_why
@@ -23,14 +33,44 @@ from core.profiling.why_run import WhyRefused, why_slow
 from core.run import control
 from core.run.status import agent_hosts as agent_hosts_of
 
-MAX_SECONDS = 30.0  # a 10 s trace wrote 121 MB with a 3.8 GiB peak in the role
+SECONDS_RANGE = f"from {MIN_SECONDS:g} to {MAX_SECONDS:g}"
+TIMEOUT_RANGE = f"above 0, at most {MAX_TIMEOUT_S:g}"
+
+
+def _seconds_in(text: str, low: float, high: float, *, low_included: bool, words: str) -> float:
+    """``text`` as a finite number of seconds within [low, high] (or (low, high]); else
+    ArgumentTypeError, which argparse prints as one line naming the flag."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    inside = (low <= value if low_included else low < value) and value <= high  # False for nan
+    if not inside:
+        raise argparse.ArgumentTypeError(f"give a number of seconds {words}, not {text!r}")
+    return value
+
+
+def trace_seconds(text: str) -> float:
+    """``--seconds``, at parse time: a finite number from MIN_SECONDS to MAX_SECONDS (xprof refuses
+    a trace under a millisecond; a long one grows the role's memory)."""
+    return _seconds_in(text, MIN_SECONDS, MAX_SECONDS, low_included=True, words=SECONDS_RANGE)
+
+
+def timeout_seconds(text: str) -> float:
+    """``--timeout``, at parse time: a finite number above 0, at most MAX_TIMEOUT_S."""
+    return _seconds_in(text, 0.0, MAX_TIMEOUT_S, low_included=False, words=TIMEOUT_RANGE)
 
 
 def add_profile_arguments(p: argparse.ArgumentParser) -> None:
     """``ctl``'s options for ``profile`` (the roles are its positional arguments)."""
     p.add_argument("--workers", action="store_true", help="for profile: every worker")
     p.add_argument("--all", action="store_true", help="for profile: every role")
-    p.add_argument("--seconds", type=float, default=2.0, help="for profile: how long to trace (default 2)")
+    p.add_argument(
+        "--seconds",
+        type=trace_seconds,
+        default=2.0,
+        help=f"for profile: how long to trace, in seconds {SECONDS_RANGE} (default 2)",
+    )
     p.add_argument(
         "--light",
         action="store_true",
@@ -43,11 +83,12 @@ def add_profile_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=timeout_seconds,
         metavar="SECONDS",
         help=(
-            "for profile: give up on a role that has not answered after this long (default: --seconds + 20, "
-            "and 60 s more for a role traced by its host's agent, whose python imports TensorFlow first)"
+            f"for profile: give up on a role that has not answered after this long, in seconds {TIMEOUT_RANGE} "
+            "and no less than --seconds (default: --seconds + 20, and 60 s more for a role traced by its host's "
+            "agent, whose python imports TensorFlow first)"
         ),
     )
 
@@ -58,19 +99,19 @@ def add_summary_parser(sub: Any) -> None:
     p.add_argument("path", type=Path, help="a capture folder (RUN/profiles/<time>) or a run directory (its latest)")
 
 
-def _usage_problem(args: argparse.Namespace) -> str | None:
-    if not 0 < args.seconds <= MAX_SECONDS:
-        return f"--seconds: give 0 < N <= {MAX_SECONDS:g} (a long trace grows the role's memory)"
-    if args.timeout is not None and args.timeout <= 0:
-        return "--timeout: give a positive number of seconds"
+def usage_problem(args: argparse.Namespace) -> str | None:
+    """What the flags' own checks (at parse time) cannot see: one against the other. Asked before
+    the run is looked up."""
+    if args.timeout is not None and args.timeout < args.seconds:
+        return (
+            f"--timeout: {args.timeout:g} s would end the {args.seconds:g} s trace (--seconds) before it is done; "
+            f"give at least {args.seconds:g}"
+        )
     return None
 
 
 def _status(args: argparse.Namespace, socket_path: Path, err: TextIO) -> dict[str, Any] | int:
-    """The run's status once the options are checked; else the exit code, the reason printed."""
-    if problem := _usage_problem(args):
-        print(problem, file=err)
-        return EXIT_USAGE
+    """The run's status; else the exit code, the reason printed."""
     reply = control.request(socket_path, {"action": "status"})  # control.ControlError: the caller says which
     if not reply.get("ok"):
         print(f"refused: {reply.get('error')}", file=err)
@@ -99,6 +140,9 @@ def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, out
     except ProfileError as exc:
         print(f"profile: {exc}", file=err)
         return EXIT_FAILED
+    except OSError as exc:  # the profiler environment cannot be started: not "the run is not running"
+        print(f"profile: {exc}", file=err)
+        return EXIT_FAILED
     return _report(result, out, err)
 
 
@@ -123,11 +167,13 @@ def cmd_why(args: argparse.Namespace, run_path: Path, socket_path: Path, out: Te
     except WhyRefused as exc:
         print(f"why: {exc}", file=err)
         return EXIT_USAGE
-    except ProfileError as exc:
+    except (ProfileError, OSError) as exc:  # OSError: the profiler environment cannot be started
         print(f"why: {exc}", file=err)
         return EXIT_FAILED
     for error in answer.failures:
         print(f"why: {error}", file=err)
+    if answer.capture.problem:
+        print(f"why: {answer.capture.problem}", file=err)
     if answer.problem:
         print(f"why: {answer.problem}", file=err)
     if answer.verdict is None:
@@ -154,7 +200,9 @@ def _report(result: Capture, out: TextIO, err: TextIO) -> int:
         except ProfileError as exc:
             print(f"profile: captured, but {exc}", file=err)
             return EXIT_FAILED
-    return EXIT_FAILED if failed else EXIT_OK
+    if result.problem:
+        print(f"profile: {result.problem}", file=err)
+    return EXIT_FAILED if failed or result.problem else EXIT_OK
 
 
 def cmd_profile_summary(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -166,13 +214,13 @@ def cmd_profile_summary(args: argparse.Namespace, out: TextIO, err: TextIO) -> i
             return EXIT_USAGE
         path = captures[-1]
     try:
-        xplanes = _stored_xplanes(path)
+        xplanes, _ = read_record(path)
         if not xplanes:
             print(f"profile-summary: no role was captured in {path} (see {path / RECORD_NAME})", file=err)
             return EXIT_FAILED
+        profiles = summarize(xplanes)  # a missing or damaged file is said before anything is printed
         why = _stored_why(path, err)
         print(f"profile {path}", file=out)
-        profiles = summarize(xplanes)
         if why is not None:  # the table counts input as the verdict did (tf.data's time on a CPU host)
             profiles = [with_input_ops(p) for p in profiles]
         for line in format_profiles(profiles):
@@ -193,14 +241,3 @@ def _stored_why(folder: Path, err: TextIO) -> WhyRecord | None:
     except ProfileError as exc:
         print(f"profile-summary: {exc}", file=err)
         return None
-
-
-def _stored_xplanes(folder: Path) -> dict[str, Path]:
-    import json
-
-    try:
-        record = json.loads((folder / RECORD_NAME).read_text(encoding="utf-8"))
-        roles = record["roles"]
-        return {str(r["role"]): folder / str(r["xplane"]) for r in roles if r.get("ok") and r.get("xplane")}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ProfileError(f"{folder / RECORD_NAME} is unreadable: {exc}") from None

@@ -19,10 +19,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -30,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from core.cluster.locality import is_local_host
-from core.cluster.spec import role_dir_name
+from core.cluster.spec import find_role, role_dir_name
 from core.profiling.env import ProfileError, WorkerResult, finish_worker, profiler_python, start_worker
+from core.profiling.files import RECORD_NAME, cannot_write, write_whole
 from core.profiling.remote import ControllerTrace
 from core.run.rundir import SPEC_FILE
 
 PROFILES_DIR = "profiles"
-RECORD_NAME = "profile.json"
 LOCK_NAME = ".capture.lock"
 # xprof waits 20 s for a server that accepts but does not answer; past the trace itself, this much
 # more is allowed before the capture is given up.
@@ -45,6 +47,12 @@ DEFAULT_SLACK_S = 20.0
 # TensorFlow first: seen taking over 20 s on a loaded 2-core host (load 11), so the default limit
 # of such a role allows this much more (an explicit --timeout is taken as given).
 AGENT_IMPORT_S = 60.0
+# What a trace may be asked: xprof refuses a trace shorter than a millisecond, and a 10 s trace
+# wrote 121 MB with a 3.8 GiB peak in the role.
+MIN_SECONDS = 0.1
+MAX_SECONDS = 30.0
+# A role silent for an hour is not answering; past this, timers overflow (inf) or never fire.
+MAX_TIMEOUT_S = 3600.0
 LIGHT_HOST_TRACER_LEVEL = 1  # step times and TF ops, ~2 MB, no per-op detail below TF ops
 FULL_HOST_TRACER_LEVEL = 2
 
@@ -106,6 +114,7 @@ class Capture:
     seconds: float
     light: bool
     roles: list[RoleCapture] = field(default_factory=list)
+    problem: str | None = None  # its record (profile.json) could not be written at the end
 
     def xplanes(self) -> dict[str, Path]:
         return {r.role: self.path / r.xplane for r in self.roles if r.ok and r.xplane}
@@ -131,10 +140,11 @@ def select(
     else:
         if not names:
             raise ProfileError("name the roles to profile (e.g. worker:0 ps:0), or give --workers or --all")
-        unknown = [n for n in names if n not in by_name]
+        found = {n: find_role(n, by_name) for n in names}  # worker/1 names worker:1, as in stop or kill
+        unknown = [n for n, role in found.items() if role is None]
         if unknown:
             raise ProfileError(f"no role {', '.join(unknown)} in this run (its roles: {', '.join(by_name)})")
-        chosen = [by_name[n] for n in dict.fromkeys(names)]
+        chosen = [by_name[role] for role in dict.fromkeys(found.values()) if role is not None]
     return [replace(t, by_agent=t.host in agent_hosts) for t in map(Target.from_status, chosen)]
 
 
@@ -206,25 +216,32 @@ def _listener_of(port: int) -> str | None:
 
 @contextlib.contextmanager
 def capture_lock(run_path: Path) -> Iterator[None]:
-    """One capture of a run at a time, across processes (the window and the CLI)."""
+    """One capture of a run at a time, across processes (the window and the CLI). ProfileError,
+    naming the file, when the run's profiles folder cannot be written."""
     folder = run_path / PROFILES_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / LOCK_NAME, "a+", encoding="utf-8") as lock:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        # Unbuffered: a note the disk refused must not be retried (and raise) when the file closes.
+        lock = open(folder / LOCK_NAME, "a+b", buffering=0)  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise cannot_write(folder / LOCK_NAME, exc) from None
+    with lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             lock.seek(0)
-            holder = lock.read().strip() or "another process"
+            holder = lock.read().decode("utf-8", "replace").strip() or "another process"
             raise ProfileError(f"another profile of this run is in progress ({holder}); wait for it") from None
-        lock.seek(0)
-        lock.truncate()
-        lock.write(f"pid {os.getpid()}, since {time.strftime('%H:%M:%S')}")
-        lock.flush()
+        # Who holds the lock is a courtesy to the next one refused: a full disk must not stop a
+        # capture here (it is said, with the file, where the capture's own files are written).
+        with contextlib.suppress(OSError):
+            lock.truncate(0)
+            lock.write(f"pid {os.getpid()}, since {time.strftime('%H:%M:%S')}".encode())
         try:
             yield
         finally:
-            lock.seek(0)
-            lock.truncate()
+            with contextlib.suppress(OSError):
+                lock.truncate(0)
 
 
 def new_capture_dir(run_path: Path) -> Path:
@@ -233,7 +250,10 @@ def new_capture_dir(run_path: Path) -> Path:
     while path.exists():
         n += 1
         path = base.with_name(f"{base.name}-{n}")
-    path.mkdir(parents=True)
+    try:
+        path.mkdir(parents=True)
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
     return path
 
 
@@ -260,9 +280,11 @@ def capture(
     """Profile ``targets`` at once for ``seconds``; each role's outcome is in the result (and in
     ``profile.json``). Targets ``by_agent`` are traced through the launcher at ``control_socket``.
     Raises ProfileError only when nothing can be tried (another capture runs, no profiler
-    environment)."""
+    environment, the run's profiles folder cannot be written)."""
     if not targets:
         raise ProfileError("no role to profile")
+    if problem := limits_problem(seconds, timeout_s):
+        raise ProfileError(problem)
     limit_s = timeout_s if timeout_s is not None else seconds + DEFAULT_SLACK_S
     agent_limit_s = timeout_s if timeout_s is not None else limit_s + AGENT_IMPORT_S
     with capture_lock(run_path):
@@ -276,7 +298,12 @@ def capture(
             "timeout_s": limit_s,
             **({"agent_timeout_s": agent_limit_s} if any(t.by_agent for t in targets) else {}),
         }
-        _write_record(folder, requested, result)
+        try:
+            _write_record(folder, requested, result)
+        except ProfileError:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # nothing was asked: no empty capture is left to list
+            raise
         strategy = run_strategy(run_path)
         if any(not t.by_agent for t in targets):
             profiler_python()  # no environment: say so before any role is asked
@@ -291,7 +318,11 @@ def capture(
                     outcome.error = f"{target.role} runs on {target.host}: only its launcher can have it traced there"
                 if outcome.error is None:
                     role_limit_s = agent_limit_s if target.by_agent else limit_s
-                    asked = _ask(folder, target, seconds, light, role_limit_s, control_socket)
+                    try:
+                        asked = _ask(folder, target, seconds, light, role_limit_s, control_socket)
+                    except ProfileError as exc:  # its folder cannot be made: said for this role
+                        outcome.error = f"{target.role} not profiled: {exc}"
+                        continue
                     running.append((target, outcome, asked, role_limit_s))
             _collect(folder, running, started)
         finally:
@@ -301,20 +332,41 @@ def capture(
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
-            _write_record(folder, requested, result)
+            try:
+                _write_record(folder, requested, result)
+            except ProfileError as exc:  # what was captured is still returned and shown
+                result.problem = f"{exc} (this capture will not be listed)"
         return result
+
+
+def limits_problem(seconds: float, timeout_s: float | None) -> str | None:
+    """Why a trace of ``seconds`` given up after ``timeout_s`` cannot be asked (one line), or None."""
+    if not (math.isfinite(seconds) and MIN_SECONDS <= seconds <= MAX_SECONDS):
+        return f"a trace lasts {MIN_SECONDS:g} to {MAX_SECONDS:g} seconds, not {seconds:g}"
+    if timeout_s is not None and not (math.isfinite(timeout_s) and 0 < timeout_s <= MAX_TIMEOUT_S):
+        return f"the time limit is more than 0 and at most {MAX_TIMEOUT_S:g} seconds, not {timeout_s:g}"
+    if timeout_s is not None and timeout_s < seconds:
+        return (
+            f"a time limit of {timeout_s:g} s ends a {seconds:g} s trace before it is done; give at least {seconds:g}"
+        )
+    return None
 
 
 def _ask(
     folder: Path, target: Target, seconds: float, light: bool, limit_s: float, control_socket: Path | None
 ) -> subprocess.Popen[str] | ControllerTrace:
     """Start a trace of ``target``: here in the profiler environment, or by its host's agent."""
-    logdir = folder / target.dir_name
-    logdir.mkdir()
+    # Absolute: the role writes the trace itself, relative to its own working directory otherwise
+    # (and the launcher resolves a relative folder against its own).
+    logdir = (folder / target.dir_name).absolute()
+    try:
+        logdir.mkdir()
+    except OSError as exc:
+        raise cannot_write(logdir, exc) from None
     if target.by_agent and control_socket is not None:
         return ControllerTrace(control_socket, target.role, logdir, seconds, light, limit_s)
     level = LIGHT_HOST_TRACER_LEVEL if light else FULL_HOST_TRACER_LEVEL
-    return start_worker("capture", target.address, str(logdir), str(int(seconds * 1000)), str(level))
+    return start_worker("capture", target.address, str(logdir), str(round(seconds * 1000)), str(level))
 
 
 def _collect(
@@ -322,11 +374,37 @@ def _collect(
     running: list[tuple[Target, RoleCapture, subprocess.Popen[str] | ControllerTrace, float]],
     started: float,
 ) -> None:
-    """Wait for every trace within its time limit, counted from one start; note each role's file
-    or failure."""
-    for target, outcome, proc, limit_s in running:
-        left_s = started + limit_s - time.monotonic()
-        done = proc.result(left_s) if isinstance(proc, ControllerTrace) else finish_worker(proc, left_s, started)
+    """Wait for every trace at once, each until its own deadline (its time limit from one start):
+    a role that does not answer must not use up the time of the roles after it. Note each role's
+    file or failure."""
+    answers: list[WorkerResult | str | None] = [None] * len(running)
+    failures: list[BaseException] = []
+
+    def wait(i: int, proc: subprocess.Popen[str] | ControllerTrace, deadline: float) -> None:
+        try:
+            left_s = deadline - time.monotonic()
+            if isinstance(proc, ControllerTrace):
+                answers[i] = proc.result(left_s)
+            else:
+                answers[i] = finish_worker(proc, left_s, started)
+        except BaseException as exc:  # raised on the caller's thread below
+            failures.append(exc)
+
+    waiters = [
+        threading.Thread(
+            target=wait, args=(i, proc, started + limit_s), name=f"profile-wait-{target.role}", daemon=True
+        )
+        for i, (target, _, proc, limit_s) in enumerate(running)
+    ]
+    for waiter in waiters:
+        waiter.start()
+    for waiter in waiters:
+        waiter.join()  # each ends by its deadline: a trace past it is killed
+    if failures:
+        raise failures[0]
+    for (target, outcome, _, limit_s), done in zip(running, answers, strict=True):
+        if done is None:
+            continue
         if isinstance(done, str):  # the launcher or the agent refused, in one line
             outcome.error = done
             continue
@@ -343,10 +421,9 @@ def _collect(
 
 
 def _write_record(folder: Path, requested: dict[str, Any], result: Capture) -> None:
+    """``profile.json``, whole or not at all; ProfileError naming it when the disk refuses."""
     record = {"requested": requested, "roles": [asdict(r) for r in result.roles]}
-    tmp = folder / (RECORD_NAME + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, folder / RECORD_NAME)
+    write_whole(folder / RECORD_NAME, json.dumps(record, indent=2) + "\n")
 
 
 _CAUSE = re.compile(r"returned (.+)$|\] (UNAVAILABLE: .+|.*Another profiling session.*)$")

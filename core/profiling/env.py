@@ -20,6 +20,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent.parent
 WORKER = Path(__file__).resolve().parent / "xprof_worker.py"
 ENV_VAR = "TOWERDECK_PROFILER_PYTHON"
+PARENT_ENV = "TOWERDECK_PROFILER_PARENT"  # read by the worker (xprof_worker.py): it dies with this pid
 
 
 class ProfileError(Exception):
@@ -47,9 +48,12 @@ class WorkerResult:
 
 
 def start_worker(*args: str) -> subprocess.Popen[str]:
-    """Start the worker in its own session (its process group is killed whole at the time limit)."""
+    """Start the worker in its own session (its process group is killed whole at the time limit).
+    It dies with this process (Linux's parent-death signal, set by the worker): note that Linux
+    sends it when the *thread* that started it ends, so start it on a thread that waits for it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}  # not the app's paths
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "0")  # xprof says why a capture failed at INFO/WARNING
+    env[PARENT_ENV] = str(os.getpid())
     return subprocess.Popen(
         [str(profiler_python()), "-I", str(WORKER), *args],
         stdin=subprocess.DEVNULL,

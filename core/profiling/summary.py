@@ -146,16 +146,40 @@ def _top_ops(stats: Any) -> tuple[OpTime, ...]:
 
 
 def summarize(xplanes: Mapping[str, Path], timeout_s: float = 120.0) -> list[RoleProfile]:
-    """Each role's profile, computed in the profiler environment; raises ProfileError."""
+    """Each role's profile, computed in the profiler environment; raises ProfileError, naming each
+    role whose file is missing, unreadable or not a capture (xprof itself reads such a file as an
+    empty profile: "0 steps")."""
     if not xplanes:
         return []
-    done = run_worker("tables", *(str(p) for p in xplanes.values()), timeout_s=timeout_s)
+    damaged = [problem for role, path in xplanes.items() if (problem := _file_problem(role, path))]
+    if damaged:
+        raise ProfileError("; ".join(damaged))
+    done = run_worker("tables", *(str(p.absolute()) for p in xplanes.values()), timeout_s=timeout_s)
     if done.returncode is None:
         raise ProfileError(f"summarising the profile took longer than {timeout_s:g} s; it was stopped")
     if not isinstance(done.reply, dict):
         last = next((line for line in reversed(done.stderr.splitlines()) if line.strip()), "no output")
         raise ProfileError(f"the profiler environment failed to read the profile (exit {done.returncode}): {last}")
-    return [parse(role, done.reply.get(str(path)) or {}) for role, path in xplanes.items()]
+    tables = {role: done.reply.get(str(path.absolute())) or {} for role, path in xplanes.items()}
+    damaged = [
+        f"{role}'s capture {xplanes[role]} {t['unreadable']}" for role, t in tables.items() if t.get("unreadable")
+    ]
+    if damaged:
+        raise ProfileError("; ".join(damaged))
+    return [parse(role, t) for role, t in tables.items()]
+
+
+def _file_problem(role: str, path: Path) -> str | None:
+    """Why ``role``'s xplane cannot be read here (missing, not a file, no permission), or None."""
+    try:
+        with open(path, "rb"):
+            return None
+    except FileNotFoundError:
+        return f"{role}'s capture {path} is missing"
+    except IsADirectoryError:
+        return f"{role}'s capture {path} is a folder, not a capture file"
+    except OSError as exc:
+        return f"{role}'s capture {path} is unreadable: {exc.strerror or exc}"
 
 
 # ------------------------------------------------------------------------------------------ text

@@ -33,6 +33,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
+from core.cluster.spec import find_role
 from core.profiling.env import ProfileError
 from core.profiling.summary import BREAKDOWN, RoleProfile
 from core.profiling.why_gpus import GpuFacts, gpu_trouble
@@ -255,7 +256,8 @@ def straggler_and_median(roles: list[dict[str, Any]], name: str | None) -> tuple
     if len(workers) < 2:
         raise ProfileError(f"why needs two or more running training workers to compare; this run has {len(workers)}")
     if name:
-        slow = next((r for r in roles if r.get("role") == name), None)
+        role = find_role(name, [str(r.get("role")) for r in roles])  # worker/1 names worker:1 too
+        slow = next((r for r in roles if r.get("role") == role), None) if role else None
         if slow is None:
             raise ProfileError(f"no role {name} in this run (its roles: {', '.join(str(r['role']) for r in roles)})")
         if slow.get("job") != "worker":

@@ -9,12 +9,12 @@ capture is reopened; a capture made by *Profile* has none, and opens as before.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from core.profiling.env import ProfileError
+from core.profiling.files import write_whole
 from core.profiling.why import Verdict
 
 WHY_NAME = "why.json"
@@ -38,7 +38,8 @@ class WhyRecord:
 
 
 def save_why(folder: Path, record: WhyRecord) -> Path:
-    """Write ``why.json`` into the capture ``folder`` (atomically: a reader never sees half of it)."""
+    """Write ``why.json`` into the capture ``folder`` (atomically: a reader never sees half of it);
+    ProfileError, naming the file, when the disk refuses."""
     data = {
         "t": round(time.time(), 3),
         "straggler": record.straggler,
@@ -48,9 +49,7 @@ def save_why(folder: Path, record: WhyRecord) -> Path:
         "sentence": record.verdict.sentence,
         "evidence": list(record.verdict.evidence),
     }
-    tmp = folder / (WHY_NAME + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, folder / WHY_NAME)
+    write_whole(folder / WHY_NAME, json.dumps(data, indent=2) + "\n")
     return folder / WHY_NAME
 
 

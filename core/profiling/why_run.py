@@ -108,6 +108,6 @@ def why_slow(
     try:
         save_why(result.path, WhyRecord(answer.straggler, answer.median, verdict))  # reopened with the capture
         problem = None
-    except OSError as exc:
-        problem = f"the verdict was not kept with the capture: {exc.strerror or exc}"
+    except ProfileError as exc:
+        problem = f"the verdict was not kept with the capture: {exc}"
     return WhyAnswer(answer.straggler, answer.median, result, (slow_profile, median_profile), verdict, problem)

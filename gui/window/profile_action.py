@@ -117,7 +117,8 @@ class ProfileAction(QtCore.QObject):
         captured = [r.role for r in result.roles if r.ok]
         if captured:
             done = f"profiled {', '.join(captured)} into {result.path.name}"
-            self._say(done + (f"; not captured: {'; '.join(failed)}" if failed else ""))
+            done += f"; not captured: {'; '.join(failed)}" if failed else ""
+            self._say(done + (f"; {result.problem}" if result.problem else ""))
         else:
             self._say(f"profile: {'; '.join(failed) or 'no role was captured'}")
         source = self.window.source

@@ -8,9 +8,12 @@ runs at a time: each holds several TensorFlow processes, and a trace grows each 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -311,6 +314,58 @@ def test_a_paused_role_is_given_up_at_the_time_limit_and_nothing_is_left(cluster
     assert_unharmed(launch, ["worker:1"])
 
 
+def test_a_run_named_by_a_relative_path_is_profiled_into_that_run(clusters: OneCluster) -> None:
+    launch = clusters.get("parameter_server")
+    # The role writes the trace itself, from its own working directory (the trainers' folder).
+    stray = TRAINERS / launch.run_dir.name
+    assert not stray.exists()
+    try:
+        result = run_cli("ctl", launch.run_dir.name, "profile", "worker:0", "--seconds", "1", "--light",
+                         cwd=launch.run_dir.parent, timeout=120)  # fmt: skip
+        assert not stray.exists()  # was: a capture inside the checkout, and "answered but wrote no profile"
+    finally:
+        if stray.exists():
+            shutil.rmtree(stray)
+    assert result.returncode == 0, result.stdout + result.stderr
+    m = re.search(r"captured [\d.]+ s into (\S+) ", result.stdout)
+    assert m and Path(m.group(1)).parent == Path(launch.run_dir.name) / "profiles", result.stdout
+    files = xplanes(launch, result.stdout.replace(m.group(1), str(launch.run_dir.parent / m.group(1))))
+    assert sorted(files) == ["worker:0"] and files["worker:0"].stat().st_size > 0
+    # Summarised from the relative path too (xprof reads absolute paths only).
+    assert table(result.stdout)[""] == ["worker:0"], result.stdout
+    assert not any("could not read" in line for line in result.stdout.splitlines()), result.stdout
+
+
+def test_a_killed_profile_command_leaves_no_tracer_and_the_next_capture_goes_ahead(clusters: OneCluster) -> None:
+    launch = clusters.get("parameter_server")
+    address = launch.role("worker:0")["address"]
+    command = [sys.executable, str(ROOT / "main.py"), "ctl", str(launch.run_dir), "profile", "worker:0",
+               "--seconds", "20", "--timeout", "60", "--light"]  # fmt: skip
+    ctl = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not trace_processes(address) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert trace_processes(address), "the capture never started"
+        ctl.kill()  # SIGKILL: no handler of ours runs
+        ctl.wait(timeout=30)
+        deadline = time.monotonic() + 10  # the trace alone would go on for 20 s
+        while trace_processes(address) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = trace_processes(address)
+    finally:
+        if ctl.poll() is None:
+            ctl.kill()
+        for pid in trace_processes(address):  # old code's orphan, so the next tests find the role free
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert left == [], "the tracer outlived the killed ctl"
+    # The role let the session go with its client: profiled again at once, not "already being profiled".
+    again = launch.ctl("profile", "worker:0", "--seconds", "1", "--light")
+    assert again.returncode == 0, again.stderr
+    assert_unharmed(launch, ["worker:0"])
+
+
 # ---------------------------------------------------------------- MultiWorkerMirrored
 
 
@@ -347,3 +402,24 @@ def test_between_graph_worker_and_ps(clusters: OneCluster) -> None:
     total = sum(float(rows[p][0]) for p in parts if p in rows)
     assert total == pytest.approx(float(rows["step time, mean (ms)"][0]), rel=0.05, abs=0.05)
     assert_unharmed(launch, ["worker:1", "ps:0"])
+
+
+def test_a_paused_role_does_not_cost_the_roles_traced_beside_it_their_time(clusters: OneCluster) -> None:
+    # Between-graph workers train on their own: worker:0 goes on while worker:1 is paused (a
+    # ParameterServerStrategy worker would idle with nothing to trace, its coordinator waiting).
+    launch = clusters.get("between_graph")
+    address = launch.role("worker:1")["address"]
+    assert launch.ctl("signal", "worker:1", "STOP").returncode == 0
+    try:
+        # The paused role first: each role is waited for until its own deadline, not in turn.
+        result = run_cli("ctl", str(launch.run_dir), "profile", "worker:1", "worker:0", "--seconds", "1",
+                         "--timeout", "6", timeout=120)  # fmt: skip
+    finally:
+        assert launch.ctl("signal", "worker:1", "CONT").returncode == 0
+    assert result.returncode == 1 and result.stderr.strip() == (
+        f"profile: no answer from worker:1 at {address} in 6 s (paused, or busy in one long op?)"
+    )  # was a second line: "no answer from worker:0", whose profile was written
+    assert sorted(xplanes(launch, result.stdout)) == ["worker:0"]
+    assert table(result.stdout)[""] == ["worker:0"], result.stdout
+    assert trace_processes(address) == []
+    assert_unharmed(launch, ["worker:0", "worker:1"])

@@ -282,3 +282,12 @@ def test_profile_summary_prints_the_verdict_kept_with_a_why_capture(tmp_path: Pa
     code, out, err = summary(why)
     assert code == 0 and "steps captured" in out and "why is" not in out
     assert err.strip() == f"profile-summary: {why / 'why.json'} is unreadable: not a verdict"
+
+
+def test_the_worker_to_explain_may_be_named_in_any_spelling_ctl_takes() -> None:
+    roles = [worker(f"worker:{i}", t) for i, t in enumerate([0.01, 0.05, 0.02])]
+    for name in ("worker:1", "worker/1", "/job:worker/task:1", "worker-1"):
+        slow, median = straggler_and_median(roles, name)
+        assert (slow["role"], median["role"]) == ("worker:1", "worker:0"), name
+    with pytest.raises(ProfileError, match=r"^no role worker/7 in this run"):
+        straggler_and_median(roles, "worker/7")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -316,6 +316,19 @@ def parse_role_id(text: str) -> tuple[str, int]:
     if not m:
         raise ValueError(f"{text!r} is not a role; write it as JOB:INDEX, e.g. worker:0")
     return m.group(1), int(m.group(2))
+
+
+def find_role(text: str, roles: Collection[str]) -> str | None:
+    """The role of ``roles`` that ``text`` names, in any spelling :func:`parse_role_id` takes
+    (``worker/1`` for ``worker:1``), so every command that names a role accepts the same ones;
+    None when it names none of them."""
+    if text in roles:
+        return text
+    try:
+        name = role_id(*parse_role_id(text))
+    except ValueError:
+        return None
+    return name if name in roles else None
 
 
 def split_command(value: str | list[str]) -> tuple[str, ...]:

@@ -14,15 +14,15 @@ reopened later (the verdict is kept with the capture: ``why.json``, :mod:`core.p
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core.profiling.capture import RECORD_NAME, list_captures
+from core.profiling.capture import list_captures
 from core.profiling.env import ProfileError
+from core.profiling.files import read_record
 from core.profiling.summary import RoleProfile, summarize, table_rows
 from core.profiling.why import Verdict, with_input_ops
 from core.profiling.why_record import load_why
@@ -44,22 +44,6 @@ class CaptureSummary:
     failures: tuple[tuple[str, str], ...] = ()
     verdict: Verdict | None = None  # why the first role is slower than the second
     why_problem: str | None = None  # the capture's why.json is there but unreadable
-
-
-def read_record(folder: Path) -> tuple[dict[str, Path], list[tuple[str, str]]]:
-    """A capture's profile.json: each captured role's xplane, and each failed role's reason."""
-    try:
-        record = json.loads((folder / RECORD_NAME).read_text(encoding="utf-8"))
-        xplanes: dict[str, Path] = {}
-        failures: list[tuple[str, str]] = []
-        for role in record["roles"]:
-            if role.get("ok") and role.get("xplane"):
-                xplanes[str(role["role"])] = folder / str(role["xplane"])
-            else:
-                failures.append((str(role["role"]), str(role.get("error") or "not captured")))
-        return xplanes, failures
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ProfileError(f"{folder / RECORD_NAME} is unreadable: {exc}") from None
 
 
 def summarize_capture(folder: Path) -> CaptureSummary:
