@@ -127,6 +127,25 @@ def test_a_cancelled_preflight_ends_its_look_at_the_gpus_at_once(tmp_path: Path,
     _gone(clients)
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP], ids=["SIGINT", "SIGHUP"])
+def test_validate_remote_stopped_while_an_ssh_hangs_ends_at_once(
+    tmp_path: Path, host: SilentSshHost, clis: list[Cli], signum: int
+) -> None:
+    """Before: it printed `interrupted` and then waited for the checks' own time limit."""
+    cli = Cli("validate", str(host.cluster(tmp_path)), "--remote", "--no-ports", "--timeout", "60")
+    clis.append(cli)
+    clients = _started(cli, host, tmp_path)
+    signalled = time.monotonic()
+    cli.signal(signum)
+    code, out = cli.finish(60)
+    elapsed_s = time.monotonic() - signalled
+    assert code == EXIT_INTERRUPTED, out
+    assert out.strip().splitlines()[-1] == "interrupted during the remote checks", out
+    assert elapsed_s < PROMPT_EXIT_S, f"exited {elapsed_s:.1f} s after {signal.Signals(signum).name}:\n{out}"
+    _gone(clients)
+
+
 def _gpus(host: SilentSshHost, tmp_path: Path) -> Cli:
     return Cli("gpus", str(host.cluster(tmp_path)), "--timeout", "60")
 
