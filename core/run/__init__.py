@@ -6,5 +6,6 @@
 read back), ``control`` (the control socket's protocol and client), ``inbox`` (the lossless
 event inbox the window and the CLI drain), ``lock`` (one controller per run), ``index``,
 ``select`` and ``compare`` (the runs list, choosing runs, comparing them), ``skim``, ``csv_export``,
-``pids`` (a pid is still the process it was), ``tensorboard`` (serving a run's TensorBoard).
+``pids`` (a pid is still the process it was), ``tensorboard`` (serving a run's TensorBoard),
+``children`` (child processes that end with this one: ssh, GPU queries, TensorBoard, notify).
 """
