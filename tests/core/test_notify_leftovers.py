@@ -34,7 +34,10 @@ def _gone(pid: int) -> bool:
 
 
 def _cleanup(out: Path) -> None:
-    for pid in _daemons(out):
+    """After a test, what it failed to end: the daemons, and a hanging command (OUT.pid)."""
+    command = Path(f"{out}.pid")
+    pids = _daemons(out) + ([int(command.read_text())] if command.exists() and command.read_text() else [])
+    for pid in pids:
         if not _gone(pid):
             os.kill(pid, signal.SIGKILL)
 
