@@ -220,12 +220,27 @@ def _in_use(home: Path) -> bool:
             return True
     except (OSError, ValueError, TypeError, KeyError):
         return True
-    if owner_pid is not None:
+    if owner_pid is not None and _running(owner_pid):
         now = pids.start_time(owner_pid)
         if now is not None and (started is None or now == started):
             return True
     servers = [p.name.removeprefix("pid-").removesuffix(".info") for p in home.glob(".tensorboard-info/pid-*.info")]
-    return any(pid.isdigit() and pids.start_time(int(pid)) is not None for pid in servers)
+    return any(pid.isdigit() and _running(int(pid)) for pid in servers)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not ended: a zombie has (a TensorBoard killed with its
+    starter stays one until whoever inherited it reaps it, which may be never in a container)."""
+    if not os.path.isdir("/proc/self"):
+        return pids.start_time(pid) is not None  # no /proc: only whether it exists
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2 :].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError, IndexError):
+        return True  # unsure: keep its folder
 
 
 def _port_from(info: Path) -> int | None:

@@ -158,7 +158,16 @@ def test_a_folder_in_use_or_just_made_is_not_cleaned(tmp_path: Path) -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     (dead / "owner.json").write_text(json.dumps({"pid": child.pid, "started": 1.0}))
+    zombie = tmp_path / f"{HOME_PREFIX}zombie"  # its TensorBoard killed, not yet reaped: it has ended
+    (zombie / ".tensorboard-info").mkdir(parents=True)
+    unreaped = subprocess.Popen([sys.executable, "-c", "pass"])
+    wait_for(lambda: psutil.Process(unreaped.pid).status() == psutil.STATUS_ZOMBIE, 30, "a zombie")
+    (zombie / "owner.json").write_text(json.dumps({"pid": unreaped.pid, "started": None}))
+    (zombie / ".tensorboard-info" / f"pid-{unreaped.pid}.info").write_text("{}")
     other = tmp_path / "not-ours"
     other.mkdir()
-    assert clean_stale_homes(tmp_path) == [dead]
+    try:
+        assert sorted(clean_stale_homes(tmp_path)) == [dead, zombie]
+    finally:
+        unreaped.wait()
     assert mine.is_dir() and fresh.is_dir() and other.is_dir() and not dead.exists()
