@@ -3,19 +3,23 @@
 Every GPU of this machine, or of each host of a cluster file (over the agent's SSH path), with
 its figures and the processes on it (user, pid, memory, and the TowerDeck run and role when it is
 one of ours). ``--watch`` redraws in place every ``--interval`` seconds until Ctrl-C (exit 0).
-Exit codes: 0 every host answered (with or without GPUs), 1 a host could not be queried, 2 bad input.
+Exit codes: 0 every host answered (with or without GPUs), 1 a host could not be queried, 2 bad input,
+130 a one-shot look stopped by Ctrl-C, SIGTERM or SIGHUP before it was shown.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import signal
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from core.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from core.cli.interrupts import Interrupted, raising_on_signals
 from core.cluster.spec import ClusterSpec
 from core.preflight.gpus import GIB, GpuTarget, HostFeed, HostGpus, TargetError, slurm_targets, start_feeds, targets_for
 from core.run.journal import json_line
@@ -59,6 +63,13 @@ def cmd_gpus(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print("error: --interval and --timeout must be more than 0 seconds", file=err)
         return EXIT_USAGE
     hosts = [h.strip() for h in (args.hosts or "").split(",") if h.strip()]
+    if args.hosts is not None and not hosts:  # not "no --hosts": that would look at this machine
+        print(
+            f"error: --hosts {args.hosts!r} names no host; give host names of the cluster file, user@host[:port], "
+            "an ssh alias or local, separated by commas (or leave --hosts out)",
+            file=err,
+        )
+        return EXIT_USAGE
     if args.slurm_job is not None:
         return _slurm(args, spec, out, err)
     try:
@@ -67,7 +78,7 @@ def cmd_gpus(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"error: --hosts: {exc}", file=err)
         print("    fix: give host names of the cluster file, user@host[:port], an ssh alias, or local", file=err)
         return EXIT_USAGE
-    return _show(targets, args, spec, out)
+    return _show(targets, args, spec, out, err)
 
 
 def _slurm(args: argparse.Namespace, spec: ClusterSpec | None, out: TextIO, err: TextIO) -> int:
@@ -90,20 +101,29 @@ def _slurm(args: argparse.Namespace, spec: ClusterSpec | None, out: TextIO, err:
     except TargetError as exc:
         print(f"error: --slurm-job: {exc}", file=err)
         return EXIT_FAILED
-    return _show(targets, args, spec, out)
+    return _show(targets, args, spec, out, err)
 
 
-def _show(targets: list[GpuTarget], args: argparse.Namespace, spec: ClusterSpec | None, out: TextIO) -> int:
+def _show(
+    targets: list[GpuTarget], args: argparse.Namespace, spec: ClusterSpec | None, out: TextIO, err: TextIO
+) -> int:
     from core.remote.ssh import ssh_config_path
 
-    feeds = start_feeds(targets, ssh_config_path(spec), args.interval if args.watch else 0.0, args.timeout)
-    try:
-        return _watch(feeds, args, out) if args.watch else _once(feeds, args, out)
-    except KeyboardInterrupt:
-        return EXIT_OK  # Ctrl-C is how --watch ends
-    finally:
-        for feed in feeds:
-            feed.close()
+    # SIGTERM and SIGHUP (a closed terminal) unwind like Ctrl-C, so the feeds' ssh and queries
+    # are ended here; a SIGKILL leaves that to the kernel (core/run/children.py).
+    with raising_on_signals():
+        feeds = start_feeds(targets, ssh_config_path(spec), args.interval if args.watch else 0.0, args.timeout)
+        try:
+            return _watch(feeds, args, out) if args.watch else _once(feeds, args, out)
+        except Interrupted as stop:
+            if args.watch:
+                return EXIT_OK  # Ctrl-C is how --watch ends
+            with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+                print(f"gpus: interrupted ({signal.Signals(stop.signum).name}) before every host answered", file=err)
+            return EXIT_INTERRUPTED
+        finally:
+            for feed in feeds:
+                feed.close()
 
 
 def _once(feeds: list[HostFeed], args: argparse.Namespace, out: TextIO) -> int:

@@ -4,17 +4,17 @@ person can follow (state changes, progress, warnings, why a role waits)."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from core.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, resolve_run
 from core.cli.exits import print_problems as _print_problems
+from core.cli.interrupts import on_signals
 from core.diagnosis.wording import waiting_lines
 from core.run import journal, rundir
 from core.run.status import TERMINAL, ClusterStatus, Event, RoleState
@@ -215,7 +215,7 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from core.preflight.runner import PreflightRun, format_table, preflight
 
         checking = PreflightRun()
-        with _on_interrupt(lambda signum: checking.cancel()):  # Ctrl-C ends a hung ssh at once
+        with on_signals(lambda signum: checking.cancel()):  # Ctrl-C, SIGTERM, SIGHUP end a hung ssh at once
             results = preflight(spec, run=checking)
         if checking.cancelled:
             print("interrupted during the pre-flight: nothing was launched", file=err)
@@ -243,22 +243,6 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         where = f"partition {spec.slurm.partition}" if spec.slurm.partition else "the default partition"
         print(f"Slurm: submitting one allocation in {where}", file=out, flush=True)
     return _supervise(session, args, out, err, time.time())
-
-
-@contextlib.contextmanager
-def _on_interrupt(action: Callable[[int], None]) -> Iterator[None]:
-    """Run ``action(signum)`` on SIGINT or SIGTERM while the block runs (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {
-        sig: signal.signal(sig, lambda signum, frame: action(signum)) for sig in (signal.SIGINT, signal.SIGTERM)
-    }
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

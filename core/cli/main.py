@@ -191,7 +191,15 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
             results = [slurm_preflight(spec)]
         else:
-            results = preflight(spec, timeout_s=args.timeout, check_ports=not args.no_ports)
+            from core.cli.interrupts import on_signals
+            from core.preflight.runner import PreflightRun
+
+            checking = PreflightRun()
+            with on_signals(lambda signum: checking.cancel()):  # Ctrl-C, SIGTERM, SIGHUP end a hung ssh at once
+                results = preflight(spec, timeout_s=args.timeout, check_ports=not args.no_ports, run=checking)
+            if checking.cancelled:
+                print("interrupted during the remote checks", file=err)
+                return EXIT_INTERRUPTED
         print(format_table(results), file=out)
         failed = [r for r in results if not r.ok]
         if failed:

@@ -1,15 +1,16 @@
 """``runs tensorboard RUN``: the run's event files in the pinned TensorBoard, on 127.0.0.1, until
-Ctrl-C or SIGTERM (:mod:`core.run.tensorboard`); nothing is left running after."""
+Ctrl-C, SIGTERM or SIGHUP (:mod:`core.run.tensorboard`); nothing is left running after."""
 
 from __future__ import annotations
 
 import argparse
-import signal
+import contextlib
 import threading
 import webbrowser
-from typing import Any, TextIO
+from typing import TextIO
 
 from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, resolve_run
+from core.cli.interrupts import on_signals
 from core.run.rundir import SPEC_FILE, read_run_spec
 
 
@@ -28,11 +29,9 @@ def cmd_runs_tensorboard(args: argparse.Namespace, out: TextIO, err: TextIO) -> 
         print(f"{path / SPEC_FILE}: {first}", file=err)
         return EXIT_USAGE
     stop = threading.Event()
-    previous: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, lambda *_: stop.set())
-    try:
+    # Ctrl-C, SIGTERM and SIGHUP (a closed terminal) stop it here, folder included; a SIGKILL
+    # takes TensorBoard down with it, and the next start removes the folder (core/run/tensorboard.py).
+    with on_signals(lambda signum: stop.set()):
         try:
             if args.profile:  # core/profiling/tensorboard.py: the profiler environment's TensorBoard
                 from core.profiling.tensorboard import start_profiles
@@ -56,8 +55,6 @@ def cmd_runs_tensorboard(args: argparse.Namespace, out: TextIO, err: TextIO) -> 
                     return EXIT_FAILED
         finally:
             server.stop()
-        print("TensorBoard stopped", file=out)
+        with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+            print("TensorBoard stopped", file=out)
         return EXIT_OK
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)

@@ -4,7 +4,7 @@
 [notify]
 command = ["/home/me/bin/tell-me", "--channel", "ml"]   # or a string, split like a shell (never run by one)
 events = ["run_finished", "role_failed"]                # default: every kind
-timeout_s = 10                                          # the command is killed after this long
+timeout_s = 10                                          # the command is killed after this long (at most 600)
 ```
 
 :func:`parse_notify` reports each problem through the cluster file's reader (the key's path, its
@@ -28,9 +28,10 @@ NOTIFY_KINDS = {
 NOTIFY_KEYS = {
     "command": "the program to run with each notification as one JSON object on stdin (a list, or a string)",
     "events": "which kinds to send: " + ", ".join(NOTIFY_KINDS) + " (default: all)",
-    "timeout_s": "seconds the command may run before it is killed (default 10)",
+    "timeout_s": "seconds the command may run before it is killed (default 10, at most 600)",
 }
 DEFAULT_TIMEOUT_S = 10.0
+MAX_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,15 @@ def parse_notify(value: Any, r: _Reader) -> NotifyConfig | None:
                     )
             events = tuple(dict.fromkeys(raw))
     timeout_s = r.number(value.get("timeout_s", DEFAULT_TIMEOUT_S), (*path, "timeout_s"), 0.1)
+    if timeout_s is not None and timeout_s > MAX_TIMEOUT_S:
+        # A notification is news now; past this it is not worth a process held for it (and a
+        # huge value overflowed the wait: every notification failed with OverflowError).
+        r.add(
+            (*path, "timeout_s"),
+            f"must be at most {MAX_TIMEOUT_S:g} seconds, not {timeout_s:g}",
+            f"use a value from 0.1 to {MAX_TIMEOUT_S:g} (default {DEFAULT_TIMEOUT_S:g})",
+        )
+        timeout_s = None
     if command is None:
         return None
     return NotifyConfig(command, events, timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S)

@@ -14,6 +14,8 @@ from core.controller.supervised import SupervisedRole
 from core.remote.transport import output_bytes, readable
 from core.run.status import ClusterPhase
 from core.telemetry.live import sample_dict
+from core.telemetry.metrics import SlowPattern
+from core.telemetry.regex_risk import FIX as REGEX_FIX
 
 LAG_S = 2.0  # output that waited this long in the controller's queue is coalesced
 RECEIVED_KEY = "_received"  # an event's arrival in the queue (time.monotonic()), set by the controller
@@ -62,6 +64,9 @@ class OutputIntake(ControllerBase):
         with self._lock:
             role.add_output(text)
             samples = role.telemetry.feed(text, t or time.time())
+            slow = role.telemetry.take_slow_patterns()
+        for pattern in slow:
+            self._say_slow_pattern(role, pattern)
         self._publish("role_output", role=role.task.role_id, attempt=role.attempt, offset=offset, text=text)
         self._publish_waits(self._diagnoser.on_output(role.task.role_id, text, time.time()))  # diagnosis
         self._note_progress(role, [s.step for s in samples if s.step is not None])
@@ -77,6 +82,18 @@ class OutputIntake(ControllerBase):
             if newline >= 0:
                 role.parsed_noted_at = now
                 self.run.note_parsed(role.task, role.attempt, offset + newline + 1)
+
+    def _say_slow_pattern(self, role: SupervisedRole, slow: SlowPattern) -> None:
+        """One line: which pattern, on which line of which role, and what to do."""
+        more = "..." if slow.line_chars > len(slow.line) else ""
+        self._publish(
+            "warning",
+            role=role.task.role_id,
+            # repr(): the pattern and the trainer's line may hold escapes a terminal would act on.
+            message=f"{role.task.role_id}: metric pattern {slow.regex!r} took over {slow.timeout_s:g} s on the line "
+            f"{slow.line!r}{more} ({slow.line_chars} characters) and is off for this role from now on (the run "
+            f"goes on; every line is in {role.log_path}). Fix: {REGEX_FIX} in metric_patterns",
+        )
 
     def _on_skipped(self, role: SupervisedRole, event: dict[str, Any]) -> None:
         """The agent skipped a role's output backlog, far behind or stopping (it is all in the log)."""

@@ -2,8 +2,9 @@
 
 :meth:`Notifier.on_event` is a controller subscriber: it only classifies the event
 (:func:`core.notify.events.classify`) and queues it (bounded), so the cluster never waits on the
-command. A small thread runs the command with the notification as one JSON object on stdin, in its
-own process group, killed (the whole group) after ``timeout_s``.
+command. A small thread runs the command with the notification as one JSON object on stdin, under a reaper
+(:mod:`core.notify.reaper`) that ends everything the command started, a daemon included, when
+it ends, after ``timeout_s``, and when this process exits or dies.
 
 At most one notification per kind per ``min_interval_s`` (a minute): one that comes sooner is held,
 the newest of a burst replacing the older ones, and sent when the minute is up with ``folded``
@@ -23,6 +24,7 @@ import os
 import queue
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -32,6 +34,9 @@ from typing import Any
 
 from core.cluster.notify_table import NotifyConfig
 from core.notify.events import Notification, classify
+from core.notify.reaper import CANNOT_START
+from core.run import children
+from core.run.children import kill_group
 from core.run.status import Event
 
 MIN_INTERVAL_S = 60.0
@@ -177,54 +182,72 @@ class Notifier:
                 self._journal(record)
 
 
-# The notification commands running now (their process group ids). The window does not wait for
-# them when it closes a run; if the process then exits, they are killed with it, not orphaned.
-_RUNNING: set[int] = set()
+# The notification commands running now (their reapers). The window does not wait for them when
+# it closes a run; if the process then exits, they are ended with it, not orphaned.
+_RUNNING: set[subprocess.Popen[bytes]] = set()
 _RUNNING_LOCK = threading.Lock()
+REAPER = Path(__file__).with_name("reaper.py")
+END_GRACE_S = 5.0  # for the reaper to end what the command started, before it is killed itself
 
 
 @atexit.register
-def _kill_running() -> None:
+def _end_running() -> None:
     with _RUNNING_LOCK:
         running = list(_RUNNING)
-    for pgid in running:
-        with contextlib.suppress(OSError):
-            os.killpg(pgid, signal.SIGKILL)
+    for proc in running:
+        _end(proc)
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the reaper (it kills the command and everything it started, daemons included),
+    then SIGKILL its process group if it is still there after :data:`END_GRACE_S`."""
+    with contextlib.suppress(OSError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(END_GRACE_S)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(END_GRACE_S)
 
 
 def run_command(argv: tuple[str, ...], stdin_text: str, timeout_s: float, cwd: Path | None = None) -> str | None:
-    """Run ``argv`` with ``stdin_text`` in its own process group; None on exit 0, else what went
-    wrong (its exit code and last line of stderr, a timeout, or why it could not start)."""
+    """Run ``argv`` with ``stdin_text``; None on exit 0, else what went wrong (its exit code and
+    last line of stderr, a timeout, or why it could not start).
+
+    It runs under :mod:`core.notify.reaper`, in a session of its own that dies with this process:
+    at its end, its timeout, or this process's exit, everything the command started is ended,
+    a daemon that left its session (``setsid``) included."""
     with tempfile.TemporaryFile() as errors:
         try:
-            proc = subprocess.Popen(
-                list(argv),
+            proc = children.popen(
+                [sys.executable, str(REAPER), str(os.getpid()), "--", *argv],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=errors,
-                start_new_session=True,  # its own process group: a timeout kills all of it
                 close_fds=True,
                 cwd=cwd,
             )
         except OSError as exc:
             return f"could not start ({argv[0]}: {exc.strerror or exc})"
         with _RUNNING_LOCK:
-            _RUNNING.add(proc.pid)
+            _RUNNING.add(proc)
         try:
             proc.communicate(stdin_text.encode("utf-8"), timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(5.0)
+            _end(proc)
             return f"timed out after {timeout_s:g} s (killed)"
         finally:
             with _RUNNING_LOCK:
-                _RUNNING.discard(proc.pid)
+                _RUNNING.discard(proc)
         if proc.returncode == 0:
             return None
         errors.seek(0)
         lines = errors.read()[-4096:].decode("utf-8", "replace").strip().splitlines()
+        if proc.returncode == CANNOT_START and lines and lines[-1].startswith("could not start ("):
+            return lines[-1]
         last = f": {lines[-1]}" if lines else ""
-        how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited with code {proc.returncode}"
+        code = proc.returncode
+        # The reaper exits 128 + N for a command that signal N ended (as a shell says it).
+        how = f"killed by signal {code - 128}" if 128 < code < 160 else f"exited with code {code}"
         return how + last

@@ -29,6 +29,7 @@ from core.agent import artifact_file
 from core.cluster.locality import is_local_host
 from core.cluster.spec import ClusterSpec, HostConfig, parse_ssh_destination
 from core.remote.ssh import GPUS_BOOTSTRAP, agent_payload, explain_failure, remote_python, ssh_argv
+from core.run import children
 from core.slurm.client import SlurmClient, SlurmError, step_argv
 
 GIB = 1 << 30
@@ -155,12 +156,13 @@ class HostFeed:
     def start(self) -> None:
         remote = self.target.remote
         try:
-            self._proc = subprocess.Popen(
+            # Its own session (a Ctrl-C reaches this process, which ends the feeds itself), and
+            # it dies with this process whatever ends it (core/run/children.py).
+            self._proc = children.popen(
                 self.argv(),
                 stdin=subprocess.PIPE if remote else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                start_new_session=True,  # a Ctrl-C reaches this process, which ends the feeds itself
                 env=self.target.slurm[0].env if self.target.slurm is not None else None,
             )
         except OSError as exc:
@@ -267,15 +269,22 @@ def start_feeds(
 
 
 def snapshot_all(
-    targets: Sequence[GpuTarget], timeout_s: float = 20.0, ssh_config: Path | None = None
+    targets: Sequence[GpuTarget],
+    timeout_s: float = 20.0,
+    ssh_config: Path | None = None,
+    *,
+    stop: threading.Event | None = None,
 ) -> list[HostGpus]:
     """One look at every target, queried at once; a host that has not answered within
-    ``timeout_s`` is reported as such (the others are not held up beyond it). In target order."""
+    ``timeout_s`` is reported as such (the others are not held up beyond it). In target order.
+    ``stop`` set (a cancelled pre-flight) ends the wait, and the queries, at once."""
     feeds = start_feeds(targets, ssh_config, 0.0, timeout_s)
     deadline = time.monotonic() + timeout_s
     try:
         for feed in feeds:
-            feed.answered.wait(max(0.0, deadline - time.monotonic()))
+            while not (stop is not None and stop.is_set()) and time.monotonic() < deadline:
+                if feed.answered.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+                    break
         return [feed.latest(waited_s=timeout_s) for feed in feeds]
     finally:
         for feed in feeds:

@@ -14,11 +14,8 @@ structured, for the window's table and ``validate --remote``.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -33,6 +30,8 @@ from core.cluster.render import command_of
 from core.cluster.spec import ClusterSpec, HostConfig
 from core.preflight.gpus import GpuTarget, HostGpus, busy_gpu_warnings, snapshot_all, wanted_gpus
 from core.remote.ssh import PROBE_BOOTSTRAP, agent_payload, explain_failure, remote_python, ssh_argv, ssh_config_path
+from core.run import children
+from core.run.children import kill_group
 
 
 @dataclass(frozen=True)
@@ -90,21 +89,24 @@ def _request(spec: ClusterSpec, host: str, check_ports: bool, tf_timeout_s: floa
 class PreflightRun:
     """Lets a running pre-flight be cancelled from any thread (a signal handler, a window's Quit).
 
-    Every probe runs in its own process group; :meth:`cancel` kills those groups at once (an
-    ``ssh`` that hangs included), so the checks end now and leave no process behind."""
+    Every probe runs in its own process group (dying with this process: core/run/children.py);
+    :meth:`cancel` kills those groups at once (an ``ssh`` that hangs included), and ends the look
+    at the hosts' GPUs, so the checks end now and leave no process behind."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._procs: set[subprocess.Popen[bytes]] = set()
         self.cancelled = False
+        self.stopped = threading.Event()  # set with cancelled, for what waits rather than runs a probe
 
     def cancel(self) -> None:
         """End every probe now; the ones not started yet do not start."""
         with self._lock:
             self.cancelled = True
             procs = list(self._procs)
+        self.stopped.set()
         for proc in procs:
-            _kill_group(proc)
+            kill_group(proc)
 
     def run(self, argv: list[str], payload: bytes, timeout_s: float) -> subprocess.CompletedProcess[bytes]:
         """Like ``subprocess.run(argv, input=payload, capture_output=True, timeout=timeout_s)``, in a
@@ -112,14 +114,12 @@ class PreflightRun:
         with self._lock:
             if self.cancelled:
                 raise PreflightCancelled
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
-            )
+            proc = children.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             self._procs.add(proc)
         try:
             stdout, stderr = proc.communicate(payload, timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            kill_group(proc)
             proc.communicate()
             raise
         finally:
@@ -132,13 +132,6 @@ class PreflightRun:
 
 class PreflightCancelled(Exception):
     """The pre-flight was cancelled (:meth:`PreflightRun.cancel`)."""
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    if proc.returncode is not None:
-        return  # reaped: its pid may be another process's by now
-    with contextlib.suppress(OSError):
-        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def check_host(
@@ -305,7 +298,7 @@ def preflight(
     try:
         futures = [pool.submit(check_host, spec, host, timeout_s, check_ports, run) for host in hosts]
         # The GPUs the tasks ask for, looked at on their hosts meanwhile (the `gpus` command's query).
-        gpus = pool.submit(_gpu_looks, spec, [h for h in hosts if h in wanted], timeout_s) if wanted else None
+        gpus = pool.submit(_gpu_looks, spec, [h for h in hosts if h in wanted], timeout_s, run) if wanted else None
         results = [f.result() for f in futures]
         if run is not None and run.cancelled:
             return results  # cancelled: the GPU look is not waited for
@@ -315,9 +308,10 @@ def preflight(
     return [_with_gpu_warnings(r, wanted.get(r.host, {}), looks.get(r.host)) for r in results]
 
 
-def _gpu_looks(spec: ClusterSpec, hosts: list[str], timeout_s: float) -> dict[str, HostGpus]:
+def _gpu_looks(spec: ClusterSpec, hosts: list[str], timeout_s: float, run: PreflightRun | None) -> dict[str, HostGpus]:
     targets = [GpuTarget(h, spec.host_config(h) if spec.host_config(h).remote else None) for h in hosts]
-    results = snapshot_all(targets, min(timeout_s, 30.0), ssh_config_path(spec))
+    stop = run.stopped if run is not None else None
+    results = snapshot_all(targets, min(timeout_s, 30.0), ssh_config_path(spec), stop=stop)
     return {r.host: r for r in results}
 
 

@@ -36,6 +36,8 @@ from core.cluster.render import role_dir
 from core.remote.endpoints import Endpoint
 from core.remote.ssh import SshFailure, explain_failure
 from core.remote.transport import EventSink, output_bytes, parse_event_line
+from core.run import children
+from core.run.children import kill_group
 from core.run.journal import json_line
 from core.run.rundir import host_file_name, read_parsed
 
@@ -144,18 +146,27 @@ class AgentLink:
         self._save_seen(force=True)
         with self._lock:
             self._closing = True
-            if shutdown and self._connected:
+            connected = self._connected
+            if shutdown and connected:
                 self._write({"op": "shutdown", "grace_s": 5.0})
             proc = self._proc
-            if proc is not None and proc.stdin is not None:
-                with contextlib.suppress(OSError):
-                    proc.stdin.close()
         self._stop.set()
+        if proc is None:
+            pass
+        elif not connected:
+            # Still connecting (an ssh that never answers): there is no agent to say goodbye to,
+            # and its stdin may be held by the session thread, blocked writing the agent's
+            # zipapp to an ssh that reads nothing yet; closing it would wait for that write, that
+            # is for ssh to give up (seconds to minutes). End the relay's whole group now.
+            kill_group(proc)
+        elif proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
         if proc is not None:
             try:
                 proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                kill_group(proc)
                 proc.wait()
         if self._thread is not None and self._thread.ident is not None:  # closed before it started: nothing to join
             self._thread.join(timeout_s)
@@ -229,15 +240,21 @@ class AgentLink:
         log: IO[bytes] = open(self._log_path, "ab")  # noqa: SIM115 - the child holds it
         start_offset = log.tell()
         try:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, start_new_session=True
-            )
+            if self.endpoint.remote:  # an ssh: it must not outlive this process (core/run/children.py)
+                proc = children.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
+            else:  # a local relay may be the agent itself, which keep mode leaves running
+                proc = subprocess.Popen(
+                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, start_new_session=True
+                )
         except OSError as exc:
             return f"cannot run {argv[0]}: {exc.strerror or exc}"
         finally:
             log.close()
         with self._lock:
             self._proc = proc
+            closing = self._closing
+        if closing:  # closed while this relay started: _end did not see it
+            kill_group(proc)
         assert proc.stdin is not None and proc.stdout is not None
         if payload:
             with contextlib.suppress(OSError):

@@ -7,5 +7,6 @@ read back), ``control`` (the control socket's protocol and client), ``inbox`` (t
 event inbox the window and the CLI drain), ``lock`` (one controller per run), ``index``,
 ``select`` and ``compare`` (the runs list, choosing runs, comparing them), ``skim``, ``csv_export``,
 ``pids`` (a pid is still the process it was), ``leftover`` (what of a run its launcher left still
-runs: roles, agents), ``tensorboard`` (serving a run's TensorBoard).
+runs: roles, agents), ``tensorboard`` (serving a run's TensorBoard), ``children`` (child processes
+that end with this one: ssh, GPU queries, TensorBoard, notify).
 """

@@ -3,7 +3,11 @@ role, bound to 127.0.0.1 on a free port, stopped (its whole process group) with 
 
 TensorBoard is started with ``--port 0``: it binds a free port itself and writes it, with its pid,
 to ``<tempdir>/.tensorboard-info/pid-<PID>.info``. The temporary directory is a private one made
-for this server (``TMPDIR``), so the file read is this server's and nothing is left behind.
+for this server (``TMPDIR``), so the file read is this server's; :meth:`TensorBoardServer.stop`
+removes it. TensorBoard dies with the process that started it, whatever ends that process
+(:mod:`core.run.children`); a folder left by one that was killed (SIGKILL: no handler runs) is
+removed at the next start, once neither its owner nor its TensorBoard is alive
+(:func:`clean_stale_homes`).
 
 A remote role writes its event files on its own machine: they are not in this run directory
 (its scalars are, in ``scalars.jsonl``). :func:`event_dirs` says which roles those are.
@@ -26,9 +30,12 @@ from pathlib import Path
 
 from core.cluster.render import role_dir
 from core.cluster.spec import ClusterSpec, UnplacedTasksError
+from core.run import children, pids
 
 READY_TIMEOUT_S = 90.0
 STOP_GRACE_S = 5.0
+HOME_PREFIX = "towerdeck-tensorboard-"
+OWNER_FILE = "owner.json"  # {"pid", "started"}: the TowerDeck process that made the folder
 
 
 class TensorBoardError(Exception):
@@ -144,16 +151,19 @@ def serve(
 ) -> TensorBoardServer:
     """Start ``program`` (a tensorboard) on ``where`` (its --logdir arguments), bound to 127.0.0.1
     on a free port; returns once it answers (on ``ready_path`` with HTTP 200, when given)."""
-    home = Path(tempfile.mkdtemp(prefix="towerdeck-tensorboard-"))
+    clean_stale_homes()
+    home = Path(tempfile.mkdtemp(prefix=HOME_PREFIX))
+    me = os.getpid()
+    (home / OWNER_FILE).write_text(json.dumps({"pid": me, "started": pids.start_time(me)}), encoding="utf-8")
     log = open(home / "tensorboard.log", "wb")  # noqa: SIM115 - the child holds it; closed below
     try:
-        proc = subprocess.Popen(
+        # Its own process group (stopping it stops all of it), and it dies with this process.
+        proc = children.popen(
             [str(program), *where, "--host", "127.0.0.1", "--port", "0", "--reload_interval", "5"],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "TMPDIR": str(home)},
-            start_new_session=True,  # its own process group: stopping it stops all of it
         )
     except OSError as exc:
         shutil.rmtree(home, ignore_errors=True)
@@ -173,6 +183,64 @@ def serve(
     tail = " | ".join(server.log_tail(3))
     server.stop()
     raise TensorBoardError(f"tensorboard {why}" + (f": {tail}" if tail else ""))
+
+
+def clean_stale_homes(root: Path | None = None) -> list[Path]:
+    """Remove the private folders (under ``root``, default the temporary directory) of
+    TensorBoards whose owner and server are both gone; the folders removed. One that may still be
+    in use (either process alive, or made moments ago and not yet filled in) is left alone."""
+    removed: list[Path] = []
+    try:
+        homes = [p for p in (root or Path(tempfile.gettempdir())).iterdir() if p.name.startswith(HOME_PREFIX)]
+    except OSError:
+        return removed
+    for home in homes:
+        try:
+            if home.is_symlink() or not home.is_dir() or home.stat().st_uid != os.getuid():
+                continue
+            if _in_use(home):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(home, ignore_errors=True)
+        if not home.exists():
+            removed.append(home)
+    return removed
+
+
+def _in_use(home: Path) -> bool:
+    """Whether ``home``'s owner or its TensorBoard may still be running (True when unsure)."""
+    try:
+        owner = json.loads((home / OWNER_FILE).read_text(encoding="utf-8"))
+        owner_pid, started = int(owner["pid"]), owner.get("started")
+    except FileNotFoundError:
+        # No owner yet (being made now), or left by an older TowerDeck: judged by age alone.
+        owner_pid, started = None, None
+        if time.time() - home.stat().st_mtime < READY_TIMEOUT_S:
+            return True
+    except (OSError, ValueError, TypeError, KeyError):
+        return True
+    if owner_pid is not None and _running(owner_pid):
+        now = pids.start_time(owner_pid)
+        if now is not None and (started is None or now == started):
+            return True
+    servers = [p.name.removeprefix("pid-").removesuffix(".info") for p in home.glob(".tensorboard-info/pid-*.info")]
+    return any(pid.isdigit() and _running(int(pid)) for pid in servers)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not ended: a zombie has (a TensorBoard killed with its
+    starter stays one until whoever inherited it reaps it, which may be never in a container)."""
+    if not os.path.isdir("/proc/self"):
+        return pids.start_time(pid) is not None  # no /proc: only whether it exists
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2 :].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError, IndexError):
+        return True  # unsure: keep its folder
 
 
 def _port_from(info: Path) -> int | None:

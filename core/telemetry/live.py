@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.telemetry.metrics import MetricParser, MetricPattern, MetricSample
+from core.telemetry.metrics import MetricParser, MetricPattern, MetricSample, SlowPattern
 from core.telemetry.placement import PlacementAggregator
 from core.telemetry.worker_stats import WorkerStats
 
@@ -34,6 +34,15 @@ class RoleTelemetry:
             self.stats.add(sample)
         self.placement.feed_stream(text, t)
         return samples
+
+    def take_slow_patterns(self) -> list[SlowPattern]:
+        """Patterns that overran their time limit on a line since the last call: turned off for
+        this role, restarts included (a new attempt prints the same lines)."""
+        slow = self.parser.take_slow_patterns()
+        if slow:
+            off = {s.regex for s in slow}
+            self.patterns = [p for p in self.patterns if p.regex not in off]
+        return slow
 
 
 def sample_dict(sample: MetricSample) -> dict[str, Any]:

@@ -15,7 +15,9 @@ Formats understood out of the box (``MetricSample.source`` names them):
   The step is ``(epoch - 1) * N + n`` from ``n/N``; every metric other than ``loss`` goes to
   ``extra``. One sample per distinct ``n`` at most (plus the final line of an epoch when it adds the
   step time), so a redrawing bar does not flood.
-- ``user`` (or the name given): :class:`MetricPattern` regexes.
+- ``user`` (or the name given): :class:`MetricPattern` regexes, matched with a time limit per line
+  (:data:`core.telemetry.regex_risk.USER_MATCH_TIMEOUT_S`); a pattern that overruns it is turned off
+  for that parser and reported (:meth:`MetricParser.take_slow_patterns`).
 
 Text is fed in arbitrary chunks; only lines ended by ``\\n`` or ``\\r`` are parsed, so the result
 does not depend on where the chunks split. The unfinished line is kept up to
@@ -29,8 +31,11 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from core.telemetry.regex_risk import USER_LINE_CHARS, backtracking_risk
+import regex as _regex
+
+from core.telemetry.regex_risk import USER_LINE_CHARS, USER_MATCH_TIMEOUT_S, backtracking_risk
 
 MAX_PARTIAL_LINE_CHARS = 64 * 1024
 """Longest line kept while waiting for its end; longer lines are dropped, not parsed."""
@@ -102,25 +107,53 @@ class MetricPattern:
     Named groups ``step``, ``loss``, ``step_time_s`` / ``step_time_ms`` / ``step_time_us`` and
     ``steps_per_sec`` fill the sample's fields; any other named group becomes an ``extra`` scalar.
     The regex is compiled here: a bad one raises ``ValueError`` naming it and why.
+
+    It is written in Python's ``re`` syntax (checked with ``re``) and matched by the ``regex``
+    package in its ``re``-compatible mode: ``re`` cannot be stopped once a match has started (and
+    holds the GIL, so not even Ctrl-C gets through), while ``regex`` takes a ``timeout`` and lets
+    other threads run as it matches. So whatever a pattern does, a line costs at most
+    :data:`USER_MATCH_TIMEOUT_S`.
     """
 
     regex: str
     source: str = "user"
-    compiled: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    compiled: Any = field(init=False, repr=False, compare=False)  # a regex.Pattern (the package has no types)
 
     def __post_init__(self) -> None:
         try:
-            compiled = re.compile(self.regex)
+            checked = re.compile(self.regex)
         except re.error as exc:
             raise ValueError(f"metric pattern {self.regex!r} is not a valid regular expression: {exc}") from None
-        if not compiled.groupindex:
+        if not checked.groupindex:
             raise ValueError(
                 f"metric pattern {self.regex!r} has no named groups: name them, e.g. (?P<loss>[0-9.]+) or (?P<step>\\d+)"
             )
         risk = backtracking_risk(self.regex)
         if risk is not None:
             raise ValueError(f"metric pattern {self.regex!r} is refused: {risk}")
+        try:
+            compiled = _regex.compile(self.regex, flags=_regex.VERSION0)
+        except _regex.error as exc:  # re takes it, the matcher does not: say so rather than guess
+            raise ValueError(
+                f"metric pattern {self.regex!r} cannot be matched with a time limit ({exc}): write it more plainly"
+            ) from None
         object.__setattr__(self, "compiled", compiled)
+
+
+@dataclass(frozen=True)
+class SlowPattern:
+    """A user pattern that overran :data:`USER_MATCH_TIMEOUT_S` on one line, and was turned off.
+
+    ``line`` is the line's start as it was matched (at most :data:`SLOW_LINE_EXCERPT_CHARS`),
+    ``line_chars`` its length; ``timeout_s`` the limit it overran."""
+
+    regex: str
+    line: str
+    line_chars: int
+    timeout_s: float
+
+
+SLOW_LINE_EXCERPT_CHARS = 60
 
 
 def _float(text: str | None) -> float | None:
@@ -158,11 +191,14 @@ class MetricParser:
 
     One parser per role (it keeps per-stream state: the unfinished line, Keras' epoch, the last
     TF1 step). User patterns are tried first on every line; the first one that yields a value wins
-    and the built-in formats are skipped for that line.
+    and the built-in formats are skipped for that line. A pattern that overruns its time limit on
+    a line is dropped from this parser (the line goes on to the other patterns and the built-in
+    formats), and waits in :meth:`take_slow_patterns` for the caller to report it.
     """
 
     def __init__(self, patterns: Sequence[MetricPattern] = ()) -> None:
         self._patterns = tuple(patterns)
+        self._slow: list[SlowPattern] = []
         self._partial = ""
         self._discarding = False
         self._tf1_prev_step: int | None = None
@@ -207,6 +243,18 @@ class MetricParser:
         self._parse_lines(lines, now, out)
         return out
 
+    def take_slow_patterns(self) -> list[SlowPattern]:
+        """The patterns turned off since the last call (each was too slow on one line)."""
+        slow, self._slow = self._slow, []
+        return slow
+
+    def _turn_off(self, pattern: MetricPattern, line: str) -> tuple[MetricPattern, ...]:
+        """Drop ``pattern`` (it overran its time limit on ``line``); the patterns left."""
+        self._patterns = tuple(p for p in self._patterns if p is not pattern)
+        shown = line[:USER_LINE_CHARS]
+        self._slow.append(SlowPattern(pattern.regex, shown[:SLOW_LINE_EXCERPT_CHARS], len(shown), USER_MATCH_TIMEOUT_S))
+        return self._patterns
+
     def drop_partial(self) -> None:
         """Forget the unfinished line: the next text does not continue it (output was skipped)."""
         self._partial, self._discarding = "", False
@@ -233,7 +281,11 @@ class MetricParser:
             if patterns:
                 sample = None
                 for pattern in patterns:
-                    sample = _user_sample(pattern, line, t)
+                    try:
+                        sample = _user_sample(pattern, line, t)
+                    except TimeoutError:
+                        patterns = self._turn_off(pattern, line)
+                        continue
                     if sample is not None:
                         break
                 if sample is not None:
@@ -432,7 +484,9 @@ class MetricParser:
 
 
 def _user_sample(pattern: MetricPattern, line: str, t: float) -> MetricSample | None:
-    m = pattern.compiled.search(line[:USER_LINE_CHARS])  # bounded work per line (core.telemetry.regex_risk)
+    """The sample ``pattern`` reads from ``line``, or None; TimeoutError when it overran its limit."""
+    # Bounded work per line: the first USER_LINE_CHARS characters, for USER_MATCH_TIMEOUT_S at most.
+    m = pattern.compiled.search(line[:USER_LINE_CHARS], timeout=USER_MATCH_TIMEOUT_S)
     if m is None:
         return None
     step = loss = step_time_s = steps_per_sec = None

@@ -1,10 +1,13 @@
 """Refusing user regexes that can backtrack for ever on one line, before they meet any output.
 
 Python's ``re`` backtracks and holds the GIL while it does: ``^(?P<step>(a|aa)+)+$`` against
-``aaaa...a!`` takes exponential time, and the launcher froze for good, Ctrl-C included (issue 20).
-``re`` has no time limit and cannot be interrupted off the main thread, so the user's patterns
-are checked here when they are read (``validate``, the editor, the launch), and the few shapes
-that make backtracking explode are refused with the fix:
+``aaaa...a!`` takes exponential time, and the launcher froze for good, Ctrl-C included. So the
+user's patterns are matched by the ``regex`` package with a time limit
+(:data:`USER_MATCH_TIMEOUT_S`, in :mod:`core.telemetry.metrics`), which is what makes a freeze
+impossible: no check of a pattern's shape catches every slow one (``.*x.*y.*z.*w.*v`` is
+polynomial, about n^5, and passes what follows). The check here stays as the earlier and plainer
+answer: the patterns are checked here when they are read (``validate``, the editor, the launch), and
+the few shapes that make backtracking explode are refused with the fix:
 
 - a repeat inside a repeat (``(a+)+``, ``(\\d+,)*``): exponential;
 - an alternation inside a repeat (``(a|aa)+``): exponential when the branches overlap;
@@ -12,8 +15,8 @@ that make backtracking explode are refused with the fix:
   (``.*.*``, ``\\d+\\s*\\d+``): each such pair multiplies the work by the line's length.
 
 Possessive repeats (``a++``) and atomic groups (``(?>...)``, Python 3.11+) never backtrack into
-what they matched, so they are the fix offered and are not refused. What is left is at most
-quadratic in the line, and :data:`USER_LINE_CHARS` bounds the line a user pattern sees.
+what they matched, so they are the fix offered and are not refused. :data:`USER_LINE_CHARS`
+bounds the line a user pattern sees.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ from re import _compiler, _constants, _parser  # type: ignore[attr-defined]
 from typing import Any
 
 USER_LINE_CHARS = 2048  # a progress line is far shorter; past this a user pattern sees the start only
+# A plain pattern takes microseconds on a 2 kB line; a quarter of a second is pathological, and
+# still long enough that a loaded machine (the matching thread waiting for a core) does not turn a
+# good pattern off. A pattern that overruns it is turned off for the role, and the user told.
+USER_MATCH_TIMEOUT_S = 0.25
 
 LONG_REPEAT = 64  # a repeat of up to this many is counted as unbounded (x{0,5000} is .* by another name)
 _REPEATS = (_constants.MAX_REPEAT, _constants.MIN_REPEAT)

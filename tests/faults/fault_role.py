@@ -6,6 +6,8 @@ N only (:func:`badutf8_lines`), so a test can recompute them.
 KIND ``steps``: N plain step lines SLEEP_S apart (all at once if 0), then exit 0.
 KIND ``forever``: a step line every SLEEP_S, never ends by itself.
 KIND ``flood``: step lines in blocks of 1000 as fast as it can for N seconds (0: forever), then exit 0.
+KIND ``longline``: one line of ``'xyzw' * N``, then as ``forever``.
+Arguments after these are not read: a test may add one to find its processes by.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ def main() -> None:
                 block = block[os.write(1, block) :]
             i += 1000
     else:
+        if kind == "longline":
+            os.write(1, b"xyzw" * n + b"\n")
         i = 0
         while True:
             os.write(1, step_line(i))

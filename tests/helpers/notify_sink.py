@@ -2,6 +2,8 @@
 
 ``notify_sink.py OUT`` appends one line to OUT. ``--hang`` first writes its pid to OUT.pid and
 sleeps (a command that never returns); ``--fail`` prints a reason on stderr and exits 3.
+``--daemon`` first forks a daemon that leaves the command's session (``setsid``, as a daemonising
+helper does), writes its pid to OUT.daemon-<its pid> and sleeps an hour.
 """
 
 from __future__ import annotations
@@ -12,8 +14,21 @@ import sys
 import time
 
 
+def _daemon(out: str) -> None:
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:  # the daemon: in a session of its own, its parent gone
+            with open(f"{out}.daemon-{os.getpid()}", "w") as f:
+                f.write(str(os.getpid()))
+            time.sleep(3600)
+        os._exit(0)
+    os.wait()
+
+
 def main() -> int:
     out = sys.argv[1]
+    if "--daemon" in sys.argv:
+        _daemon(out)
     if "--hang" in sys.argv:
         with open(out + ".pid", "w") as f:
             f.write(str(os.getpid()))
