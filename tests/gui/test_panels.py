@@ -205,7 +205,8 @@ def test_a_restarted_worker_draws_a_new_segment_not_a_zigzag(qtbot):
 
 def test_gpu_card_names_the_tensorflow_devices_on_it_by_pci_bus_id(qtbot):
     """NVML says 00000000:1A:00.0, TensorFlow's 'Created device' line says 0000:1a:00.0."""
-    from gui.run.tabs.gpus import GpuPanel, normalize_bus_id
+    from core.telemetry.pci import normalize_bus_id
+    from gui.run.tabs.gpus import GpuPanel
 
     assert normalize_bus_id("00000000:1A:00.0") == normalize_bus_id("0000:1a:00.0") == "0000:1a:00.0"
     assert normalize_bus_id(None) is None
