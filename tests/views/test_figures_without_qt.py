@@ -1,6 +1,7 @@
-"""The Training and GPUs tabs' figures are models of their own, without Qt: fed and read in a
-process that never imports PySide6 or pyqtgraph, through a narrow interface (add, read, a version
-the tab compares once a frame). The tabs draw them (tests/gui)."""
+"""The tabs' models are their own, without Qt: the Training and GPUs tabs' figures, the output the
+Logs tab keeps, the Placement tab's table, fed and read in a process that never imports PySide6 or
+pyqtgraph, through a narrow interface (add, read, and for the figures a version the tab compares
+once a frame). The tabs draw them (tests/gui)."""
 
 from __future__ import annotations
 
@@ -31,13 +32,16 @@ def _role(name: str, *, straggler: bool) -> RoleStatus:
     )  # fmt: skip
 
 
-def test_both_tabs_figures_are_fed_and_read_in_a_process_without_qt() -> None:
-    """On the old code the figures were a mixin of the tab's widget: a TensorBoard tag went
-    straight into its combo box, so they could not be fed without Qt."""
+def test_the_tabs_models_are_fed_and_read_in_a_process_without_qt() -> None:
+    """On the old code the training figures were a mixin of the tab's widget (a TensorBoard tag
+    went straight into its combo box), and the GPUs', Logs' and Placement tabs' models lived in
+    their widgets: none could be fed without Qt."""
     script = textwrap.dedent(
-        """
+        r"""
         import sys
         from core.views.gpu_figures import GpuFigures
+        from core.views.logs import ROLE_TEXT_MIN, RoleOutput
+        from core.views.placement import PlacementTable
         from core.views.training import TrainingFigures
 
         training = TrainingFigures()
@@ -51,6 +55,15 @@ def test_both_tabs_figures_are_fed_and_read_in_a_process_without_qt() -> None:
         gpus = GpuFigures()
         gpus.add_samples([{"host": "a", "t": 1.0, "gpus": [{"index": 0, "utilization_gpu_percent": 50}]}])
         assert gpus.gpu_count == 1 and gpus.card_text(("a", 0))[1].startswith("utilization 50 %")
+        output = RoleOutput()
+        output.set_role_count(65)
+        for i in range(3000):
+            output.add("worker:0", f"Step: {i}\n" + "x" * 40 + "\r 50%\r100%\n")
+        assert ROLE_TEXT_MIN - 64 < output.role_chars["worker:0"] <= ROLE_TEXT_MIN
+        assert output.last_lines("worker:0", 2) == ["Step: 2999", "100%"], output.last_lines("worker:0", 2)
+        matmul = {"name": "MatMul", "op_type": "MatMul", "device": "/job:worker/task:1/device:CPU:0", "count": 2}
+        table = PlacementTable.of("worker:1", {"ops": [matmul], "lines_matched": 1}, role_has_gpu=True)
+        assert table.rows == [("MatMul", "MatMul", matmul["device"], "", 2, True)] and "1 compute ops" in table.text
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("PySide6", "pyqtgraph", "shiboken6"))
         assert not loaded, loaded
         print("ok")
