@@ -125,18 +125,19 @@ def child(root: Path) -> dict[str, Any]:
         panel = TrainingPanel()
         panel.resize(*SIZE)
         panel.show()
+        figures = getattr(panel, "figures", panel)  # the baseline's panel kept its figures itself
         for w in range(workers):
             role = f"worker:{w}"
             panel.add_samples(role, [sample(0, 1.0)])  # curves, stats and the worker's tick as a run makes them
-            panel.loss[role] = copy.deepcopy(loss_template)
-            panel.step_time[role] = copy.deepcopy(time_template)
-            stats = panel.stats[role] = WorkerStats()
+            figures.loss[role] = copy.deepcopy(loss_template)
+            figures.step_time[role] = copy.deepcopy(time_template)
+            stats = figures.stats[role] = WorkerStats()
             stats.step_time_s = 0.1 * (1 + 0.01 * w)
         if workers > panel.spread_from:
-            panel.loss_bins, panel.time_bins = BinnedWorkers(origin=0.0), BinnedWorkers(origin=0.0)
+            figures.loss_bins, figures.time_bins = BinnedWorkers(origin=0.0), BinnedWorkers(origin=0.0)
             for w in range(workers):
-                panel.loss_bins.add_many(f"worker:{w}", steps, loss_values)
-                panel.time_bins.add_many(f"worker:{w}", steps, time_values * (1 + 0.01 * w))
+                figures.loss_bins.add_many(f"worker:{w}", steps, loss_values)
+                figures.time_bins.add_many(f"worker:{w}", steps, time_values * (1 + 0.01 * w))
         panel._dirty = True
         panel.refresh(force=True)
         return panel
@@ -189,11 +190,12 @@ def child(root: Path) -> dict[str, Any]:
         for t in range(DAY_S - 120, DAY_S):
             for host in names:
                 panel.add_sample(gpu_sample(host, float(t), gpus))
-        for key in panel.history:
-            panel.history[key] = (copy.deepcopy(gpu_template), copy.deepcopy(gpu_template))
+        history = getattr(panel, "figures", panel).history  # the baseline's panel kept it itself
+        for key in history:
+            history[key] = (copy.deepcopy(gpu_template), copy.deepcopy(gpu_template))
         for key, card in panel.cards.items():
-            if key in panel.history:
-                card.first, card.second = panel.history[key]
+            if key in history:
+                card.first, card.second = history[key]
         panel._dirty = True
         panel.refresh()
 

@@ -61,12 +61,12 @@ def shown_share(window: MainWindow) -> float:
     """How far the views are: the mean over series of (last x - first x) / the run's span."""
     shares = []
     for w in range(WORKERS):
-        series = window.training.loss.get(f"worker:{w}")
+        series = window.training.figures.loss.get(f"worker:{w}")
         last = series.last() if series is not None else None
         shares.append(last[0] / SECONDS if last else 0.0)
     for h in range(HOSTS):
         for i in range(8):
-            pair = window.gpus.history.get((f"gpu-{h}", i))
+            pair = window.gpus.figures.history.get((f"gpu-{h}", i))
             last = pair[0].last() if pair is not None else None
             shares.append((last[0] - START_T + 1) / SECONDS if last else 0.0)
     return sum(shares) / len(shares)
@@ -75,7 +75,7 @@ def shown_share(window: MainWindow) -> float:
 def full(window: MainWindow) -> bool:
     if window.inbox.pending() or shown_share(window) < 1.0:
         return False
-    first = window.training.loss["worker:0"].points()[0][0]
+    first = window.training.figures.loss["worker:0"].points()[0][0]
     return first <= SECONDS / 100  # the curve starts near step 1, not at the tail
 
 

@@ -24,6 +24,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtWidgets
 
+from core.views.series import Series
+from core.views.training import SERIES_CAPACITY
 from gui.run.tabs.training import TrainingPanel
 
 WORKERS = 4
@@ -43,19 +45,19 @@ def towerdeck_frames(app: QtWidgets.QApplication) -> tuple[list[float], int]:
     for w in range(WORKERS):
         role = f"worker:{w}"
         panel._ensure_worker(role)
-        series = panel._series(panel.loss, role)
+        series = panel.figures.loss[role] = Series(capacity=SERIES_CAPACITY)
         for step, value in enumerate(losses(w).tolist()):
             series.append(float(step), value)
     times = []
     for frame in range(FRAMES):
         for w in range(WORKERS):  # a new point for every worker: every curve is recomputed
-            panel.loss[f"worker:{w}"].append(float(STEPS + frame), 0.1)
+            panel.figures.loss[f"worker:{w}"].append(float(STEPS + frame), 0.1)
         panel._dirty = True
         t0 = time.perf_counter()
         panel.refresh(force=True)
         panel.grab()
         times.append(time.perf_counter() - t0)
-    held = sum(s.memory_bytes() for s in panel.loss.values())
+    held = sum(s.memory_bytes() for s in panel.figures.loss.values())
     panel.close()
     return times, held
 

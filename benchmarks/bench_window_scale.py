@@ -83,13 +83,13 @@ def training_baseline(loss: Series, step_time: Series) -> list[float]:
     for w in range(WORKERS):
         role = f"worker:{w}"
         panel._ensure_worker(role)
-        panel.loss[role] = copy.deepcopy(loss)
-        panel.step_time[role] = copy.deepcopy(step_time)
+        panel.figures.loss[role] = copy.deepcopy(loss)
+        panel.figures.step_time[role] = copy.deepcopy(step_time)
 
     def frame(f: int) -> None:
         for w in range(WORKERS):
-            panel.loss[f"worker:{w}"].append(float(STEPS + f), 0.1)
-            panel.step_time[f"worker:{w}"].append(float(STEPS + f), 0.1)
+            panel.figures.loss[f"worker:{w}"].append(float(STEPS + f), 0.1)
+            panel.figures.step_time[f"worker:{w}"].append(float(STEPS + f), 0.1)
         panel._dirty = True
         panel.refresh(force=True)
         panel.grab()
@@ -134,7 +134,7 @@ def training_at_scale(loss: Series, step_time: Series) -> list[float]:
 
 def gpus_baseline(template: Series) -> list[float]:
     panel = GpuPanel()
-    panel.grid_from = 10**9  # the panel as it was: a plotted card for every GPU
+    panel.figures.grid_from = 10**9  # the panel as it was: a plotted card for every GPU
     panel.resize(*SIZE)
     panel.show()
     for h in range(HOSTS):
@@ -160,11 +160,12 @@ def gpus_at_scale(template: Series) -> list[float]:
     for t in range(DAY_S - 120, DAY_S):
         for h in range(HOSTS):
             panel.add_sample(gpu_sample(f"127.0.0.{h + 1}", float(t)))
-    for key in panel.history:
-        panel.history[key] = (copy.deepcopy(template), copy.deepcopy(template))
+    history = panel.figures.history
+    for key in history:
+        history[key] = (copy.deepcopy(template), copy.deepcopy(template))
     for key, card in panel.cards.items():
-        if key in panel.history:
-            card.first, card.second = panel.history[key]
+        if key in history:
+            card.first, card.second = history[key]
     panel.refresh()
 
     def frame(f: int) -> None:

@@ -40,7 +40,7 @@ class GpuGrid(QtWidgets.QWidget):
 
     def __init__(self, board: GpuTileBoard | None = None, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
-        self.board = board or GpuTileBoard()
+        self.board = board if board is not None else GpuTileBoard()  # an empty board is falsy (len 0)
         self._painted_version = -1
         self._selected: tuple[str, int] | None = None
         self._rects: list[tuple[QtCore.QRect, GpuTile]] = []

@@ -57,10 +57,10 @@ def test_a_backlog_goes_in_between_frames(qtbot, tmp_path: Path) -> None:
     qtbot.waitUntil(lambda: window.inbox.pending() == 0, timeout=60_000)
     qtbot.waitUntil(lambda: not window.catch_up_timer.isActive())
     for w in range(WORKERS):
-        series = window.training.loss[f"worker:{w}"]
+        series = window.training.figures.loss[f"worker:{w}"]
         assert series.appended == STEPS and series.last() == (float(STEPS), 2.0 / STEPS)
     for h in range(HOSTS):
-        utilization, memory = window.gpus.history[(f"gpu-{h}", 7)]
+        utilization, memory = window.gpus.figures.history[(f"gpu-{h}", 7)]
         assert utilization.appended == memory.appended == 600 and utilization.last() == (599.0, float((599 + 7) % 100))
     assert len(window.gpus.grid.board) == 8 * HOSTS
     window.close()
@@ -143,7 +143,7 @@ def test_a_run_is_read_once_its_window_has_drawn_a_frame(qtbot, tmp_path: Path) 
     window._on_frame()
     assert reader._thread is not None and reader._thread.is_alive()  # type: ignore[attr-defined]
     window.timer.start()
-    qtbot.waitUntil(lambda: window.training.loss.get("worker:1") is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: window.training.figures.loss.get("worker:1") is not None, timeout=30_000)
     window.close()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from core.views.gpu_figures import GpuFigures
 from core.views.gpu_tiles import SPARK_POINTS, GpuTileBoard, heat_level
 
 GIB = 1 << 30
@@ -111,15 +112,15 @@ def test_gpu_panel_leads_with_the_grid_past_8_gpus_and_shows_one_full_card(qtbot
 
     panel = fed_panel(qtbot, 5)
     panel.refresh()
-    assert panel.grid_mode and panel.grid_scroll.isVisible() and len(panel.grid.board) == 64
+    assert panel.figures.grid_mode and panel.grid_scroll.isVisible() and len(panel.grid.board) == 64
     # One full card shows, not 64 plots; cards made before the grid took over stay hidden.
     assert [k for k, c in panel.cards.items() if k[1] >= 0 and not c.box.isHidden()] == [("127.0.0.1", 0)]
-    assert len([k for k in panel.cards if k[1] >= 0]) <= panel.grid_from + 1
+    assert len([k for k in panel.cards if k[1] >= 0]) <= panel.figures.grid_from + 1
     assert not panel.cards[("127.0.0.1", 0)].box.isHidden()
     qtbot.waitUntil(lambda: panel.grid.tile_rect("127.0.0.7", 5) is not None)
     panel.grid_scroll.ensureVisible(0, panel.grid.tile_rect("127.0.0.7", 5).center().y())
     qtbot.mouseClick(panel.grid, QtCore.Qt.MouseButton.LeftButton, pos=panel.grid.tile_rect("127.0.0.7", 5).center())
-    assert panel.focus == ("127.0.0.7", 5)
+    assert panel.figures.focus == ("127.0.0.7", 5)
     card = panel.cards[("127.0.0.7", 5)]
     assert not card.box.isHidden() and panel.cards[("127.0.0.1", 0)].box.isHidden()
     assert len(card.first) == 5  # the card opens with the GPU's history, kept before it was shown
@@ -134,7 +135,7 @@ def test_gpu_panel_with_few_gpus_keeps_a_card_each(qtbot):
     panel.add_sample(sample("127.0.0.1", 1.0, gpus=4) | {"figures": {}})
     while panel.pending_cards():  # a few cards a frame
         panel.refresh()
-    assert not panel.grid_mode and panel.grid_scroll.isHidden()
+    assert not panel.figures.grid_mode and panel.grid_scroll.isHidden()
     assert {k for k in panel.cards if k[1] >= 0} == {("127.0.0.1", i) for i in range(4)}
 
 
@@ -146,7 +147,7 @@ def test_cards_are_made_a_few_a_frame_and_open_with_their_history(qtbot):
 
     panel = fed_panel(qtbot, 3)
     assert panel.cards == {}, "a sample made plot widgets"
-    assert len(panel.history) == 64 + 8 and all(len(first) == 3 for first, _ in panel.history.values())
+    assert len(panel.figures.history) == 64 + 8 and all(len(first) == 3 for first, _ in panel.figures.history.values())
     made = []
     while panel.pending_cards():
         before = len(panel.cards)
@@ -190,7 +191,7 @@ def test_cards_scrolled_out_of_view_are_drawn_when_they_come_back(qtbot):
         return 0 if x is None else len(x)
 
     top = ("127.0.0.1", -1)
-    assert points(top) == len(panel.history[top][0]) == t  # in view: every sample drawn
+    assert points(top) == len(panel.figures.history[top][0]) == t  # in view: every sample drawn
     assert 0 < points(("127.0.0.1", 7)) < t  # out of view: left as it was
     bar = panel.cards_scroll.verticalScrollBar()
     bar.setValue(bar.maximum())
@@ -212,15 +213,12 @@ def mixed_samples(count: int) -> list[dict]:
     return out
 
 
-def test_a_batch_of_samples_is_each_sample_in_turn(qtbot):
+def test_a_batch_of_samples_is_each_sample_in_turn():
     """A reopened run's thousands of samples go in one batch (one Series.extend per series); the
-    panel, its series and the tiles end exactly as with a sample at a time."""
-    from gui.run.tabs.gpus import GpuPanel
-
+    panel's figures (Qt-free, no widget built), its series and the tiles end exactly as with a
+    sample at a time."""
     samples = mixed_samples(3 * SPARK_POINTS)
-    one_by_one, batched = GpuPanel(), GpuPanel()
-    for panel in (one_by_one, batched):
-        qtbot.addWidget(panel)
+    one_by_one, batched = GpuFigures(), GpuFigures()
     for data in samples:
         one_by_one.add_sample(data)
     batched.add_samples(samples[:5])  # a live frame's few, then a backlog
@@ -230,7 +228,7 @@ def test_a_batch_of_samples_is_each_sample_in_turn(qtbot):
         other = batched.history[key]
         for mine, theirs in ((first, other[0]), (second, other[1])):
             assert repr(mine.points()) == repr(theirs.points()) and mine.appended == theirs.appended
-    assert repr(batched.grid.board.by_host()) == repr(one_by_one.grid.board.by_host())  # NaN readings too
+    assert repr(batched.board.by_host()) == repr(one_by_one.board.by_host())  # NaN readings too
     assert batched.latest == one_by_one.latest
 
 

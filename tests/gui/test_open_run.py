@@ -41,8 +41,8 @@ def test_a_long_past_run_shows_its_whole_span_and_the_window_keeps_turning(qtbot
     gpus = [(f"gpu-{h}", i) for h in range(HOSTS) for i in range(8)]
 
     def full() -> bool:
-        loss = [window.training.loss.get(w) for w in workers]
-        history = [window.gpus.history.get(g) for g in gpus]
+        loss = [window.training.figures.loss.get(w) for w in workers]
+        history = [window.gpus.figures.history.get(g) for g in gpus]
         return (
             all(s is not None and s.last() is not None and s.last()[0] == SECONDS for s in loss)
             and all(
@@ -58,12 +58,12 @@ def test_a_long_past_run_shows_its_whole_span_and_the_window_keeps_turning(qtbot
     finally:
         probe.stop()
     for worker in workers:
-        points = window.training.loss[worker].points()
+        points = window.training.figures.loss[worker].points()
         assert points[0][0] <= SECONDS / 100, (worker, points[0])  # from the first steps, not the tail
         steps = [p[0] for p in points]
         assert steps == sorted(steps)
     for key in gpus:
-        first_t = window.gpus.history[key][0].points()[0][0]
+        first_t = window.gpus.figures.history[key][0].points()[0][0]
         assert first_t - START_T <= SECONDS / 100, key
     assert len(window.gpus.grid.board) == len(gpus)
     # Generous: a loaded 2-core machine; loading in one go stalled the window for seconds.

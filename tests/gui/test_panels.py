@@ -16,7 +16,7 @@ FAKE_NVML = str(ROOT / "tests" / "helpers" / "fake_nvml.py")
 
 
 def test_carriage_return_progress_keeps_the_last_state_across_chunks():
-    from gui.run.tabs.logs import LineAssembler
+    from core.views.logs import LineAssembler
 
     lines = LineAssembler()
     assert lines.feed("epoch 1\n 10%\r 20%") == ["epoch 1"]
@@ -28,7 +28,7 @@ def test_carriage_return_progress_keeps_the_last_state_across_chunks():
 
 
 def test_levels_from_absl_prefixes_logging_and_tracebacks():
-    from gui.run.tabs.logs import line_level
+    from core.views.logs import line_level
 
     assert line_level("Step: 10,  Cost: 0.5") == 0
     assert line_level("W0000 00:00:1.2 123 local_rendezvous.cc:412] aborting") == 1
@@ -72,7 +72,7 @@ def test_log_panel_filters_follows_and_shows_the_progress_line(qtbot):
 def test_the_output_kept_per_role_shares_one_budget_and_the_newest_lines_stay(qtbot):
     """Issue 25: 65 roles keep 64 KiB of output each (4 MiB in all, 33 MiB before), a small run
     512 KiB a role; what is kept is each role's newest text, shown when the view switches to it."""
-    from gui.run.tabs import logs
+    from core.views import logs
     from gui.run.tabs.logs import LogPanel
 
     panel = LogPanel()
@@ -85,7 +85,7 @@ def test_the_output_kept_per_role_shares_one_budget_and_the_newest_lines_stay(qt
         for n in range(per_role // len(chunk) + 8):  # past the cap
             for role in names:
                 panel.add_output(role, chunk.replace("line ", f"{n:03d} "))
-        kept = [panel.role_chars[r] for r in names]
+        kept = [panel.output.role_chars[r] for r in names]
         assert max(kept) <= per_role and min(kept) > per_role - len(chunk)
         assert sum(kept) <= max(logs.LOG_TEXT_BUDGET, roles * logs.ROLE_TEXT_MIN)
         panel.show_role(names[-1])
@@ -95,7 +95,8 @@ def test_the_output_kept_per_role_shares_one_budget_and_the_newest_lines_stay(qt
 def test_compute_ops_on_the_cpu_of_a_role_with_a_gpu_are_highlighted(qtbot):
     from PySide6 import QtCore
 
-    from gui.run.tabs.placement import HIGHLIGHT, PlacementPanel, misplaced
+    from core.views.placement import misplaced
+    from gui.run.tabs.placement import HIGHLIGHT, PlacementPanel
 
     worker_cpu = "/job:worker/replica:0/task:1/device:CPU:0"
     matmul = {"name": "dense/MatMul", "op_type": "MatMul", "device": worker_cpu, "kind": "graph", "count": 1}
@@ -205,7 +206,8 @@ def test_a_restarted_worker_draws_a_new_segment_not_a_zigzag(qtbot):
 
 def test_gpu_card_names_the_tensorflow_devices_on_it_by_pci_bus_id(qtbot):
     """NVML says 00000000:1A:00.0, TensorFlow's 'Created device' line says 0000:1a:00.0."""
-    from gui.run.tabs.gpus import GpuPanel, normalize_bus_id
+    from core.telemetry.pci import normalize_bus_id
+    from gui.run.tabs.gpus import GpuPanel
 
     assert normalize_bus_id("00000000:1A:00.0") == normalize_bus_id("0000:1a:00.0") == "0000:1a:00.0"
     assert normalize_bus_id(None) is None

@@ -58,7 +58,7 @@ def test_a_past_run_with_more_points_than_the_inbox_held_loses_none(qtbot, tmp_p
     qtbot.waitUntil(lambda: len(seen_states) >= len(journalled), timeout=20_000)
     for worker in workers:
         assert steps[worker] == list(range(1, STEPS + 1)), worker  # every point, once, in order
-        series = window.training.loss[worker]
+        series = window.training.figures.loss[worker]
         assert series.last() is not None and series.last()[0] == STEPS
         first_t = series.points()[0][0]
         assert first_t < STEPS / 100, (worker, first_t)  # the curve starts near step 1, not half-way

@@ -100,7 +100,7 @@ def _follow_the_run(qtbot, window, overview) -> None:
             return [k for k, c in gpus.cards.items() if k[1] >= 0 and not c.box.isHidden()]
 
         qtbot.waitUntil(lambda: len(shown()) == 1, timeout=10_000)  # cards are made a few a frame
-        assert len([k for k in gpus.cards if k[1] >= 0]) <= gpus.grid_from + 1
+        assert len([k for k in gpus.cards if k[1] >= 0]) <= gpus.figures.grid_from + 1
 
         # A click on a tile in the overview selects that role in the table (and so the logs).
         rect = overview.cell_rect("worker:37")

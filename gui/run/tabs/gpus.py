@@ -11,42 +11,33 @@ costs 50-300 ms on a loaded machine, and the first frame on the GPUs tab of a 64
 17 of them at once, 6.7 s without turning the event loop). The samples go to the history
 whether or not a card exists, so a card made later opens with all of it.
 
-Fed with the agents' ``sample`` and ``gpu_status`` events; every plot reads a bounded
-:class:`~core.views.series.Series`.
+Fed with the agents' ``sample`` and ``gpu_status`` events. The figures (every GPU's history, the
+latest samples, the cards' texts, which card shows) are kept, Qt-free, by
+:class:`core.views.gpu_figures.GpuFigures`, which the panel owns; every plot reads one of its
+bounded :class:`~core.views.series.Series`.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
-# normalize_bus_id is imported by name from here too (gui.window.main_window): it lives in core.
-from core.telemetry.pci import normalize_bus_id
+from core.views.gpu_figures import HISTORY_CAPACITY, GpuFigures, GpuKey
 from core.views.series import Series
 from gui.run.gpu_grid import GpuGrid
 from gui.run.tabs.plotting import FollowX, fit_to_pixels, light_grid, settle
 
 UTIL_COLOUR = "#2b6cb0"
 MEMORY_COLOUR = "#d9822b"
-GRID_FROM = 8
 CARDS_PER_FRAME = 2
 
 
 def _drawn_key(card: _Card) -> tuple[int, ...]:
     """What a card's curves show: its two series, and how many points each had."""
     return (id(card.first), card.first.appended, id(card.second), card.second.appended)
-
-
-def _mib(n: Any) -> str:
-    return f"{n / 2**20:,.0f} MiB" if isinstance(n, (int, float)) else "?"
-
-
-def _num(value: Any, fmt: str, unit: str) -> str:
-    return f"{value:{fmt}}{unit}" if isinstance(value, (int, float)) else "n/a"
 
 
 @dataclass
@@ -57,31 +48,27 @@ class _Card:
     values: QtWidgets.QLabel
     users: QtWidgets.QLabel
     plot: pg.PlotWidget
-    first: Series = field(default_factory=lambda: Series(capacity=2048))
-    second: Series = field(default_factory=lambda: Series(capacity=2048))
+    first: Series = field(default_factory=lambda: Series(capacity=HISTORY_CAPACITY))
+    second: Series = field(default_factory=lambda: Series(capacity=HISTORY_CAPACITY))
     curves: tuple[pg.PlotDataItem, pg.PlotDataItem] | None = None
     drawn: tuple[int, ...] = ()  # the series (and their lengths) the curves were last set from
     follow: FollowX | None = None  # the X range on the whole history, newest at 0
 
 
 class GpuPanel(QtWidgets.QWidget):
-    """Cards per host: the host's CPU and memory, then one card per GPU."""
+    """Cards per host: the host's CPU and memory, then one card per GPU, drawn from its
+    :class:`~core.views.gpu_figures.GpuFigures`."""
 
     def __init__(self) -> None:
         super().__init__()
+        self.figures = GpuFigures()
         self.hosts: dict[str, QtWidgets.QGroupBox] = {}
         self.host_status: dict[str, QtWidgets.QLabel] = {}
-        self.cards: dict[tuple[str, int], _Card] = {}
-        self.latest: dict[str, dict[str, Any]] = {}  # host -> latest sample
-        self.tf_devices: dict[str, list[str]] = {}  # normalized pci bus id -> TF devices by role
-        self._dirty = False
-        # Every GPU's (and host's, index -1) two series, whether or not its card exists (a card
-        # is made when shown, a few a frame).
-        self.history: dict[tuple[str, int], tuple[Series, Series]] = {}
-        self._gpu_count = 0
-        self.grid_from = GRID_FROM
-        self.focus: tuple[str, int] | None = None  # the GPU whose card shows, in grid mode
-        self.grid = GpuGrid()
+        self.cards: dict[GpuKey, _Card] = {}
+        self._dirty = False  # a change of the panel's own (a card scrolled into view): redraw
+        self._figures_drawn = -1  # the figures' version the cards show
+        self._hosts_listed = 0  # how many of the figures' hosts have their box
+        self.grid = GpuGrid(self.figures.board)
         self.grid.sig_gpu_selected.connect(self._on_gpu_selected)
         self.grid_scroll = QtWidgets.QScrollArea()
         self.grid_scroll.setWidgetResizable(True)
@@ -109,19 +96,10 @@ class GpuPanel(QtWidgets.QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.split)
 
-    @property
-    def grid_mode(self) -> bool:
-        return self._gpu_count > self.grid_from
-
-    def pending_cards(self) -> list[tuple[str, int]]:
-        """The cards that should show but are not made yet: the focused GPU's first, then the
-        hosts' and the GPUs' in order; :meth:`refresh` makes ``CARDS_PER_FRAME`` of them."""
-        keys = [k for k in self.history if k not in self.cards and self.shown(k)]
-        return sorted(keys, key=lambda k: (k != self.focus, k[1] >= 0, k))
-
-    def shown(self, key: tuple[str, int]) -> bool:
-        """Whether ``key``'s card shows: always for a host's CPU card and below ``grid_from`` GPUs."""
-        return key[1] < 0 or not self.grid_mode or key == self.focus
+    def pending_cards(self) -> list[GpuKey]:
+        """The cards that should show but are not made yet (focused first, see
+        :meth:`GpuFigures.pending`); :meth:`refresh` makes ``CARDS_PER_FRAME`` of them."""
+        return self.figures.pending(self.cards)
 
     def _in_view(self, card: _Card) -> bool:
         """Whether any of ``card``'s plot is inside the cards' scrolled view (or not laid out yet)."""
@@ -132,13 +110,14 @@ class GpuPanel(QtWidgets.QWidget):
         return QtCore.QRect(corner, card.plot.size()).intersects(viewport.rect())
 
     def _on_cards_moved(self, *_args: object) -> None:
-        stale = (c for k, c in self.cards.items() if c.drawn != _drawn_key(c) and self.shown(k) and self._in_view(c))
+        shown = self.figures.shown
+        stale = (c for k, c in self.cards.items() if c.drawn != _drawn_key(c) and shown(k) and self._in_view(c))
         if any(stale):
             self._dirty = True
             self.refresh()
 
     def _on_gpu_selected(self, host: str, index: int) -> None:
-        self.focus = (host, index)
+        self.figures.select((host, index))
         self._card(host, index)
         self._dirty = True
         self.refresh()
@@ -149,11 +128,8 @@ class GpuPanel(QtWidgets.QWidget):
         self.hosts.clear()
         self.host_status.clear()
         self.cards.clear()
-        self.latest.clear()
-        self.history.clear()
-        self._gpu_count = 0
-        self.focus = None
-        self.grid.board.clear()
+        self.figures.clear()  # its tile board too: the grid's
+        self._hosts_listed = 0
         self.grid_scroll.hide()
         self.empty.show()
 
@@ -164,66 +140,13 @@ class GpuPanel(QtWidgets.QWidget):
         self.add_samples([data])
 
     def add_samples(self, batch: list[dict[str, Any]]) -> None:
-        """Take ``sample`` events' data, in order: what :meth:`add_sample` on each gives, with one
-        :meth:`Series.extend` per series and one tile board update (a reopened run hands over
-        thousands of samples a frame, a live one a few)."""
-        # Per series key, the batch's points: busy times, busy values, memory times, memory values.
-        # Gathered inline, a tuple less per reading: a reopened day hands over ~70,000 (issue 25).
-        points: dict[tuple[str, int], tuple[list[float], list[float], list[float], list[float]]] = {}
-        number = (int, float)
-        tiles: list[dict[str, Any]] = []
-        for data in batch:
-            host = str(data.get("host", "?"))
-            t = data.get("t")
-            t = float(t) if isinstance(t, number) else time.time()
-            self.latest[host] = data
-            figures: dict[str, Any] = data["figures"] if isinstance(data.get("figures"), dict) else {}
+        """Take ``sample`` events' data, in order (:meth:`GpuFigures.add_samples`); a new host
+        gets its box at once."""
+        self.figures.add_samples(batch)
+        hosts = self.figures.hosts
+        for host in hosts[self._hosts_listed :]:
             self._host(host)
-            readings = [
-                (-1, figures.get("cpu_percent"), figures.get("memory_used_bytes"), figures.get("memory_total_bytes"))
-            ]
-            gpus = data.get("gpus") or []
-            for gpu in gpus:
-                if isinstance(gpu, dict) and isinstance(gpu.get("index"), int):
-                    readings.append(
-                        (
-                            int(gpu["index"]),
-                            gpu.get("utilization_gpu_percent"),
-                            gpu.get("memory_used_bytes"),
-                            gpu.get("memory_total_bytes"),
-                        )
-                    )
-            for index, busy, used, total in readings:  # a host's CPU % or a GPU's utilisation; memory used %
-                key = (host, index)
-                acc = points.get(key)
-                if acc is None:
-                    self._series(key)
-                    acc = points[key] = ([], [], [], [])
-                if isinstance(busy, number):
-                    acc[0].append(t)
-                    acc[1].append(float(busy))
-                if isinstance(used, number) and isinstance(total, number) and total > 0:
-                    acc[2].append(t)
-                    acc[3].append(100.0 * used / total)
-            if gpus:
-                tiles.append({"host": host, "t": t, "gpus": gpus})
-            if self.grid_mode and self.focus is None:
-                self.focus = min((k for k in self.history if k[1] >= 0), default=None)
-        for key, (busy_t, busy_v, memory_t, memory_v) in points.items():
-            pair = self.history[key]
-            if busy_t:
-                pair[0].extend(busy_t, busy_v)
-            if memory_t:
-                pair[1].extend(memory_t, memory_v)
-        self.grid.board.add_samples(tiles)
-        self._dirty = True
-
-    def _series(self, key: tuple[str, int]) -> tuple[Series, Series]:
-        pair = self.history.get(key)
-        if pair is None:  # not setdefault: it built two 2048-point Series per GPU per sample
-            pair = self.history[key] = (Series(capacity=2048), Series(capacity=2048))
-            self._gpu_count += key[1] >= 0
-        return pair
+        self._hosts_listed = len(hosts)
 
     def set_gpu_status(self, host: str, status: str) -> None:
         """Take a ``gpu_status`` event: the agent's one line about NVML on ``host``."""
@@ -239,9 +162,7 @@ class GpuPanel(QtWidgets.QWidget):
 
     def set_tf_devices(self, devices: dict[str, list[str]]) -> None:
         """TensorFlow devices per normalized PCI bus id, e.g. ``worker:0 /device:GPU:0``."""
-        if devices != self.tf_devices:
-            self.tf_devices = devices
-            self._dirty = True
+        self.figures.set_tf_devices(devices)
 
     # ------------------------------------------------------------------ widgets
 
@@ -285,7 +206,7 @@ class GpuPanel(QtWidgets.QWidget):
         layout.addWidget(plot)
         card = _Card(inner, values, users, plot)
         card.follow = FollowX(plot, headroom=0.01)
-        card.first, card.second = self._series((host, index))  # the history, kept from the first sample on
+        card.first, card.second = self.figures.history[(host, index)]  # kept from the first sample on
         first_name, second_name = ("CPU %", "memory %") if index < 0 else ("utilization %", "memory %")
         # One-pixel pens: a wider one is stroked point by point (see gui.run.tabs.training.PEN_PX).
         first = plot.plot(pen=pg.mkPen(UTIL_COLOUR, width=1), name=first_name)
@@ -307,33 +228,31 @@ class GpuPanel(QtWidgets.QWidget):
     # ------------------------------------------------------------------ drawing
 
     def refresh(self) -> None:
-        if not self._dirty:
+        figures = self.figures
+        if not self._dirty and figures.version == self._figures_drawn:
             return
         self._dirty = False
+        self._figures_drawn = figures.version
         pending = self.pending_cards()
         for key in pending[:CARDS_PER_FRAME]:
             self._card(*key)
         if len(pending) > CARDS_PER_FRAME:
             self._dirty = True  # the next frame makes the next few
-        grid_mode = self.grid_mode
+        grid_mode = figures.grid_mode
         self.grid_scroll.setVisible(grid_mode)
         if grid_mode:
-            self.grid.select(*(self.focus or (None, None)))
+            self.grid.select(*(figures.focus or (None, None)))
             self.grid.refresh()
-        for (host, index), card in self.cards.items():
-            shown = self.shown((host, index))
+        for key, card in self.cards.items():
+            shown = figures.shown(key)
             card.box.setVisible(shown)
             if not shown:
                 continue  # only the cards on screen are drawn
-            sample = self.latest.get(host, {})
-            if index < 0:
-                card.values.setText(self._host_text(sample))
-                card.users.setText(self._host_users(sample))
-            else:
-                gpu = next((g for g in sample.get("gpus") or [] if isinstance(g, dict) and g.get("index") == index), {})
-                card.box.setTitle(f"GPU {index}: {gpu.get('name') or 'unknown'}")
-                card.values.setText(self._gpu_text(gpu))
-                card.users.setText(self._gpu_users(gpu))
+            title, values, users = figures.card_text(key)
+            if card.box.title() != title:
+                card.box.setTitle(title)
+            card.values.setText(values)
+            card.users.setText(users)
             assert card.curves is not None
             drawn = _drawn_key(card)
             if card.drawn == drawn:
@@ -350,44 +269,3 @@ class GpuPanel(QtWidgets.QWidget):
             assert card.follow is not None
             card.follow.update(oldest, 0.0)  # moved only when the history outgrows it
             settle(card.plot)
-
-    @staticmethod
-    def _host_text(sample: dict[str, Any]) -> str:
-        f: dict[str, Any] = sample["figures"] if isinstance(sample.get("figures"), dict) else {}
-        return (
-            f"CPU {_num(f.get('cpu_percent'), '.0f', ' %')} of {f.get('cpu_count', '?')} cores   "
-            f"load {_num(f.get('load1'), '.2f', '')}   "
-            f"memory {_mib(f.get('memory_used_bytes'))} of {_mib(f.get('memory_total_bytes'))}"
-        )
-
-    @staticmethod
-    def _host_users(sample: dict[str, Any]) -> str:
-        roles: dict[str, Any] = sample["roles"] if isinstance(sample.get("roles"), dict) else {}
-        parts = []
-        for name, fig in sorted(roles.items()):
-            if isinstance(fig, dict) and fig.get("alive", True):
-                parts.append(f"{name} {_num(fig.get('cpu_percent'), '.0f', '%')} CPU, {_mib(fig.get('rss_bytes'))}")
-        return "roles: " + ("; ".join(parts) if parts else "none running")
-
-    @staticmethod
-    def _gpu_text(gpu: dict[str, Any]) -> str:
-        return (
-            f"utilization {_num(gpu.get('utilization_gpu_percent'), '.0f', ' %')}   "
-            f"memory {_mib(gpu.get('memory_used_bytes'))} of {_mib(gpu.get('memory_total_bytes'))}   "
-            f"{_num(gpu.get('temperature_c'), '.0f', ' °C')}   "
-            f"power {_num(gpu.get('power_w'), '.0f', ' W')} of {_num(gpu.get('power_limit_w'), '.0f', ' W')}   "
-            f"SM clock {_num(gpu.get('sm_clock_mhz'), '.0f', ' MHz')}"
-        )
-
-    def _gpu_users(self, gpu: dict[str, Any]) -> str:
-        users = []
-        for proc in gpu.get("processes") or []:
-            if not isinstance(proc, dict):
-                continue
-            who = proc.get("role") or f"pid {proc.get('pid')} (not a role of this run)"
-            users.append(f"{who} {_mib(proc.get('used_memory_bytes'))}")
-        text = "used by: " + (", ".join(users) if users else "no process")
-        devices = self.tf_devices.get(normalize_bus_id(gpu.get("pci_bus_id")) or "", [])
-        if devices:
-            text += "\nTensorFlow devices: " + ", ".join(devices)
-        return text

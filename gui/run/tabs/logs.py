@@ -2,65 +2,18 @@
 
 Carriage-return progress bars (Keras, tqdm) are shown the way a terminal shows them: only the last
 state of a line is kept, and a line still being redrawn is shown below the log until it ends. The
-view keeps ``LOG_BLOCKS`` lines; the run directory keeps every byte.
+view keeps ``LOG_BLOCKS`` lines; the run directory keeps every byte. What the window keeps of
+each role's output, the line assembly and the levels are :mod:`core.views.logs` (Qt-free); the
+panel owns a :class:`~core.views.logs.RoleOutput` and shows it.
 """
 
 from __future__ import annotations
 
-import collections
-import re
-
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from core.views.logs import LEVELS, LineAssembler, RoleOutput, line_level
+
 LOG_BLOCKS = 5000
-# What the window keeps of each role's output, to show when the view switches to that role (the
-# run directory keeps every byte): all roles together at most LOG_TEXT_BUDGET characters, each
-# between ROLE_TEXT_MIN and ROLE_TEXT_CHARS. Eight roles keep 512 KiB each; 65 keep 64 KiB each
-# (about a thousand lines, a terminal's scrollback), 4 MiB in all instead of 33 (issue 25: the
-# text was most of the window's growth over a day at 64 workers).
-ROLE_TEXT_CHARS = 512 * 1024
-ROLE_TEXT_MIN = 64 * 1024
-LOG_TEXT_BUDGET = 4 * 1024 * 1024
-PARTIAL_LINE_CHARS = 4096  # an unterminated line longer than this is shown as it is
-
-LEVELS = ("All lines", "Warnings and errors", "Errors only")
-_ERROR = re.compile(r"^[EF]\d{4} |\b(ERROR|FATAL|CRITICAL|Traceback)\b|^[\w.]*(Error|Exception)(:|$)|\[towerdeck\]")
-_WARNING = re.compile(r"^W\d{4} |\bWARNING\b|\bWarning\b")
-
-
-def line_level(line: str) -> int:
-    """0 for an ordinary line, 1 for a warning, 2 for an error (absl prefixes, logging, tracebacks)."""
-    if _ERROR.search(line):
-        return 2
-    if _WARNING.search(line):
-        return 1
-    return 0
-
-
-class LineAssembler:
-    """Turns a stream of output chunks into complete display lines, as a terminal would.
-
-    ``\\r`` returns to the start of the line, so of ``10%\\r20%\\r30%\\n`` only ``30%`` stays; a
-    chunk may end in the middle of a line, which is kept as :attr:`partial` until its end arrives.
-    """
-
-    def __init__(self) -> None:
-        self.partial = ""
-
-    def feed(self, text: str) -> list[str]:
-        text = self.partial + text
-        lines = text.split("\n")
-        self.partial = lines.pop()
-        if len(self.partial) > PARTIAL_LINE_CHARS and "\r" not in self.partial[-PARTIAL_LINE_CHARS:]:
-            lines.append(self.partial)  # a line without an end (binary, or a huge blob): show it
-            self.partial = ""
-        self.partial = _last_state(self.partial) if "\r" in self.partial else self.partial
-        return [_last_state(line) for line in lines]
-
-
-def _last_state(line: str) -> str:
-    line = line.rstrip("\r")
-    return line.rsplit("\r", 1)[-1]
 
 
 class LogPanel(QtWidgets.QWidget):
@@ -71,10 +24,8 @@ class LogPanel(QtWidgets.QWidget):
 
     def __init__(self) -> None:
         super().__init__()
-        self.role_text: dict[str, collections.deque[str]] = {}
-        self.role_chars: dict[str, int] = {}
-        self.role_cap = ROLE_TEXT_CHARS  # characters kept per role, from the number of roles
-        self.assembler = LineAssembler()
+        self.output = RoleOutput()
+        self.assembler = LineAssembler()  # the shown role's lines, as they are appended to the view
         self.current: str | None = None
         self.role_box = QtWidgets.QComboBox()
         self.role_box.setMinimumContentsLength(12)
@@ -120,7 +71,7 @@ class LogPanel(QtWidgets.QWidget):
     # ------------------------------------------------------------------ roles
 
     def set_roles(self, roles: list[str]) -> None:
-        self.role_cap = max(ROLE_TEXT_MIN, min(ROLE_TEXT_CHARS, LOG_TEXT_BUDGET // max(1, len(roles))))
+        self.output.set_role_count(len(roles))
         if [self.role_box.itemText(i) for i in range(self.role_box.count())] == roles:
             return
         self.role_box.blockSignals(True)
@@ -150,37 +101,27 @@ class LogPanel(QtWidgets.QWidget):
             self.sig_role_changed.emit(role)
 
     def clear(self) -> None:
-        self.role_text.clear()
-        self.role_chars.clear()
+        self.output.clear()
         self._render()
 
     # ------------------------------------------------------------------ text
 
     def add_output(self, role: str, text: str) -> None:
         """Keep ``text`` for ``role`` (bounded) and show it if that role is on screen."""
-        buffer = self.role_text.setdefault(role, collections.deque())
-        buffer.append(text)
-        chars = self.role_chars.get(role, 0) + len(text)
-        while chars > self.role_cap and len(buffer) > 1:
-            chars -= len(buffer.popleft())
-        self.role_chars[role] = chars
+        self.output.add(role, text)
         if role == self.current:
             self._show_lines(self.assembler.feed(text))
 
     def last_lines(self, role: str, n: int) -> list[str]:
         """The last ``n`` non-empty lines this window has of ``role``'s output."""
-        buffer = self.role_text.get(role)
-        if not buffer:
-            return []
-        tail = "".join(list(buffer)[-4:])[-8192:]
-        return [line for line in LineAssembler().feed(tail + "\n") if line.strip()][-n:]
+        return self.output.last_lines(role, n)
 
     def _render(self) -> None:
         self.view.clear()
         self.assembler = LineAssembler()
         self.progress.setText("")
         if self.current is not None:
-            self._show_lines(self.assembler.feed("".join(self.role_text.get(self.current, ()))))
+            self._show_lines(self.assembler.feed(self.output.text(self.current)))
 
     def _show_lines(self, lines: list[str]) -> None:
         minimum = self.level.currentIndex()

@@ -2,53 +2,24 @@
 
 A compute op (MatMul, Conv2D, ...) that TensorFlow placed on a CPU of the role's own task while the
 role has a GPU is highlighted: that is the classic performance mistake the placement log reveals.
+Which ops those are, the sentence and the rows are :class:`core.views.placement.PlacementTable`
+(Qt-free); this module shows it.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.telemetry.placement import short_device
+from core.views.placement import PlacementTable, Row, device_kind
 
 COLUMNS = ("Op", "Type", "Device", "Kind", "Count")
 COLUMN_WIDTHS = (300, 170, 300, 60, 60)
-MAX_ROWS = 20_000  # the table is for reading; `python main.py placement LOG --json` has them all
-COMPUTE_OP = re.compile(
-    r"MatMul|Conv|Pool|BiasAdd|Relu|Elu|Selu|Tanh|Sigmoid|Softmax|BatchNorm|Einsum|CrossEntropy|LRN"
-)
-_TASK = re.compile(r"/job:(?P<job>[^/]+)(?:/replica:\d+)?(?:/task:(?P<task>\d+))?")
 HIGHLIGHT = QtGui.QColor("#f8d0d0")
-
-
-def is_cpu_device(device: str) -> bool:
-    return re.search(r"device:(XLA_)?CPU:\d+$", device) is not None
-
-
-def on_own_task(device: str, role: str) -> bool:
-    """Whether ``device`` belongs to the role's own process (``/job:worker/task:1`` for worker:1)."""
-    m = _TASK.search(device)
-    if m is None:
-        return True  # an eager/local device name: the role's own process
-    job, _, index = role.partition(":")
-    return (m["job"] in (job, "localhost")) and (m["task"] is None or m["task"] == index or m["job"] == "localhost")
-
-
-def misplaced(op: dict[str, Any], role: str, role_has_gpu: bool) -> bool:
-    """A compute op on the role's own CPU while the role has a GPU."""
-    device = str(op.get("device", ""))
-    return (
-        role_has_gpu
-        and is_cpu_device(device)
-        and on_own_task(device, role)
-        and COMPUTE_OP.search(str(op.get("op_type", ""))) is not None
-    )
-
-
-Row = tuple[str, str, str, str, int, bool]  # name, type, device, kind, count, highlighted
+BAR_COLOURS = {"gpu": "#2e9d4f", "own cpu": "#8a8a8a", "other task": "#2b6cb0"}
 
 
 class OpTableModel(QtCore.QAbstractTableModel):
@@ -176,40 +147,13 @@ class PlacementPanel(QtWidgets.QWidget):
         if key == self._shown_key:
             return
         self._shown_key = key
-        counts: dict[str, int] = summary.get("counts_by_device") or {}
-        bad = [op for op in ops if misplaced(op, role, role_has_gpu)]
-        text = f"{role}: {len(ops)} ops on {len(counts)} devices from {summary.get('lines_matched', 0)} lines"
-        if summary.get("overflow"):
-            text += f"; {summary['overflow']} lines about further ops not kept"
-        if len(ops) > MAX_ROWS:
-            text += f"; the table shows the first {MAX_ROWS}"
-        if bad:
-            text += f". {len(bad)} compute ops run on the CPU although {role} has a GPU (highlighted)."
-        elif not ops:
-            text = (
-                f"{role}: no placement lines yet. Turn them on in the trainer: "
-                "tf.debugging.set_log_device_placement(True) or ConfigProto(log_device_placement=True)."
-            )
-        self.summary_label.setText(text)
-        self._fill_table(ops[:MAX_ROWS], role, role_has_gpu)
-        self._draw_bars(counts)
-
-    def _fill_table(self, ops: list[dict[str, Any]], role: str, role_has_gpu: bool) -> None:
-        rows = [
-            (
-                str(op.get("name", "")),
-                str(op.get("op_type", "")),
-                str(op.get("device", "")),
-                str(op.get("kind", "")),
-                int(op.get("count", 1)),
-                misplaced(op, role, role_has_gpu),
-            )
-            for op in ops
-        ]
-        self.model.set_rows(rows, f"compute op on the CPU while {role} has a GPU")
+        table = PlacementTable.of(role, summary, role_has_gpu=role_has_gpu)
+        self.summary_label.setText(table.text)
+        self.model.set_rows(table.rows, table.misplaced_tip)
         # Op names can be very long: cap the first column so type and device stay in view.
         for column, width in enumerate(COLUMN_WIDTHS):
             self.table.setColumnWidth(column, width)
+        self._draw_bars(table.counts)
 
     def _draw_bars(self, counts: dict[str, int]) -> None:
         devices = list(counts)
@@ -218,7 +162,7 @@ class PlacementPanel(QtWidgets.QWidget):
             "y": list(range(len(devices))),
             "height": 0.6,
             "width": [counts[d] for d in devices],
-            "brushes": [pg.mkBrush(_bar_colour(d, self.role())) for d in devices],
+            "brushes": [pg.mkBrush(BAR_COLOURS[device_kind(d, self.role())]) for d in devices],
         }
         if self.bar_item is None:  # one bar item, updated in place: none made and dropped per role
             self.bar_item = pg.BarGraphItem(**bars)
@@ -232,9 +176,3 @@ class PlacementPanel(QtWidgets.QWidget):
         self.bars.setLabel("bottom", "ops (green GPU, grey own CPU, blue other task)")
         self.bars.setYRange(-0.6, len(devices) - 0.4, padding=0)
         self.bars.setXRange(0, max(counts.values()) * 1.05, padding=0)
-
-
-def _bar_colour(device: str, role: str) -> str:
-    if "GPU" in device:
-        return "#2e9d4f"
-    return "#8a8a8a" if on_own_task(device, role) else "#2b6cb0"

@@ -5,8 +5,8 @@ event files: any tag can be picked for the upper plot; a trainer that only write
 its ``loss`` tag there, marked ``(tb)``) and the roles' status; redrawn at
 most once a frame and only when something changed. Every series is a bounded
 :class:`~core.views.series.Series`, read back downsampled to the plot's width, so a whole
-run's history pans and zooms smoothly. The figures themselves are kept by
-:class:`gui.run.tabs.training_series.TrainingSeries`; this module draws them.
+run's history pans and zooms smoothly. The figures themselves are kept, Qt-free, by
+:class:`core.views.training.TrainingFigures`, which the panel owns; this module draws them.
 
 Past ``spread_from`` workers (default 8) a line per worker is a band nobody can read: the tab shows
 the cluster's spread instead (:mod:`gui.run.tabs.spread`): the median loss and step time with their
@@ -19,19 +19,21 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core.telemetry.worker_stats import cluster_steps_per_sec
+from core.run.status import RoleStatus
 from core.views.curves import IncrementalEma, series_xy
 from core.views.overview import natural_key
+from core.views.series import Series
 from core.views.spread import slowest
+from core.views.training import LOSS, TB_PREFIX, TrainingFigures
 from gui.run.tabs.plotting import FollowX, fit_to_pixels, light_grid, settle
 from gui.run.tabs.spread import SpreadPlot, StepTimeHeatmap, refresh_from
 from gui.run.tabs.spread_menu import SlowestWorkersMenu
-from gui.run.tabs.training_series import LOSS, TrainingSeries
 
 MAX_POINTS = 8192  # per curve handed to pyqtgraph, whose NumPy peak downsampling then fits them to the pixels
 REFRESH_HZ = 5.0  # curves are recomputed at most this often; the table keeps the frame rate
@@ -50,12 +52,16 @@ def role_colour(index: int) -> QtGui.QColor:
     return pg.intColor(index, hues=8, values=1, maxValue=200)
 
 
-class TrainingPanel(TrainingSeries, QtWidgets.QWidget):
-    """Loss and step-time plots with a per-worker toggle, EMA smoothing and a log scale."""
+class TrainingPanel(QtWidgets.QWidget):
+    """Loss and step-time plots with a per-worker toggle, EMA smoothing and a log scale, drawn
+    from its :class:`~core.views.training.TrainingFigures`."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._init_series()
+        self.figures = TrainingFigures()
+        self._dirty = False  # a change of the panel's own (a tick, the smoothing): redraw
+        self._figures_drawn = -1  # the figures' version the plots show
+        self._workers_listed = 0  # how many of the figures' workers have a row in the list
         self.loss_curves: dict[str, tuple[pg.PlotDataItem, pg.PlotDataItem]] = {}
         self.time_curves: dict[str, pg.PlotDataItem] = {}
         self._curves_pending = False  # workers still without curves: the next frame makes more
@@ -171,10 +177,34 @@ class TrainingPanel(TrainingSeries, QtWidgets.QWidget):
 
     # ------------------------------------------------------------------ input
 
+    def add_samples(self, role: str, samples: list[dict[str, Any]]) -> None:
+        """Take a ``metrics`` event's samples for ``role``."""
+        self.figures.add_samples(role, samples)
+        self._list_new_workers()
+
+    def add_scalars(self, role: str, points: list[dict[str, object]]) -> None:
+        """Take a ``scalars`` event's points for ``role``; a new tag is offered for the upper plot."""
+        self.figures.add_scalars(role, points)
+        choices = self.figures.plot_choices()
+        for text in choices[self.plot_choice.count() :]:
+            self.plot_choice.addItem(text)
+        self._list_new_workers()
+
+    def set_status(self, roles: tuple[RoleStatus, ...]) -> None:
+        """Take the roles' status (the stragglers are marked)."""
+        self.figures.apply_status(roles)
+
+    def _list_new_workers(self) -> None:
+        workers = self.figures.workers
+        for role in workers[self._workers_listed :]:
+            self._ensure_worker(role)
+        self._workers_listed = len(workers)
+
     def clear(self) -> None:
         for plot in (self.loss_plot, self.time_plot):
             plot.clear()
-        self._clear_series()
+        self.figures.clear()
+        self._workers_listed = 0
         self.plot_choice.blockSignals(True)
         self.plot_choice.clear()
         self.plot_choice.addItem(LOSS)
@@ -195,7 +225,7 @@ class TrainingPanel(TrainingSeries, QtWidgets.QWidget):
 
     def _on_metric_changed(self, text: str) -> None:
         self.loss_plot.setTitle("Loss by step" if text in ("", LOSS) else f"{text} by step")
-        self.loss_plot.setLabel("left", text[4:] if text.startswith("tb: ") else LOSS)
+        self.loss_plot.setLabel("left", text[len(TB_PREFIX) :] if text.startswith(TB_PREFIX) else LOSS)
         self._drawn.clear()
         self._dirty = True
 
@@ -239,6 +269,10 @@ class TrainingPanel(TrainingSeries, QtWidgets.QWidget):
                 out.append(str(item.data(QtCore.Qt.ItemDataRole.UserRole)))
         return out
 
+    def shown_series(self, role: str) -> tuple[Series | None, str]:
+        """The series the upper plot shows for ``role`` with the plot chosen now, and what it is."""
+        return self.figures.shown_series(role, self.plot_choice.currentText())
+
     def smoothing_weight(self) -> float:
         return self.smoothing.value() / 100.0
 
@@ -250,9 +284,11 @@ class TrainingPanel(TrainingSeries, QtWidgets.QWidget):
         """Redraw what changed, at most ``REFRESH_HZ`` times a second unless ``force``."""
         now = time.monotonic()
         throttled = not force and not self._curves_pending and now - self._last_refresh < 1.0 / REFRESH_HZ
-        if not self._dirty or throttled:
+        figures = self.figures
+        if not (self._dirty or figures.version != self._figures_drawn) or throttled:
             return
         self._dirty = False
+        self._figures_drawn = figures.version
         self._curves_pending = False
         self._last_refresh = now
         self.views.setCurrentIndex(1 if self.spread_mode else 0)
@@ -265,13 +301,10 @@ class TrainingPanel(TrainingSeries, QtWidgets.QWidget):
         self._refresh_key(visible)
         weight = self.smoothing_weight()
         log = self.log_scale.isChecked()
-        roles = sorted(
-            set(self.loss) | set(self.step_time) | {r for by in self.scalars.values() for r in by}, key=natural_key
-        )
         made = 0
-        for i, role in enumerate(roles):
+        for i, role in enumerate(figures.plotted_roles()):
             colour = role_colour(i)
-            straggler = role in self.stragglers
+            straggler = role in figures.stragglers
             self._label_worker(role, colour, straggler)
             if role not in self.loss_curves:
                 if made >= CURVES_PER_FRAME:
@@ -302,8 +335,8 @@ class TrainingPanel(TrainingSeries, QtWidgets.QWidget):
                     _set(raw_curve, x, y)
                     self._x_extent[("loss", role)] = (float(x[0]), float(x[-1])) if len(x) else (0.0, 0.0)
                 raw_curve.setVisible(weight > 0)
-            if role in self.step_time:
-                times = self.step_time[role]
+            if role in figures.step_time:
+                times = figures.step_time[role]
                 time_key = (times.appended, straggler)
                 if self._drawn.get(("time", role)) != time_key:
                     self._drawn[("time", role)] = time_key
@@ -322,17 +355,15 @@ class TrainingPanel(TrainingSeries, QtWidgets.QWidget):
 
     def _refresh_key(self, visible: set[str]) -> None:
         """One coloured name per shown worker (dashed stragglers say so), above the plots."""
-        roles = sorted(
-            set(self.loss) | set(self.step_time) | {r for by in self.scalars.values() for r in by}, key=natural_key
-        )
-        shown = [(i, role) for i, role in enumerate(roles) if role in visible]
-        key = (tuple(shown), tuple(sorted(self.stragglers & visible)))
+        stragglers = self.figures.stragglers
+        shown = [(i, role) for i, role in enumerate(self.figures.plotted_roles()) if role in visible]
+        key = (tuple(shown), tuple(sorted(stragglers & visible)))
         if key == self._key_drawn:
             return
         self._key_drawn = key
         parts = [
             f'<span style="color:{role_colour(i).name()}">&#9632; <b>{role}</b>'
-            f"{' (straggler, dashed)' if role in self.stragglers else ''}</span>"
+            f"{' (straggler, dashed)' if role in stragglers else ''}</span>"
             for i, role in shown
         ]
         self.key.setText(" · ".join(parts) if parts else "no worker ticked")
@@ -351,10 +382,11 @@ class TrainingPanel(TrainingSeries, QtWidgets.QWidget):
         """The workers' spread, the slowest and the ticked ones on top, the heat map."""
         if not self._spread_zoomed:
             self.spread_loss.plot.getViewBox().enableAutoRange(axis=pg.ViewBox.XAxis)
-        times = {r: (s.step_time_s * 1000.0 if s.step_time_s is not None else None) for r, s in self.stats.items()}
+        figures = self.figures
+        times = figures.step_times_ms()
         top = slowest(times, k=SLOWEST_SHOWN)
         picked = [r for r in self.visible_roles() if r not in top]
-        key = (self.loss_bins.version, self.time_bins.version, tuple(top), tuple(picked))
+        key = (figures.loss_bins.version, figures.time_bins.version, tuple(top), tuple(picked))
         if key == self._spread_drawn:
             return
         self._spread_drawn = key
@@ -363,20 +395,15 @@ class TrainingPanel(TrainingSeries, QtWidgets.QWidget):
         for r in picked:
             notes[r] = "(ticked)"
         self.slowest_menu.roles, self.slowest_menu.notes = (*top, *picked), notes
-        refresh_from(self.loss_bins, self.spread_loss, None, columns, highlight={r: notes[r] for r in [*top, *picked]})
         refresh_from(
-            self.time_bins, self.spread_time, self.heatmap, columns, highlight={r: notes[r] for r in [*top, *picked]}
+            figures.loss_bins, self.spread_loss, None, columns, highlight={r: notes[r] for r in [*top, *picked]}
+        )
+        refresh_from(
+            figures.time_bins, self.spread_time, self.heatmap, columns, highlight={r: notes[r] for r in [*top, *picked]}
         )
 
     def _refresh_rate(self) -> None:
-        rate = cluster_steps_per_sec(self.stats)
-        if rate is None:
-            self.rate_label.setText("cluster: no steps yet")
-        else:
-            text = f"cluster: {rate:.1f} steps/s over {sum(1 for s in self.stats.values() if s.steps_per_sec)} workers"
-            if self.stragglers:
-                text += "\nstraggler: " + ", ".join(sorted(self.stragglers))
-            self.rate_label.setText(text)
+        self.rate_label.setText(self.figures.rate_text())
 
     def _label_worker(self, role: str, colour: QtGui.QColor, straggler: bool) -> None:
         for i in range(self.workers.count()):

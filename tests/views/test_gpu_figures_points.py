@@ -1,15 +1,17 @@
 """The GPUs tab's history takes exactly the readings it always took: the batch path gathers each
 series' points inline (issue 25: a reopened day hands over ~70,000 readings), and the reference
 below is the code it replaced, a reading at a time, on samples with every kind of damage a file or
-an old agent may hold."""
+an old agent may hold. The history is the tab's Qt-free figures (core/views): no widget is built."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from core.views.gpu_figures import GpuFigures
 
 _value = st.one_of(st.none(), st.integers(-5, 100), st.floats(-10, 1e12), st.booleans(), st.just("7"))
 _total = st.one_of(_value, st.sampled_from([0, 0.0, -1, -2.5, 80, 80.0, True, False]))  # the divisor's edges
@@ -76,24 +78,21 @@ def _same(a: float, b: float) -> bool:
 
 
 @given(batches=st.lists(st.lists(_sample, max_size=12), min_size=1, max_size=3))
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_every_series_gets_the_points_a_reading_at_a_time_gave(qtbot, batches: list[list[dict[str, Any]]]) -> None:
-    from gui.run.tabs.gpus import GpuPanel
-
+@settings(max_examples=150, deadline=None)
+def test_every_series_gets_the_points_a_reading_at_a_time_gave(batches: list[list[dict[str, Any]]]) -> None:
     t = 0
     for batch in batches:  # times increase across batches, ints and floats, as agents wrote them
         for data in batch:
             t += 1
             data["t"] = t if t % 2 else float(t)
-    panel = GpuPanel()
-    qtbot.addWidget(panel)
+    figures = GpuFigures()
     for batch in batches:
-        panel.add_samples(batch)
+        figures.add_samples(batch)
     expected = _reference([data for batch in batches for data in batch])
-    assert list(panel.history) == list(expected)
-    for key, pair in panel.history.items():
+    assert list(figures.history) == list(expected)
+    for key, pair in figures.history.items():
         for series, points in zip(pair, expected[key], strict=True):
             ts, means, _, _ = series.points()
             assert len(ts) == len(points), key
             assert all(x == p[0] and _same(v, p[1]) for x, v, p in zip(ts, means, points, strict=True)), key
-    assert panel._gpu_count == sum(1 for key in expected if key[1] >= 0)
+    assert figures.gpu_count == sum(1 for key in expected if key[1] >= 0)

@@ -1,20 +1,20 @@
 """The training tab takes metrics records as they are, not a MetricSample each (issue 25: ~170,000
 when a day-long run reopens); its curves and figures are those the sample-by-sample code gave. The
 reference below is that code; the records are those of tests/telemetry/test_worker_stats_records.py,
-damaged ones included."""
+damaged ones included. The figures are the tab's Qt-free model (core/views): no widget is built."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.telemetry.metrics import MetricSample
 from core.telemetry.worker_stats import WorkerStats
 from core.views.series import Series
-from gui.run.tabs.training_series import SERIES_CAPACITY
+from core.views.training import SERIES_CAPACITY, TrainingFigures
 from tests.telemetry.test_worker_stats_records import _damaged, _record, _state
 
 
@@ -52,17 +52,12 @@ def _points(series: Series | None) -> str:
 
 
 @given(batches=st.lists(st.lists(st.one_of(_record, _record, _damaged), max_size=25), min_size=1, max_size=3))
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_the_tab_s_curves_and_figures_are_those_of_a_sample_at_a_time(
-    qtbot, batches: list[list[dict[str, Any]]]
-) -> None:
-    from gui.run.tabs.training import TrainingPanel
-
-    panel = TrainingPanel()
-    qtbot.addWidget(panel)
+@settings(max_examples=80, deadline=None)
+def test_the_tab_s_curves_and_figures_are_those_of_a_sample_at_a_time(batches: list[list[dict[str, Any]]]) -> None:
+    figures = TrainingFigures()
     for batch in batches:
-        panel.add_samples("worker:0", batch)
+        figures.add_samples("worker:0", batch)
     stats, loss, step_time = _reference(batches)
-    assert _state(panel.stats["worker:0"]) == _state(stats)
-    assert _points(panel.loss.get("worker:0")) == _points(loss)
-    assert _points(panel.step_time.get("worker:0")) == _points(step_time)
+    assert _state(figures.stats["worker:0"]) == _state(stats)
+    assert _points(figures.loss.get("worker:0")) == _points(loss)
+    assert _points(figures.step_time.get("worker:0")) == _points(step_time)
