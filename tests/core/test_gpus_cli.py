@@ -238,3 +238,21 @@ def test_gpu_names_roles_and_command_lines_are_shown_escaped(fake_gpus: None):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_role_name_that_is_not_utf8_does_not_fail_the_hosts_query(fake_gpus: None):
+    """Any process may set TOWERDECK_ROLE to any bytes; the old query failed for the whole host."""
+    env = {k.encode(): v.encode() for k, v in os.environ.items()}
+    env.update({b"TOWERDECK_ROLE": b"worker:\xff\x1b[2J", b"CUDA_VISIBLE_DEVICES": b"1"})
+    proc = subprocess.Popen([sys.executable, "-c", SLEEPER], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while proc.pid not in listed_on_gpu1() and time.monotonic() < deadline:
+            pass
+        p = run_cli("gpus", timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
+        line = next(x for x in p.stdout.splitlines() if f"pid {proc.pid} " in x)
+        assert "role worker:\ufffd\\x1b[2J" in line and raw_controls(p.stdout) == []
+    finally:
+        proc.kill()
+        proc.wait()
