@@ -8,7 +8,8 @@ directory), made safe for where it is written: a terminal, a CSV cell, a shell l
   passes unchanged, backslashes included.
 - :func:`csv_cell` / :func:`csv_row`: OWASP's rule against formula injection. A cell that starts
   with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return and is not a plain number gets a
-  leading single quote, so a spreadsheet shows it as text instead of running it
+  leading single quote (a lone ``-`` or ``+``, TowerDeck's "no value", computes nothing and is
+  left), so a spreadsheet shows it as text instead of running it
   (``=HYPERLINK(...)`` from a TensorBoard tag, a cluster named ``=1+1``). Numbers stay numbers.
 - :func:`shell_quote`: ``shlex.quote``, except that a word holding unprintable characters is
   written as ``$'...'`` with ``\\xHH`` escapes (bash, zsh, ksh, POSIX.1-2024 sh): the line pastes
@@ -24,6 +25,8 @@ import shlex
 from collections.abc import Iterable
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# A sign alone has no operand: spreadsheets read it as text, and "-" is TowerDeck's "no value".
+LONE_SIGNS = ("-", "+")
 # A plain number as a spreadsheet reads one: -2, +3.5, .5, 1e-3. Anything else after a sign is text.
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
@@ -57,9 +60,14 @@ def is_plain_number(text: str) -> bool:
 
 def csv_cell(value: object) -> object:
     """A CSV cell that no spreadsheet runs as a formula: a string starting with one of
-    :data:`FORMULA_STARTS` that is not a plain number gets a leading ``'``; numbers, None and
-    other strings are returned as they are."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not is_plain_number(value):
+    :data:`FORMULA_STARTS` that is not a plain number (nor a lone sign) gets a leading ``'``;
+    numbers, None and other strings are returned as they are."""
+    if (
+        isinstance(value, str)
+        and value.startswith(FORMULA_STARTS)
+        and value not in LONE_SIGNS
+        and not is_plain_number(value)
+    ):
         return "'" + value
     return value
 

@@ -27,13 +27,13 @@ def _is_number(cell: str) -> bool:
 
 
 def formula_cells(text: str) -> list[str]:
-    """The cells of CSV ``text`` that a spreadsheet would run: starting with = + - @ TAB or CR and
-    not a plain number."""
+    """The cells of CSV ``text`` that a spreadsheet would run: starting with = + - @ TAB or CR, not
+    a plain number, not a sign alone (no operand)."""
     return [
         cell
         for row in csv.reader(io.StringIO(text, newline=""))
         for cell in row
-        if cell.startswith(FORMULA_STARTS) and not _is_number(cell)
+        if cell.startswith(FORMULA_STARTS) and cell not in ("-", "+") and not _is_number(cell)
     ]
 
 
