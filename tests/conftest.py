@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -17,6 +18,10 @@ sys.path.insert(0, str(ROOT))
 # Roles run `python` from PATH: make it this interpreter's environment.
 os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+# The NVML double lists only the roles of this test session (tests/helpers/fake_nvml.py): another
+# suite, or a real run, on this machine never shows on its GPUs. Every agent and role started here
+# inherits it.
+os.environ["FAKE_NVML_SCOPE"] = f"pytest-{os.getpid()}-{secrets.token_hex(4)}"
 
 
 @pytest.fixture(autouse=True)

@@ -172,6 +172,7 @@ def test_importing_every_core_module_loads_no_qt_or_tensorflow():
 LAYERS = {
     "core": (
         "agent",
+        "textsafe",
         "telemetry",
         "cluster",
         "diagnosis",

@@ -132,7 +132,9 @@ def towerdeck_role(pid: int) -> tuple[str | None, str | None]:
         env = _environ(current)
         if env is not None and b"TOWERDECK_ROLE" in env:
             run_dir = env.get(b"TOWERDECK_RUN_DIR")
-            return (run_dir.decode("utf-8", "replace") if run_dir else None), env[b"TOWERDECK_ROLE"].decode()
+            # Any process can set these to any bytes: one that is not UTF-8 must not fail the host's query.
+            role = env[b"TOWERDECK_ROLE"].decode("utf-8", "replace")
+            return (run_dir.decode("utf-8", "replace") if run_dir else None), role
         current = _ppid(current)
     return None, None
 

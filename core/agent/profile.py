@@ -6,18 +6,25 @@ The agent has no TensorFlow; the role's own python has. ``profile`` runs the tra
 environment but not its token (the tracer is not part of the role), its output in files beside
 the capture folder, under a hard time limit; the agent's loop never waits for it. Its end comes
 as ``profiled``. Paths are relative to the agent's directory (the run directory in serve mode)
-and must stay under ``profiles/``.
+and must stay under ``profiles/``: written that way (no ``..``, not absolute) and really, once
+symbolic links are followed. Whoever can write the run directory (a role, for one) could put
+``profiles/etc -> /etc`` there, and the launcher would fetch any file the agent can read. So a
+path is resolved (``realpath``) and checked to lie inside ``<agent dir>/profiles``, then opened
+one component at a time with ``O_NOFOLLOW``: a link swapped in between the check and the open is
+refused rather than followed. Only regular files are read (a FIFO would block the agent).
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import json
 import os
 import pkgutil
 import posixpath
 import signal
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -74,6 +81,56 @@ def profile_path(path: Any, name: str = "logdir") -> str:
     return clean
 
 
+class OutsideProfiles(ValueError):
+    """A path that leads out of ``profiles/`` through a symbolic link."""
+
+
+def inside_profiles(path: str, name: str = "path") -> str:
+    """``path`` (already through :func:`profile_path`) with every symbolic link resolved, relative
+    to the agent's directory; :class:`OutsideProfiles` when that is not inside ``profiles/``."""
+    base = os.path.realpath(os.curdir)
+    root = os.path.join(base, PROFILES_ROOT)
+    real = os.path.realpath(path)
+    if real == root or os.path.commonpath([root, real]) != root:
+        raise OutsideProfiles(f"{name} {path!r} leads outside {PROFILES_ROOT}/ (through a symbolic link)")
+    return os.path.relpath(real, base)
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+    except OSError:
+        return False
+
+
+def open_inside_profiles(path: str) -> int:
+    """A read-only descriptor of the regular file ``path`` inside ``profiles/``, opened without
+    following any symbolic link (see the module's docstring); OSError or OutsideProfiles."""
+    parts = inside_profiles(path).split(os.sep)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(os.curdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    part = parts[0]
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, flags | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        part = parts[-1]
+        # O_NONBLOCK: a FIFO put there would otherwise block the agent's loop in open().
+        file_fd = os.open(part, flags | os.O_NONBLOCK, dir_fd=fd)
+    except OSError as exc:
+        # A link where the check saw none (ELOOP for the file, ENOTDIR for a folder): swapped in.
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(part, fd):
+            raise OutsideProfiles(f"{path!r} changed into a symbolic link while it was opened; refused") from None
+        raise
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(os.fstat(file_fd).st_mode):
+        os.close(file_fd)
+        raise OSError(errno.EINVAL, "not a regular file")
+    return file_fd
+
+
 def parse_profile(command: dict[str, Any]) -> ProfileRequest:
     """Check a ``profile`` command's fields (KeyError/TypeError/ValueError name the field)."""
     request_id, role, address = command["id"], command["role"], command["address"]
@@ -107,8 +164,11 @@ def role_python(argv0: str) -> str:
 
 
 def start_trace(request: ProfileRequest, python: str, env: dict[str, str], cwd: str | None) -> Trace:
-    """Start the tracer; OSError when it cannot run (no such python, a full disk)."""
+    """Start the tracer; OSError when it cannot run (no such python, a full disk), OutsideProfiles
+    when its folder leads out of ``profiles/`` (the tracer would write there)."""
+    inside_profiles(request.logdir, "logdir")
     os.makedirs(request.logdir, exist_ok=True)
+    inside_profiles(request.logdir, "logdir")  # no link made on the way while it was created
     base = os.path.abspath(request.logdir)
     out_path, err_path = base + ".trace.out", base + ".trace.err"
     level = LIGHT_LEVEL if request.light else FULL_LEVEL
@@ -201,10 +261,12 @@ def read_chunk(command: dict[str, Any]) -> dict[str, Any]:
     if offset < 0 or not 0 < length <= MAX_CHUNK_BYTES:
         raise ValueError(f"offset must be >= 0 and length from 1 to {MAX_CHUNK_BYTES}")
     try:
-        with open(path, "rb") as f:
+        with open(open_inside_profiles(path), "rb") as f:
             size = os.fstat(f.fileno()).st_size
             f.seek(offset)
             data = f.read(length)
+    except OutsideProfiles as exc:
+        return {"id": request_id, "path": path, "error": f"cannot read {path}: {exc}"}
     except OSError as exc:
         return {"id": request_id, "path": path, "error": f"cannot read {path}: {exc.strerror or exc}"}
     return {"id": request_id, "path": path, "offset": offset, "size": size, "data": base64.b64encode(data).decode()}

@@ -14,6 +14,7 @@ from core.cli.profile import add_profile_arguments, cmd_profile, cmd_why, usage_
 from core.diagnosis.wording import waiting_lines
 from core.run import control, rundir
 from core.run.status import RoleState, RoleStatus
+from core.textsafe import terminal
 from core.views.slurm_text import slurm_lines
 
 
@@ -56,11 +57,11 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         info = rundir.load_run_json(path)
     except (OSError, ValueError) as exc:
-        print(f"run: cannot read {path / rundir.RUN_FILE}: {exc}; nothing to control", file=err)
+        print(terminal(f"run: cannot read {path / rundir.RUN_FILE}: {exc}; nothing to control"), file=err)
         return EXIT_USAGE
     action = args.action.replace("-", "_")
     if action in ("stop", "kill", "restart", "signal") and not args.role:
-        print(f"{args.action}: name the role, e.g. `ctl {args.run} {args.action} worker:0`", file=err)
+        print(terminal(f"{args.action}: name the role, e.g. `ctl {args.run} {args.action} worker:0`"), file=err)
         return EXIT_USAGE
     if action == "signal" and (not args.signal or signal_number(args.signal) is None):
         print(f"signal: {args.signal!r} is not a signal; {SIGNAL_HINT}", file=err)
@@ -76,26 +77,26 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return cmd_why(args, path, Path(str(sock)), out, err)
         reply = control.request(Path(str(sock)), payload)
     except control.NotRunning:
-        print(_not_running(info), file=err)
+        print(terminal(_not_running(info)), file=err)  # run.json may have been edited by anyone
         return EXIT_FAILED
     except control.NoAnswer as exc:  # it may act yet: say where to look
-        print(f"run {info.get('id')}: {exc}; see what it did with `ctl {args.run} status`", file=err)
+        print(terminal(f"run {info.get('id')}: {exc}; see what it did with `ctl {args.run} status`"), file=err)
         return EXIT_FAILED
     except control.ControlError as exc:  # a reply too long or garbled, a socket not ours to reach
-        print(f"run {info.get('id')}: {exc}", file=err)
+        print(terminal(f"run {info.get('id')}: {exc}"), file=err)
         return EXIT_FAILED
-    except (OSError, ValueError):  # no socket recorded
-        print(_not_running(info), file=err)
+    except (OSError, ValueError):  # no socket recorded; ValueError: a hand-edited socket path with a NUL in it
+        print(terminal(_not_running(info)), file=err)  # run.json may have been edited by anyone
         return EXIT_FAILED
     if not reply.get("ok"):
-        print(f"refused: {reply.get('error')}", file=err)
+        print(terminal(f"refused: {reply.get('error')}"), file=err)
         return EXIT_FAILED
     if action == "status" and args.json:
         print(json.dumps(reply, indent=2), file=out)
     elif action == "status":
         return print_status(reply, out, err)
     else:
-        print(reply.get("message", "ok"), file=out)
+        print(terminal(reply.get("message", "ok")), file=out)
     return EXIT_OK
 
 
@@ -107,33 +108,38 @@ def _not_running(info: dict[str, Any]) -> str:
 def print_status(reply: dict[str, Any], out: TextIO, err: TextIO) -> int:
     """The control socket's ``status`` reply as ``ctl status`` prints it: the cluster's phase, a line
     per role (read through :meth:`RoleStatus.from_json`), why a role waits, the hosts, Slurm."""
+    # Details, reasons and last lines carry trainers' and hosts' words: every line is escaped.
     print(
-        f"cluster {reply['phase']}" + (f" ({reply['result']}: {reply['reason']})" if reply.get("result") else ""),
+        terminal(
+            f"cluster {reply['phase']}" + (f" ({reply['result']}: {reply['reason']})" if reply.get("result") else "")
+        ),
         file=out,
     )
     try:
         # last_lines rides along in the reply (it is no RoleStatus field): a failed role's last output.
         roles = [(RoleStatus.from_json(r), r.get("last_lines") or []) for r in reply.get("roles") or []]
     except ValueError as exc:
-        print(f"the run's control socket sent a status this TowerDeck cannot read: {exc}", file=err)
+        print(terminal(f"the run's control socket sent a status this TowerDeck cannot read: {exc}"), file=err)
         return EXIT_FAILED
     for role, last_lines in roles:
         pid = role.pid if role.pid is not None else "-"
         stalled = f"  STALLED for {role.stalled_for_s or 0:.0f} s" if role.stalled else ""
         print(
-            f"  {role.role:<12} {role.state:<10} pid {pid:<8} restarts {role.restarts}  {role.detail}{stalled}",
+            terminal(
+                f"  {role.role:<12} {role.state:<10} pid {pid:<8} restarts {role.restarts}  {role.detail}{stalled}"
+            ),
             file=out,
         )
         if role.waiting_for:  # diagnosis (issue 13)
             waiting = {"waiting_for": role.waiting_for, "message": role.waiting_message, "fix": role.waiting_fix}
             for line in waiting_lines("", waiting):
-                print(f"  {line}", file=out)
+                print(terminal(f"  {line}"), file=out)
         if role.state in (RoleState.FAILED, RoleState.BACKOFF):
             for line in last_lines[-3:]:
-                print(f"  {'':<12} | {line}", file=out)
+                print(f"  {'':<12} | {terminal(line)}", file=out)
     for host, h in (reply.get("hosts") or {}).items():
-        print(f"  host {host:<16} {h.get('state')}: {h.get('reason', '')}", file=out)
+        print(terminal(f"  host {host:<16} {h.get('state')}: {h.get('reason', '')}"), file=out)
     if reply.get("slurm"):
         for line in slurm_lines({**reply["slurm"], "steps": None}):
-            print(f"  {line}", file=out)
+            print(terminal(f"  {line}"), file=out)
     return EXIT_OK

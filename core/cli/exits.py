@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TextIO
 
 from core.cluster.problems import Problem
+from core.textsafe import terminal
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -23,7 +24,7 @@ def resolve_run(arg: str, root: Path | None, err: TextIO) -> Path | None:
     try:
         return rundir.resolve(arg, root)
     except FileNotFoundError as exc:
-        print(f"run: {exc}", file=err)
+        print(terminal(f"run: {exc}"), file=err)
         return None
 
 
@@ -44,6 +45,6 @@ def write_output(path: Path, text: str, err: TextIO) -> bool:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         why = "it is a directory" if path.is_dir() else (exc.strerror or str(exc))
-        print(f"-o {path}: cannot write: {why}; give a file path in a folder you can write", file=err)
+        print(terminal(f"-o {path}: cannot write: {why}; give a file path in a folder you can write"), file=err)
         return False
     return True

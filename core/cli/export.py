@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TextIO
 
 from core.cli.exits import EXIT_OK, EXIT_USAGE, resolve_run
+from core.textsafe import terminal
 
 
 def add_csv_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +42,7 @@ def cmd_export_csv(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         result = export_csv(path, args.csv)
     except ExportError as exc:
-        print(f"--csv: {exc}", file=err)
+        print(terminal(f"--csv: {exc}"), file=err)
         return EXIT_USAGE
-    print(result.summary(), file=out)
+    print(terminal(result.summary()), file=out)  # the directory as the user named it
     return EXIT_OK

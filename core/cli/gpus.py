@@ -23,6 +23,7 @@ from core.cli.interrupts import Interrupted, raising_on_signals
 from core.cluster.spec import ClusterSpec
 from core.preflight.gpus import GIB, GpuTarget, HostFeed, HostGpus, TargetError, slurm_targets, start_feeds, targets_for
 from core.run.journal import json_line
+from core.textsafe import terminal
 
 CLEAR = "\x1b[H\x1b[2J"
 
@@ -75,7 +76,7 @@ def cmd_gpus(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         targets = targets_for(spec, hosts, args.python)
     except TargetError as exc:
-        print(f"error: --hosts: {exc}", file=err)
+        print(terminal(f"error: --hosts: {exc}"), file=err)
         print("    fix: give host names of the cluster file, user@host[:port], an ssh alias, or local", file=err)
         return EXIT_USAGE
     return _show(targets, args, spec, out, err)
@@ -99,7 +100,7 @@ def _slurm(args: argparse.Namespace, spec: ClusterSpec | None, out: TextIO, err:
     try:
         targets = slurm_targets(client, args.slurm_job)
     except TargetError as exc:
-        print(f"error: --slurm-job: {exc}", file=err)
+        print(terminal(f"error: --slurm-job: {exc}"), file=err)
         return EXIT_FAILED
     return _show(targets, args, spec, out, err)
 
@@ -175,23 +176,25 @@ def _gib(value: Any) -> str:
 
 
 def format_gpu(gpu: dict[str, Any]) -> list[str]:
-    """One GPU's line, then a line per process on it."""
+    """One GPU's line, then a line per process on it. Names, users, roles and command lines come
+    from NVML and the process table: escaped for the terminal before they are cut to width."""
     memory = f"{_gib(gpu.get('memory_used_bytes'))}/{_gib(gpu.get('memory_total_bytes'))} GiB"
     power = f"{_num(gpu.get('power_w'), '.0f')}/{_num(gpu.get('power_limit_w'), '.0f')} W"
     reasons = gpu.get("throttle_reasons")
-    throttle = "-" if reasons is None else (",".join(reasons) or "none")
+    throttle = "-" if reasons is None else (",".join(str(r) for r in reasons) or "none")
     lines = [
-        f"{gpu.get('index', '?'):>3}  {str(gpu.get('name') or '-')[:24]:<24} {gpu.get('pci_bus_id') or '-'!s:<16} "
+        f"{terminal(gpu.get('index', '?')):>3}  {terminal(gpu.get('name') or '-')[:24]:<24} "
+        f"{terminal(gpu.get('pci_bus_id') or '-'):<16} "
         f"{_num(gpu.get('utilization_gpu_percent'), '.0f', '%'):>5} {memory:>16} "
-        f"{_num(gpu.get('temperature_c'), '.0f', 'C'):>5} {power:>11}  {throttle}"
+        f"{_num(gpu.get('temperature_c'), '.0f', 'C'):>5} {power:>11}  {terminal(throttle)}"
     ]
     processes = gpu.get("processes") or []
     for proc in processes:
         ours = f"run {proc.get('run') or '?'} role {proc['role']}" if proc.get("role") else "not TowerDeck's"
         used = proc.get("used_memory_bytes")
         lines.append(
-            f"       pid {proc.get('pid')}  {proc.get('user') or '?'}  {_gib(used)} GiB  {ours}  "
-            f"{str(proc.get('command') or '')[:60]}"
+            terminal(f"       pid {proc.get('pid')}  {proc.get('user') or '?'}  {_gib(used)} GiB  {ours}  ")
+            + terminal(proc.get("command") or "")[:60]
         )
     if not processes:
         lines.append("       no processes")
@@ -204,14 +207,14 @@ def format_hosts(results: list[HostGpus]) -> str:
     for result in results:
         where = f"{result.host} ({result.destination})" if result.destination != result.host else result.host
         snapshot = result.snapshot
-        if snapshot is None:
-            lines.append(f"{where}: {result.error}")
+        if snapshot is None:  # a host's own error words (its stderr over SSH): escaped
+            lines.append(terminal(f"{where}: {result.error}"))
             continue
         if not result.gpus:
-            lines.append(f"{where}: {snapshot.get('status')}")
+            lines.append(terminal(f"{where}: {snapshot.get('status')}"))
             continue
         driver = f", driver {snapshot['driver']}" if snapshot.get("driver") else ""
-        lines.append(f"{where}: {snapshot.get('status')}{driver}")
+        lines.append(terminal(f"{where}: {snapshot.get('status')}{driver}"))
         lines.append(
             f"{'GPU':>3}  {'NAME':<24} {'BUS ID':<16} {'UTIL':>5} {'MEMORY':>16} {'TEMP':>5} {'POWER':>11}  THROTTLE"
         )

@@ -18,6 +18,7 @@ from core.cli.interrupts import on_signals
 from core.diagnosis.wording import waiting_lines
 from core.run import journal, rundir
 from core.run.status import TERMINAL, ClusterStatus, Event, RoleState
+from core.textsafe import terminal, terminal_lines
 from core.views.slurm_text import slurm_lines
 
 if TYPE_CHECKING:  # launching needs these; `ctl`, `runs`, `validate` do not wait for their imports
@@ -33,7 +34,10 @@ ENDED_STATES = frozenset({*(str(s) for s in TERMINAL), str(RoleState.BACKOFF)})
 
 
 class LaunchPrinter:
-    """Prints the controller's events as lines a person can follow."""
+    """Prints the controller's events as lines a person can follow. Every line is escaped for the
+    terminal (core.textsafe.terminal): details, reasons, warnings and followed output carry
+    trainers', hosts' and users' text, and a trainer printing ``\x1b]0;...`` must not retitle
+    or clear the user's terminal."""
 
     def __init__(
         self, out: TextIO, follow: list[str], status: Callable[[], ClusterStatus] | None = None, progress_s: float = 5.0
@@ -57,13 +61,13 @@ class LaunchPrinter:
             if event.kind == "role_state":
                 d = event.data
                 state = d["state"].upper() if d["state"] in ("failed",) else d["state"]
-                print(f"{stamp}  {event.role:<12} {state:<10} {d['detail']}", file=self.out, flush=True)
+                print(terminal(f"{stamp}  {event.role:<12} {state:<10} {d['detail']}"), file=self.out, flush=True)
                 if event.role and d["state"] in ENDED_STATES:
                     self._ended.add(event.role)
             elif event.kind == "cluster_state":
                 d = event.data
                 reason = f": {d['reason']}" if d.get("reason") and d["phase"] != "done" else ""
-                print(f"{stamp}  cluster      {d['phase']}{reason}", file=self.out, flush=True)
+                print(terminal(f"{stamp}  cluster      {d['phase']}{reason}"), file=self.out, flush=True)
             elif (
                 event.kind == "sample"
                 and self.status is not None
@@ -72,7 +76,7 @@ class LaunchPrinter:
             ):
                 self._next_progress = event.t + self.progress_s
                 for line in progress_lines(self.status()):
-                    print(f"{stamp}  {line}", file=self.out)
+                    print(terminal(f"{stamp}  {line}"), file=self.out)
                 self.out.flush()
             elif event.kind == "role_stalled":
                 d = event.data
@@ -86,20 +90,20 @@ class LaunchPrinter:
                     )
                 else:
                     message = f"unstalled  {d.get('detail')}"
-                print(f"{stamp}  {event.role:<12} {message}", file=self.out, flush=True)
+                print(terminal(f"{stamp}  {event.role:<12} {message}"), file=self.out, flush=True)
             elif event.kind == "role_waiting" and event.role:  # diagnosis (issue 13)
                 for line in waiting_lines(event.role, event.data):
-                    print(f"{stamp}  {line}", file=self.out, flush=True)
+                    print(terminal(f"{stamp}  {line}"), file=self.out, flush=True)
             elif event.kind == "slurm":
                 said = (event.data.get("state"), event.data.get("reason"), bool(event.data.get("steps")))
                 if said != self._slurm_said:  # the record is republished as it fills in
                     self._slurm_said = said
                     for line in slurm_lines(event.data):
-                        print(f"{stamp}  {line}", file=self.out, flush=True)
+                        print(terminal(f"{stamp}  {line}"), file=self.out, flush=True)
             elif event.kind == "gpu_status":
-                print(f"{stamp}  {event.data.get('status')}", file=self.out, flush=True)
+                print(terminal(f"{stamp}  {event.data.get('status')}"), file=self.out, flush=True)
             elif event.kind == "warning":
-                print(f"{stamp}  warning: {event.data.get('message')}", file=self.out, flush=True)
+                print(terminal(f"{stamp}  warning: {event.data.get('message')}"), file=self.out, flush=True)
             elif event.kind == "role_output" and event.role and (self.follow_all or event.role in self.follow):
                 text = self._partial.get(event.role, "") + event.data["text"]
                 *lines, rest = text.split("\n")
@@ -110,7 +114,8 @@ class LaunchPrinter:
 
     def _print_line(self, role: str, line: str) -> None:
         # A progress bar's redraws show as their last state; CRLF line ends are line ends.
-        print(f"{role:>12} | {line.rstrip(chr(13)).rsplit(chr(13), 1)[-1]}", file=self.out)
+        shown = terminal(line.rstrip(chr(13)).rsplit(chr(13), 1)[-1])
+        print(f"{terminal(role):>12} | {shown}", file=self.out)
 
     def end_batch(self) -> None:
         """After a batch of events and output: the last line of each role that ended since, if
@@ -221,8 +226,11 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print("interrupted during the pre-flight: nothing was launched", file=err)
             return EXIT_INTERRUPTED
         if not all(r.ok for r in results):
-            print(format_table(results), file=err)
-            print(f"{args.file}: a host cannot launch (see above); fix it, or --no-preflight to try anyway", file=err)
+            print(terminal_lines(format_table(results).split("\n")), file=err)
+            print(
+                terminal(f"{args.file}: a host cannot launch (see above); fix it, or --no-preflight to try anyway"),
+                file=err,
+            )
             return EXIT_USAGE
     try:
         session = LaunchSession.launch(
@@ -230,18 +238,20 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
     except OSError as exc:
         if args.run_dir:
-            print(f"--run-dir: cannot create the run directory: {exc}", file=err)
+            print(terminal(f"--run-dir: cannot create the run directory: {exc}"), file=err)
         else:  # the default place: the data directory is at fault, not an option the user did not give
             print(
-                f"cannot create a run directory under {rundir.runs_root()}: {exc.strerror or exc}; "
-                "give --run-dir, or set TOWERDECK_DATA_DIR to a folder you can write",
+                terminal(
+                    f"cannot create a run directory under {rundir.runs_root()}: {exc.strerror or exc}; "
+                    "give --run-dir, or set TOWERDECK_DATA_DIR to a folder you can write"
+                ),
                 file=err,
             )
         return EXIT_USAGE
-    print(f"run directory: {session.run.path}", file=out, flush=True)
+    print(terminal(f"run directory: {session.run.path}"), file=out, flush=True)
     if spec.slurm is not None:
         where = f"partition {spec.slurm.partition}" if spec.slurm.partition else "the default partition"
-        print(f"Slurm: submitting one allocation in {where}", file=out, flush=True)
+        print(terminal(f"Slurm: submitting one allocation in {where}"), file=out, flush=True)
     return _supervise(session, args, out, err, time.time())
 
 
@@ -251,16 +261,18 @@ def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_USAGE
     info = rundir.read_info(path)
     if info is None:
-        print(f"run: {path / 'run.json'} is damaged (not a JSON object); nothing to attach to", file=err)
+        print(terminal(f"run: {path / 'run.json'} is damaged (not a JSON object); nothing to attach to"), file=err)
         return EXIT_USAGE
     if info.state == "done":
-        print(f"run {info.id} is over ({info.result}); see its logs in {path}", file=err)
+        print(terminal(f"run {info.id} is over ({info.result}); see its logs in {path}"), file=err)
         return EXIT_FAILED
     ended = _ended_roles(path, info.role_ids)
     if ended is not None:
         # Its launcher died after the last role ended (run.json still says `completing` or
         # `running`): there is nothing left to attach to, and the record is left as it is.
-        print(f"run {info.id} had ended when its launcher stopped ({ended}); see its logs in {path}", file=err)
+        print(
+            terminal(f"run {info.id} had ended when its launcher stopped ({ended}); see its logs in {path}"), file=err
+        )
         return EXIT_FAILED
     spec, problems = rundir.read_run_spec(path)
     if spec is None:
@@ -273,13 +285,17 @@ def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         session = LaunchSession.attach(path, spec)
     except SessionError as exc:
-        print(f"run: {exc}", file=err)
+        print(terminal(f"run: {exc}"), file=err)
         return EXIT_USAGE
     controller = session.controller
-    print(f"run directory: {path}", file=out, flush=True)
+    print(terminal(f"run directory: {path}"), file=out, flush=True)
     slurm = controller.slurm_state()
     if slurm and slurm.get("job_id"):
-        print(f"Slurm job {slurm['job_id']} on {slurm.get('nodelist') or '?'}: reattaching", file=out, flush=True)
+        print(
+            terminal(f"Slurm job {slurm['job_id']} on {slurm.get('nodelist') or '?'}: reattaching"),
+            file=out,
+            flush=True,
+        )
     return _supervise(session, args, out, err, time.time())
 
 
@@ -288,7 +304,7 @@ def follows_known_roles(follow: list[str], role_ids: list[str], err: TextIO) -> 
     unknown = [name for name in follow if name != "all" and name not in role_ids]
     if unknown:
         shown = ", ".join(role_ids[:8]) + (", ..." if len(role_ids) > 8 else "")
-        print(f"--follow {unknown[0]}: no such role; the roles are {shown} (or 'all')", file=err)
+        print(terminal(f"--follow {unknown[0]}: no such role; the roles are {shown} (or 'all')"), file=err)
     return not unknown
 
 
@@ -324,18 +340,18 @@ def _run_duration_s(path: Path) -> float | None:
 def _print_summary(
     status: ClusterStatus, controller: Controller, elapsed_s: float, path: Path, tail: int, out: TextIO
 ) -> None:
-    print(f"\n{status.result or 'ended'} after {elapsed_s:.1f} s: {status.reason}", file=out)
+    print("\n" + terminal(f"{status.result or 'ended'} after {elapsed_s:.1f} s: {status.reason}"), file=out)
     for role in status.roles:
         extra = f" ({role.restarts} restart{'s' if role.restarts != 1 else ''})" if role.restarts else ""
         # A role Slurm ended says so (its detail), not only the signal that ended it.
         how = role.detail if "by Slurm" in role.detail else role.exit_text
-        print(f"  {role.role:<12} {role.state!s:<10} {how}{extra}", file=out)
+        print(terminal(f"  {role.role:<12} {role.state!s:<10} {how}{extra}"), file=out)
     for role in status.roles:
         if role.state == RoleState.FAILED:
-            print(f"\nlast output of {role.role} ({role.log_path}):", file=out)
+            print("\n" + terminal(f"last output of {role.role} ({role.log_path}):"), file=out)
             for line in controller.last_lines(role.role, tail):
-                print(f"  {line}", file=out)
-    print(f"\nrun directory: {path}", file=out, flush=True)
+                print(f"  {terminal(line)}", file=out)
+    print("\n" + terminal(f"run directory: {path}"), file=out, flush=True)
 
 
 def _supervise(session: LaunchSession, args: argparse.Namespace, out: TextIO, err: TextIO, started: float) -> int:
@@ -372,7 +388,7 @@ def _supervise(session: LaunchSession, args: argparse.Namespace, out: TextIO, er
                 signal.signal(signum, handler)
     status = controller.status()
     if status.phase == "detached":
-        print(f"\nleft running; reattach with: python main.py attach {run.path}", file=out, flush=True)
+        print("\n" + terminal(f"left running; reattach with: python main.py attach {run.path}"), file=out, flush=True)
         return EXIT_OK
     elapsed_s = _run_duration_s(run.path)
     _print_summary(

@@ -29,6 +29,7 @@ from core.cluster.pasted import from_flags, from_tf_config
 from core.cluster.problems import SpecError
 from core.cluster.render import render_all
 from core.cluster.spec import UnplacedTasksError, dumps, load
+from core.textsafe import terminal, terminal_lines
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -168,7 +169,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     except BrokenPipeError:
         return EXIT_OK
     except UnplacedTasksError as exc:  # tasks = N: no hosts before a Slurm allocation places them
-        print(f"error: {exc}", file=err)
+        print(terminal(f"error: {exc}"), file=err)
         print("    fix: launch it on Slurm, or list the tasks as host:port to use them here", file=err)
         return EXIT_USAGE
 
@@ -200,14 +201,15 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if checking.cancelled:
                 print("interrupted during the remote checks", file=err)
                 return EXIT_INTERRUPTED
-        print(format_table(results), file=out)
+        print(terminal_lines(format_table(results).split("\n")), file=out)  # remote hosts' own words
         failed = [r for r in results if not r.ok]
         if failed:
-            print(f"{args.file}: {len(failed)} of {len(results)} hosts cannot launch", file=err)
+            print(terminal(f"{args.file}: {len(failed)} of {len(results)} hosts cannot launch"), file=err)
             return EXIT_USAGE
     jobs = ", ".join(f"{j.size} {name}" for name, j in spec.jobs.items())  # size: counted jobs too
     print(
-        f"{args.file}: OK - {spec.name}: {jobs}; strategy {spec.strategy}, launch style {spec.launch_style}", file=out
+        terminal(f"{args.file}: OK - {spec.name}: {jobs}; strategy {spec.strategy}, launch style {spec.launch_style}"),
+        file=out,
     )
     return EXIT_OK
 
@@ -253,7 +255,7 @@ def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.output:
         if not write_output(args.output, text, err):
             return EXIT_USAGE
-        print(f"wrote {args.output}", file=err)
+        print(terminal(f"wrote {args.output}"), file=err)
     else:
         out.write(text)
     return EXIT_OK
@@ -267,7 +269,7 @@ def _read_chunks(path: Path, err: TextIO) -> Iterator[str] | None:
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed by the generator
     except OSError as exc:
-        print(f"{path}: cannot read: {exc.strerror or exc}", file=err)
+        print(terminal(f"{path}: cannot read: {exc.strerror or exc}"), file=err)
         return None
 
     def chunks() -> Iterator[str]:
@@ -295,11 +297,13 @@ def cmd_placement(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(json.dumps(summary, indent=2), file=out)
     elif not summary["ops"] and not summary["devices"]:
         print(
-            f"{args.logfile}: no device placement lines (run the trainer with placement logging on, e.g. --log_device_placement)",
+            terminal(
+                f"{args.logfile}: no device placement lines (run the trainer with placement logging on, e.g. --log_device_placement)"
+            ),
             file=out,
         )
-    else:
-        print(format_summary(summary), file=out)
+    else:  # op and device names come from the trainer's log: each line escaped
+        print(terminal_lines(format_summary(summary).split("\n")), file=out)
     return EXIT_OK
 
 
@@ -317,7 +321,7 @@ def cmd_metrics(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(json.dumps({k: v for k, v in dataclasses.asdict(sample).items() if k != "t"}), file=out)
         return EXIT_OK
     if not samples:
-        print(f"{args.logfile}: no training metrics found", file=out)
+        print(terminal(f"{args.logfile}: no training metrics found"), file=out)
         return EXIT_OK
     print(f"{'STEP':>8}  {'LOSS':>10}  {'STEP TIME':>10}  {'STEPS/S':>8}  SOURCE", file=out)
     for sample in samples:
@@ -325,7 +329,7 @@ def cmd_metrics(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         loss = f"{sample.loss:.4f}" if sample.loss is not None else "-"
         step_time = f"{sample.step_time_s * 1000:.2f} ms" if sample.step_time_s is not None else "-"
         rate = f"{sample.steps_per_sec:.1f}" if sample.steps_per_sec is not None else "-"
-        print(f"{step:>8}  {loss:>10}  {step_time:>10}  {rate:>8}  {sample.source}", file=out)
+        print(terminal(f"{step:>8}  {loss:>10}  {step_time:>10}  {rate:>8}  {sample.source}"), file=out)
     losses = [s.loss for s in samples if s.loss is not None]
     summary = f"{len(samples)} samples"
     if losses:
@@ -359,7 +363,10 @@ def cmd_export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         if not write_output(args.output, text, err):
             return EXIT_USAGE
-        print(f"wrote {args.output} (TFJob {manifest['metadata']['name']}): kubectl apply -f {args.output}", file=out)
+        print(
+            terminal(f"wrote {args.output} (TFJob {manifest['metadata']['name']}): kubectl apply -f {args.output}"),
+            file=out,
+        )
     return EXIT_OK
 
 

@@ -32,6 +32,7 @@ from core.profiling.why_record import WhyRecord, load_why
 from core.profiling.why_run import WhyRefused, why_slow
 from core.run import control
 from core.run.status import agent_hosts as agent_hosts_of
+from core.textsafe import terminal
 
 SECONDS_RANGE = f"from {MIN_SECONDS:g} to {MAX_SECONDS:g}"
 TIMEOUT_RANGE = f"above 0, at most {MAX_TIMEOUT_S:g}"
@@ -114,7 +115,7 @@ def _status(args: argparse.Namespace, socket_path: Path, err: TextIO) -> dict[st
     """The run's status; else the exit code, the reason printed."""
     reply = control.request(socket_path, {"action": "status"})  # control.ControlError: the caller says which
     if not reply.get("ok"):
-        print(f"refused: {reply.get('error')}", file=err)
+        print(terminal(f"refused: {reply.get('error')}"), file=err)
         return EXIT_FAILED
     return reply
 
@@ -133,15 +134,15 @@ def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, out
     try:
         targets = select(reply.get("roles") or [], names, args.workers, args.all, agent_hosts(reply))
     except ProfileError as exc:
-        print(f"profile: {exc}", file=err)
+        print(terminal(f"profile: {exc}"), file=err)
         return EXIT_USAGE
     try:
         result = capture(run_path, targets, args.seconds, args.light, args.timeout, args.unsafe, socket_path)
     except ProfileError as exc:
-        print(f"profile: {exc}", file=err)
+        print(terminal(f"profile: {exc}"), file=err)
         return EXIT_FAILED
     except OSError as exc:  # the profiler environment cannot be started: not "the run is not running"
-        print(f"profile: {exc}", file=err)
+        print(terminal(f"profile: {exc}"), file=err)
         return EXIT_FAILED
     return _report(result, out, err)
 
@@ -165,43 +166,43 @@ def cmd_why(args: argparse.Namespace, run_path: Path, socket_path: Path, out: Te
             socket_path,
         )
     except WhyRefused as exc:
-        print(f"why: {exc}", file=err)
+        print(terminal(f"why: {exc}"), file=err)
         return EXIT_USAGE
     except (ProfileError, OSError) as exc:  # OSError: the profiler environment cannot be started
-        print(f"why: {exc}", file=err)
+        print(terminal(f"why: {exc}"), file=err)
         return EXIT_FAILED
     for error in answer.failures:
-        print(f"why: {error}", file=err)
+        print(terminal(f"why: {error}"), file=err)
     if answer.capture.problem:
-        print(f"why: {answer.capture.problem}", file=err)
+        print(terminal(f"why: {answer.capture.problem}"), file=err)
     if answer.problem:
-        print(f"why: {answer.problem}", file=err)
+        print(terminal(f"why: {answer.problem}"), file=err)
     if answer.verdict is None:
         return EXIT_FAILED
-    print(f"captured {answer.capture.seconds:g} s into {answer.capture.path}", file=out)
+    print(terminal(f"captured {answer.capture.seconds:g} s into {answer.capture.path}"), file=out)
     for line in format_profiles(answer.profiles):
-        print(line, file=out)
+        print(terminal(line), file=out)
     for line in WhyRecord(answer.straggler, answer.median, answer.verdict).lines():
-        print(line, file=out)
+        print(terminal(line), file=out)
     return EXIT_OK
 
 
 def _report(result: Capture, out: TextIO, err: TextIO) -> int:
     failed = [r for r in result.roles if not r.ok]
     for r in failed:
-        print(f"profile: {r.error}", file=err)
+        print(terminal(f"profile: {r.error}"), file=err)
     xplanes = result.xplanes()
     if xplanes:
         sizes = ", ".join(f"{r.role} {r.xplane_bytes / 1e6:.1f} MB" for r in result.roles if r.ok)
-        print(f"captured {result.seconds:g} s into {result.path} ({sizes})", file=out)
+        print(terminal(f"captured {result.seconds:g} s into {result.path} ({sizes})"), file=out)
         try:
             for line in format_profiles(summarize(xplanes)):
-                print(line, file=out)
+                print(terminal(line), file=out)
         except ProfileError as exc:
-            print(f"profile: captured, but {exc}", file=err)
+            print(terminal(f"profile: captured, but {exc}"), file=err)
             return EXIT_FAILED
     if result.problem:
-        print(f"profile: {result.problem}", file=err)
+        print(terminal(f"profile: {result.problem}"), file=err)
     return EXIT_FAILED if failed or result.problem else EXIT_OK
 
 
@@ -210,25 +211,28 @@ def cmd_profile_summary(args: argparse.Namespace, out: TextIO, err: TextIO) -> i
     if not (path / RECORD_NAME).is_file():
         captures = list_captures(path)
         if not captures:
-            print(f"profile-summary: {path} holds no profile capture (expected {RECORD_NAME} or profiles/)", file=err)
+            print(
+                terminal(f"profile-summary: {path} holds no profile capture (expected {RECORD_NAME} or profiles/)"),
+                file=err,
+            )
             return EXIT_USAGE
         path = captures[-1]
     try:
         xplanes, _ = read_record(path)
         if not xplanes:
-            print(f"profile-summary: no role was captured in {path} (see {path / RECORD_NAME})", file=err)
+            print(terminal(f"profile-summary: no role was captured in {path} (see {path / RECORD_NAME})"), file=err)
             return EXIT_FAILED
         profiles = summarize(xplanes)  # a missing or damaged file is said before anything is printed
         why = _stored_why(path, err)
-        print(f"profile {path}", file=out)
+        print(terminal(f"profile {path}"), file=out)
         if why is not None:  # the table counts input as the verdict did (tf.data's time on a CPU host)
             profiles = [with_input_ops(p) for p in profiles]
         for line in format_profiles(profiles):
-            print(line, file=out)
+            print(terminal(line), file=out)
         for line in why.lines() if why is not None else []:
-            print(line, file=out)
+            print(terminal(line), file=out)
     except ProfileError as exc:
-        print(f"profile-summary: {exc}", file=err)
+        print(terminal(f"profile-summary: {exc}"), file=err)
         return EXIT_FAILED
     return EXIT_OK
 
@@ -239,5 +243,5 @@ def _stored_why(folder: Path, err: TextIO) -> WhyRecord | None:
     try:
         return load_why(folder)
     except ProfileError as exc:
-        print(f"profile-summary: {exc}", file=err)
+        print(terminal(f"profile-summary: {exc}"), file=err)
         return None

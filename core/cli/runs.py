@@ -19,6 +19,7 @@ from core.cli.tensorboard import cmd_runs_tensorboard
 from core.run import index as runs_index
 from core.run import select as runs_select
 from core.run.rundir import runs_root
+from core.textsafe import terminal
 from core.views.runs_table import COLUMNS, row_cells
 
 
@@ -73,11 +74,11 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(json.dumps(s.to_json(), default=str), file=out)
         return EXIT_OK
     if not summaries:
-        print(f"no runs in {root}", file=out)
+        print(terminal(f"no runs in {root}"), file=out)
         return EXIT_OK
     print_list(chosen, out)
     shown = f"{len(chosen)} of {len(summaries)}" if len(chosen) != len(summaries) else str(len(summaries))
-    print(f"\n{shown} run{'s' if len(summaries) != 1 else ''} in {root}", file=out)
+    print("\n" + terminal(f"{shown} run{'s' if len(summaries) != 1 else ''} in {root}"), file=out)
     return EXIT_OK
 
 
@@ -87,7 +88,8 @@ def print_list(summaries: list[runs_index.RunSummary], out: TextIO) -> None:
 
     print(" ".join(f"{name:<{w}}" for name, w in COLUMNS).rstrip(), file=out)
     for s in summaries:
-        cells = [cut(c, w) for c, (_, w) in zip(row_cells(s), COLUMNS, strict=True)]
+        # Names and cluster files come from each run's run.json: escaped, then cut to the column.
+        cells = [cut(terminal(c), w) for c, (_, w) in zip(row_cells(s), COLUMNS, strict=True)]
         print(" ".join(f"{c:<{w}}" for c, (_, w) in zip(cells, COLUMNS, strict=True)).rstrip(), file=out)
 
 
@@ -110,7 +112,7 @@ def cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         summaries = runs_compare.load_for_compare(paths)
     except ValueError as exc:
-        print(f"runs compare: {exc}", file=err)
+        print(terminal(f"runs compare: {exc}"), file=err)
         return EXIT_USAGE
     rows = runs_compare.compare_rows(summaries)
     runs_compare.print_table(rows, out)
@@ -119,7 +121,7 @@ def cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             with open(args.csv, "w", encoding="utf-8", newline="") as handle:
                 runs_compare.write_csv(rows, handle)
         except OSError as exc:
-            print(f"--csv {args.csv}: {exc.strerror or exc}; give a writable file path", file=err)
+            print(terminal(f"--csv {args.csv}: {exc.strerror or exc}; give a writable file path"), file=err)
             return EXIT_USAGE
-        print(f"wrote {args.csv}", file=out)
+        print(terminal(f"wrote {args.csv}"), file=out)
     return EXIT_OK

@@ -12,6 +12,7 @@ from typing import TextIO
 from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, resolve_run
 from core.cli.interrupts import on_signals
 from core.run.rundir import SPEC_FILE, read_run_spec
+from core.textsafe import terminal
 
 
 def cmd_runs_tensorboard(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -26,7 +27,7 @@ def cmd_runs_tensorboard(args: argparse.Namespace, out: TextIO, err: TextIO) -> 
     spec, problems = read_run_spec(path)
     if spec is None:
         first = problems[0].format() if problems else "unreadable"
-        print(f"{path / SPEC_FILE}: {first}", file=err)
+        print(terminal(f"{path / SPEC_FILE}: {first}"), file=err)
         return EXIT_USAGE
     stop = threading.Event()
     # Ctrl-C, SIGTERM and SIGHUP (a closed terminal) stop it here, folder included; a SIGKILL
@@ -40,18 +41,18 @@ def cmd_runs_tensorboard(args: argparse.Namespace, out: TextIO, err: TextIO) -> 
             else:
                 server = start(path, spec)
         except TensorBoardError as exc:
-            print(f"tensorboard: {exc}", file=err)
+            print(terminal(f"tensorboard: {exc}"), file=err)
             return EXIT_FAILED
         try:
-            print(f"TensorBoard on {server.url} (pid {server.pid}): {', '.join(server.dirs.local)}", file=out)
+            print(terminal(f"TensorBoard on {server.url} (pid {server.pid}): {', '.join(server.dirs.local)}"), file=out)
             for role, why in server.dirs.missing.items():
-                print(f"  not shown: {role} {why}", file=out)
+                print(terminal(f"  not shown: {role} {why}"), file=out)
             print("Ctrl-C stops it", file=out, flush=True)
             if not args.no_browser:
                 webbrowser.open(server.url)
             while not stop.wait(0.5):
                 if not server.alive():
-                    print("tensorboard exited: " + " | ".join(server.log_tail(3)), file=err)
+                    print(terminal("tensorboard exited: " + " | ".join(server.log_tail(3))), file=err)
                     return EXIT_FAILED
         finally:
             server.stop()

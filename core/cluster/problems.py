@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from core.textsafe import terminal
+
 ERROR = "error"
 WARNING = "warning"
 
@@ -24,14 +26,16 @@ class Problem:
     line: int | None = None
 
     def format(self, source: str = "") -> str:
-        where = source
+        """``SOURCE:LINE: error: FIELD: message`` and its fix on a second line. Each part is
+        escaped for a terminal: a field names the user's key and a message quotes their value."""
+        where = terminal(source)
         if self.line is not None:
             where = f"{where}:{self.line}" if where else f"line {self.line}"
         location = f"{where}: " if where else ""
-        field = f"{self.field}: " if self.field else ""
-        text = f"{location}{self.severity}: {field}{self.message}"
+        field = f"{terminal(self.field)}: " if self.field else ""
+        text = f"{location}{self.severity}: {field}{terminal(self.message)}"
         if self.hint:
-            text += f"\n    fix: {self.hint}"
+            text += f"\n    fix: {terminal(self.hint)}"
         return text
 
 

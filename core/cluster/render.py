@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from core.cluster.spec import JOB_ORDER, ClusterSpec, Task, role_dir_name
+from core.textsafe import shell_quote
 
 # Jobs that are servers of the cluster. TensorFlow keeps the evaluator out of the cluster dict: it
 # is a side task that reads checkpoints, and MultiWorkerMirroredStrategy would count it as a worker.
@@ -48,10 +48,11 @@ class RoleLaunch:
     host: str
 
     def shell_line(self) -> str:
-        """A line a user can paste into a shell to start this role by hand."""
-        assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        command = " ".join(shlex.quote(a) for a in self.argv)
-        return f"cd {shlex.quote(str(self.cwd))} && env {assignments} {command}"
+        """A line a user can paste into a shell to start this role by hand. It is printed to a
+        terminal first: a word with a control character is quoted as ``$'...'`` with escapes."""
+        assignments = " ".join(f"{k}={shell_quote(v)}" for k, v in self.env.items())
+        command = " ".join(shell_quote(a) for a in self.argv)
+        return f"cd {shell_quote(str(self.cwd))} && env {assignments} {command}"
 
 
 def cluster_dict(spec: ClusterSpec) -> dict[str, list[str]]:

@@ -26,6 +26,7 @@ from core.run import index as runs_index
 from core.run.lock import RunLock, RunLocked
 from core.run.rundir import SPEC_FILE, RunDir, read_run_spec
 from core.run.status import ClusterStatus, Event
+from core.textsafe import terminal
 
 
 class SessionError(Exception):
@@ -81,7 +82,7 @@ def load_checked(path: Path, err: TextIO, check_ports: bool = True) -> ClusterSp
         print(problem.format(str(path)), file=err)
     if spec is None or any(p.severity == ERROR for p in problems):
         count = sum(p.severity == ERROR for p in problems)
-        print(f"{path}: {count} error{'s' if count != 1 else ''}", file=err)
+        print(terminal(f"{path}: {count} error{'s' if count != 1 else ''}"), file=err)
         return None
     return spec
 

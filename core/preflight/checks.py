@@ -14,6 +14,7 @@ from pathlib import Path
 
 from core.agent.freeports import ALL_ADDRESSES
 from core.agent.probe import missing_imports
+from core.cluster.arglimits import launch_size_problems
 from core.cluster.problems import ERROR, WARNING, Problem
 from core.cluster.render import command_of
 from core.cluster.spec import ClusterSpec, Task, locate
@@ -112,6 +113,8 @@ def check_local(spec: ClusterSpec, text: str = "", check_ports: bool = True) -> 
             problems += _check_command(spec, task, argv, path, text)
         if check_ports:
             problems += _check_port(task, text)
+    # Each role's whole command line and environment (this one's, inherited here) against ARG_MAX.
+    problems += launch_size_problems(spec, text, os.environ)
     return problems + _check_notify(spec, text)
 
 

@@ -29,6 +29,7 @@ from core.cluster.spec import ClusterSpec
 from core.run import journal
 from core.run.index import RunSummary, duration_text, summarize, training_records
 from core.run.rundir import read_run_spec, started_text
+from core.textsafe import csv_row, terminal
 
 MIN_RUNS, MAX_RUNS = 2, 8
 MAX_CURVE_POINTS = 4096
@@ -158,22 +159,27 @@ def print_table(rows: Sequence[CompareRow], out: TextIO, width: int = 30) -> Non
             text = "…" + text[same - 8 :]
         return text if len(text) <= width else text[: width - 1] + "…"
 
-    label_width = max(len(r.label) for r in rows)
-    for r in rows:
+    # Names, commands and env values are the users' (a cluster named "\x1b]0;TITLE\x07" would
+    # retitle the terminal): shown escaped, and cut after escaping so the columns stay aligned.
+    labels = [terminal(r.label) for r in rows]
+    label_width = max(len(label) for label in labels)
+    for r, label in zip(rows, labels, strict=True):
         mark = "*" if r.differs else " "
-        same = len(os.path.commonprefix(list(r.values))) if r.differs else 0  # noqa: RUF071 - characters meant
-        cells = "  ".join(f"{cut(v, same):<{width}}" for v in r.values).rstrip()
-        print(f"{mark} {r.label:<{label_width}}  {cells}", file=out)
+        values = [terminal(v) for v in r.values]
+        same = len(os.path.commonprefix(values)) if r.differs else 0  # noqa: RUF071 - characters meant
+        cells = "  ".join(f"{cut(v, same):<{width}}" for v in values).rstrip()
+        print(f"{mark} {label:<{label_width}}  {cells}", file=out)
     differing = sum(r.differs for r in rows)
     print(f"\n* {differing} of {len(rows)} rows differ", file=out)
 
 
 def write_csv(rows: Sequence[CompareRow], handle: TextIO) -> None:
-    """``field,differs,<run 1>,<run 2>,...``: the first row names the runs."""
+    """``field,differs,<run 1>,<run 2>,...``: the first row names the runs. Cluster names, commands
+    and env values are the users': no cell is left a formula (core.textsafe.csv_cell)."""
     writer = csv.writer(handle)
-    writer.writerow(["field", "differs", *rows[0].values])
+    writer.writerow(csv_row(["field", "differs", *rows[0].values]))
     for r in rows[1:]:
-        writer.writerow([r.label, "yes" if r.differs else "no", *r.values])
+        writer.writerow(csv_row([r.label, "yes" if r.differs else "no", *r.values]))
 
 
 FloatArray = npt.NDArray[np.float64]

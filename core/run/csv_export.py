@@ -5,7 +5,9 @@ reads it (streaming, see :mod:`core.run.journal`).
 A run that is still going is exported as a consistent snapshot: the size of every file is taken
 first, before anything is read, and each file is then read up to that size, whole lines only (a
 line still being written at that moment is left out). Each CSV is written to a temporary name and
-renamed, so a reader never sees half a file. The columns are listed in :data:`COLUMNS` and in the
+renamed, so a reader never sees half a file. A text cell that a spreadsheet would run as a
+formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return and is not a
+number) is written with a leading ``'`` (:func:`core.textsafe.csv_cell`). The columns are listed in :data:`COLUMNS` and in the
 README ("Export a run's figures as CSV").
 """
 
@@ -21,6 +23,7 @@ from typing import Any
 
 from core.run import journal
 from core.run.rundir import RUN_FILE
+from core.textsafe import csv_row
 
 CHUNK_BYTES = 1 << 20
 
@@ -160,7 +163,9 @@ class _CsvOut:
         self.rows = 0
 
     def add(self, row: Iterable[Any]) -> None:
-        self.writer.writerow(["" if v is None else v for v in row])
+        # Tags, GPU names, hosts and details come from trainers, NVML and users: no cell may be a
+        # formula a spreadsheet would run (core.textsafe.csv_cell).
+        self.writer.writerow(csv_row("" if v is None else v for v in row))
         self.rows += 1
 
     def commit(self) -> None:

@@ -5,6 +5,8 @@ The real capture over SSH is in tests/ssh/test_remote_profile.py."""
 from __future__ import annotations
 
 import base64
+import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -138,3 +140,106 @@ def test_a_trace_killed_at_its_limit_says_whether_its_python_had_imported_tensor
     assert _failure(target, imported, 81.0) == (
         "no answer from worker:1 at h2:2222 in 81 s (paused, or busy in one long op?)"
     )
+
+
+# ------------------------------------------------------------------------------------------
+# Symbolic links: anyone who can write the run directory (a role, for one) can make them.
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The agent's directory with profiles/t/a.pb, a secret beside profiles/ and one outside."""
+    run = tmp_path / "run"
+    (run / "profiles" / "t").mkdir(parents=True)
+    (run / "profiles" / "t" / "a.pb").write_bytes(b"profile")
+    (run / "control.secret").write_bytes(b"run secret")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "x.pb").write_bytes(b"outside")
+    monkeypatch.chdir(run)
+    return run
+
+
+def read(path: str) -> dict[str, Any]:
+    return read_chunk({"id": "r", "path": path})
+
+
+def test_read_file_refuses_every_symlink_out_of_profiles(run_dir: Path, tmp_path: Path):
+    (run_dir / "profiles" / "etc").symlink_to("/etc")  # profiles/etc -> /etc
+    (run_dir / "profiles" / "up").symlink_to("../control.secret")  # relative, still in the run dir
+    (run_dir / "profiles" / "away").symlink_to(tmp_path / "elsewhere")  # a symlinked parent folder
+    (run_dir / "profiles" / "t" / "dotdot").symlink_to("./../../control.secret")
+    for path in (
+        "profiles/etc/hostname",
+        "profiles/./etc/passwd",
+        "profiles/etc/../etc/hostname",
+        "profiles/up",
+        "profiles/./up",
+        "profiles/away/x.pb",
+        "profiles/t/dotdot",
+    ):
+        chunk = read(path)
+        assert "data" not in chunk, path
+        assert "leads outside profiles/" in chunk["error"], chunk
+    assert base64.b64decode(read("profiles/t/a.pb")["data"]) == b"profile"
+
+
+def test_read_file_refuses_profiles_itself_made_a_link(run_dir: Path, tmp_path: Path):
+    shutil.rmtree(run_dir / "profiles")
+    (run_dir / "profiles").symlink_to(tmp_path / "elsewhere")
+    assert "leads outside profiles/" in read("profiles/x.pb")["error"]
+
+
+def test_a_link_that_stays_inside_profiles_is_read(run_dir: Path):
+    (run_dir / "profiles" / "latest").symlink_to("t")
+    assert base64.b64decode(read("profiles/latest/a.pb")["data"]) == b"profile"
+
+
+@pytest.mark.parametrize("swapped", ["file", "folder"])
+def test_a_link_swapped_in_between_the_check_and_the_open_is_refused(
+    run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swapped: str
+):
+    """The check resolves the path; then, before the open, the file (or its folder) becomes a link
+    to a file outside. The open follows no link, so it fails instead of reading that file."""
+    import core.agent.profile as profile
+
+    real_realpath = os.path.realpath
+
+    def realpath_then_swap(path: Any, **kwargs: Any) -> str:
+        result = real_realpath(path, **kwargs)
+        if str(path).endswith("a.pb"):  # the check of the file has been made: swap now
+            if swapped == "file":
+                (run_dir / "profiles" / "t" / "a.pb").unlink()
+                (run_dir / "profiles" / "t" / "a.pb").symlink_to(tmp_path / "elsewhere" / "x.pb")
+            else:
+                shutil.rmtree(run_dir / "profiles" / "t")
+                (run_dir / "profiles" / "t").symlink_to(tmp_path / "elsewhere")
+                (tmp_path / "elsewhere" / "a.pb").write_bytes(b"outside")
+        return result
+
+    monkeypatch.setattr(profile.os.path, "realpath", realpath_then_swap)
+    chunk = read("profiles/t/a.pb")
+    assert "data" not in chunk and "changed into a symbolic link" in chunk["error"], chunk
+
+
+@pytest.mark.timeout(30, method="thread")
+def test_a_fifo_under_profiles_is_refused_without_blocking(run_dir: Path):
+    os.mkfifo(run_dir / "profiles" / "t" / "pipe")
+    assert "not a regular file" in read("profiles/t/pipe")["error"]
+
+
+def test_the_agent_answers_a_read_through_a_link_with_an_error_and_no_data(agent_here: AgentProcess, tmp_path: Path):
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "etc").symlink_to("/etc")
+    agent_here.send({"op": "read_file", "id": "sym", "path": "profiles/etc/hostname"})
+    chunk = agent_here.wait_for("file_chunk", id="sym")
+    assert "data" not in chunk and "leads outside profiles/" in chunk["error"]
+
+
+def test_a_profile_folder_through_a_link_is_refused(run_dir: Path, tmp_path: Path):
+    from core.agent.profile import OutsideProfiles, ProfileRequest, start_trace
+
+    (run_dir / "profiles" / "away").symlink_to(tmp_path / "elsewhere")
+    request = ProfileRequest("p", "worker:0", "127.0.0.1:1", 1.0, True, "profiles/away/run-1", 5.0)
+    with pytest.raises(OutsideProfiles, match="logdir 'profiles/away/run-1' leads outside profiles/"):
+        start_trace(request, sys.executable, {}, None)
+    assert not (tmp_path / "elsewhere" / "run-1").exists()

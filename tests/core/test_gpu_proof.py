@@ -25,7 +25,12 @@ FAKE_SMI = str(ROOT / "tests" / "helpers" / "fake_nvidia_smi.py")
 def kit(
     tmp_path: Path, *args: str, env: dict[str, str] | None = None, site: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("TOWERDECK_NVML", "FAKE_NVML"))}
+    # The double's settings are the test's; its scope (this session's, tests/conftest.py) is kept.
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TOWERDECK_NVML", "FAKE_NVML")) or k == "FAKE_NVML_SCOPE"
+    }
     python = [sys.executable] if site else [sys.executable, "-S"]
     return subprocess.run(
         [*python, str(KIT), "--out", str(tmp_path / "proof"), *args],

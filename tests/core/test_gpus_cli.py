@@ -18,6 +18,7 @@ import pytest
 
 from core.agent.gpuquery import towerdeck_role
 from tests.conftest import ROOT, run_cli
+from tests.helpers.textcheck import raw_controls
 
 FAKE_NVML = str(ROOT / "tests" / "helpers" / "fake_nvml.py")
 SLEEPER = "import time; time.sleep(120)"
@@ -167,3 +168,91 @@ tasks = [{{ address = "127.0.0.1:{p[0]}", gpus = [0] }}, {{ address = "127.0.0.1
     assert f"pid {tagged_process.pid} {getpass.getuser()} 0.5 GiB (run run-abc worker:3)" in warnings[0]
     assert warnings[1] == "GPU 5 (for worker:2) does not exist there: it has 2"
     assert "WARN" in format_table([result])
+
+
+def sleeper_on_gpu1(env: dict[str, str], argv0: str | None = None) -> subprocess.Popen[bytes]:
+    """A process tagged as TowerDeck's worker:3 on GPU 1, with ``env`` over this one's (an empty
+    value removes the variable), its command line starting with ``argv0`` when given."""
+    tagged = {**os.environ, "TOWERDECK_ROLE": "worker:3", "CUDA_VISIBLE_DEVICES": "1", **env}
+    argv = [sys.executable, "-c", SLEEPER]
+    if argv0 is not None:
+        argv = ["bash", "-c", f'exec -a "$0" {sys.executable} -c "{SLEEPER}"', argv0]
+    return subprocess.Popen(argv, env={k: v for k, v in tagged.items() if v})
+
+
+def listed_on_gpu1(**env: str) -> set[int]:
+    p = run_cli("gpus", "--json", env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    [host] = json.loads(p.stdout)["hosts"]
+    return {proc["pid"] for proc in host["snapshot"]["gpus"][1]["processes"]}
+
+
+def test_the_double_sees_only_this_sessions_roles_not_another_suites_or_a_real_runs(fake_gpus: None):
+    """Two suites on one machine (or a suite beside a real run) must not see each other's roles on
+    their GPUs: the double lists a process only with this session's FAKE_NVML_SCOPE."""
+    ours = sleeper_on_gpu1({})
+    other_suite = sleeper_on_gpu1({"FAKE_NVML_SCOPE": "pytest-1-another-suite"})
+    real_run = sleeper_on_gpu1({"FAKE_NVML_SCOPE": ""})  # a real launch carries no scope
+    try:
+        deadline = time.monotonic() + 30
+        while ours.pid not in (seen := listed_on_gpu1()) and time.monotonic() < deadline:
+            pass  # its environment is readable once it has started
+        assert ours.pid in seen
+        assert other_suite.pid not in seen and real_run.pid not in seen
+    finally:
+        for proc in (ours, other_suite, real_run):
+            proc.kill()
+            proc.wait()
+
+
+def test_a_session_without_a_scope_sees_only_processes_without_one(fake_gpus: None):
+    """The GPU proof kit run by hand sets no scope: it sees unscoped roles (its own), never a test
+    session's."""
+    ours = sleeper_on_gpu1({})
+    unscoped = sleeper_on_gpu1({"FAKE_NVML_SCOPE": ""})
+    try:
+        deadline = time.monotonic() + 30
+        while unscoped.pid not in (seen := listed_on_gpu1(FAKE_NVML_SCOPE="")) and time.monotonic() < deadline:
+            pass
+        assert unscoped.pid in seen and ours.pid not in seen
+    finally:
+        for proc in (ours, unscoped):
+            proc.kill()
+            proc.wait()
+
+
+def test_gpu_names_roles_and_command_lines_are_shown_escaped(fake_gpus: None):
+    """NVML's GPU name, a process's TOWERDECK_ROLE and its command line reach the terminal."""
+    title = "\x1b]0;PWNED\x07\x1b[2J"
+    proc = sleeper_on_gpu1({"TOWERDECK_ROLE": f"worker:3{title}"}, argv0=f"arg{title}\tz")
+    try:
+        deadline = time.monotonic() + 30
+        while proc.pid not in listed_on_gpu1() and time.monotonic() < deadline:
+            pass
+        p = run_cli("gpus", env={"FAKE_NVML_NAME": f"H100{title}\u202e"}, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert raw_controls(p.stdout) == [], p.stdout
+        assert "H100\\x1b]0;PWNED\\x07\\x1b[2J\\u202e"[:24] in p.stdout
+        line = next(x for x in p.stdout.splitlines() if f"pid {proc.pid} " in x)
+        assert "role worker:3\\x1b]0;PWNED\\x07\\x1b[2J" in line and "arg\\x1b]0;PWNED\\x07\\x1b[2J\\x09z " in line
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_role_name_that_is_not_utf8_does_not_fail_the_hosts_query(fake_gpus: None):
+    """Any process may set TOWERDECK_ROLE to any bytes; the old query failed for the whole host."""
+    env = {k.encode(): v.encode() for k, v in os.environ.items()}
+    env.update({b"TOWERDECK_ROLE": b"worker:\xff\x1b[2J", b"CUDA_VISIBLE_DEVICES": b"1"})
+    proc = subprocess.Popen([sys.executable, "-c", SLEEPER], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while proc.pid not in listed_on_gpu1() and time.monotonic() < deadline:
+            pass
+        p = run_cli("gpus", timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
+        line = next(x for x in p.stdout.splitlines() if f"pid {proc.pid} " in x)
+        assert "role worker:\ufffd\\x1b[2J" in line and raw_controls(p.stdout) == []
+    finally:
+        proc.kill()
+        proc.wait()

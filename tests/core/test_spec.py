@@ -89,7 +89,7 @@ def test_unknown_key_in_a_job():
         ("127.0.0.1:abc", "is not a number"),
         ("127.0.0.1:0", "out of range"),
         ("127.0.0.1:65536", "out of range"),
-        ("bad host:22", "is not host:port"),
+        ("bad host:22", "has whitespace in it"),
     ],
 )
 def test_bad_addresses(address: str, needle: str):

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from core.cluster.spec.write import data_to_toml as dumps
 from tests.conftest import ROOT
+from tests.helpers.textcheck import raw_controls
 
 scalars = (
     st.text(max_size=20)
@@ -26,7 +27,10 @@ values = st.recursive(
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.text(max_size=8), values, max_size=5))
 def test_any_plain_data_reads_back_equal(data):
-    assert tomllib.loads(dumps(data)) == data
+    text = dumps(data)
+    assert tomllib.loads(text) == data
+    # `import` prints it and the editor shows it: no control character, C1 or bidi override raw.
+    assert raw_controls(text) == [], text
 
 
 def test_bundled_cluster_files_read_back_equal():

@@ -4,9 +4,16 @@ calls), for machines without an NVIDIA GPU. Loaded by the agent through $TOWERDE
 Configured by environment: FAKE_NVML_GPUS (count, default 1; 0: NVML answers and sees none), FAKE_NVML_FAIL (comma-separated:
 ``init`` makes nvmlInit fail like a missing driver, ``power`` makes power queries unsupported),
 FAKE_NVML_HOT (comma-separated GPU indices: each is hot and thermally throttled, at 92 °C with its SM
-clock down to 1095 MHz and the sw_thermal and hw_thermal reasons set).
+clock down to 1095 MHz and the sw_thermal and hw_thermal reasons set), FAKE_NVML_NAME (every GPU's
+name, as NVML's bytes; default ``NVIDIA H100 80GB HBM3``).
 Like the real driver, a GPU lists as its compute processes the processes that can see it: here,
-processes of this user with TOWERDECK_ROLE set and this GPU in their CUDA_VISIBLE_DEVICES.
+processes of this user with TOWERDECK_ROLE set and this GPU in their CUDA_VISIBLE_DEVICES, and
+only those of the same test session. The double reads every process of the machine, so two test
+suites (or a suite and a real run) would see each other's roles on their "GPUs": a process counts
+only when it carries the same FAKE_NVML_SCOPE as the process that loaded the double (unset and
+empty are the same scope). tests/conftest.py gives each test session its own, inherited by every
+agent and role it starts; a host's wrapper passes it on over SSH. Process trees would not do:
+a serving agent is detached (its parent is init), and nvidia-smi's stand-in is not its child.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ def nvmlDeviceGetHandleByIndex(i: int) -> int:
 
 
 def nvmlDeviceGetName(h: int) -> bytes:
-    return b"NVIDIA H100 80GB HBM3"
+    return os.environ.get("FAKE_NVML_NAME", "NVIDIA H100 80GB HBM3").encode("utf-8", "surrogateescape")
 
 
 def nvmlDeviceGetUUID(h: int) -> str:
@@ -90,6 +97,14 @@ def nvmlDeviceGetCurrentClocksEventReasons(h: int) -> int:
     return mask | SW_THERMAL | HW_THERMAL if h in _hot else mask
 
 
+SCOPE_VAR = "FAKE_NVML_SCOPE"
+
+
+def _in_scope(env: dict[bytes, bytes]) -> bool:
+    """Whether a process belongs to the test session that loaded the double."""
+    return env.get(SCOPE_VAR.encode(), b"") == os.environ.get(SCOPE_VAR, "").encode()
+
+
 def nvmlDeviceGetComputeRunningProcesses(h: int) -> list[SimpleNamespace]:
     found = []
     for name in os.listdir("/proc"):
@@ -101,6 +116,7 @@ def nvmlDeviceGetComputeRunningProcesses(h: int) -> list[SimpleNamespace]:
         except OSError:
             continue
         visible = env.get(b"CUDA_VISIBLE_DEVICES")
-        if b"TOWERDECK_ROLE" in env and visible and str(h).encode() in visible.split(b","):
+        on_it = b"TOWERDECK_ROLE" in env and visible and str(h).encode() in visible.split(b",")
+        if on_it and _in_scope(env):
             found.append(SimpleNamespace(pid=int(name), usedGpuMemory=512 << 20))
     return found

@@ -27,7 +27,10 @@ def gpu_python(tmp_path: Path) -> Path:
     """The python of a host 'with two GPUs': the double, chosen by the host's own environment."""
     path = tmp_path / "gpu-python"
     path.write_text(
-        f'#!/bin/sh\nexport TOWERDECK_NVML_MODULE={FAKE_NVML}\nexport FAKE_NVML_GPUS=2\nexec {sys.executable} "$@"\n'
+        f"#!/bin/sh\nexport TOWERDECK_NVML_MODULE={FAKE_NVML}\nexport FAKE_NVML_GPUS=2\n"
+        # sshd starts the agent without this session's environment: the double's scope is passed on.
+        f"export FAKE_NVML_SCOPE={os.environ['FAKE_NVML_SCOPE']}\n"
+        f'exec {sys.executable} "$@"\n'
     )
     path.chmod(0o755)
     return path
@@ -114,6 +117,7 @@ def test_an_unreachable_or_silent_host_holds_up_no_other(
     elapsed = time.monotonic() - started
     assert p.returncode == 1, p.stderr  # a host could not be queried
     hosts = {h["host"]: h for h in json.loads(p.stdout)["hosts"]}
+    assert hosts["127.0.0.2"]["snapshot"] is not None, hosts["127.0.0.2"]
     assert hosts["127.0.0.2"]["snapshot"]["gpus"] and hosts["127.0.0.3"]["snapshot"] is not None
     assert hosts["silent"]["snapshot"] is None and "no answer within 4 s" in hosts["silent"]["error"]
     assert hosts["refused"]["snapshot"] is None and "cannot reach" in hosts["refused"]["error"]

@@ -38,8 +38,13 @@ def parse_ssh_destination(text: str) -> tuple[str | None, str, int | None]:
 
 
 def parse_address(text: str) -> tuple[str, int]:
-    """Split ``host:port``; raises ValueError with a message a user can act on."""
-    m = _ADDRESS.match(text.strip())
+    """Split ``host:port``; raises ValueError with a message a user can act on.
+
+    Whitespace anywhere is refused, before or after the port alike ("80 " as " 80"): the address
+    is what TensorFlow, ssh and the user's own scripts are given, and none of them reads it."""
+    if any(c.isspace() for c in text):
+        raise ValueError(f"{text!r} has whitespace in it; an address is host:port with no spaces")
+    m = _ADDRESS.match(text)
     if not m:
         raise ValueError(f"{text!r} is not host:port")
     host = m.group("v6") or m.group("host")

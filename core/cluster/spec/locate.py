@@ -7,6 +7,7 @@ tables), and a wrong line number is worse than none, so anything unclear answers
 from __future__ import annotations
 
 import re
+import tomllib
 
 
 def _header_of(line: str) -> tuple[str, ...] | None:
@@ -16,6 +17,21 @@ def _header_of(line: str) -> tuple[str, ...] | None:
     # Quoted keys may hold dots ([hosts."10.0.0.2"]): split on the dots between keys only.
     parts = re.findall(r"\"[^\"]*\"|'[^']*'|[^.\s]+", m.group(1))
     return tuple(part.strip().strip("\"'") for part in parts)
+
+
+_QUOTED_KEY = re.compile(r"""^\s*("(?:[^"\\]|\\.)*"|'[^']*')\s*(=|\.)""")
+
+
+def _quoted_key(line: str) -> str | None:
+    """The quoted key a line starts with, as TOML reads it: ``"A\\u0000B" = 1`` -> ``A\\0B``, so a
+    key written with escapes (a NUL, a control character) is found by the key it means."""
+    m = _QUOTED_KEY.match(line)
+    if m is None:
+        return None
+    try:
+        return next(iter(tomllib.loads(f"{m.group(1)} = 0")))
+    except (tomllib.TOMLDecodeError, StopIteration):
+        return None
 
 
 def locate(text: str, path: tuple[str | int, ...]) -> int | None:
@@ -41,7 +57,7 @@ def locate(text: str, path: tuple[str | int, ...]) -> int | None:
                 return first + 1 if head else None
             pattern = re.compile(r"^\s*[\"']?" + re.escape(rest[0]) + r"[\"']?\s*(=|\.)")
             for j in range(first, end):
-                if pattern.match(lines[j]):
+                if pattern.match(lines[j]) or _quoted_key(lines[j]) == rest[0]:
                     return _element_line(lines, j, index) if index is not None else j + 1
     return None
 

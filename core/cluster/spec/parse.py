@@ -29,8 +29,10 @@ from core.cluster.spec.model import (
 from core.cluster.spec.reader import Reader, kind
 from core.cluster.spec.validate import check_semantics, parse_hosts, parse_job, parse_patterns
 from core.cluster.stuck_options import parse_stuck_options
+from core.textsafe import terminal
 
 _TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
+_CONTROL_CHAR = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def parse_text(text: str, source: Path | None = None) -> tuple[ClusterSpec | None, list[Problem]]:
@@ -69,6 +71,14 @@ def parse_data(
     r = Reader(text)
     r.unknown_keys(data, TOP_KEYS, ())
     name = r.string(data.get("name", "cluster"), ("name",)) or "cluster"
+    if control := _CONTROL_CHAR.search(name):
+        # The name is a label: terminals, window titles, Slurm job names and notifications show it.
+        what = (
+            "a NUL character (\\u0000)"
+            if control.group() == "\0"
+            else f"a control character ({terminal(control.group())})"
+        )
+        r.add(("name",), f"contains {what}", "a cluster's name is one line of printable text: remove it")
     strategy = r.string(data.get("strategy", "between_graph"), ("strategy",), STRATEGIES) or "between_graph"
     style = r.string(data.get("launch_style", "flags"), ("launch_style",), LAUNCH_STYLES) or "flags"
     command: tuple[str, ...] | None = None

@@ -16,6 +16,20 @@ from core.cluster.spec.locate import locate, path_text
 from core.cluster.spec.model import split_command
 
 NUL_HINT = "remove the \\u0000: a program's arguments and environment cannot hold a NUL"
+# Linux gives a program no argument and no NAME=value longer than this (MAX_ARG_STRLEN: 32 pages
+# of 4 KiB, NUL included); exec fails with "Argument list too long", naming nothing. The total is
+# checked per role by core.cluster.arglimits.
+MAX_STRING_BYTES = 32 * 4096
+LONG_HINT = "put the data in a file and pass the file's path (a program is given at most 128 KiB per value)"
+
+
+def string_bytes(text: str) -> int:
+    """What one argument or ``NAME=value`` costs a program: its bytes and the NUL after them."""
+    return len(text.encode("utf-8", "surrogateescape")) + 1
+
+
+def size_text(count: int) -> str:
+    return f"{count / 1024:.0f} KiB" if count < 1024 * 1024 else f"{count / 2**20:.1f} MiB"
 
 
 class Reader:
@@ -89,6 +103,12 @@ class Reader:
                 self.add((*path, key), f"must be a string, not {kind(item)}", f'e.g. {key} = "1"')
             elif isinstance(item, str) and "\0" in item:
                 self.add((*path, key), "contains a NUL character (\\u0000)", NUL_HINT)
+            elif (size := string_bytes(f"{key}={item}")) > MAX_STRING_BYTES:
+                self.add(
+                    (*path, key),
+                    f"{key}=... is {size:,} bytes, more than the {MAX_STRING_BYTES:,} a program can be given",
+                    LONG_HINT,
+                )
             else:
                 out[key] = str(item)
         return out
@@ -116,6 +136,13 @@ class Reader:
             if "\0" in part:
                 # No program can receive it (exec takes C strings): refused here, not at launch.
                 self.add(path, f"argument {i} ({part!r}) contains a NUL character (\\u0000)", NUL_HINT)
+                return None
+            if (size := string_bytes(part)) > MAX_STRING_BYTES:
+                self.add(
+                    path,
+                    f"argument {i} is {size:,} bytes, more than the {MAX_STRING_BYTES:,} a program can be given",
+                    LONG_HINT,
+                )
                 return None
         return parts
 

@@ -3,8 +3,10 @@ and the rules that tie them together (a port used twice, a strategy without its 
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
+from core.cluster.locality import is_local_host
 from core.cluster.problems import WARNING
 from core.cluster.spec.addresses import PROGRAM, canonical_host, is_host_name, parse_address, parse_ssh_destination
 from core.cluster.spec.locate import path_text
@@ -212,21 +214,50 @@ def parse_restart(r: Reader, value: Any, path: tuple[str | int, ...]) -> Restart
     )
 
 
+THIS_MACHINE = "<this machine>"
+
+
+def on_this_machine(host: str) -> bool:
+    """Whether ``host`` is this machine: a loopback address (127.x, ::1), the unspecified address
+    (0.0.0.0, ::), localhost, this machine's names and interface addresses."""
+    name = host.strip("[]").lower()
+    try:
+        if ipaddress.ip_address(name).is_unspecified:
+            return True
+    except ValueError:
+        pass
+    return is_local_host(name)
+
+
 def check_semantics(
     r: Reader, jobs: dict[str, Job], strategy: str, style: str, command: tuple[str, ...] | None
 ) -> None:
-    """Rules between parts: each address once, the jobs a strategy needs, GPUs given twice."""
-    seen: dict[tuple[str, int], tuple[str | int, ...]] = {}
+    """Rules between parts: each address once (each port once on this machine), the jobs a
+    strategy needs, GPUs given twice."""
+    seen: dict[tuple[str, int], tuple[tuple[str | int, ...], Task]] = {}
     for job in jobs.values():
         for task in job.tasks:
-            key = (canonical_host(task.host), task.port)
+            # TensorFlow's server listens on every address (0.0.0.0:PORT): two tasks of this
+            # machine share a port whichever local addresses they are written with.
+            here = on_this_machine(task.host)
+            key = (THIS_MACHINE if here else canonical_host(task.host), task.port)
             path: tuple[str | int, ...] = ("jobs", job.name, "tasks", task.index)
-            if key in seen:
+            if key not in seen:
+                seen[key] = (path, task)
+                continue
+            other_path, other = seen[key]
+            if canonical_host(other.host) == canonical_host(task.host):
                 r.add(
-                    path, f"{task.address} is used twice (also {path_text(seen[key])})", "give every task its own port"
+                    path, f"{task.address} is used twice (also {path_text(other_path)})", "give every task its own port"
                 )
             else:
-                seen[key] = path
+                r.add(
+                    path,
+                    f"{task.role_id} ({task.address}) and {other.role_id} ({other.address}, {path_text(other_path)}) "
+                    f"are both port {task.port} of this machine: TensorFlow listens on every address "
+                    f"(0.0.0.0:{task.port}), so the second could not start its server",
+                    "give every task on this machine its own port",
+                )
     if strategy == "parameter_server":
         if "chief" not in jobs:
             r.add(

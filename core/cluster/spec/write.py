@@ -185,7 +185,6 @@ def write_atomically(target: Path, text: str) -> None:
 
 LINE_WIDTH = 120  # as the project's own code; the demo's command line is 111
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def cluster_sections(path: tuple[str, ...]) -> bool:
@@ -244,11 +243,22 @@ def _value(value: Any, indent_used: int = 0, single_line: bool = False) -> str:
 
 def _string(text: str) -> str:
     # Literal strings keep regexes and Windows paths as typed (the README asks for them).
-    if "\\" in text and "'" not in text and not _CONTROL.search(text):
+    if "\\" in text and "'" not in text and text.isprintable():
         return f"'{text}'"
+    return _quoted(text)
+
+
+def _quoted(text: str) -> str:
+    """A basic string. JSON escapes C0 only; TOML forbids DEL bare, and a file that is printed
+    (``import``) or shown must hold no C1 control or bidi override raw either: every character
+    that is not printable is written as ``\\uXXXX`` (or ``\\UXXXXXXXX``), which TOML reads back."""
     quoted = json.dumps(text, ensure_ascii=False)
-    return quoted.replace("\x7f", "\\u007f")  # JSON leaves DEL alone; TOML does not allow it bare
+    if quoted.isprintable():
+        return quoted
+    return "".join(
+        c if c.isprintable() else (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}") for c in quoted
+    )
 
 
 def _key(key: str) -> str:
-    return key if _BARE_KEY.fullmatch(key) else json.dumps(key, ensure_ascii=False).replace("\x7f", "\\u007f")
+    return key if _BARE_KEY.fullmatch(key) else _quoted(key)
