@@ -200,7 +200,7 @@ class RunsPage(QtWidgets.QWidget):
         self._loading = True
         root = self._root()
         self.count_label.setText(f"reading {root}...")
-        run_off_thread(self._relay, lambda: runs_index.list_summaries(root), self._on_loaded)
+        run_off_thread(self._relay, lambda: runs_index.list_summaries(root), self._on_loaded, name="runs-list")
 
     def _on_loaded(self, runs: list[RunSummary] | None, error: BaseException | None) -> None:
         self._loading = False
@@ -298,4 +298,4 @@ class RunsPage(QtWidgets.QWidget):
                 QtWidgets.QMessageBox.warning(self, f"{verb} runs", "\n".join(problems))
             self.refresh()
 
-        run_off_thread(self._relay, work, done)
+        run_off_thread(self._relay, work, done, name=f"runs-{verb.lower()}")

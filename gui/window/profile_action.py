@@ -93,6 +93,7 @@ class ProfileAction(QtCore.QObject):
             self.relay,
             lambda: capture(run_path, targets, seconds, control_socket=control_socket),
             self._on_captured,
+            name="profile-capture",
         )
 
     def launcher(self) -> tuple[set[str], Path | None]:

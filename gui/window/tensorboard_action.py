@@ -48,7 +48,7 @@ class TensorBoardAction(QtCore.QObject):
         self.starting = True
         self._for_path = path
         self.window.statusBar().showMessage(f"starting TensorBoard on {path.name}...")
-        run_off_thread(self.relay, lambda: start(path, spec), self._on_started)
+        run_off_thread(self.relay, lambda: start(path, spec), self._on_started, name="tensorboard-start")
 
     def _on_started(self, server: object, error: BaseException | None) -> None:
         self.starting = False

@@ -82,6 +82,7 @@ class WhyAction(QtCore.QObject):
                 roles, run_path, straggler, seconds, agent_hosts=agent_hosts, control_socket=control_socket
             ),
             self.show_answer,
+            name="why-capture",
         )
 
     def show_answer(self, result: object, error: BaseException | None) -> None:
