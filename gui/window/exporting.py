@@ -130,8 +130,8 @@ class Exporter(QtCore.QObject):
         self.action_csv = QtGui.QAction("Export run figures as CSV...", window.window())
         self.action_csv.setToolTip("Metrics, TensorBoard scalars, samples and role states of this run, as CSV files")
         self.action_csv.triggered.connect(lambda _c=False: self.choose_csv_dir())
-        menu = window.file_menu
-        before = window.action_quit
+        menu = window.controls.file_menu
+        before = window.controls.quit
         menu.insertAction(before, self.action_plot)
         menu.insertAction(before, self.action_csv)
         menu.insertSeparator(before)

@@ -49,7 +49,7 @@ class ProfileAction(QtCore.QObject):
         )
         self.action.triggered.connect(lambda _c=False: self.profile_selected())
         window.table.addAction(self.action)  # the roles table's context menu
-        window.role_menu.addAction(self.action)
+        window.controls.role_menu.addAction(self.action)
 
     def _on_tab(self) -> None:
         if self.window.tabs.currentWidget() is self.panel:

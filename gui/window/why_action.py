@@ -46,7 +46,7 @@ class WhyAction(QtCore.QObject):
         )
         self.action.triggered.connect(lambda _c=False: self.ask())
         window.table.addAction(self.action)
-        window.role_menu.addAction(self.action)
+        window.controls.role_menu.addAction(self.action)
         window.overview.sig_role_menu.connect(lambda _role, pos: self.tile_menu().exec(pos))
 
     def tile_menu(self) -> QtWidgets.QMenu:
