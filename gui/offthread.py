@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import itertools
 import queue
 import threading
 import time
@@ -37,16 +38,31 @@ FINISH_AT_EXIT_S = 30.0  # how long the process's exit waits for the jobs still 
 
 
 class Relay(QtCore.QObject):
-    """Carries a callable from a worker thread to the GUI thread (a queued signal)."""
+    """Carries outcomes from worker threads to the GUI thread (a queued signal).
 
-    sig_call = QtCore.Signal(object)
+    The callbacks that take them stay here, on the GUI thread; a worker holds only a token and a
+    weak reference to the relay. So a worker never drops the last reference to a callback, nor
+    to the window or widget it refers to, on its own thread: a Qt object released there can
+    deadlock the window (see DESIGN.md on the collector)."""
+
+    sig_done = QtCore.Signal(int, object, object)  # token, result, error
 
     def __init__(self, parent: QtCore.QObject) -> None:
         super().__init__(parent)
-        self.sig_call.connect(self._on_call, QtCore.Qt.ConnectionType.QueuedConnection)
+        self._waiting: dict[int, Done] = {}
+        self._tokens = itertools.count()
+        self.sig_done.connect(self._on_done, QtCore.Qt.ConnectionType.QueuedConnection)
 
-    def _on_call(self, fn: Callable[[], None]) -> None:
-        fn()
+    def expect(self, done: Done) -> int:
+        """Keep ``done`` for an outcome to come (GUI thread); the token a worker hands it back with."""
+        token = next(self._tokens)
+        self._waiting[token] = done
+        return token
+
+    def _on_done(self, token: int, result: object, error: object) -> None:
+        done = self._waiting.pop(token, None)
+        if done is not None:
+            done(result, error if isinstance(error, BaseException) else None)
 
 
 _starts: queue.SimpleQueue[Callable[[], None]] | None = None
@@ -79,14 +95,24 @@ def _start_each(starts: queue.SimpleQueue[Callable[[], None]]) -> None:
             traceback.print_exc()
 
 
-def _deliver(relay: Relay, done: Done, result: Any, error: BaseException | None) -> bool:
-    """``done(result, error)`` on the GUI thread; False when nobody is left to take it (the
-    relay's owner was deleted meanwhile)."""
-    try:
-        relay.sig_call.emit(lambda: done(result, error))
-    except RuntimeError:
-        return False
-    return True
+class _Outcome:
+    """Where a worker sends its outcome: a relay, weakly held, and the token of its callback."""
+
+    def __init__(self, relay: Relay, done: Done) -> None:
+        self._relay = weakref.ref(relay)
+        self._token = relay.expect(done)
+
+    def deliver(self, result: Any, error: BaseException | None) -> bool:
+        """The callback's call on the GUI thread, queued; False when nobody is left to take it
+        (the relay's owner was deleted meanwhile)."""
+        relay = self._relay()
+        if relay is None:
+            return False
+        try:
+            relay.sig_done.emit(self._token, result, error)
+        except RuntimeError:
+            return False
+        return True
 
 
 def _outcome(work: Callable[[], Any]) -> tuple[Any, BaseException | None]:
@@ -101,9 +127,10 @@ def run_off_thread(relay: Relay, work: Callable[[], Any], done: Done, *, name: s
     error)`` on the GUI thread. Daemon: a job that is only worth its answer (a read, a probe, a
     capture) must not keep the application from exiting."""
 
+    outcome = _Outcome(relay, done)
+
     def body() -> None:
-        result, error = _outcome(work)
-        _deliver(relay, done, result, error)
+        outcome.deliver(*_outcome(work))
 
     start_thread(threading.Thread(target=body, name=name, daemon=True))
 
@@ -163,6 +190,7 @@ def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
                     future.set_result(fn())
                 except BaseException as exc:
                     future.set_exception(exc)
+            del job, fn, future  # idle, it holds nothing of the last job
     finally:
         for entry in list(_workers):
             if entry[0] is jobs:
@@ -196,11 +224,11 @@ class SerialJobs:
         """``work`` after the jobs before it; ``done(result, error)`` on the GUI thread, or, when
         the GUI side is gone by then, ``undelivered(result)`` on this thread (a launched session
         nobody took is stopped there, not left running)."""
-        relay = self._relay
+        outcome = _Outcome(self._relay, done)
 
         def body() -> None:
             result, error = _outcome(work)
-            if not _deliver(relay, done, result, error) and undelivered is not None and error is None:
+            if not outcome.deliver(result, error) and undelivered is not None and error is None:
                 with contextlib.suppress(Exception):
                     undelivered(result)
 

@@ -161,7 +161,7 @@ class FramePump(QtCore.QObject):
         """The roles table, the overview and the phase now, not at the next frame."""
         self._refresh_table()
 
-    def refresh_visible(self, force: bool = False) -> None:
+    def refresh_visible(self, *, force: bool = False) -> None:
         """The tab on screen now (``force``: its slow parts too), not at the next frame."""
         self._refresh_visible(force=force)
 

@@ -44,7 +44,10 @@ class HostCheck(QtCore.QObject):
         self._launch_after = launch_after
         run = self._run
         run_off_thread(
-            self._relay, lambda: preflight(spec, PREFLIGHT_TIMEOUT_S, True, run=run), self._on_checked, name="preflight"
+            self._relay,
+            lambda: preflight(spec, PREFLIGHT_TIMEOUT_S, check_ports=True, run=run),
+            self._on_checked,
+            name="preflight",
         )
         self._say("checking hosts (SSH, python, TensorFlow, paths, ports)...")
 

@@ -349,7 +349,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if chosen:
             self.open_run(Path(chosen))
 
-    def check_hosts(self, launch_after: bool = False) -> None:
+    def check_hosts(self, *, launch_after: bool = False) -> None:
         """Pre-flight every host of the form's cluster off the GUI thread; show a table."""
         spec = self.editor.current_spec() or self.spec
         if spec is not None:
