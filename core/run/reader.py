@@ -122,7 +122,9 @@ class RunReader:
         file and takes seconds, and a close waits for the file being read only."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout_s)
+            # Being started by another thread this very moment, it cannot be joined yet; it sees the stop.
+            with contextlib.suppress(RuntimeError):
+                self._thread.join(timeout_s)
 
     @property
     def done(self) -> bool:

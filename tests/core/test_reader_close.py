@@ -63,3 +63,41 @@ def test_a_close_mid_pass_reads_no_other_file(tmp_path: Path) -> None:
         assert done.wait(30), seen
     finally:
         whole.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_close_while_another_thread_starts_the_reader_does_not_fail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window starts a reader's thread off the GUI thread, and may close the reader (another
+    run opened at once) on a third thread while that start is under way: the close does not
+    raise, and the thread, once started, sees the stop and ends."""
+    from core.run import reader as reader_module
+
+    run = generate_run(tmp_path / "run", workers=1, seconds=60, hosts=0)
+    starting, go_on = threading.Event(), threading.Event()
+
+    class SlowToStart(threading.Thread):
+        def start(self) -> None:
+            starting.set()
+            go_on.wait(10)
+            super().start()
+
+    class ReaderThreading:  # the threading module, as the reader module sees it
+        Thread = SlowToStart
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(threading, name)
+
+    monkeypatch.setattr(reader_module, "threading", ReaderThreading())
+    reader = RunReader(run)
+    starter = threading.Thread(target=reader.start)
+    starter.start()
+    assert starting.wait(10)
+    reader.close()  # the thread exists, not yet started
+    go_on.set()
+    starter.join(10)
+    thread = reader._thread  # the reader's own thread, to see it end
+    assert thread is not None
+    thread.join(10)
+    assert not thread.is_alive()
