@@ -74,7 +74,7 @@ def main() -> int:
         window.resize(1920, 1200)
         window.tabs.setCurrentIndex(0)
         window.show()
-        window.close_choice = "stop"
+        window.answer_close_question("stop")
         beat = Heartbeat()
         gaps: list[float] = []
         long_gaps: list[str] = []  # over 0.5 s: when, and on which tab

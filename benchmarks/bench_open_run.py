@@ -73,7 +73,7 @@ def shown_share(window: MainWindow) -> float:
 
 
 def full(window: MainWindow) -> bool:
-    if window.inbox.pending() or shown_share(window) < 1.0:
+    if window.binding.inbox.pending() or shown_share(window) < 1.0:
         return False
     first = window.training.figures.loss["worker:0"].points()[0][0]
     return first <= SECONDS / 100  # the curve starts near step 1, not at the tail
@@ -109,7 +109,7 @@ def measure(window: MainWindow, path: Path, cap_s: float) -> tuple[float | None,
             probe.stop()  # what follows is the benchmark drawing both tabs at once, not loading
             for tab in (window.training, window.gpus):
                 window.tabs.setCurrentWidget(tab)
-                window._refresh_visible(force=True)
+                window.frame._refresh_visible(force=True)
                 tab.grab()
             result[0] = time.perf_counter() - t0
             loop.quit()
@@ -133,7 +133,7 @@ def measure(window: MainWindow, path: Path, cap_s: float) -> tuple[float | None,
     probe.stop()
     checker.stop()
     share = shown_share(window)
-    window._close_source()
+    window.binding.let_go()
     if long_gaps:
         print(f"  ({len(long_gaps)} event-loop gaps over {TARGET_GAP_MS:g} ms: {', '.join(long_gaps[:8])})")
     return result[0], gaps[0] * 1000, share, cpu
@@ -146,7 +146,7 @@ def main() -> int:
     load = os.getloadavg()[0]
     root = Path(tempfile.mkdtemp())
     window = MainWindow(None, runs_root=root)
-    window.close_choice = "leave"
+    window.answer_close_question("leave")
     window.resize(1400, 800)
     window.show()
     ours, our_gap, our_share, our_cpu = measure(window, path, cap_s=60.0)

@@ -1,7 +1,7 @@
 """The window's memory over sped-up days (72 h by default): is it flat once the bounded buffers are full?
 
 The real MainWindow (offscreen, shown, 1 ps + 64 workers on 8 hosts in its spec) is fed through
-its real bridge (``window.inbox.put``, the path the controller's events take) as fast as it
+its real bridge (``window.binding.inbox.put``, the path the controller's events take) as fast as it
 takes them: each frame carries FRAME_S simulated seconds of
 
 - host samples, 1 Hz for each of 8 hosts, each with 8 GPUs (NVML figures as the agent sends
@@ -112,7 +112,7 @@ def host_sample(host: int, t: float, rng: random.Random) -> dict[str, object]:
 
 def feed_frame(window: object, t0: float, sim_s: float, frame_s: float, step_hz: float, rng: random.Random) -> None:
     """Put ``frame_s`` simulated seconds from ``sim_s`` on into the window's inbox."""
-    inbox = window.inbox  # type: ignore[attr-defined]
+    inbox = window.binding.inbox  # type: ignore[attr-defined]
     for s in range(int(frame_s)):
         t = t0 + sim_s + s
         for host in range(HOSTS):
@@ -175,7 +175,7 @@ def main() -> int:
         spec, problems = load(cluster_file(Path(tmp)))
         assert spec is not None, problems
         window = MainWindow(spec, runs_root=Path(tmp) / "runs")
-        window.timer.stop()  # the frames are driven here, back to back
+        window.frame.timer.stop()  # the frames are driven here, back to back
         window.resize(1400, 900)
         window.show()
         window.pages.setCurrentWidget(window.monitor)
@@ -196,18 +196,18 @@ def main() -> int:
             window.tabs.setCurrentWidget(window.training if hour % 2 == 0 else window.gpus)
             for f in range(frames_per_hour):
                 feed_frame(window, t0, hour * 3600 + f * frame_s, frame_s, step_hz, rng)
-                window._on_frame()
+                window.frame._on_frame()
                 # A frame here carries frame_s of simulated time, ~600x what a real frame gets,
                 # and the window drains at most 40 ms of telemetry a frame (FRAME_TELEMETRY_S):
                 # let it take what it was given before the next feed, as it would at real time,
                 # so RSS measures what the window keeps, not a backlog of this feed's making.
                 # A backlog past a frame's slice goes on between frames on the catch-up timer
                 # (gui/window/frame.py): turn the event loop for it, as the window's own loop does.
-                while window.inbox.pending():
+                while window.binding.inbox.pending():
                     app.processEvents()
-                    if not window.catch_up_timer.isActive():
-                        window._on_frame()
-                window._refresh_visible(force=True)
+                    if not window.frame.catch_up_timer.isActive():
+                        window.frame._on_frame()
+                window.frame._refresh_visible(force=True)
                 app.processEvents()
             per_hour.append((hour + 1.0, rss_mib()))
             # Python objects the collector tracks (rss_mib collected first): flat while RSS
@@ -233,7 +233,7 @@ def main() -> int:
         "growth_after_warmup_mib": round(after[-1][1] - after[0][1], 1) if after else math.nan,
         "max_mib": round(max(m for _, m in per_hour), 1),
         "gc_objects": objects,
-        "thinned_points": window.inbox.thinned_points,
+        "thinned_points": window.binding.inbox.thinned_points,
     }
     print(
         f"{hours:.0f} simulated hours at {result['speedup']}x real time: RSS max {result['max_mib']} MiB, "

@@ -90,7 +90,7 @@ def main(out_dir: Path) -> int:
         app.processEvents()
         window.grab().save(str(out_dir / "runs.png"))
         page.buttons["Compare"].click()
-        view = window.compare_views[-1]
+        view = window.runs.compare_views[-1]
         view.resize(1500, 950)
         done = QtCore.QEventLoop()
         view.sig_loaded.connect(done.quit)
@@ -102,7 +102,7 @@ def main(out_dir: Path) -> int:
         view.grab().save(str(out_dir / "compare.png"))
         print(f"saved {out_dir / 'runs.png'} and {out_dir / 'compare.png'}")
         view.close()
-        window.close_choice = "stop"
+        window.answer_close_question("stop")
         window.close()
         app.processEvents()
     return 0

@@ -117,9 +117,14 @@ class RunReader:
         self._thread.start()
 
     def close(self, timeout_s: float = 5.0) -> None:
+        """Stop the thread and wait for it (at most ``timeout_s``). It looks at the stop between
+        files and chunks, not only between passes: the first pass over a day-long run skims every
+        file and takes seconds, and a close waits for the file being read only."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout_s)
+            # Being started by another thread this very moment, it cannot be joined yet; it sees the stop.
+            with contextlib.suppress(RuntimeError):
+                self._thread.join(timeout_s)
 
     @property
     def done(self) -> bool:
@@ -216,10 +221,12 @@ class RunReader:
                 # this thread skims the roles' files, not after (issue 25).
                 self._read_samples()
                 for role in self._roles.values():
+                    if self._stop.is_set():
+                        break  # closed mid-pass: a close waits for the file being read, not the pass
                     self._read_telemetry(role)
                     self._read_output(role)
                 now = time.monotonic()
-                if now - last_status_poll >= 1.0:
+                if now - last_status_poll >= 1.0 and not self._stop.is_set():
                     last_status_poll = now
                     self._poll_live_status()
             except Exception as exc:  # a damaged file must not kill the reader
@@ -233,6 +240,8 @@ class RunReader:
             if _skimmed(path):
                 skim.prefetch(path, SKIM_SAMPLES)
         for role in self._roles.values():
+            if self._stop.is_set():
+                return
             for tail in (role.metrics, role.scalars):
                 if _skimmed(tail.path):
                     skim.prefetch(tail.path)
@@ -277,6 +286,8 @@ class RunReader:
             with self._lock:
                 role.add_metrics(samples)
             self._publish("metrics", role.task.role_id, t=samples[-1].get("t"), samples=samples)
+        if self._stop.is_set():
+            return
         points = _read(role.scalars)
         if points:
             with self._lock:
@@ -285,6 +296,8 @@ class RunReader:
 
     def _read_samples(self) -> None:
         for path in self._sample_files():
+            if self._stop.is_set():
+                return
             tail = self._samples.setdefault(path, journal.JsonlTail(path))
             records = _read(tail, SKIM_SAMPLES)  # a GPU card draws ~600 px of a day
             for record in records:
@@ -295,7 +308,7 @@ class RunReader:
 
     def _read_output(self, role: _RoleReplay) -> None:
         for _ in range(CHUNKS_PER_POLL):
-            if not self._read_output_chunk(role):
+            if self._stop.is_set() or not self._read_output_chunk(role):
                 return
 
     def _read_output_chunk(self, role: _RoleReplay) -> bool:

@@ -96,7 +96,10 @@ class EditorFileActions(QtWidgets.QWidget):
         path = Path(path).expanduser().resolve()
         self.status_label.setText(f"opening {path.name}...")
         run_off_thread(
-            self._relay, lambda: path.read_text(encoding="utf-8"), lambda text, err: self._on_read(path, text, err)
+            self._relay,
+            lambda: path.read_text(encoding="utf-8"),
+            lambda text, err: self._on_read(path, text, err),
+            name="editor-io",
         )
 
     def save(self, path: Path | None = None) -> bool:
@@ -130,7 +133,7 @@ class EditorFileActions(QtWidgets.QWidget):
             self.sig_saved.emit(target)
 
         self.status_label.setText(f"saving {target.name}...")
-        run_off_thread(self._relay, lambda: write_atomically(target, text), done)
+        run_off_thread(self._relay, lambda: write_atomically(target, text), done, name="editor-io")
         return True
 
     def save_as(self) -> bool:

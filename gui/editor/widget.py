@@ -260,7 +260,7 @@ class ClusterEditor(EditorFileActions, QtWidgets.QWidget):
 
         # While the cluster runs its own roles hold the ports: checking them would only cry wolf.
         check_ports = not self._running
-        run_off_thread(self._relay, lambda: check_local(spec, text, check_ports=check_ports), done)
+        run_off_thread(self._relay, lambda: check_local(spec, text, check_ports=check_ports), done, name="editor-check")
 
     def _show_problems(self) -> None:
         problems = self._parse_problems + self._local_problems

@@ -107,7 +107,7 @@ class CompareView(QtWidgets.QWidget):
         split.setSizes([430, 430])
         layout = QtWidgets.QVBoxLayout(self)
         layout.addWidget(split)
-        run_off_thread(self._relay, lambda: _load(paths), self._on_loaded)
+        run_off_thread(self._relay, lambda: _load(paths), self._on_loaded, name="compare-load")
 
     def _on_loaded(self, loaded: Loaded | None, error: BaseException | None) -> None:
         if error is not None or loaded is None:

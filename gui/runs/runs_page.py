@@ -208,7 +208,7 @@ class RunsPage(QtWidgets.QWidget):
         self._loading = True
         root = self._root()
         self.count_label.setText(f"reading {root}...")
-        run_off_thread(self._relay, lambda: runs_index.list_summaries(root), self._on_loaded)
+        run_off_thread(self._relay, lambda: runs_index.list_summaries(root), self._on_loaded, name="runs-list")
 
     def _on_loaded(self, runs: list[RunSummary] | None, error: BaseException | None) -> None:
         self._loading = False
@@ -323,4 +323,4 @@ class RunsPage(QtWidgets.QWidget):
                 return
             self.refresh()
 
-        run_off_thread(self._relay, work, done)
+        run_off_thread(self._relay, work, done, name=f"runs-{verb.lower()}")

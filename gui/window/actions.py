@@ -1,53 +1,25 @@
-"""The main window's actions, menus and toolbar, built onto the window (kept apart from its logic)."""
+"""The main window's actions, menus and toolbar: :class:`WindowActions` owns them, the window wires
+them to what it does (:class:`WindowCommands`) and says each frame which of them can run."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any, Protocol
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.controller.session import RunSource
 from gui.editor import ClusterEditor
+from gui.window import settings
 
 TABS = ("Training", "GPUs", "Placement", "Logs")
 
 
-class ActionWindow(Protocol):
-    """What the actions need of the window they are built onto (:class:`gui.window.main_window.MainWindow`):
-    the commands they trigger, the pages they switch, and the attributes they set."""
-
-    action_attach: QtGui.QAction
-    action_kill: QtGui.QAction
-    action_kill_all: QtGui.QAction
-    action_launch: QtGui.QAction
-    action_open_run: QtGui.QAction
-    action_preflight: QtGui.QAction
-    action_quit: QtGui.QAction
-    action_restart: QtGui.QAction
-    action_restart_all: QtGui.QAction
-    action_show_editor: QtGui.QAction
-    action_show_log: QtGui.QAction
-    action_show_run: QtGui.QAction
-    action_stop: QtGui.QAction
-    action_stop_all: QtGui.QAction
-    tab_actions: list[QtGui.QAction]
-    file_menu: QtWidgets.QMenu
-    recent_runs_menu: QtWidgets.QMenu
-    role_menu: QtWidgets.QMenu
-    view_menu: QtWidgets.QMenu
-    phase_label: QtWidgets.QLabel
-    editor: ClusterEditor
-    pages: QtWidgets.QTabWidget
-    monitor: QtWidgets.QSplitter
-
-    def window(self) -> QtWidgets.QWidget: ...  # the window itself: its actions' parent
-
-    def menuBar(self) -> QtWidgets.QMenuBar: ...
-
-    def addToolBar(self, title: str) -> QtWidgets.QToolBar: ...
+class WindowCommands(Protocol):
+    """What the actions ask of the window (:class:`gui.window.main_window.MainWindow`)."""
 
     def close(self) -> bool: ...
 
@@ -57,7 +29,7 @@ class ActionWindow(Protocol):
 
     def act_on_source(self, fn: Callable[[RunSource], Future[str]]) -> None: ...
 
-    def act_on_selected_roles(self, action: str) -> None: ...
+    def act_on_selected_roles(self, command: Callable[[RunSource, str], Future[str]]) -> None: ...
 
     def show_log(self) -> None: ...
 
@@ -65,110 +37,142 @@ class ActionWindow(Protocol):
 
     def choose_run(self) -> None: ...
 
-    def fill_recent_runs(self) -> None: ...
+    def open_run(self, path: Path) -> bool: ...
 
     def attach(self) -> bool: ...
 
-    def check_hosts(self, launch_after: bool = False) -> None: ...
+    def check_hosts(self, *, launch_after: bool = False) -> None: ...
 
 
-def build_actions(window: ActionWindow) -> None:
-    """The window's actions, menus and toolbar (``window.action_*``, ``window.file_menu``...)."""
+class WindowActions:
+    """The window's actions (``launch``, ``stop_all``... ``quit``), its menus and toolbar, and the
+    phase label at the toolbar's end."""
 
-    def action(text: str, slot: Callable[[], Any], shortcut: str = "", tip: str = "") -> QtGui.QAction:
-        a = QtGui.QAction(text, window.window())
-        a.triggered.connect(lambda _checked=False: slot())
-        if shortcut:
-            a.setShortcut(QtGui.QKeySequence(shortcut))
-            a.setToolTip(f"{tip or text} ({shortcut})")
-        elif tip:
-            a.setToolTip(tip)
-        return a
+    def __init__(self, window: QtWidgets.QMainWindow, commands: WindowCommands) -> None:
+        def action(text: str, slot: Callable[[], Any], shortcut: str = "", tip: str = "") -> QtGui.QAction:
+            a = QtGui.QAction(text, window)
+            a.triggered.connect(lambda _checked=False: slot())
+            if shortcut:
+                a.setShortcut(QtGui.QKeySequence(shortcut))
+                a.setToolTip(f"{tip or text} ({shortcut})")
+            elif tip:
+                a.setToolTip(tip)
+            return a
 
-    window.action_launch = action("Launch", window.launch, "Ctrl+L", "Launch every role of the cluster")
-    window.action_stop_all = action("Stop all", window.stop_all, "Ctrl+Shift+S", "Stop every role")
-    window.action_restart_all = action(
-        "Restart all", lambda: window.act_on_source(lambda s: s.restart_all()), "Ctrl+Shift+R"
-    )
-    window.action_kill_all = action("Kill all", lambda: window.act_on_source(lambda s: s.kill_all()), "Ctrl+Shift+K")
-    window.action_stop = action(
-        "Stop role", lambda: window.act_on_selected_roles("stop"), "Ctrl+T", "Stop the selected roles"
-    )
-    window.action_restart = action("Restart role", lambda: window.act_on_selected_roles("restart"), "Ctrl+R")
-    window.action_kill = action(
-        "Kill role", lambda: window.act_on_selected_roles("kill"), "Ctrl+K", "SIGKILL the selected roles"
-    )
-    window.action_show_log = action("Show log", window.show_log, "Ctrl+G", "Show the selected role's output")
-    window.action_open_run = action("Open run directory...", window.choose_run, "Ctrl+Shift+O")
-    window.action_attach = action(
-        "Attach to this run",
-        window.attach,
-        "Ctrl+Shift+A",
-        "Take over a run whose launcher is gone while its roles still run (they were left running)",
-    )
-    window.action_preflight = action(
-        "Check hosts",
-        window.check_hosts,
-        "Ctrl+Shift+P",
-        "Pre-flight every host: SSH, python, TensorFlow, paths, ports",
-    )
-    window.action_quit = action("Quit", window.close, "Ctrl+Q")
-    window.tab_actions = []
-    for i, name in enumerate(TABS):
-        window.tab_actions.append(action(name, functools.partial(window.show_tab, i), f"Ctrl+{i + 1}"))
+        self.launch = action("Launch", commands.launch, "Ctrl+L", "Launch every role of the cluster")
+        self.stop_all = action("Stop all", commands.stop_all, "Ctrl+Shift+S", "Stop every role")
+        self.restart_all = action(
+            "Restart all", lambda: commands.act_on_source(lambda s: s.restart_all()), "Ctrl+Shift+R"
+        )
+        self.kill_all = action("Kill all", lambda: commands.act_on_source(lambda s: s.kill_all()), "Ctrl+Shift+K")
+        self.stop = action(
+            "Stop role",
+            lambda: commands.act_on_selected_roles(lambda s, role: s.stop_role(role)),
+            "Ctrl+T",
+            "Stop the selected roles",
+        )
+        self.restart = action(
+            "Restart role", lambda: commands.act_on_selected_roles(lambda s, role: s.restart_role(role)), "Ctrl+R"
+        )
+        self.kill = action(
+            "Kill role",
+            lambda: commands.act_on_selected_roles(lambda s, role: s.kill_role(role)),
+            "Ctrl+K",
+            "SIGKILL the selected roles",
+        )
+        self.show_log = action("Show log", commands.show_log, "Ctrl+G", "Show the selected role's output")
+        self.open_run = action("Open run directory...", commands.choose_run, "Ctrl+Shift+O")
+        self.attach = action(
+            "Attach to this run",
+            commands.attach,
+            "Ctrl+Shift+A",
+            "Take over a run whose launcher is gone while its roles still run (they were left running)",
+        )
+        self.preflight = action(
+            "Check hosts",
+            commands.check_hosts,
+            "Ctrl+Shift+P",
+            "Pre-flight every host: SSH, python, TensorFlow, paths, ports",
+        )
+        self.quit = action("Quit", commands.close, "Ctrl+Q")
+        self.show_editor = QtGui.QAction("Cluster (edit)", window)  # the pages' (add_page_actions)
+        self.show_editor.setShortcut(QtGui.QKeySequence("Ctrl+E"))
+        self.show_run = QtGui.QAction("Run (roles and telemetry)", window)
+        self.show_run.setShortcut(QtGui.QKeySequence("Ctrl+M"))
+        self.tabs = [
+            action(name, functools.partial(commands.show_tab, i), f"Ctrl+{i + 1}") for i, name in enumerate(TABS)
+        ]
 
-    menu = window.menuBar()
-    window.file_menu = menu.addMenu("&File")
-    window.file_menu.addAction(window.action_open_run)
-    window.file_menu.addAction(window.action_attach)
-    window.recent_runs_menu = window.file_menu.addMenu("Recent runs")
-    window.recent_runs_menu.aboutToShow.connect(window.fill_recent_runs)
-    window.file_menu.addSeparator()
-    window.file_menu.addAction(window.action_quit)
-    cluster = menu.addMenu("&Cluster")
-    for a in (window.action_launch, window.action_stop_all, window.action_restart_all, window.action_kill_all):
-        cluster.addAction(a)
-    cluster.addSeparator()
-    cluster.addAction(window.action_preflight)
-    role = menu.addMenu("&Role")
-    for a in (window.action_stop, window.action_restart, window.action_kill, window.action_show_log):
-        role.addAction(a)
-    window.role_menu = role
-    view = menu.addMenu("&View")
-    for a in window.tab_actions:
-        view.addAction(a)
-    window.view_menu = view
+        menu = window.menuBar()
+        self.file_menu = menu.addMenu("&File")
+        self.file_menu.addAction(self.open_run)
+        self.file_menu.addAction(self.attach)
+        self.recent_runs_menu = self.file_menu.addMenu("Recent runs")
+        self.recent_runs_menu.aboutToShow.connect(lambda: self._fill_recent_runs(commands.open_run))
+        self.file_menu.addSeparator()
+        self.file_menu.addAction(self.quit)
+        cluster = menu.addMenu("&Cluster")
+        for a in (self.launch, self.stop_all, self.restart_all, self.kill_all):
+            cluster.addAction(a)
+        cluster.addSeparator()
+        cluster.addAction(self.preflight)
+        self.role_menu = menu.addMenu("&Role")
+        for a in (self.stop, self.restart, self.kill, self.show_log):
+            self.role_menu.addAction(a)
+        self.view_menu = menu.addMenu("&View")
+        for a in self.tabs:
+            self.view_menu.addAction(a)
 
-    bar = window.addToolBar("Cluster")
-    bar.setObjectName("cluster-toolbar")
-    bar.setToolButtonStyle(QtCore.Qt.ToolButtonStyle.ToolButtonTextOnly)
-    for a in (window.action_launch, window.action_stop_all, window.action_restart_all):
-        bar.addAction(a)
-    bar.addSeparator()
-    for a in (window.action_stop, window.action_restart, window.action_kill, window.action_show_log):
-        bar.addAction(a)
-    bar.addSeparator()
-    window.phase_label = QtWidgets.QLabel("not launched")
-    window.phase_label.setContentsMargins(12, 0, 12, 0)
-    bar.addWidget(window.phase_label)
+        bar = window.addToolBar("Cluster")
+        bar.setObjectName("cluster-toolbar")
+        bar.setToolButtonStyle(QtCore.Qt.ToolButtonStyle.ToolButtonTextOnly)
+        for a in (self.launch, self.stop_all, self.restart_all):
+            bar.addAction(a)
+        bar.addSeparator()
+        for a in self.role_actions():
+            bar.addAction(a)
+        bar.addSeparator()
+        self.phase_label = QtWidgets.QLabel("not launched")
+        self.phase_label.setContentsMargins(12, 0, 12, 0)
+        bar.addWidget(self.phase_label)
 
+    def role_actions(self) -> tuple[QtGui.QAction, ...]:
+        """The actions on the selected roles (the roles table's context menu has them too)."""
+        return (self.stop, self.restart, self.kill, self.show_log)
 
-def add_editor_actions(window: ActionWindow) -> None:
-    """The cluster editor's file actions in the File menu; the page shortcuts."""
-    editor = window.editor
-    first = window.file_menu.actions()[0]
-    for a in (editor.action_new, editor.action_open, editor.action_save, editor.action_save_as):
-        window.file_menu.insertAction(first, a)
-    window.file_menu.insertMenu(first, editor.recent_menu).setText("Recent cluster files")
-    window.file_menu.insertAction(first, editor.action_paste)
-    window.file_menu.insertSeparator(first)
-    window.action_show_editor = QtGui.QAction("Cluster (edit)", window.window())
-    window.action_show_editor.setShortcut(QtGui.QKeySequence("Ctrl+E"))
-    window.action_show_editor.triggered.connect(lambda _c=False: window.pages.setCurrentWidget(window.editor))
-    window.action_show_run = QtGui.QAction("Run (roles and telemetry)", window.window())
-    window.action_show_run.setShortcut(QtGui.QKeySequence("Ctrl+M"))
-    window.action_show_run.triggered.connect(lambda _c=False: window.pages.setCurrentWidget(window.monitor))
-    first_view = window.view_menu.actions()[0]
-    window.view_menu.insertAction(first_view, window.action_show_editor)
-    window.view_menu.insertAction(first_view, window.action_show_run)
-    window.view_menu.insertSeparator(first_view)
+    def add_page_actions(self, editor: ClusterEditor, pages: QtWidgets.QTabWidget, monitor: QtWidgets.QWidget) -> None:
+        """The cluster editor's file actions in the File menu; the page shortcuts in the View menu."""
+        first = self.file_menu.actions()[0]
+        for a in (editor.action_new, editor.action_open, editor.action_save, editor.action_save_as):
+            self.file_menu.insertAction(first, a)
+        self.file_menu.insertMenu(first, editor.recent_menu).setText("Recent cluster files")
+        self.file_menu.insertAction(first, editor.action_paste)
+        self.file_menu.insertSeparator(first)
+        self.show_editor.triggered.connect(lambda _c=False: pages.setCurrentWidget(editor))
+        self.show_run.triggered.connect(lambda _c=False: pages.setCurrentWidget(monitor))
+        first_view = self.view_menu.actions()[0]
+        self.view_menu.insertAction(first_view, self.show_editor)
+        self.view_menu.insertAction(first_view, self.show_run)
+        self.view_menu.insertSeparator(first_view)
+
+    def enable(self, *, live: bool, launchable: bool, attachable: bool, checking: bool, switching: bool) -> None:
+        """Which actions can run now. ``live``: the run shown can take commands; ``launchable``: the
+        form holds a cluster; ``checking``: a pre-flight runs; ``switching``: a launch or an attach
+        is under way off the GUI thread (the run it brings replaces the one shown, so nothing else
+        may open, launch, attach or command meanwhile)."""
+        # A finished run (launched here or opened) can be launched again from the form.
+        self.launch.setEnabled(not live and launchable and not checking and not switching)
+        self.attach.setEnabled(attachable and not switching)
+        self.open_run.setEnabled(not switching)
+        self.recent_runs_menu.setEnabled(not switching)
+        self.preflight.setEnabled(not checking)
+        for a in (self.stop_all, self.restart_all, self.kill_all, self.stop, self.restart, self.kill):
+            a.setEnabled(live and not switching)
+
+    def _fill_recent_runs(self, open_run: Callable[[Path], bool]) -> None:
+        self.recent_runs_menu.clear()
+        runs = settings.recent_runs()
+        for path in runs:
+            self.recent_runs_menu.addAction(path.name, functools.partial(open_run, path))
+        if not runs:
+            self.recent_runs_menu.addAction("(none yet)").setEnabled(False)

@@ -102,7 +102,7 @@ def main(argv: list[str]) -> int:
     if args.screenshot is not None:
 
         def shoot() -> None:
-            window.close_choice = "stop"  # a screenshot run cleans up after itself
+            window.answer_close_question("stop")  # a screenshot run cleans up after itself
             window.grab().save(str(args.screenshot))
             print(f"saved {args.screenshot}", file=sys.stderr)
             window.close()

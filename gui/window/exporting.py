@@ -130,8 +130,8 @@ class Exporter(QtCore.QObject):
         self.action_csv = QtGui.QAction("Export run figures as CSV...", window.window())
         self.action_csv.setToolTip("Metrics, TensorBoard scalars, samples and role states of this run, as CSV files")
         self.action_csv.triggered.connect(lambda _c=False: self.choose_csv_dir())
-        menu = window.file_menu
-        before = window.action_quit
+        menu = window.controls.file_menu
+        before = window.controls.quit
         menu.insertAction(before, self.action_plot)
         menu.insertAction(before, self.action_csv)
         menu.insertSeparator(before)
@@ -166,7 +166,7 @@ class Exporter(QtCore.QObject):
                 path.write_bytes(data)
             return [path for path, _ in files]
 
-        run_off_thread(self.relay, write, self._on_written)
+        run_off_thread(self.relay, write, self._on_written, name="export-plots")
 
     # ------------------------------------------------------------------ CSV
 
@@ -190,7 +190,7 @@ class Exporter(QtCore.QObject):
             return
         run_path = source.path
         self.window.statusBar().showMessage(f"exporting {run_path.name} as CSV...")
-        run_off_thread(self.relay, lambda: export_csv(run_path, out_dir), self._on_csv_written)
+        run_off_thread(self.relay, lambda: export_csv(run_path, out_dir), self._on_csv_written, name="export-csv")
 
     def _on_csv_written(self, result: object, error: BaseException | None) -> None:
         if error is not None:

@@ -4,27 +4,30 @@ table, the overview and only the tab that is on screen. A backlog bigger than a 
 on between frames, a slice per turn of the event loop (the catch-up timer), so a reopened run's
 telemetry goes in as fast as the GUI thread can take it and the frames only redraw meanwhile.
 
-A mixin of :class:`gui.window.main_window.MainWindow`. Slow reads of the run (a role's placement
-summary, the TF devices) are asked of the window's background pool and taken on a later frame.
+:class:`FramePump` is the window's part that does this, over the run its
+:class:`~gui.window.run_wiring.RunBinding` holds and the views it is given (:class:`RunViews`).
+Slow reads of the run (a role's placement summary, the TF devices) are asked of its own
+``window-reads`` thread and taken on a later frame.
 """
 
 from __future__ import annotations
 
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
 
-from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6 import QtCore, QtWidgets
 
 from core.cluster.spec import ClusterSpec
 from core.controller.session import RunSource
 from core.run.inbox import EventInbox
-from core.run.reader import RunReader
-from core.run.status import ClusterPhase, ClusterStatus, Event
+from core.run.status import ClusterStatus, Event
 from core.telemetry.pci import tf_devices_by_bus
 from core.views.overview import PlannedRole
 from core.views.slurm_text import slurm_banner
-from gui.editor import ClusterEditor
+from gui.offthread import JobThread
 from gui.run.overview import ClusterOverview
 from gui.run.roles import RolesView
 from gui.run.tabs.gpus import GpuPanel
@@ -32,6 +35,7 @@ from gui.run.tabs.logs import LogPanel
 from gui.run.tabs.placement import PlacementPanel
 from gui.run.tabs.training import TrainingPanel
 from gui.window.desktop_notify import DesktopNotifier
+from gui.window.run_wiring import RunBinding
 
 FRAME_HZ = 10
 # A reopened run's backlog of telemetry goes into the views in batches of this many points, for at
@@ -53,16 +57,10 @@ FIGURES_SCALE_ROLES = 16
 FIGURES_EVERY_S = 1.0
 
 
-class WindowFrame(QtWidgets.QMainWindow):
-    """What the window does each frame, from the latest state of its run."""
+@dataclass(frozen=True)
+class RunViews:
+    """The widgets that show a run, which the frame redraws."""
 
-    # What the window provides (see gui.window.main_window.MainWindow).
-    spec: ClusterSpec | None
-    source: RunSource | None
-    inbox: EventInbox
-    timer: QtCore.QTimer  # the frame's
-    catch_up_timer: QtCore.QTimer
-    editor: ClusterEditor
     roles: RolesView
     overview: ClusterOverview
     tabs: QtWidgets.QTabWidget
@@ -70,38 +68,106 @@ class WindowFrame(QtWidgets.QMainWindow):
     gpus: GpuPanel
     placement: PlacementPanel
     logs: LogPanel
-    desktop_notifier: DesktopNotifier
-    phase_label: QtWidgets.QLabel
-    action_attach: QtGui.QAction
-    action_kill: QtGui.QAction
-    action_kill_all: QtGui.QAction
-    action_launch: QtGui.QAction
-    action_preflight: QtGui.QAction
-    action_restart: QtGui.QAction
-    action_restart_all: QtGui.QAction
-    action_stop: QtGui.QAction
-    action_stop_all: QtGui.QAction
-    warnings: list[str]
-    warning_label: QtWidgets.QLabel
-    host_states: dict[str, dict[str, Any]]
-    slurm_text: str
-    _closing: bool
-    _backlog_after_frame: bool  # a slice of a backlog stopped for the next frame (_on_catch_up)
-    _frame_ended: float  # time.monotonic() at the end of the last frame
-    _reader_to_start: RunReader | None  # the reader of a run just opened, started after its first frame
-    _last_slow_refresh: float
-    _last_status: ClusterStatus | None
-    _figures_shown: tuple[Any, float] | None  # (what the table last showed of states, when)
-    _background: ThreadPoolExecutor
-    _placement_job: tuple[Future[dict[str, Any]], str, bool] | None
-    _devices_job: Future[dict[str, list[str]]] | None
-    _preflight_job: Future[list[Any]] | None
+    phase_label: QtWidgets.QLabel  # the run's phase, at the toolbar's end
+    warning_label: QtWidgets.QLabel  # in the status bar: how many warnings, the latest in its tooltip
 
-    if TYPE_CHECKING:  # provided by the window; no stubs at run time to shadow the real ones
 
-        def _poll_preflight(self) -> None: ...
+class FramePump(QtCore.QObject):
+    """What the window does each frame, from the latest state of its run: the frame's timer and
+    the catch-up timer between frames, the inbox's events dispatched to the views, the views
+    redrawn; what the run's events said (warnings, hosts' links, the Slurm job) kept for them."""
 
-        def _attachable(self) -> bool: ...
+    def __init__(
+        self,
+        window: QtWidgets.QMainWindow,
+        *,
+        binding: RunBinding,
+        views: RunViews,
+        desktop_notifier: DesktopNotifier,
+        on_status: Callable[[ClusterStatus | None], None],
+        after_frame: Callable[[], None],
+    ) -> None:
+        super().__init__(window)
+        self._window = window
+        self._binding = binding
+        self.roles, self.overview, self.tabs = views.roles, views.overview, views.tabs
+        self.training, self.gpus, self.placement, self.logs = views.training, views.gpus, views.placement, views.logs
+        self.phase_label, self.warning_label = views.phase_label, views.warning_label
+        self.desktop_notifier = desktop_notifier
+        self._on_status = on_status  # the window enables its actions from each frame's status
+        self._after_frame = after_frame
+        self.warnings: list[str] = []
+        self.host_states: dict[str, dict[str, Any]] = {}  # latest host_state per host (SSH links)
+        self.slurm_text = ""  # "Slurm job J on NODES" for a run on Slurm
+        self._backlog_after_frame = False  # a slice of a backlog stopped for the next frame (_on_catch_up)
+        self._frame_ended = 0.0  # time.monotonic() at the end of the last frame
+        self._last_slow_refresh = 0.0
+        self._last_status: ClusterStatus | None = None
+        self._figures_shown: tuple[Any, float] | None = None  # (what the table last showed of states, when)
+        # Slow reads of the source (placement summaries, TF devices) run here, never on the GUI thread.
+        self._background = JobThread("window-reads")
+        self._placement_job: tuple[Future[dict[str, Any]], str, bool] | None = None
+        self._devices_job: Future[dict[str, list[str]]] | None = None
+        self.timer = QtCore.QTimer(self)  # the frame's
+        self.timer.setInterval(1000 // FRAME_HZ)
+        self.timer.timeout.connect(self._on_frame)
+        self.catch_up_timer = QtCore.QTimer(self)  # more of a backlog between frames
+        self.catch_up_timer.setSingleShot(True)
+        self.catch_up_timer.setInterval(0)
+        self.catch_up_timer.timeout.connect(self._on_catch_up)
+
+    @property
+    def source(self) -> RunSource | None:
+        return self._binding.source
+
+    @property
+    def spec(self) -> ClusterSpec | None:
+        return self._binding.spec
+
+    @property
+    def inbox(self) -> EventInbox:
+        """The bound source's inbox (each source has its own)."""
+        return self._binding.inbox
+
+    @property
+    def last_status(self) -> ClusterStatus | None:
+        """The run's status as the last frame read it."""
+        return self._last_status
+
+    def statusBar(self) -> QtWidgets.QStatusBar:  # the window's, named as Qt names it
+        return self._window.statusBar()
+
+    def start(self) -> None:
+        self.timer.start()
+
+    def stop(self) -> None:
+        """No more frames (the window is closing); slow reads not begun are dropped."""
+        self.timer.stop()
+        self.catch_up_timer.stop()
+        self._background.shutdown(cancel_pending=True)
+
+    def reset(self) -> None:
+        """Another run is bound: the views and what the last run's events said start empty."""
+        self.training.clear()
+        self.gpus.clear()
+        self.logs.clear()
+        self.warnings.clear()
+        self.warning_label.setText("")
+        self.slurm_text = ""
+        self._last_status = None
+        self._figures_shown = None
+
+    def refresh_table(self) -> None:
+        """The roles table, the overview and the phase now, not at the next frame."""
+        self._refresh_table()
+
+    def refresh_visible(self, *, force: bool = False) -> None:
+        """The tab on screen now (``force``: its slow parts too), not at the next frame."""
+        self._refresh_visible(force=force)
+
+    def refresh_placement(self) -> None:
+        """Ask for the placement of the role the Placement tab shows now."""
+        self._refresh_placement()
 
     def _on_frame(self) -> None:
         # A frame takes a short slice of telemetry itself (a live run's is far less) and leaves a
@@ -112,21 +178,12 @@ class WindowFrame(QtWidgets.QMainWindow):
             backlog = self._take_telemetry(FRAME_OWN_TELEMETRY_S)
         self._refresh_table()
         self._refresh_visible()
-        self._poll_preflight()
         if backlog and not self.catch_up_timer.isActive():
             # Started here, at the end, and not at once: a timer due while Qt fires the due ones
             # runs in the same turn, and this frame's paint and the user's input come first.
             self.catch_up_timer.start(CATCH_UP_AFTER_FRAME_MS)
-        if self._reader_to_start is not None:  # a run just opened (run_wiring.open_run)
-            if self._reader_to_start is self.source:
-                self._reader_to_start.start()
-            self._reader_to_start = None
         self._frame_ended = time.monotonic()
-        if self.editor.is_running and (self.source is None or self.source.done):
-            self.editor.set_running(False)
-        if self._closing and (self.source is None or self.source.done):
-            self._closing = False
-            self.close()
+        self._after_frame()  # the window's: the reader of a run just opened starts, a close goes on
 
     def _on_catch_up(self) -> None:
         """Another slice of a backlog between two frames, once the event loop has turned: a
@@ -265,7 +322,7 @@ class WindowFrame(QtWidgets.QMainWindow):
             # A counted job's roles (no host until the allocation places them) under "Slurm".
             planned = self.spec.planned_tasks() if self.spec else []
             self.overview.set_roles([PlannedRole(t.role_id, t.job, t.host or "Slurm") for t in planned])
-            self._update_actions(None)
+            self._on_status(None)
             self._sync_role_lists([t.role_id for t in tasks])
             return
         status = self.source.status()
@@ -278,7 +335,7 @@ class WindowFrame(QtWidgets.QMainWindow):
         if self.slurm_text:
             phase += f"  |  {self.slurm_text}"
         self.phase_label.setText(phase)
-        self._update_actions(status)
+        self._on_status(status)
         if not self._figures_due(status):
             return
         self.roles.show_status(status, self.host_states)
@@ -309,24 +366,3 @@ class WindowFrame(QtWidgets.QMainWindow):
     def _sync_role_lists(self, roles: list[str]) -> None:
         self.logs.set_roles(roles)
         self.placement.set_roles(roles)
-
-    def _update_actions(self, status: ClusterStatus | None) -> None:
-        # A status that says done is over too: the controller publishes DONE a moment before its
-        # ``done`` is set, and no event may follow to refresh the actions (Launch stayed disabled).
-        over = status is not None and status.phase in (ClusterPhase.DONE, ClusterPhase.DETACHED)
-        live = self.source is not None and not self.source.done and not over
-        # A finished run (launched here or opened) can be launched again from the form.
-        self.action_launch.setEnabled(
-            not live and self.editor.current_spec() is not None and self._preflight_job is None
-        )
-        self.action_attach.setEnabled(self._attachable())
-        self.action_preflight.setEnabled(self._preflight_job is None)
-        for a in (
-            self.action_stop_all,
-            self.action_restart_all,
-            self.action_kill_all,
-            self.action_stop,
-            self.action_restart,
-            self.action_kill,
-        ):
-            a.setEnabled(live)

@@ -1,22 +1,24 @@
-"""What the window's add-ons (TensorBoard, export) need of the main window, as Protocols: they are
-built onto :class:`gui.window.main_window.MainWindow` without importing it (no import circle)."""
+"""What the window's add-ons (TensorBoard, export) use of the main window, as Protocols: they are
+given :class:`gui.window.main_window.MainWindow` without importing it (no import circle)."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from PySide6 import QtGui, QtWidgets
+from PySide6 import QtWidgets
 
 from core.controller.session import RunSource
 from gui.run.tabs.training import TrainingPanel
+from gui.window.actions import WindowActions
 
 
 class MenuHost(Protocol):
-    """A window with a File menu (ending in Quit), a status bar and the run it shows."""
+    """A window with actions (a File menu ending in Quit), a status bar and the run it shows."""
 
-    file_menu: QtWidgets.QMenu
-    action_quit: QtGui.QAction
-    source: RunSource | None
+    controls: WindowActions
+
+    @property
+    def source(self) -> RunSource | None: ...
 
     def window(self) -> QtWidgets.QWidget: ...  # the window itself: the parent of what is made here
 

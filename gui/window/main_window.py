@@ -5,60 +5,55 @@ A view over one :class:`core.controller.session.RunSource`: a live :class:`core.
 :class:`core.run.reader.RunReader` following a run directory (a past run, or one another TowerDeck
 process runs). The GUI thread never waits on a process, pipe, socket or file: the source runs on
 its own thread, its events land in an :class:`EventInbox`, and a QTimer drains them and redraws at
-most ``FRAME_HZ`` times a second, only the tab that is on screen (:mod:`gui.window.frame`).
+most ``FRAME_HZ`` times a second, only the tab that is on screen (:mod:`gui.window.frame`); a
+launch, an attach and a close run off the GUI thread (:mod:`gui.window.run_wiring`), the status
+bar saying so meanwhile.
+
+:class:`MainWindow` builds the widgets and its parts, and passes between them; each part keeps its
+own state: :class:`~gui.window.actions.WindowActions` (menus, toolbar), :class:`~gui.window.run_wiring.RunBinding`
+(which run is shown), :class:`~gui.window.frame.FramePump` (each frame), :class:`~gui.window.host_check.HostCheck`
+(pre-flight), and the add-ons (export, notifications, TensorBoard, profile, why, the Runs page).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from core.cluster.problems import ERROR
 from core.cluster.spec import ClusterSpec
 from core.controller.controller import Controller
-from core.controller.session import LaunchSession, RunSource
-from core.preflight.runner import PreflightRun
-from core.run.inbox import EventInbox
-from core.run.status import ClusterStatus
+from core.controller.session import LaunchSession, RunSource, needs_preflight
+from core.run.reader import RunDirError
+from core.run.status import ClusterPhase, ClusterStatus
 from gui.editor import ClusterEditor
+from gui.offthread import Relay, run_off_thread
 from gui.run.overview import ClusterOverview
 from gui.run.roles import RolesView
 from gui.run.tabs.gpus import GpuPanel
 from gui.run.tabs.logs import LogPanel
 from gui.run.tabs.placement import PlacementPanel
 from gui.run.tabs.training import TrainingPanel
-from gui.window import actions as window_actions
 from gui.window import collector, dialogs, runs_install, settings
-from gui.window.actions import TABS
+from gui.window.actions import TABS, WindowActions
 from gui.window.desktop_notify import DesktopNotifier
 from gui.window.exporting import Exporter
-from gui.window.frame import FRAME_HZ, WindowFrame
+from gui.window.frame import FramePump, RunViews
+from gui.window.host_check import HostCheck
 from gui.window.profile_action import ProfileAction
-from gui.window.run_wiring import RunWiring
+from gui.window.run_wiring import RunBinding
 from gui.window.tensorboard_action import TensorBoardAction
 from gui.window.why_action import WhyAction
 
 
-class MainWindow(WindowFrame, RunWiring):
-    """TowerDeck's window for one cluster, or one run directory: its layout, selection and closing
-    here; which run it shows in :class:`RunWiring`; each frame's redraw in :class:`WindowFrame`."""
-
-    # Built by gui.window.actions.build_actions / add_editor_actions (the run's own actions and the
-    # phase label are declared by WindowFrame, the recent runs menu by RunWiring).
-    action_open_run: QtGui.QAction
-    action_quit: QtGui.QAction
-    action_show_editor: QtGui.QAction
-    action_show_log: QtGui.QAction
-    action_show_run: QtGui.QAction
-    tab_actions: list[QtGui.QAction]
-    file_menu: QtWidgets.QMenu
-    role_menu: QtWidgets.QMenu
-    view_menu: QtWidgets.QMenu
-    compare_views: list[QtWidgets.QWidget]
+class MainWindow(QtWidgets.QMainWindow):
+    """TowerDeck's window for one cluster, or one run directory: its layout, selection and closing;
+    the rest is its parts'."""
 
     def __init__(
         self, spec: ClusterSpec | None, runs_root: Path | None = None, cluster_path: Path | None = None
@@ -67,44 +62,39 @@ class MainWindow(WindowFrame, RunWiring):
         # Python's collector runs on this thread only while the window exists (gui/window/collector.py).
         self._gc_hold = collector.hold()
         self.destroyed.connect(self._gc_hold.release)
-        self.spec = spec
-        self.runs_root = runs_root
-        self.source: RunSource | None = None
-        self.session: LaunchSession | None = None  # when this window runs the cluster
-        self.inbox = EventInbox()
-        self._closing = False
-        self._backlog_after_frame = False
-        self._frame_ended = 0.0
-        self._reader_to_start = None
-        self._last_slow_refresh = 0.0
-        self._last_status: ClusterStatus | None = None
-        self._figures_shown: tuple[Any, float] | None = None
-        self.warnings: list[str] = []
-        # Slow reads of the source (placement summaries) run here, never on the GUI thread.
-        self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="window-reads")
-        self._placement_job: tuple[Future[dict[str, Any]], str, bool] | None = None
-        self._devices_job: Future[dict[str, list[str]]] | None = None
-        self._next_spec: ClusterSpec | None = None
-        self.host_states: dict[str, dict[str, Any]] = {}  # latest host_state per host (SSH links)
-        self.slurm_text = ""  # "Slurm job J on NODES" for a run on Slurm (issue 12)
         # "stop" or "leave" answers the closing question ahead (scripts, --screenshot, tests).
-        self.close_choice: str | None = os.environ.get("TOWERDECK_CLOSE_CHOICE") or None
-        self._preflight_job: Future[list[Any]] | None = None
-        self._preflight_run = PreflightRun()  # cancelled on close: the probes (and ssh) are killed
-        self._preflight_passed = False
-        self._launch_after_preflight = False
-        self.preflight_results: list[Any] = []
+        self._close_choice: str | None = os.environ.get("TOWERDECK_CLOSE_CHOICE") or None
+        self._closing = False  # the cluster is being stopped (or left): the window closes once it is done
+        self._close_when_landed = False  # closed while a launch or attach was under way
+        self._relay = Relay(self)
         self.resize(1280, 800)
+        self.binding = RunBinding(self, runs_root=runs_root, say=self._say)
+        self.binding.sig_progress_changed.connect(self._on_progress)
+        self.binding.set_form_spec(spec)
+        self.controls = WindowActions(self, self)
         self._build()
+        self.frame = FramePump(
+            self,
+            binding=self.binding,
+            views=RunViews(
+                self.roles,
+                self.overview,
+                self.tabs,
+                self.training,
+                self.gpus,
+                self.placement,
+                self.logs,
+                self.controls.phase_label,
+                self.warning_label,
+            ),
+            desktop_notifier=self.desktop_notifier,
+            on_status=self._update_actions,
+            after_frame=self._after_frame,
+        )
+        self.host_check = HostCheck(self, say=self._say, launch=self.launch)
+        self._build_add_ons()
         self._set_title()
-        self.timer = QtCore.QTimer(self)
-        self.timer.setInterval(1000 // FRAME_HZ)
-        self.timer.timeout.connect(self._on_frame)
-        self.timer.start()
-        self.catch_up_timer = QtCore.QTimer(self)  # more of a backlog between frames (frame.py)
-        self.catch_up_timer.setSingleShot(True)
-        self.catch_up_timer.setInterval(0)
-        self.catch_up_timer.timeout.connect(self._on_catch_up)
+        self.frame.start()
         settings.restore_layout(self, self.split, self.tabs)
         if cluster_path is not None:
             self.editor.open_file(cluster_path)  # keeps job-level settings as the file writes them
@@ -112,46 +102,65 @@ class MainWindow(WindowFrame, RunWiring):
             self.editor.set_spec(spec)
         else:
             self.editor.new_cluster()
-        self.spec = spec if spec is not None else self.editor.current_spec()
+        self.binding.set_form_spec(spec if spec is not None else self.editor.current_spec())
         self.pages.setCurrentWidget(self.monitor if spec is not None else self.editor)
-        self._refresh_table()
+        self.frame.refresh_table()
+
+    # ------------------------------------------------------------------ what the parts hold
+
+    @property
+    def source(self) -> RunSource | None:
+        """The run shown (:attr:`RunBinding.source`)."""
+        return self.binding.source
+
+    @property
+    def session(self) -> LaunchSession | None:
+        """The launch session when this window runs the cluster."""
+        return self.binding.session
 
     @property
     def controller(self) -> Controller | None:
         """The live controller when this window launched the cluster (None otherwise)."""
-        session = self.session
-        return session.controller if session is not None and self.source is session.controller else None
+        return self.binding.controller
+
+    @property
+    def spec(self) -> ClusterSpec | None:
+        """The cluster shown: the run's, else the form's."""
+        return self.binding.spec
+
+    @property
+    def runs_root(self) -> Path | None:
+        return self.binding.runs_root
 
     # ------------------------------------------------------------------ layout
 
     def _build(self) -> None:
-        window_actions.build_actions(self)
-        self.roles = RolesView(lambda role, n: self.logs.last_lines(role, n))
+        self.roles: RolesView = RolesView(lambda role, n: self.logs.last_lines(role, n))
         self.banner, self.table = self.roles.banner, self.roles.table
-        for action in (self.action_stop, self.action_restart, self.action_kill, self.action_show_log):
+        for action in self.controls.role_actions():
             self.table.addAction(action)
         self.roles.sig_selection_changed.connect(self._on_selection_changed)
         self.table.doubleClicked.connect(lambda _index: self.show_log())
 
-        self.training = TrainingPanel()
-        self.gpus = GpuPanel()
-        self.placement = PlacementPanel()
-        self.logs = LogPanel()
-        self.placement.sig_role_changed.connect(lambda _role: self._refresh_placement())
-        self.tabs = QtWidgets.QTabWidget()
+        self.training: TrainingPanel = TrainingPanel()
+        self.gpus: GpuPanel = GpuPanel()
+        self.placement: PlacementPanel = PlacementPanel()
+        self.logs: LogPanel = LogPanel()
+        self.placement.sig_role_changed.connect(lambda _role: self.frame.refresh_placement())
+        self.tabs: QtWidgets.QTabWidget = QtWidgets.QTabWidget()
         for panel, name in zip((self.training, self.gpus, self.placement, self.logs), TABS, strict=True):
             self.tabs.addTab(panel, name)
-        self.tabs.currentChanged.connect(lambda _i: self._refresh_visible(force=True))
+        self.tabs.currentChanged.connect(lambda _i: self.frame.refresh_visible(force=True))
 
-        self.editor = ClusterEditor(settings=settings.store())
+        self.editor: ClusterEditor = ClusterEditor(settings=settings.store())
         self.editor.sig_spec_changed.connect(self._on_editor_spec_changed)
         self.editor.sig_path_changed.connect(self._on_editor_path_changed)
 
-        self.split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
+        self.split: QtWidgets.QSplitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         self.split.setObjectName("main-split")
         # The cluster at a glance above the table: hosts as boxes, roles as tiles by state; a click
         # selects the role everywhere (table, logs, placement).
-        self.overview = ClusterOverview()
+        self.overview: ClusterOverview = ClusterOverview()
         self.overview.sig_role_selected.connect(self.select_role)
         overview_scroll = QtWidgets.QScrollArea()
         overview_scroll.setWidgetResizable(True)
@@ -160,48 +169,205 @@ class MainWindow(WindowFrame, RunWiring):
         self.split.addWidget(self.roles)
         self.split.addWidget(self.tabs)
         self.split.setSizes([150, 200, 450])
-        self.monitor = self.split
+        self.monitor: QtWidgets.QSplitter = self.split
         # Two pages: the cluster as a form, and the run (roles above, telemetry tabs below).
-        self.pages = QtWidgets.QTabWidget()
+        self.pages: QtWidgets.QTabWidget = QtWidgets.QTabWidget()
         self.pages.setDocumentMode(True)
         self.pages.addTab(self.editor, "Cluster")
         self.pages.addTab(self.monitor, "Run")
         self.setCentralWidget(self.pages)
+        # What runs off the GUI thread now (a launch, an attach, a close): said until it is over.
+        self.progress_label: QtWidgets.QLabel = QtWidgets.QLabel("")
+        self.statusBar().addPermanentWidget(self.progress_label)
         # Warnings (disk full, a lost host, a refused action) stay countable after the status
         # bar message has gone: the label lists the latest in its tooltip.
-        self.warning_label = QtWidgets.QLabel("")
+        self.warning_label: QtWidgets.QLabel = QtWidgets.QLabel("")
         self.warning_label.setStyleSheet("QLabel { color: #b45309; font-weight: bold; }")
         self.statusBar().addPermanentWidget(self.warning_label)
-        window_actions.add_editor_actions(self)
-        self.exporter = Exporter(self)  # issue 23: File > Export plot / run figures as CSV
-        self.desktop_notifier = DesktopNotifier(self)
+        self.controls.add_page_actions(self.editor, self.pages, self.monitor)
+        self.desktop_notifier: DesktopNotifier = DesktopNotifier(self)
+
+    def _build_add_ons(self) -> None:
+        self.exporter = Exporter(self)  # File > Export plot / run figures as CSV
         self.tensorboard = TensorBoardAction(self)  # File > Open in TensorBoard
-        self.profiler = ProfileAction(self)  # issue 22: Role > Profile and the Profile tab
-        self.why = WhyAction(self)  # issue 22: Role > Why is this worker slow? (uses the Profile tab)
-        # issue 22: the same two on the workers the Training tab's spread view names.
+        self.profiler = ProfileAction(self)  # Role > Profile and the Profile tab
+        self.why = WhyAction(self)  # Role > Why is this worker slow? (uses the Profile tab)
+        # The same two on the workers the Training tab's spread view names.
         spread = self.training.slowest_menu
         spread.sig_profile_requested.connect(lambda role: self.act_on_role(role, self.profiler.profile_selected))
         spread.sig_why_requested.connect(lambda role: self.act_on_role(role, self.why.ask))
-        self.runs_page = runs_install.install(self)  # issue 23: the Runs page and compare views
+        self.runs = runs_install.install(self)  # the Runs page and compare views
+        self.runs_page = self.runs.page
 
     def _on_editor_spec_changed(self, spec: ClusterSpec | None) -> None:
         """The form changed: it is what the next launch uses (a running cluster keeps its own)."""
+        self.binding.set_form_spec(spec)
         if self.source is None:
-            self.spec = spec
             self._set_title()
-            self._refresh_table()
-        else:
-            self._next_spec = spec
+            self.frame.refresh_table()
 
     def _on_editor_path_changed(self, path: Path | None) -> None:
         if path is not None:
             settings.remember_cluster(path)
 
     def _set_title(self) -> None:
-        if self.source is not None and not self.source.controls_here:
-            self.setWindowTitle(f"TowerDeck - run {self.source.path.name}")
+        source = self.source
+        if source is not None and not source.controls_here:
+            self.setWindowTitle(f"TowerDeck - run {source.path.name}")
         else:
-            self.setWindowTitle(f"TowerDeck - {self.spec.name if self.spec else 'new cluster'}")
+            spec = self.spec
+            self.setWindowTitle(f"TowerDeck - {spec.name if spec else 'new cluster'}")
+
+    def _say(self, message: str) -> None:
+        self.statusBar().showMessage(message)
+
+    def _on_progress(self, text: str) -> None:
+        """What runs off the GUI thread changed: said in the status bar; the actions follow at once."""
+        self.progress_label.setText(text)
+        self._update_actions(self.frame.last_status)
+
+    def _update_actions(self, status: ClusterStatus | None) -> None:
+        # A status that says done is over too: the controller publishes DONE a moment before its
+        # ``done`` is set, and no event may follow to refresh the actions (Launch stayed disabled).
+        over = status is not None and status.phase in (ClusterPhase.DONE, ClusterPhase.DETACHED)
+        source = self.source
+        self.controls.enable(
+            live=source is not None and not source.done and not over,
+            launchable=self.editor.current_spec() is not None,
+            # An opened run whose launcher is gone, but which did not end: its roles may run on.
+            attachable=source is not None and source.attachable,
+            checking=self.host_check.running,
+            switching=self.binding.pending is not None,
+        )
+
+    def _after_frame(self) -> None:
+        self.binding.after_frame()
+        source = self.source
+        if self.editor.is_running and (source is None or source.done):
+            self.editor.set_running(False)
+        if self._closing and (source is None or source.done):
+            self._closing = False
+            self.close()
+
+    # ------------------------------------------------------------------ which run is shown
+
+    def launch(self) -> None:
+        """Launch the cluster in the editor: a new run directory and a live controller, made off
+        the GUI thread; the Run page says "launching..." until the run is there."""
+        source = self.source
+        if (source is not None and not source.done) or self.binding.pending is not None:
+            return
+        # The form as it is now, edits included, once a run was shown.
+        spec = self.spec if source is None and self.spec is not None else self.editor.current_spec()
+        blocking = [p for p in self.editor.problems() if p.severity == ERROR]
+        if spec is None or blocking:
+            self.pages.setCurrentWidget(self.editor)
+            first = blocking[0].format() if blocking else "the form has errors"
+            self._say(f"not launched: {first} (all problems are listed under the form)")
+            return
+        passed = self.host_check.take_pass()
+        if needs_preflight(spec) and not passed:
+            self.check_hosts(launch_after=True)  # remote hosts: the pre-flight first, off this thread
+            return
+        if self.binding.launch(spec, landed=functools.partial(self._on_launched, spec)):
+            self.pages.setCurrentWidget(self.monitor)
+
+    def _on_launched(self, spec: ClusterSpec, error: str | None) -> None:
+        session = self.session
+        if error is not None or session is None:
+            self._say(f"not launched: {error}")
+        else:
+            self._show_new_run()
+            self.editor.set_running(True)
+            self._say(f"run directory: {session.run.path}")
+            self._remember_run(session.run.path)
+            workers = [r for r in spec.role_ids() if r.split(":")[0] in ("chief", "worker")]
+            if workers and not self.selected_roles():
+                self.select_role(workers[0])
+        self._landed()
+
+    def open_run(self, path: Path) -> bool:
+        """Show a run directory: a past run, or one that another TowerDeck process runs."""
+        source = self.source
+        if source is not None and not source.done and source.controls_here:
+            QtWidgets.QMessageBox.information(
+                self, "TowerDeck", "Stop the running cluster before opening another run in this window."
+            )
+            return False
+        if self.binding.pending is not None:
+            self._say(f"not opened: {self.binding.pending} another run; open it once that is done")
+            return False
+        try:
+            reader = self.binding.open(path)
+        except RunDirError as exc:
+            QtWidgets.QMessageBox.warning(self, "TowerDeck", str(exc))
+            return False
+        self._show_new_run()
+        self.editor.set_spec(reader.spec)  # the cluster as launched; Save As keeps a copy
+        self.editor.set_running(not reader.done)
+        self.pages.setCurrentWidget(self.monitor)
+        self._say(f"run directory: {path}")
+        self._remember_run(path)
+        return True
+
+    def attach(self) -> bool:
+        """Take over the opened run: reconnect to its agents (off the GUI thread) and control it
+        from this window. False when there is nothing to attach to; a refusal is said once it comes."""
+        source = self.source
+        path = source.path if source is not None else None
+        return self.binding.attach(landed=lambda error: self._on_attached(path, error))
+
+    def _on_attached(self, path: Path | None, error: str | None) -> None:
+        if error is not None:
+            QtWidgets.QMessageBox.warning(self, "TowerDeck", error)
+        else:
+            self._show_new_run()
+            self.editor.set_running(True)
+            self._say(f"attached to {path}")
+        self._landed()
+
+    def _show_new_run(self) -> None:
+        """Another run is bound: its TensorBoard goes with the one it showed, the views start empty."""
+        self.tensorboard.stop()
+        self.frame.reset()
+        self._set_title()
+        self.frame.refresh_table()
+
+    def _landed(self) -> None:
+        """A launch or attach is over: a close asked for meanwhile goes on now."""
+        if self._close_when_landed:
+            self._close_when_landed = False
+            self.close()
+
+    def _remember_run(self, path: Path) -> None:
+        # The recent runs list is written to disk (QSettings.sync): off the GUI thread.
+        run_off_thread(self._relay, lambda: settings.remember_run(path), lambda _r, _e: None, name="settings-write")
+
+    def choose_run(self) -> None:
+        start = str(self.runs_root) if self.runs_root else ""
+        chosen = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a run directory", start)
+        if chosen:
+            self.open_run(Path(chosen))
+
+    def check_hosts(self, *, launch_after: bool = False) -> None:
+        """Pre-flight every host of the form's cluster off the GUI thread; show a table."""
+        spec = self.editor.current_spec() or self.spec
+        if spec is not None:
+            self.host_check.check(spec, launch_after=launch_after)
+            self._update_actions(self.frame.last_status)
+
+    # ------------------------------------------------------------------ users' commands
+
+    def stop_all(self) -> None:
+        self.binding.act_on_source(lambda s: s.stop_all())
+
+    def act_on_source(self, fn: Callable[[RunSource], Future[str]]) -> None:
+        """Ask the live run for ``fn`` (stop all, restart all...); a refusal becomes a warning."""
+        self.binding.act_on_source(fn)
+
+    def act_on_selected_roles(self, command: Callable[[RunSource, str], Future[str]]) -> None:
+        """``command`` (stop, restart, kill) on each selected role of the live run."""
+        self.binding.act_on_roles(command, self.selected_roles())
 
     # ------------------------------------------------------------------ selection and tabs
 
@@ -237,27 +403,41 @@ class MainWindow(WindowFrame, RunWiring):
 
     # ------------------------------------------------------------------ closing
 
+    def answer_close_question(self, choice: str | None) -> None:
+        """Answer "stop or leave the running cluster?" ahead: ``stop``, ``leave``, or None to ask
+        (scripts, ``--screenshot`` and tests close a window without a person to answer)."""
+        self._close_choice = choice
+
     def closeEvent(self, event: QtGui.QCloseEvent) -> None:
-        if self.controller is not None and not self.controller.done:
-            choice = self.close_choice or dialogs.ask_close_choice(self)
+        if self.binding.pending is not None:
+            # A launch or attach is under way: once its run is here, closing asks about it.
+            self._close_when_landed = True
+            self._say(f"closing once {self.binding.pending} is over...")
+            event.ignore()
+            return
+        controller = self.controller
+        if controller is not None and not controller.done:
+            choice = self._close_choice or dialogs.ask_close_choice(self)
             if choice == "cancel":
                 event.ignore()
                 return
-            # The frame timer closes the window once every role is down, or the agents are left.
+            # The frame closes the window once every role is down, or the agents are left.
             self._closing = True
             if choice == "leave":
-                self.controller.detach()
-                self.statusBar().showMessage("leaving the cluster running; reattach with File > Open run...")
+                controller.detach()
+                self._say("leaving the cluster running; reattach with File > Open run...")
             else:
-                self.controller.stop_all()
-                self.statusBar().showMessage("stopping every role before closing...")
+                controller.stop_all()
+                self._say("stopping every role before closing...")
             event.ignore()
             return
         settings.save_layout(self, self.split, self.tabs)
-        self.timer.stop()
-        self.catch_up_timer.stop()
-        self._close_source()
-        self._preflight_run.cancel()  # Python joins the pool's thread at exit: never wait on an ssh
-        self._background.shutdown(wait=False, cancel_futures=True)
+        self.frame.stop()
+        self.host_check.cancel()  # its probes and the ssh under them end now
+        self.tensorboard.stop()
+        # The run is closed off the GUI thread (a reader's join, the control socket's); that
+        # thread finishes it before the process exits.
+        self.binding.let_go()
+        self.binding.shutdown()
         self._gc_hold.release()
         event.accept()

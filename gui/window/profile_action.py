@@ -49,7 +49,7 @@ class ProfileAction(QtCore.QObject):
         )
         self.action.triggered.connect(lambda _c=False: self.profile_selected())
         window.table.addAction(self.action)  # the roles table's context menu
-        window.role_menu.addAction(self.action)
+        window.controls.role_menu.addAction(self.action)
 
     def _on_tab(self) -> None:
         if self.window.tabs.currentWidget() is self.panel:
@@ -93,6 +93,7 @@ class ProfileAction(QtCore.QObject):
             self.relay,
             lambda: capture(run_path, targets, seconds, control_socket=control_socket),
             self._on_captured,
+            name="profile-capture",
         )
 
     def launcher(self) -> tuple[set[str], Path | None]:

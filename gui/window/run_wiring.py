@@ -1,252 +1,217 @@
-"""The main window's run wiring: launching the form's cluster, opening a run directory, attaching
-to a run whose launcher is gone, the hosts' pre-flight, and the users' commands to the run's roles.
+"""Which run the window shows: :class:`RunBinding` holds the run's source (a live controller launched
+or attached here, or a reader following a run directory), the launch session when this window runs
+the cluster, and the inbox the source's events land in; it launches, attaches and lets go of runs.
 
-A mixin of :class:`gui.window.main_window.MainWindow`. The GUI thread never waits here: a launch,
-an attach and a reader start their own threads, the pre-flight runs on the window's background
-pool (polled each frame), and a refused command comes back through the event inbox.
+The GUI thread never waits here. A launch (a run directory, its lock file, the control socket's
+bind) and an attach run on the ``window-run-switch`` thread, and the run they bring is bound on
+the GUI thread once it is ready. A source that is let go (another run shown, the window closed) is
+closed on that same thread: a reader's join (it stops after the file it is reading), the control
+socket's, the run lock's release. One job at a time and in order, so a run is attached again only
+after its last close. Each source has an inbox of its own: the last events of a source being closed
+land in its inbox, which nobody reads any more, never in the next run's views.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore
 
-from core.cluster.problems import ERROR
 from core.cluster.spec import ClusterSpec
-from core.controller.session import LaunchSession, RunSource, SessionError, needs_preflight
-from core.preflight.runner import PreflightRun
+from core.controller.controller import Controller
+from core.controller.session import LaunchSession, RunSource
 from core.run.inbox import EventInbox
-from core.run.reader import RunDirError, RunReader
-from core.run.status import ClusterStatus, Event
-from gui.editor import ClusterEditor
-from gui.run.tabs.gpus import GpuPanel
-from gui.run.tabs.logs import LogPanel
-from gui.run.tabs.training import TrainingPanel
-from gui.window import settings
-from gui.window.preflight import PreflightDialog
-from gui.window.tensorboard_action import TensorBoardAction
+from core.run.reader import RunReader
+from core.run.status import Event
+from gui.offthread import Relay, SerialJobs, start_soon
+
+ABANDON_WAIT_S = 30.0
+Landed = Callable[[str | None], None]  # on the GUI thread: None once bound, else why not (one line)
 
 
-class RunWiring(QtWidgets.QMainWindow):
-    """Which run the window shows, and what users ask of it."""
+class RunBinding(QtCore.QObject):
+    """The run a window shows, and the jobs that change it.
 
-    # What the window provides (see gui.window.main_window.MainWindow).
-    spec: ClusterSpec | None
-    runs_root: Path | None
-    source: RunSource | None
-    session: LaunchSession | None
-    inbox: EventInbox
-    editor: ClusterEditor
-    pages: QtWidgets.QTabWidget
-    monitor: QtWidgets.QSplitter
-    recent_runs_menu: QtWidgets.QMenu
-    training: TrainingPanel
-    gpus: GpuPanel
-    logs: LogPanel
-    tensorboard: TensorBoardAction
-    warnings: list[str]
-    warning_label: QtWidgets.QLabel
-    slurm_text: str
-    preflight_results: list[Any]
-    _last_status: ClusterStatus | None
-    _figures_shown: tuple[Any, float] | None
-    _background: ThreadPoolExecutor
-    _reader_to_start: RunReader | None  # started by the next frame (gui.window.frame)
-    _preflight_job: Future[list[Any]] | None
-    _preflight_run: PreflightRun
-    _preflight_passed: bool
-    _launch_after_preflight: bool
+    ``pending`` says what is under way that will replace the source ("launching", "attaching"):
+    nothing else may open, launch or attach meanwhile.
 
-    if TYPE_CHECKING:  # provided by the window; no stubs at run time to shadow the real ones
+    Signals: ``sig_progress_changed(str)``: what runs off the GUI thread now ("launching...;
+    closing RUN..."), "" once nothing does."""
 
-        def _set_title(self) -> None: ...
+    sig_progress_changed = QtCore.Signal(str)
 
-        def _refresh_table(self) -> None: ...
+    def __init__(self, parent: QtCore.QObject, *, runs_root: Path | None, say: Callable[[str], None]) -> None:
+        super().__init__(parent)
+        self.runs_root = runs_root
+        self.source: RunSource | None = None
+        self.session: LaunchSession | None = None  # when this window runs the cluster
+        self.inbox = EventInbox()
+        self.pending: str | None = None
+        self._form_spec: ClusterSpec | None = None
+        self._closing: list[str] = []  # the runs being closed off the GUI thread, by name
+        self._reader_to_start: RunReader | None = None  # the reader of a run just opened
+        self._say = say
+        self._relay = Relay(self)
+        self._jobs = SerialJobs(self._relay, "window-run-switch")
 
-        def select_role(self, role: str) -> None: ...
+    @property
+    def spec(self) -> ClusterSpec | None:
+        """The cluster the window shows: the bound run's, else the form's."""
+        return self.source.spec if self.source is not None else self._form_spec
 
-        def selected_roles(self) -> list[str]: ...
+    @property
+    def controller(self) -> Controller | None:
+        """The live controller when this window launched (or attached) the cluster."""
+        session = self.session
+        return session.controller if session is not None and self.source is session.controller else None
 
-    def launch(self) -> None:
-        """Launch the cluster in the editor: a new run directory and a live controller."""
-        if self.source is not None and not self.source.done:
-            return
-        if self.source is not None or self.spec is None:
-            self.spec = self.editor.current_spec()  # the form as it is now, edits included
-        blocking = [p for p in self.editor.problems() if p.severity == ERROR]
-        if self.spec is None or blocking:
-            self.pages.setCurrentWidget(self.editor)
-            first = blocking[0].format() if blocking else "the form has errors"
-            self.statusBar().showMessage(f"not launched: {first} (all problems are listed under the form)")
-            return
-        if needs_preflight(self.spec) and not self._preflight_passed:
-            self.check_hosts(launch_after=True)  # remote hosts: the pre-flight first, off this thread
-            return
-        self._preflight_passed = False
-        self._close_source()
-        # `python main.py ctl` and another window can act on this run, through an owner-only socket.
-        session = LaunchSession.launch(self.spec, root=self.runs_root, who="window")
-        run = session.run
-        self._reset_panels()
-        session.subscribe(self.inbox.put)  # the controller's events and the [notify] reports
-        self.session, self.source = session, session.controller
-        session.start()
-        self.editor.set_running(True)
-        self.pages.setCurrentWidget(self.monitor)
-        self._set_title()
-        self.statusBar().showMessage(f"run directory: {run.path}")
-        settings.remember_run(run.path)
-        self._refresh_table()
-        workers = [r for r in self.spec.role_ids() if r.split(":")[0] in ("chief", "worker")]
-        if workers and not self.selected_roles():
-            self.select_role(workers[0])
+    def set_form_spec(self, spec: ClusterSpec | None) -> None:
+        """The form's cluster: what the window shows while no run is bound, and launches next."""
+        self._form_spec = spec
 
-    def open_run(self, path: Path) -> bool:
-        """Show a run directory: a past run, or one that another TowerDeck process runs."""
-        if self.source is not None and not self.source.done and self.source.controls_here:
-            QtWidgets.QMessageBox.information(
-                self, "TowerDeck", "Stop the running cluster before opening another run in this window."
-            )
+    def progress(self) -> str:
+        """What runs off the GUI thread now, for the status bar ("" when nothing does)."""
+        parts = [f"{self.pending}..."] if self.pending else []
+        parts += [f"closing {name}..." for name in self._closing]
+        return "; ".join(parts)
+
+    # ------------------------------------------------------------------ changing the run
+
+    def launch(self, spec: ClusterSpec, *, landed: Landed) -> bool:
+        """Launch ``spec`` off the GUI thread (a new run directory and its live controller); it is
+        bound, then ``landed(None)``, once ready, or ``landed(why)``. False when another launch or
+        attach is under way."""
+        if self.pending is not None:
             return False
-        try:
-            reader = RunReader(path)
-        except RunDirError as exc:
-            QtWidgets.QMessageBox.warning(self, "TowerDeck", str(exc))
-            return False
-        self._close_source()
-        self._reset_panels()
-        self.spec = reader.spec
-        reader.subscribe(self.inbox.put)
-        self.source = reader
-        # Started at the end of the next frame, once the run's roles are on screen: its thread
-        # took half the GIL while the window drew them the first time (issue 25).
-        self._reader_to_start = reader
-        self.editor.set_spec(reader.spec)  # the cluster as launched; Save As keeps a copy
-        self.editor.set_running(not reader.done)
-        self.pages.setCurrentWidget(self.monitor)
-        self._set_title()
-        self.statusBar().showMessage(f"run directory: {path}")
-        settings.remember_run(path)
-        self._refresh_table()
+        root = self.runs_root
+        self._start("launching", lambda: _started(LaunchSession.launch(spec, root=root, who="window")), landed)
         return True
 
-    def choose_run(self) -> None:
-        start = str(self.runs_root) if self.runs_root else ""
-        chosen = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a run directory", start)
-        if chosen:
-            self.open_run(Path(chosen))
+    def attach(self, *, landed: Landed) -> bool:
+        """Take over the run the source reads (its launcher gone, its roles left running): the
+        agents are reconnected off the GUI thread, and the live run is bound once they are; on a
+        refusal the reader stays. False when there is nothing to attach to, or a job is under way."""
+        source = self.source
+        if self.pending is not None or source is None or not source.attachable:
+            return False
+        path, spec = source.path, source.spec
+        self._start("attaching", lambda: _started(LaunchSession.attach(path, spec, who="window")), landed)
+        return True
 
-    def fill_recent_runs(self) -> None:
-        self.recent_runs_menu.clear()
-        runs = settings.recent_runs()
-        for path in runs:
-            self.recent_runs_menu.addAction(path.name, functools.partial(self.open_run, path))
-        if not runs:
-            self.recent_runs_menu.addAction("(none yet)").setEnabled(False)
+    def open(self, path: Path) -> RunReader:
+        """Follow the run directory ``path`` (a past run, or one another process runs); raises
+        :class:`~core.run.reader.RunDirError`. Only its ``run.json`` and cluster file are read
+        here; the reader's thread starts after the next frame (:meth:`after_frame`)."""
+        reader = RunReader(path)
+        inbox = EventInbox()
+        reader.subscribe(inbox.put)
+        self._bind(reader, None, inbox)
+        self._reader_to_start = reader
+        return reader
 
-    def _close_source(self) -> None:
-        self.tensorboard.stop()  # issue 23: its TensorBoard goes with the run it showed
-        if self.session is not None:
-            self.session.close(notify_wait_s=0)  # its notifier thread finishes on its own
-            self.session = None
-        if self.source is not None:
-            self.source.release()
-        self.source = None
+    def let_go(self) -> None:
+        """Show no run any more (the window is closing): the source is closed off the GUI thread."""
+        self._bind(None, None, EventInbox())
 
-    def _reset_panels(self) -> None:
-        self.inbox.drain()
-        self.training.clear()
-        self.gpus.clear()
-        self.logs.clear()
-        self.warnings.clear()
-        self.warning_label.setText("")
-        self.slurm_text = ""
-        self._last_status = None
-        self._figures_shown = None
+    def after_frame(self) -> None:
+        """A frame was drawn: the reader of a run just opened starts now, once the run's roles are
+        on screen (its thread took half the GIL while the window drew them the first time)."""
+        reader, self._reader_to_start = self._reader_to_start, None
+        if reader is not None and reader is self.source:
+            start_soon(reader.start)  # starting a thread waits until it runs: not on this thread
 
-    def stop_all(self) -> None:
-        self.act_on_source(lambda s: s.stop_all())
+    def shutdown(self) -> None:
+        """No more jobs; the closes already asked for still finish (before the process exits)."""
+        self._jobs.shutdown()
+
+    # ------------------------------------------------------------------ users' commands
 
     def act_on_source(self, fn: Callable[[RunSource], Future[str]]) -> None:
         """Ask the live run for ``fn`` (stop all, restart all...); a refusal becomes a warning."""
         if self.source is not None and not self.source.done:
             fn(self.source).add_done_callback(functools.partial(_report_refusal, self.inbox))
 
-    def act_on_selected_roles(self, action: str) -> None:
-        """``stop``, ``restart`` or ``kill`` each selected role of the live run."""
+    def act_on_roles(self, command: Callable[[RunSource, str], Future[str]], roles: list[str]) -> None:
+        """``command`` (stop, restart, kill...) on each of ``roles`` of the live run."""
         if self.source is None or self.source.done:
             return
-        for role in self.selected_roles():
-            future: Future[str] = getattr(self.source, f"{action}_role")(role)
-            future.add_done_callback(functools.partial(_report_refusal, self.inbox))
+        for role in roles:
+            command(self.source, role).add_done_callback(functools.partial(_report_refusal, self.inbox))
 
-    # ------------------------------------------------------------------ attach and pre-flight
+    # ------------------------------------------------------------------ internals
 
-    def _attachable(self) -> bool:
-        """An opened run whose launcher is gone, but which did not end: its roles may run on."""
-        return self.source is not None and self.source.attachable
+    def _start(self, what: str, work: Callable[[], tuple[LaunchSession, EventInbox]], landed: Landed) -> None:
+        self.pending = what
+        self._progress()
 
-    def attach(self) -> bool:
-        """Take over the opened run: reconnect to its agents and control it from this window."""
-        if not self._attachable():
-            return False
-        assert self.source is not None
-        path, spec = self.source.path, self.source.spec
-        try:
-            session = LaunchSession.attach(path, spec, who="window")
-        except SessionError as exc:
-            QtWidgets.QMessageBox.warning(self, "TowerDeck", str(exc))
-            return False
-        self._close_source()
-        self._reset_panels()
-        self.spec = spec
-        session.subscribe(self.inbox.put)  # the controller's events and the [notify] reports
-        self.session, self.source = session, session.controller
-        session.start()
-        self.editor.set_running(True)
-        self._set_title()
-        self.statusBar().showMessage(f"attached to {path}")
-        return True
+        def done(result: object, error: BaseException | None) -> None:
+            self.pending = None
+            if error is not None or not isinstance(result, tuple):
+                self._progress()
+                landed(str(error) or type(error).__name__)
+                return
+            session, inbox = result
+            self._bind(session.controller, session, inbox)
+            landed(None)
 
-    def check_hosts(self, launch_after: bool = False) -> None:
-        """Pre-flight every host of the form's cluster on a background thread; show a table."""
-        spec = self.editor.current_spec() or self.spec
-        if spec is None or self._preflight_job is not None:
-            return
-        from core.preflight.runner import preflight
+        # A launch's roles nobody watches are stopped; an attach leaves them as it found them.
+        self._jobs.submit(work, done, undelivered=functools.partial(_abandon, stop_roles=what == "launching"))
 
-        self._launch_after_preflight = launch_after
-        self._preflight_job = self._background.submit(preflight, spec, 60.0, True, run=self._preflight_run)
-        self.statusBar().showMessage("checking hosts (SSH, python, TensorFlow, paths, ports)...")
+    def _bind(self, source: RunSource | None, session: LaunchSession | None, inbox: EventInbox) -> None:
+        old_source, old_session = self.source, self.session
+        self.source, self.session, self.inbox = source, session, inbox
+        self._reader_to_start = None
+        if old_source is not None:
+            name = old_source.path.name
+            self._closing.append(name)
 
-    def _poll_preflight(self) -> None:
-        job = self._preflight_job
-        if job is None or not job.done():
-            return
-        self._preflight_job = None
-        exc = job.exception()
-        if exc is not None:
-            self.statusBar().showMessage(f"the host check failed: {exc}")
-            return
-        self.preflight_results = job.result()
-        ready = all(r.ok for r in self.preflight_results)
-        if ready and self._launch_after_preflight:
-            self._preflight_passed = True
-            warnings = [f"{r.host}: {c.detail}" for r in self.preflight_results for c in r.warnings]
-            self.statusBar().showMessage(
-                "every host is ready; launching" + (f" (warning: {'; '.join(warnings)})" if warnings else "")
-            )
-            self.launch()
-            return
-        dialog = PreflightDialog(self, self.preflight_results)
-        dialog.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)  # one per check, not kept
-        dialog.open()
+            def closed(_result: object, error: BaseException | None) -> None:
+                self._closing.remove(name)
+                self._progress()
+                if error is not None:
+                    self._say(f"closing {name}: {error}")
+
+            self._jobs.submit(lambda: _close(old_source, old_session), closed)
+        self._progress()
+
+    def _progress(self) -> None:
+        self.sig_progress_changed.emit(self.progress())
+
+
+def _started(session: LaunchSession) -> tuple[LaunchSession, EventInbox]:
+    """A new session (on the run-switch thread): its events go to an inbox of its own, then it starts."""
+    inbox = EventInbox()
+    session.subscribe(inbox.put)  # the controller's events and the [notify] reports
+    session.start()
+    return session, inbox
+
+
+def _close(source: RunSource, session: LaunchSession | None) -> None:
+    """Let go of a source, on the run-switch thread: a reader's thread is joined, a session's
+    control socket closed and its run lock released (its notifier thread finishes on its own)."""
+    if session is not None:
+        session.close(notify_wait_s=0)
+    source.release()
+
+
+def _abandon(result: object, *, stop_roles: bool) -> None:
+    """A launch or attach that landed after its window was gone, on the run-switch thread: a
+    launch's roles are stopped (nobody would see them, nor stop them), an attach lets go of the
+    roles it took over as they were; then the session is closed."""
+    if isinstance(result, tuple) and isinstance(result[0], LaunchSession):
+        session = result[0]
+        with contextlib.suppress(Exception):
+            if stop_roles:
+                session.controller.close()
+            else:
+                session.controller.detach()
+                session.controller.wait(ABANDON_WAIT_S)
+        session.close(notify_wait_s=0)
 
 
 def _report_refusal(inbox: EventInbox, future: Future[str]) -> None:

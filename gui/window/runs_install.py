@@ -11,16 +11,20 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from core.controller.session import RunSource
 from gui.runs.compare import CompareView
 from gui.runs.runs_page import RunsPage
+from gui.window.actions import WindowActions
 
 
 class RunsHost(Protocol):
-    """What the Runs page needs of the window it is a page of (:class:`gui.window.main_window.MainWindow`)."""
+    """What the Runs page uses of the window it is a page of (:class:`gui.window.main_window.MainWindow`)."""
 
-    runs_root: Path | None
-    source: RunSource | None
     pages: QtWidgets.QTabWidget
-    view_menu: QtWidgets.QMenu
-    compare_views: list[QtWidgets.QWidget]
+    controls: WindowActions
+
+    @property
+    def runs_root(self) -> Path | None: ...
+
+    @property
+    def source(self) -> RunSource | None: ...
 
     def window(self) -> QtWidgets.QWidget: ...  # the window itself: the parent of what is made here
 
@@ -32,24 +36,33 @@ class RunsHost(Protocol):
 ATTACH_TRIES = 100  # x 100 ms: how long to wait for an opened run's run.json before attaching
 
 
-def install(window: RunsHost) -> RunsPage:
+class InstalledRunsPage:
+    """The Runs page in its window, and the compare views opened from it (still open)."""
+
+    def __init__(self, page: RunsPage) -> None:
+        self.page = page
+        self.compare_views: list[QtWidgets.QWidget] = []
+
+
+def install(window: RunsHost) -> InstalledRunsPage:
     """The Runs page as a page of the window, its actions wired to the window's open and attach
     paths, and compare views opened beside it."""
     from core.run.rundir import runs_root
 
     page = RunsPage(lambda: window.runs_root or runs_root())
+    installed = InstalledRunsPage(page)
     window.pages.addTab(page, "Runs")
-    window.compare_views = []
     page.sig_run_open.connect(window.open_run)
     page.sig_run_attach.connect(lambda path: _open_and_attach(window, path))
-    page.sig_runs_compare.connect(lambda paths: _compare(window, paths))
+    page.sig_runs_compare.connect(lambda paths: _compare(window, installed.compare_views, paths))
     window.pages.currentChanged.connect(lambda _i: page.refresh() if window.pages.currentWidget() is page else None)
     action = QtGui.QAction("Runs", window.window())
     action.setShortcut(QtGui.QKeySequence("Ctrl+Shift+B"))
     action.setToolTip("Every run: sort, filter, open, attach, compare, archive, delete (Ctrl+Shift+B)")
     action.triggered.connect(lambda _c=False: window.pages.setCurrentWidget(page))
-    window.view_menu.insertAction(window.view_menu.actions()[0], action)
-    return page
+    view_menu = window.controls.view_menu
+    view_menu.insertAction(view_menu.actions()[0], action)
+    return installed
 
 
 def _open_and_attach(window: RunsHost, path: Path) -> None:
@@ -74,11 +87,9 @@ def _open_and_attach(window: RunsHost, path: Path) -> None:
     attempt()
 
 
-def _compare(window: RunsHost, paths: list[Path]) -> None:
+def _compare(window: RunsHost, views: list[QtWidgets.QWidget], paths: list[Path]) -> None:
     view = CompareView(paths, parent=window.window())
     view.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
-    window.compare_views.append(view)
-    view.destroyed.connect(
-        lambda _o=None, v=view: window.compare_views.remove(v) if v in window.compare_views else None
-    )
+    views.append(view)
+    view.destroyed.connect(lambda _o=None, v=view: views.remove(v) if v in views else None)
     view.show()

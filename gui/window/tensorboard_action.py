@@ -9,7 +9,7 @@ import threading
 from PySide6 import QtCore, QtGui
 
 from core.run.tensorboard import TensorBoardServer
-from gui.offthread import Relay, run_off_thread
+from gui.offthread import Relay, run_off_thread, start_thread
 from gui.window.hosts import MenuHost
 
 
@@ -28,8 +28,8 @@ class TensorBoardAction(QtCore.QObject):
         self.action = QtGui.QAction("Open in TensorBoard", window.window())
         self.action.setToolTip("Start TensorBoard on this run's event files (127.0.0.1) and open it in the browser")
         self.action.triggered.connect(lambda _c=False: self.open())
-        window.file_menu.insertAction(window.action_quit, self.action)
-        window.file_menu.insertSeparator(window.action_quit)
+        window.controls.file_menu.insertAction(window.controls.quit, self.action)
+        window.controls.file_menu.insertSeparator(window.controls.quit)
 
     def open(self) -> None:
         source = self.window.source
@@ -48,7 +48,7 @@ class TensorBoardAction(QtCore.QObject):
         self.starting = True
         self._for_path = path
         self.window.statusBar().showMessage(f"starting TensorBoard on {path.name}...")
-        run_off_thread(self.relay, lambda: start(path, spec), self._on_started)
+        run_off_thread(self.relay, lambda: start(path, spec), self._on_started, name="tensorboard-start")
 
     def _on_started(self, server: object, error: BaseException | None) -> None:
         self.starting = False
@@ -81,4 +81,4 @@ class TensorBoardAction(QtCore.QObject):
 
 def _stop_off_thread(server: TensorBoardServer) -> None:
     server.terminate()
-    threading.Thread(target=server.stop, name="tensorboard-stop", daemon=True).start()
+    start_thread(threading.Thread(target=server.stop, name="tensorboard-stop", daemon=True))

@@ -46,7 +46,7 @@ class WhyAction(QtCore.QObject):
         )
         self.action.triggered.connect(lambda _c=False: self.ask())
         window.table.addAction(self.action)
-        window.role_menu.addAction(self.action)
+        window.controls.role_menu.addAction(self.action)
         window.overview.sig_role_menu.connect(lambda _role, pos: self.tile_menu().exec(pos))
 
     def tile_menu(self) -> QtWidgets.QMenu:
@@ -82,6 +82,7 @@ class WhyAction(QtCore.QObject):
                 roles, run_path, straggler, seconds, agent_hosts=agent_hosts, control_socket=control_socket
             ),
             self.show_answer,
+            name="why-capture",
         )
 
     def show_answer(self, result: object, error: BaseException | None) -> None:

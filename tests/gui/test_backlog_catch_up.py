@@ -44,18 +44,18 @@ def test_a_backlog_goes_in_between_frames(qtbot, tmp_path: Path) -> None:
 
     window = MainWindow(None, runs_root=tmp_path / "runs")
     qtbot.addWidget(window)
-    window.close_choice = "leave"
-    window.timer.stop()  # no frames from here: whatever drains the backlog is the catch-up
+    window.answer_close_question("leave")
+    window.frame.timer.stop()  # no frames from here: whatever drains the backlog is the catch-up
     for first in range(1, STEPS + 1, 2000):
         for w in range(WORKERS):
-            window.inbox.put(Event("metrics", 0.0, f"worker:{w}", {"samples": metrics(first, 2000)}))
+            window.binding.inbox.put(Event("metrics", 0.0, f"worker:{w}", {"samples": metrics(first, 2000)}))
     for t in range(600):
         for h in range(HOSTS):
-            window.inbox.put(Event("sample", float(t), None, host_sample(f"gpu-{h}", float(t))))
-    window._on_frame()  # one frame: its slice runs out long before the backlog does
-    assert window.inbox.pending() > 0 and window.catch_up_timer.isActive()
-    qtbot.waitUntil(lambda: window.inbox.pending() == 0, timeout=60_000)
-    qtbot.waitUntil(lambda: not window.catch_up_timer.isActive())
+            window.binding.inbox.put(Event("sample", float(t), None, host_sample(f"gpu-{h}", float(t))))
+    window.frame._on_frame()  # one frame: its slice runs out long before the backlog does
+    assert window.binding.inbox.pending() > 0 and window.frame.catch_up_timer.isActive()
+    qtbot.waitUntil(lambda: window.binding.inbox.pending() == 0, timeout=60_000)
+    qtbot.waitUntil(lambda: not window.frame.catch_up_timer.isActive())
     for w in range(WORKERS):
         series = window.training.figures.loss[f"worker:{w}"]
         assert series.appended == STEPS and series.last() == (float(STEPS), 2.0 / STEPS)
@@ -77,26 +77,26 @@ def test_a_frame_and_a_slice_never_share_a_turn_of_the_event_loop(qtbot, tmp_pat
     from gui.window.main_window import MainWindow
 
     order: list[str] = []
-    real_frame, real_catch_up = frame.WindowFrame._on_frame, frame.WindowFrame._on_catch_up
+    real_frame, real_catch_up = frame.FramePump._on_frame, frame.FramePump._on_catch_up
 
-    def on_frame(self: frame.WindowFrame) -> None:
+    def on_frame(self: frame.FramePump) -> None:
         real_frame(self)
         order.append("frame")
 
-    def on_catch_up(self: frame.WindowFrame) -> None:
+    def on_catch_up(self: frame.FramePump) -> None:
         before = self.inbox.pending()
         real_catch_up(self)
         order.append("slice" if self.inbox.pending() < before else "postponed")
 
-    monkeypatch.setattr(frame.WindowFrame, "_on_frame", on_frame)
-    monkeypatch.setattr(frame.WindowFrame, "_on_catch_up", on_catch_up)
+    monkeypatch.setattr(frame.FramePump, "_on_frame", on_frame)
+    monkeypatch.setattr(frame.FramePump, "_on_catch_up", on_catch_up)
     window = MainWindow(None, runs_root=tmp_path / "runs")
     qtbot.addWidget(window)
-    window.close_choice = "leave"
+    window.answer_close_question("leave")
     window.show()
     for first in range(1, 40_001, 2000):
         for w in range(WORKERS):
-            window.inbox.put(Event("metrics", 0.0, f"worker:{w}", {"samples": metrics(first, 2000)}))
+            window.binding.inbox.put(Event("metrics", 0.0, f"worker:{w}", {"samples": metrics(first, 2000)}))
     probe = QtCore.QTimer()
     probe.setInterval(1)
     probe.timeout.connect(lambda: order.append("tick"))
@@ -114,7 +114,7 @@ def test_a_frame_and_a_slice_never_share_a_turn_of_the_event_loop(qtbot, tmp_pat
     window.installEventFilter(paints)
     probe.start()
     try:
-        qtbot.waitUntil(lambda: window.inbox.pending() == 0, timeout=120_000)
+        qtbot.waitUntil(lambda: window.binding.inbox.pending() == 0, timeout=120_000)
     finally:
         probe.stop()
         window.removeEventFilter(paints)
@@ -135,14 +135,15 @@ def test_a_run_is_read_once_its_window_has_drawn_a_frame(qtbot, tmp_path: Path) 
     run = generate_run(tmp_path / "run", workers=2, seconds=100, hosts=1)
     window = MainWindow(None, runs_root=tmp_path / "runs")
     qtbot.addWidget(window)
-    window.close_choice = "leave"
-    window.timer.stop()
+    window.answer_close_question("leave")
+    window.frame.timer.stop()
     assert window.open_run(run)
     reader = window.source
     assert reader is not None and reader._thread is None  # type: ignore[attr-defined]
-    window._on_frame()
-    assert reader._thread is not None and reader._thread.is_alive()  # type: ignore[attr-defined]
-    window.timer.start()
+    window.frame._on_frame()
+    # Started off the GUI thread (a thread's start waits until it runs): soon after the frame.
+    qtbot.waitUntil(lambda: reader._thread is not None and reader._thread.is_alive(), timeout=10_000)  # type: ignore[attr-defined]
+    window.frame.timer.start()
     qtbot.waitUntil(lambda: window.training.figures.loss.get("worker:1") is not None, timeout=30_000)
     window.close()
 
@@ -154,15 +155,15 @@ def test_no_slice_starts_when_the_frame_is_due(qtbot, tmp_path: Path) -> None:
 
     window = MainWindow(None, runs_root=tmp_path / "runs")
     qtbot.addWidget(window)
-    window.close_choice = "leave"
+    window.answer_close_question("leave")
     for w in range(WORKERS):
-        window.inbox.put(Event("metrics", 0.0, f"worker:{w}", {"samples": metrics(1, 2000)}))
-    pending = window.inbox.pending()
-    window._frame_ended = 0.0  # long ago
-    window.timer.start(2)  # the next frame is due in 2 ms: less than the margin and a slice
-    window._on_catch_up()
-    assert window.inbox.pending() == pending and window._backlog_after_frame
-    window.timer.start(200)  # far enough: a slice runs
-    window._on_catch_up()
-    assert window.inbox.pending() < pending
+        window.binding.inbox.put(Event("metrics", 0.0, f"worker:{w}", {"samples": metrics(1, 2000)}))
+    pending = window.binding.inbox.pending()
+    window.frame._frame_ended = 0.0  # long ago
+    window.frame.timer.start(2)  # the next frame is due in 2 ms: less than the margin and a slice
+    window.frame._on_catch_up()
+    assert window.binding.inbox.pending() == pending and window.frame._backlog_after_frame
+    window.frame.timer.start(200)  # far enough: a slice runs
+    window.frame._on_catch_up()
+    assert window.binding.inbox.pending() < pending
     window.close()

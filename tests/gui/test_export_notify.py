@@ -55,7 +55,8 @@ def test_export_plots_and_csv_from_a_live_run_and_notify_when_it_ends(qtbot, tmp
     window = MainWindow(spec, runs_root=tmp_path / "runs")
     qtbot.addWidget(window)
     window.show()
-    window.action_launch.trigger()
+    window.controls.launch.trigger()
+    qtbot.waitUntil(lambda: window.source is not None, timeout=30_000)  # launched off the GUI thread
     window.tabs.setCurrentWidget(window.training)
     qtbot.waitUntil(lambda: (window.source.status().roles[1].step or 0) > 30, timeout=60_000)
     qtbot.wait(300)  # a few frames: the curves are drawn

@@ -57,13 +57,13 @@ def test_launch_watch_every_tab_stop_a_worker_and_stop_all(qtbot, tmp_path: Path
     qtbot.addWidget(window)
     window.show()
     assert cell(window, "worker:1", "State") == "not launched"
-    assert not window.action_stop_all.isEnabled()
+    assert not window.controls.stop_all.isEnabled()
 
-    window.action_launch.trigger()
+    window.controls.launch.trigger()
     qtbot.waitUntil(
         lambda: all(state(window, r) == "running" for r in ("ps:0", "worker:0", "worker:1")), timeout=60_000
     )
-    assert window.action_stop_all.isEnabled() and not window.action_launch.isEnabled()
+    assert window.controls.stop_all.isEnabled() and not window.controls.launch.isEnabled()
 
     # Training: loss and step-time curves of both workers, a cluster rate.
     window.tabs.setCurrentWidget(window.training)
@@ -121,7 +121,7 @@ def test_launch_watch_every_tab_stop_a_worker_and_stop_all(qtbot, tmp_path: Path
 
     # Logs: worker:0's output, followed; search finds a step line.
     window.select_role("worker:0")
-    window.action_show_log.trigger()
+    window.controls.show_log.trigger()
     assert window.tabs.currentWidget() is window.logs
     assert window.logs.title.text() == "Output of worker:0"
     qtbot.waitUntil(lambda: "Step:" in window.logs.view.toPlainText(), timeout=10_000)
@@ -136,21 +136,21 @@ def test_launch_watch_every_tab_stop_a_worker_and_stop_all(qtbot, tmp_path: Path
 
     window.select_role("worker:1")
     assert window.selected_roles() == ["worker:1"]
-    window.action_stop.trigger()
+    window.controls.stop.trigger()
     qtbot.waitUntil(lambda: state(window, "worker:1") == "stopped", timeout=30_000)
     assert state(window, "worker:0") == "running"
 
-    window.action_restart.trigger()
+    window.controls.restart.trigger()
     qtbot.waitUntil(
         lambda: state(window, "worker:1") == "running" and cell(window, "worker:1", "Restarts") == "1",
         timeout=60_000,
     )
 
-    window.action_stop_all.trigger()
+    window.controls.stop_all.trigger()
     qtbot.waitUntil(lambda: window.controller.done, timeout=60_000)
-    qtbot.waitUntil(lambda: "cluster done" in window.phase_label.text(), timeout=5_000)
+    qtbot.waitUntil(lambda: "cluster done" in window.controls.phase_label.text(), timeout=5_000)
     assert state(window, "ps:0") == "stopped"
-    assert window.action_launch.isEnabled()
+    assert window.controls.launch.isEnabled()
     assert_nothing_left(ports, marker="\0none\0")
 
 
@@ -198,9 +198,9 @@ def test_a_past_run_reopens_with_its_table_curves_and_logs(qtbot, tmp_path: Path
     recorded = {r: states(run, r)[-1] for r in ("ps:0", "worker:0", "worker:1")}
     assert "succeeded" in recorded.values() and recorded["ps:0"] == "stopped"
     qtbot.waitUntil(lambda: all(cell(window, r, "State") == s for r, s in recorded.items()), timeout=20_000)
-    qtbot.waitUntil(lambda: "past run: cluster done: succeeded" in window.phase_label.text(), timeout=5_000)
-    assert not window.action_stop_all.isEnabled()  # nothing runs: nothing to stop
-    assert window.action_launch.isEnabled()  # the run's cluster, now in the form, can be launched again
+    qtbot.waitUntil(lambda: "past run: cluster done: succeeded" in window.controls.phase_label.text(), timeout=5_000)
+    assert not window.controls.stop_all.isEnabled()  # nothing runs: nothing to stop
+    assert window.controls.launch.isEnabled()  # the run's cluster, now in the form, can be launched again
     in_form = window.editor.current_spec()
     assert in_form is not None and in_form.tasks() == window.spec.tasks() and not window.editor.is_running
     window.tabs.setCurrentWidget(window.training)
@@ -282,9 +282,9 @@ def test_a_live_run_of_another_process_is_watched_and_controlled(qtbot, tmp_path
         beat = Heartbeat()  # following another process's run never holds the GUI thread
         assert window.open_run(next(runs.iterdir()))
         qtbot.waitUntil(lambda: state(window, "worker:1") == "running", timeout=60_000)
-        qtbot.waitUntil(lambda: "live run: cluster running" in window.phase_label.text(), timeout=10_000)
+        qtbot.waitUntil(lambda: "live run: cluster running" in window.controls.phase_label.text(), timeout=10_000)
         qtbot.waitUntil(lambda: cell(window, "worker:0", "Step") != "", timeout=60_000)
-        assert window.action_stop.isEnabled() and not window.action_launch.isEnabled()
+        assert window.controls.stop.isEnabled() and not window.controls.launch.isEnabled()
         # Role > Profile works on a run the window follows (issue 22): into that run's directory.
         run = next(runs.iterdir())
         window.select_role("worker:0")
@@ -294,13 +294,13 @@ def test_a_live_run_of_another_process_is_watched_and_controlled(qtbot, tmp_path
         assert window.profiler.last_message.startswith("profiled worker:0 into "), window.profiler.last_message
         assert list(run.glob("profiles/*/worker-0/plugins/profile/*/*.xplane.pb"))
         window.select_role("worker:1")
-        window.action_stop.trigger()
+        window.controls.stop.trigger()
         qtbot.waitUntil(lambda: state(window, "worker:1") == "stopped", timeout=30_000)
         assert state(window, "worker:0") == "running"
-        window.action_stop_all.trigger()
+        window.controls.stop_all.trigger()
         assert launcher.wait(60) in (0, 1)  # the launch ends once every role is stopped
-        qtbot.waitUntil(lambda: "past run: cluster done" in window.phase_label.text(), timeout=10_000)
-        assert not window.action_stop_all.isEnabled()
+        qtbot.waitUntil(lambda: "past run: cluster done" in window.controls.phase_label.text(), timeout=10_000)
+        assert not window.controls.stop_all.isEnabled()
         beat.assert_turning()
     finally:
         if launcher.poll() is None:
@@ -334,23 +334,23 @@ def test_fill_the_form_by_pasting_a_command_line_then_launch_and_edit_while_runn
     assert dialog.result() == QtWidgets.QDialog.DialogCode.Accepted
     type_into(qtbot, window.editor.form.workdir_edit, str(TRAINERS))
     qtbot.waitUntil(lambda: window.editor.current_spec() is not None and window.editor.is_valid, timeout=10_000)
-    assert window.action_launch.isEnabled()
+    assert window.controls.launch.isEnabled()
     assert [cell(window, r, "State") for r in ("ps:0", "worker:0", "worker:1")] == ["not launched"] * 3
 
-    window.action_launch.trigger()
+    window.controls.launch.trigger()
     assert window.pages.currentWidget() is window.monitor
     qtbot.waitUntil(
         lambda: all(state(window, r) == "running" for r in ("ps:0", "worker:0", "worker:1")), timeout=60_000
     )
     qtbot.waitUntil(lambda: cell(window, "worker:0", "Step") != "", timeout=60_000)
-    assert window.editor.is_running and not window.action_launch.isEnabled()
+    assert window.editor.is_running and not window.controls.launch.isEnabled()
     # Editing while it runs is allowed and marked as for the next launch; the running roles keep theirs.
     type_into(qtbot, window.editor.form.name_edit, "renamed")
     qtbot.waitUntil(lambda: "apply to the next launch" in window.editor.banner.text(), timeout=5_000)
     assert window.spec is not None and window.spec.name != "renamed"
-    window.action_stop_all.trigger()
+    window.controls.stop_all.trigger()
     qtbot.waitUntil(lambda: window.controller is not None and window.controller.done, timeout=60_000)
-    qtbot.waitUntil(lambda: not window.editor.is_running and window.action_launch.isEnabled(), timeout=5_000)
+    qtbot.waitUntil(lambda: not window.editor.is_running and window.controls.launch.isEnabled(), timeout=5_000)
     assert_nothing_left(ports, marker="\0none\0")
 
 
@@ -394,13 +394,13 @@ def test_closing_asks_and_leave_keeps_the_cluster_which_the_window_reattaches(
     qtbot.addWidget(again)
     again.show()
     assert again.open_run(run_path)
-    qtbot.waitUntil(lambda: again.action_attach.isEnabled(), timeout=10_000)
+    qtbot.waitUntil(lambda: again.controls.attach.isEnabled(), timeout=10_000)
     assert again.attach()
     qtbot.waitUntil(lambda: state(again, "worker:0") == "running", timeout=60_000)
     assert int(cell(again, "worker:0", "PID")) == pids["worker:0"]  # the same process, taken over
     step = int(cell(again, "worker:0", "Step") or 0)
     qtbot.waitUntil(lambda: int(cell(again, "worker:0", "Step") or 0) > step, timeout=30_000)
-    again.close_choice = "stop"
+    again.answer_close_question("stop")
     again.close()
     qtbot.waitUntil(lambda: not again.isVisible(), timeout=60_000)
     assert_nothing_left(ports, marker=str(tmp_path))
@@ -425,11 +425,11 @@ def test_a_hung_worker_is_marked_stalled_and_killed_from_the_window(qtbot, tmp_p
     assert "worker:1 is stalled" in window.banner.text() and window.banner.isVisible()
     assert not cell(window, "worker:0", "State").startswith("running (stalled")
     window.select_role("worker:1")
-    window.action_kill.trigger()
+    window.controls.kill.trigger()
     qtbot.waitUntil(lambda: state(window, "worker:1") in ("failed", "stopped", "backoff"), timeout=30_000)
     assert cell(window, "worker:1", "Exit") == "killed by SIGKILL"
     qtbot.waitUntil(lambda: "worker:1 is stalled" not in window.banner.text() or not window.banner.isVisible())
-    window.action_stop_all.trigger()
+    window.controls.stop_all.trigger()
     qtbot.waitUntil(lambda: window.controller.done, timeout=60_000)
     assert_nothing_left(ports, marker="\0none\0")
 
@@ -447,14 +447,14 @@ def test_a_full_run_disk_is_a_clear_warning_and_training_goes_on(qtbot, tmp_path
     qtbot.waitUntil(lambda: cell(window, "worker:0", "Step") != "", timeout=60_000)
     filler = fill(small_disk)
     qtbot.waitUntil(lambda: window.warning_label.text() != "", timeout=60_000)
-    assert any("free space" in w or "No space left" in w for w in window.warnings), window.warnings
+    assert any("free space" in w or "No space left" in w for w in window.frame.warnings), window.frame.warnings
     assert "warning" in window.warning_label.text() and window.warning_label.toolTip()
     # Training goes on although nothing can be written: steps still arrive on screen.
     step = int(cell(window, "worker:0", "Step"))
     qtbot.waitUntil(lambda: int(cell(window, "worker:0", "Step") or 0) > step + 20, timeout=60_000)
     assert state(window, "worker:0") == "running"
     filler.unlink()
-    window.action_stop_all.trigger()
+    window.controls.stop_all.trigger()
     qtbot.waitUntil(lambda: window.controller.done, timeout=60_000)
     assert_nothing_left(ports, marker="\0none\0")
 

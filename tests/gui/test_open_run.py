@@ -23,7 +23,7 @@ def test_a_long_past_run_shows_its_whole_span_and_the_window_keeps_turning(qtbot
     run = generate_run(tmp_path / "run", workers=WORKERS, seconds=SECONDS, hosts=HOSTS)
     window = MainWindow(None, runs_root=tmp_path / "runs")
     qtbot.addWidget(window)
-    window.close_choice = "leave"
+    window.answer_close_question("leave")
     window.show()
     longest = [0.0]
     last = [time.perf_counter()]
@@ -48,7 +48,7 @@ def test_a_long_past_run_shows_its_whole_span_and_the_window_keeps_turning(qtbot
             and all(
                 h is not None and h[0].last() is not None and h[0].last()[0] == START_T + SECONDS - 1 for h in history
             )
-            and window.inbox.pending() == 0
+            and window.binding.inbox.pending() == 0
         )
 
     try:

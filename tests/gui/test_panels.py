@@ -158,7 +158,7 @@ def test_gpu_panel_shows_each_gpu_with_the_role_on_it(qtbot, tmp_path: Path, mon
     assert "utilization" in card.values.text() and "°C" in card.values.text() and " W of " in card.values.text()
     qtbot.waitUntil(lambda: card.curves[0].getData()[0] is not None and len(card.curves[0].getData()[0]) >= 2)
     qtbot.waitUntil(lambda: "0" in set(window.roles.cell(window.roles.shown_roles()[0], "GPUs")), timeout=10_000)
-    window.action_stop_all.trigger()
+    window.controls.stop_all.trigger()
     qtbot.waitUntil(lambda: window.controller.done, timeout=30_000)
     deadline = time.time() + 5
     while time.time() < deadline and window.session is not None and window.session.server.path.exists():

@@ -126,7 +126,7 @@ def test_profile_is_refused_without_a_run_for_a_run_read_back_and_while_one_runs
     window = MainWindow(None, runs_root=tmp_path / "runs")
     qtbot.addWidget(window)
     profiler = window.profiler
-    assert profiler.action in window.table.actions() and profiler.action in window.role_menu.actions()
+    assert profiler.action in window.table.actions() and profiler.action in window.controls.role_menu.actions()
     assert profiler.action.shortcut().toString() == "Ctrl+Shift+F"
     profiler.action.trigger()
     assert profiler.last_message == "profile: nothing to profile: launch the cluster first"
@@ -160,10 +160,10 @@ def test_a_worker_of_a_real_cluster_is_profiled_from_the_window(qtbot, tmp_path)
     spec, _ = load(cluster)
     window = MainWindow(spec, runs_root=tmp_path / "runs")
     qtbot.addWidget(window)
-    window.close_choice = "stop"
+    window.answer_close_question("stop")
     window.show()
     try:
-        window.action_launch.trigger()
+        window.controls.launch.trigger()
         qtbot.waitUntil(lambda: window.roles.cell("worker:1", "State").startswith("running"), timeout=120_000)
         qtbot.waitUntil(lambda: "Step:" in "".join(window.logs.last_lines("worker:1", 20)), timeout=120_000)
         window.select_role("worker:1")

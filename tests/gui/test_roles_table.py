@@ -219,12 +219,12 @@ def test_at_scale_the_table_shows_new_figures_once_a_second_and_a_new_state_at_o
 
     window = MainWindow(None)
     qtbot.addWidget(window)
-    assert window._figures_due(cluster(0))
-    assert not window._figures_due(cluster(1))  # new steps and CPU only: not yet
-    assert window._figures_due(cluster(2, failed="worker:40"))  # worker:40 failed: at once
-    assert not window._figures_due(cluster(3, failed="worker:40"))
-    states, _ = window._figures_shown
-    window._figures_shown = (states, time.monotonic() - frame.FIGURES_EVERY_S)  # a second on
-    assert window._figures_due(cluster(4, failed="worker:40"))
+    assert window.frame._figures_due(cluster(0))
+    assert not window.frame._figures_due(cluster(1))  # new steps and CPU only: not yet
+    assert window.frame._figures_due(cluster(2, failed="worker:40"))  # worker:40 failed: at once
+    assert not window.frame._figures_due(cluster(3, failed="worker:40"))
+    states, _ = window.frame._figures_shown
+    window.frame._figures_shown = (states, time.monotonic() - frame.FIGURES_EVERY_S)  # a second on
+    assert window.frame._figures_due(cluster(4, failed="worker:40"))
     small = ClusterStatus(ClusterPhase.RUNNING, None, "", cluster(5).roles[: frame.FIGURES_SCALE_ROLES])
-    assert window._figures_due(small) and window._figures_due(small)  # a small run: every frame
+    assert window.frame._figures_due(small) and window.frame._figures_due(small)  # a small run: every frame

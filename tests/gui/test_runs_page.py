@@ -76,8 +76,8 @@ def test_runs_page_sorts_filters_opens_compares_and_deletes(qtbot, three_runs: d
     page.select_ids([three_runs["two"], three_runs["three"]])
     assert page.buttons["Compare"].isEnabled() and not page.buttons["Open"].isEnabled()
     page.buttons["Compare"].click()
-    assert len(window.compare_views) == 1
-    view = window.compare_views[0]
+    assert len(window.runs.compare_views) == 1
+    view = window.runs.compare_views[0]
     qtbot.waitUntil(lambda: bool(view.rows), timeout=30_000)
     differing = view.differing_labels()
     assert "cluster shape" in differing and "worker:2 host" in differing and "strategy" not in differing
@@ -154,7 +154,7 @@ def test_a_left_run_is_taken_over_from_the_runs_page(qtbot, tmp_path: Path) -> N
     qtbot.waitUntil(lambda: window.session is not None, timeout=30_000)
     source = window.source
     assert source is not None and source.controls_here and source.path.parent == root
-    qtbot.waitUntil(lambda: "running" in window.phase_label.text(), timeout=30_000)
+    qtbot.waitUntil(lambda: "running" in window.controls.phase_label.text(), timeout=30_000)
     window.stop_all()
     qtbot.waitUntil(lambda: source.done, timeout=60_000)
     spec, _ = load(path)

@@ -42,7 +42,7 @@ def test_a_past_run_with_more_points_than_the_inbox_held_loses_none(qtbot, tmp_p
     qtbot.addWidget(window)
     seen_states: list[tuple[str | None, str]] = []
     steps: dict[str, list[int]] = {w: [] for w in workers}
-    dispatch = window._dispatch
+    dispatch = window.frame._dispatch
 
     def watching(event: Event) -> None:
         if event.kind == "role_state":
@@ -51,7 +51,7 @@ def test_a_past_run_with_more_points_than_the_inbox_held_loses_none(qtbot, tmp_p
             steps[event.role].extend(s["step"] for s in event.data["samples"])
         dispatch(event)
 
-    window._dispatch = watching  # type: ignore[method-assign]
+    window.frame._dispatch = watching  # type: ignore[method-assign]
     window.show()
     assert window.open_run(run.path)
     qtbot.waitUntil(lambda: all(len(s) >= STEPS for s in steps.values()), timeout=60_000)

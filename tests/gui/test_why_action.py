@@ -62,7 +62,7 @@ def window(qtbot, tmp_path):
 
 def test_why_is_in_the_role_menu_the_table_and_a_tiles_menu_with_profile(window) -> None:
     why = window.why
-    assert why.action in window.role_menu.actions() and why.action in window.table.actions()
+    assert why.action in window.controls.role_menu.actions() and why.action in window.table.actions()
     assert why.action.text() == "Why is this worker slow?"
     assert why.action.shortcut().toString() == "Ctrl+Shift+Y"
     assert why.tile_menu().actions() == [window.profiler.action, why.action]
@@ -149,11 +149,11 @@ def test_the_worker_with_a_slow_input_pipeline_is_explained_from_the_window(qtbo
     spec, _ = load(cluster)
     window = MainWindow(spec, runs_root=tmp_path / "runs")
     qtbot.addWidget(window)
-    window.close_choice = "stop"
+    window.answer_close_question("stop")
     window.resize(1280, 900)
     window.show()
     try:
-        window.action_launch.trigger()
+        window.controls.launch.trigger()
         for role in ("worker:0", "worker:1"):
             qtbot.waitUntil(lambda r=role: window.roles.cell(r, "State").startswith("running"), timeout=180_000)
             qtbot.waitUntil(lambda r=role: "AvgTime" in "".join(window.logs.last_lines(r, 50)), timeout=180_000)

@@ -79,7 +79,7 @@ def test_64_workers_on_8_hosts_in_the_overview_and_the_gpu_grid(qtbot, tmp_path:
 
 
 def _follow_the_run(qtbot, window, overview) -> None:
-    window.action_launch.trigger()
+    window.controls.launch.trigger()
     try:
         qtbot.waitUntil(lambda: overview.legend_text().startswith(f"{WORKERS + 1} running"), timeout=180_000)
         hosts = overview.model.hosts

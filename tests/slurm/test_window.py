@@ -27,15 +27,15 @@ def test_the_window_shows_the_slurm_job_and_its_nodes_and_stop_all_cancels_it(
     window = MainWindow(spec, runs_root=tmp_path / "runs")
     qtbot.addWidget(window)
     window.show()
-    window.action_launch.trigger()
+    window.controls.launch.trigger()
     qtbot.waitUntil(
         lambda: all(cell(window, r, "State") == "running" for r in ("ps:0", "worker:0", "worker:1")), timeout=120_000
     )
     job_id = slurm_record(window.controller.run.path)["job_id"]
-    qtbot.waitUntil(lambda: f"Slurm job {job_id} on {slurm.node}" in window.phase_label.text(), timeout=5_000)
-    window.action_stop_all.trigger()
+    qtbot.waitUntil(lambda: f"Slurm job {job_id} on {slurm.node}" in window.controls.phase_label.text(), timeout=5_000)
+    window.controls.stop_all.trigger()
     qtbot.waitUntil(lambda: window.controller.done, timeout=60_000)
-    qtbot.waitUntil(lambda: "cluster done" in window.phase_label.text(), timeout=5_000)
+    qtbot.waitUntil(lambda: "cluster done" in window.controls.phase_label.text(), timeout=5_000)
     # The allocation is cancelled after the controller is done, on its thread.
     client = SlurmClient(env=slurm.env)
     qtbot.waitUntil(lambda: left_in_squeue(client, job_id).strip() == "", timeout=30_000)

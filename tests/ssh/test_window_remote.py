@@ -31,7 +31,7 @@ def test_window_checks_remote_hosts_then_launches_across_them(qtbot, tmp_path: P
     window.show()
 
     # A missing script on the remote hosts: the launch stops at the pre-flight and says why.
-    window.action_launch.trigger()
+    window.controls.launch.trigger()
     assert window.controller is None
     qtbot.waitUntil(lambda: bool(window.findChildren(PreflightDialog)), timeout=90_000)
     dialog = window.findChildren(PreflightDialog)[-1]
@@ -49,14 +49,14 @@ def test_window_checks_remote_hosts_then_launches_across_them(qtbot, tmp_path: P
     # The good cluster: the pre-flight passes and the launch goes on by itself.
     spec, _ = load(cluster)
     window.editor.set_spec(spec)
-    qtbot.waitUntil(lambda: window.action_launch.isEnabled(), timeout=10_000)
-    window.action_launch.trigger()
+    qtbot.waitUntil(lambda: window.controls.launch.isEnabled(), timeout=10_000)
+    window.controls.launch.trigger()
     qtbot.waitUntil(lambda: window.controller is not None, timeout=90_000)
     qtbot.waitUntil(
         lambda: all(cell(window, r, "State") == "running" for r in ("ps:0", "worker:0", "worker:1")), timeout=90_000
     )
     assert cell(window, "worker:1", "Host") == "127.0.0.3"  # connected: the address alone
-    assert {h: s["state"] for h, s in window.host_states.items()} == {
+    assert {h: s["state"] for h, s in window.frame.host_states.items()} == {
         "127.0.0.2": "connected",
         "127.0.0.3": "connected",
     }
@@ -64,6 +64,6 @@ def test_window_checks_remote_hosts_then_launches_across_them(qtbot, tmp_path: P
     window.tabs.setCurrentWidget(window.gpus)
     qtbot.waitUntil(lambda: {"127.0.0.2", "127.0.0.3"} <= set(window.gpus.hosts), timeout=20_000)
     assert not [w for w in QtWidgets.QApplication.topLevelWidgets() if isinstance(w, QtWidgets.QMessageBox)]
-    window.action_stop_all.trigger()
+    window.controls.stop_all.trigger()
     qtbot.waitUntil(lambda: window.controller.done, timeout=60_000)
     assert_nothing_left_under(tmp_path, ports)

@@ -27,10 +27,10 @@ def test_profile_and_why_on_a_remote_worker_from_the_window(qtbot, tmp_path: Pat
     assert spec is not None, problems
     window = MainWindow(spec, runs_root=tmp_path / "runs")
     qtbot.addWidget(window)
-    window.close_choice = "stop"
+    window.answer_close_question("stop")
     window.show()
     try:
-        window.action_launch.trigger()  # the pre-flight passes and the launch goes on by itself
+        window.controls.launch.trigger()  # the pre-flight passes and the launch goes on by itself
         qtbot.waitUntil(lambda: window.controller is not None, timeout=120_000)
         for role in ("worker:0", "worker:1"):
             qtbot.waitUntil(lambda r=role: window.roles.cell(r, "State").startswith("running"), timeout=180_000)

@@ -132,7 +132,10 @@ class ProfilePanel(QtWidgets.QWidget):
             return
         self._listing, self._relist = True, False
         run_off_thread(
-            self.relay, lambda: list_captures(path), lambda found, error: self._on_listed(path, found, error)
+            self.relay,
+            lambda: list_captures(path),
+            lambda found, error: self._on_listed(path, found, error),
+            name="profile-list",
         )
 
     def _on_listed(self, path: Path, found: object, error: BaseException | None) -> None:
@@ -175,7 +178,10 @@ class ProfilePanel(QtWidgets.QWidget):
             return
         self._pending.add(folder)
         run_off_thread(
-            self.relay, lambda: summarize_capture(folder), lambda done, error: self._on_summary(folder, done, error)
+            self.relay,
+            lambda: summarize_capture(folder),
+            lambda done, error: self._on_summary(folder, done, error),
+            name="profile-summary",
         )
 
     def _on_summary(self, folder: Path, done: object, error: BaseException | None) -> None:
