@@ -43,7 +43,7 @@ import psutil
 from PySide6 import QtWidgets
 
 from core.cluster.spec import load
-from core.run.status import Event
+from core.run.events import Event, Metrics, RoleOutput, Sample
 
 WORKERS, HOSTS, GPUS_PER_HOST = 64, 8, 8
 GIB = 2**30
@@ -116,7 +116,7 @@ def feed_frame(window: object, t0: float, sim_s: float, frame_s: float, step_hz:
     for s in range(int(frame_s)):
         t = t0 + sim_s + s
         for host in range(HOSTS):
-            inbox.put(Event("sample", t, None, host_sample(host, t, rng)))
+            inbox.put(Event(t, None, Sample.from_record(host_sample(host, t, rng))))
     steps = int(frame_s * step_hz)
     first = int(sim_s * step_hz)
     for w in range(WORKERS):
@@ -134,13 +134,13 @@ def feed_frame(window: object, t0: float, sim_s: float, frame_s: float, step_hz:
             }
             for k in range(steps)
         ]
-        inbox.put(Event("metrics", t0 + sim_s, role, {"samples": samples}))
+        inbox.put(Event(t0 + sim_s, role, Metrics(samples)))
         lines = "".join(
             f"INFO step {first + k} loss {samples[k]['loss']:.4f} ({role})\n"
             for k in range(0, steps, int(10 * step_hz) or 1)
         )
         if LOGS:
-            inbox.put(Event("role_output", t0 + sim_s, role, {"text": lines}))
+            inbox.put(Event(t0 + sim_s, role, RoleOutput(lines)))
 
 
 def rss_mib() -> float:

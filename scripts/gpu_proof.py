@@ -125,19 +125,22 @@ class Collector:
         self.thread.start()
 
     def on_event(self, event: Any) -> None:
-        if event.kind == "sample" and event.data.get("gpus"):
+        from core.run.events import Metrics, RolePid, Sample
+
+        payload = event.payload
+        if isinstance(payload, Sample) and payload.gpus:
             with self.lock:
-                self.sample_times.append(float(event.data["t"]))
+                self.sample_times.append(float(event.t))
             if self.pairing:
-                self.inbox.put(event.data)
-        elif event.kind == "metrics" and event.role:
+                self.inbox.put(event.to_record())
+        elif isinstance(payload, Metrics) and event.role:
             with self.lock:
-                for record in event.data.get("samples", []):
+                for record in payload.samples:
                     if record.get("step") is not None:
                         self.steps.setdefault(event.role, []).append((float(record["t"]), int(record["step"])))
-        elif event.kind == "role_pid" and event.role:
+        elif isinstance(payload, RolePid) and event.role and payload.pid is not None:
             with self.lock:
-                self.pids[event.role] = int(event.data["pid"])
+                self.pids[event.role] = payload.pid
 
     def smi_query(self, kind: str, fields: tuple[str, ...]) -> list[dict[str, str]]:
         argv = [self.smi, f"--query-{kind}={','.join(fields)}", "--format=csv,noheader,nounits"]

@@ -8,7 +8,7 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -17,7 +17,19 @@ from core.cli.exits import print_problems as _print_problems
 from core.cli.interrupts import on_signals
 from core.diagnosis.wording import waiting_lines
 from core.run import journal, rundir
-from core.run.status import TERMINAL, ClusterStatus, Event, RoleState
+from core.run.events import (
+    ClusterStateChanged,
+    Event,
+    GpuStatus,
+    RoleOutput,
+    RoleStalled,
+    RoleStateChanged,
+    RoleWaiting,
+    Sample,
+    SlurmChanged,
+    WarningMessage,
+)
+from core.run.status import TERMINAL, ClusterPhase, ClusterStatus, RoleState
 from core.textsafe import terminal, terminal_lines
 from core.views.slurm_text import slurm_lines
 
@@ -56,66 +68,64 @@ class LaunchPrinter:
         self._lock = threading.Lock()
 
     def __call__(self, event: Event) -> None:
-        stamp = time.strftime("%H:%M:%S", time.localtime(event.t))
         with self._lock:
-            if event.kind == "role_state":
-                d = event.data
-                state = d["state"].upper() if d["state"] in ("failed",) else d["state"]
-                print(terminal(f"{stamp}  {event.role:<12} {state:<10} {d['detail']}"), file=self.out, flush=True)
-                if event.role and d["state"] in ENDED_STATES:
+            for line in self._lines(event):
+                print(terminal(line), file=self.out)  # names, details and output are users' and trainers' text
+            self.out.flush()
+
+    def _lines(self, event: Event) -> Iterator[str]:
+        """What ``event`` prints, a line at a time."""
+        stamp = time.strftime("%H:%M:%S", time.localtime(event.t))
+        p = event.payload
+        match p:
+            case RoleStateChanged():
+                state = str(p.state).upper() if p.state == RoleState.FAILED else str(p.state)
+                yield f"{stamp}  {event.role:<12} {state:<10} {p.detail}"
+                if event.role and p.state in ENDED_STATES:
                     self._ended.add(event.role)
-            elif event.kind == "cluster_state":
-                d = event.data
-                reason = f": {d['reason']}" if d.get("reason") and d["phase"] != "done" else ""
-                print(terminal(f"{stamp}  cluster      {d['phase']}{reason}"), file=self.out, flush=True)
-            elif (
-                event.kind == "sample"
-                and self.status is not None
-                and self.progress_s > 0
-                and event.t >= self._next_progress
-            ):
-                self._next_progress = event.t + self.progress_s
+            case ClusterStateChanged():
+                reason = f": {p.reason}" if p.reason and p.phase != ClusterPhase.DONE else ""
+                yield f"{stamp}  cluster      {p.phase}{reason}"
+            # Paced by this machine's clock: a sample's own time is its host's, which may be off.
+            case Sample() if self.status is not None and self.progress_s > 0 and time.time() >= self._next_progress:
+                self._next_progress = time.time() + self.progress_s
                 for line in progress_lines(self.status()):
-                    print(terminal(f"{stamp}  {line}"), file=self.out)
-                self.out.flush()
-            elif event.kind == "role_stalled":
-                d = event.data
-                if d.get("stalled") and d.get("step") is None:  # never printed a step (issue 13)
-                    message = f"STALLED    {d.get('detail')} (start_stall_after_s)"
-                elif d.get("stalled"):
+                    yield f"{stamp}  {line}"
+            case RoleStalled():
+                if p.stalled and p.step is None:  # never printed a step
+                    message = f"STALLED    {p.detail} (start_stall_after_s)"
+                elif p.stalled:
                     message = (
-                        f"STALLED    no new step for {d.get('stalled_for_s') or 0:.0f} s (stall_after_s = "
-                        f"{d.get('stall_after_s'):g}), last step {d.get('step')}; kill it with "
-                        f"`ctl RUN kill {event.role}`"
+                        f"STALLED    no new step for {p.stalled_for_s or 0:.0f} s (stall_after_s = "
+                        f"{p.stall_after_s or 0:g}), last step {p.step}; kill it with `ctl RUN kill {event.role}`"
                     )
                 else:
-                    message = f"unstalled  {d.get('detail')}"
-                print(terminal(f"{stamp}  {event.role:<12} {message}"), file=self.out, flush=True)
-            elif event.kind == "role_waiting" and event.role:  # diagnosis (issue 13)
-                for line in waiting_lines(event.role, event.data):
-                    print(terminal(f"{stamp}  {line}"), file=self.out, flush=True)
-            elif event.kind == "slurm":
-                said = (event.data.get("state"), event.data.get("reason"), bool(event.data.get("steps")))
+                    message = f"unstalled  {p.detail}"
+                yield f"{stamp}  {event.role:<12} {message}"
+            case RoleWaiting() if event.role:
+                for line in waiting_lines(event.role, p.to_record()):
+                    yield f"{stamp}  {line}"
+            case SlurmChanged():
+                said = (p.state, p.reason, bool(p.steps))
                 if said != self._slurm_said:  # the record is republished as it fills in
                     self._slurm_said = said
-                    for line in slurm_lines(event.data):
-                        print(terminal(f"{stamp}  {line}"), file=self.out, flush=True)
-            elif event.kind == "gpu_status":
-                print(terminal(f"{stamp}  {event.data.get('status')}"), file=self.out, flush=True)
-            elif event.kind == "warning":
-                print(terminal(f"{stamp}  warning: {event.data.get('message')}"), file=self.out, flush=True)
-            elif event.kind == "role_output" and event.role and (self.follow_all or event.role in self.follow):
-                text = self._partial.get(event.role, "") + event.data["text"]
+                    for line in slurm_lines(p.to_record()):
+                        yield f"{stamp}  {line}"
+            case GpuStatus():
+                yield f"{stamp}  {p.status}"
+            case WarningMessage():
+                yield f"{stamp}  warning: {p.message}"
+            case RoleOutput() if event.role and (self.follow_all or event.role in self.follow):
+                text = self._partial.get(event.role, "") + p.text
                 *lines, rest = text.split("\n")
                 self._partial[event.role] = rest[-4096:]
                 for line in lines:
-                    self._print_line(event.role, line)
-                self.out.flush()
+                    yield self._line(event.role, line)
 
-    def _print_line(self, role: str, line: str) -> None:
+    @staticmethod
+    def _line(role: str, line: str) -> str:
         # A progress bar's redraws show as their last state; CRLF line ends are line ends.
-        shown = terminal(line.rstrip(chr(13)).rsplit(chr(13), 1)[-1])
-        print(f"{terminal(role):>12} | {shown}", file=self.out)
+        return f"{role:>12} | {line.rstrip(chr(13)).rsplit(chr(13), 1)[-1]}"
 
     def end_batch(self) -> None:
         """After a batch of events and output: the last line of each role that ended since, if
@@ -128,7 +138,7 @@ class LaunchPrinter:
             for role in sorted(ended):
                 rest = self._partial.pop(role, "")
                 if rest and (self.follow_all or role in self.follow):
-                    self._print_line(role, rest)
+                    print(terminal(self._line(role, rest)), file=self.out)
                     shown = True
             if shown:
                 self.out.flush()
@@ -158,7 +168,7 @@ class PrinterThread:
     def _print_pending(self) -> None:
         events, output = self.inbox.drain()
         now = time.time()
-        for event in [*events, *(Event("role_output", now, role, {"text": t}) for role, t in output.items())]:
+        for event in [*events, *(Event(now, role, RoleOutput(t)) for role, t in output.items())]:
             try:
                 self.printer(event)
             except (OSError, ValueError):  # stdout closed (a pager quit): keep draining, print nothing

@@ -1,47 +1,107 @@
-"""Host connections: one transport per host (local, or an SSH :class:`~core.remote.link.AgentLink`), made
-at once for every host, and taking over a run's agents again on reattach. A mixin of
-:class:`core.controller.controller.Controller`; transports satisfy :class:`core.remote.transport.Transport`."""
+"""Host connections: one transport per host (a local agent, or one over SSH or a Slurm step), made
+at once for every host, and the way to send a host's agent a command.
+
+The transports are made and dropped on the controller's thread; other threads (a profile asked
+through the control socket) only look one up, under this part's lock. Transports satisfy
+:class:`core.remote.transport.Transport`; what the agents send back goes to the controller's sink.
+"""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.cluster.spec import HostConfig
-from core.controller.base import ControllerBase
+from core.cluster.spec import ClusterSpec, HostConfig
 from core.remote.transport import EventSink, Transport
-from core.run import journal, pids
 from core.run.rundir import RunDir, host_file_name
-from core.run.status import ALIVE, TERMINAL, ClusterPhase, RoleState
 
 ATTACH_CONNECT_ON_STOP_S = 10.0  # a reattach stopped while connecting: how long its connections get yet
 
+# Makes the transport that reaches one host's agent: (host, where its events go, its log file).
+TransportFactory = Callable[[str, EventSink, Path], Transport]
 
-class HostConnections(ControllerBase):
-    """Reaching every host's agent, and reattaching to them."""
 
-    def _transport(self, host: str) -> Transport:
-        if host not in self._transports:
-            log = self.run.path / f"agent-{host_file_name(host)}.log"
-            transport = self._factory(host, self._sink, log)
-            transport.start()
-            self._transports[host] = transport
-        return self._transports[host]
+class HostConnections:
+    """Every host's transport; see the module docstring."""
 
-    def _connect_all(self) -> None:
+    def __init__(
+        self,
+        run: RunDir,
+        sink: EventSink,
+        interrupted: threading.Event,
+        *,
+        factory: TransportFactory,
+        remote_hosts: frozenset[str],
+    ) -> None:
+        self._run = run
+        # The hosts reached over SSH (their roles' files are on them); a Slurm allocation's nodes
+        # are reached by srun steps instead and replace them (core.controller.slurm).
+        self.remote_hosts = remote_hosts
+        self._sink = sink
+        self._interrupted = interrupted  # set from any thread by a stop: connections being made give up
+        self.factory = factory  # replaced once a Slurm allocation runs (core.controller.slurm)
+        self._transports: dict[str, Transport] = {}
+        self._lock = threading.Lock()  # guards the dict for the threads that look a transport up
+        # Hosts whose agent tails the roles' TensorBoard files itself (its hello says so); the
+        # others' local roles are read by the controller, as a fallback.
+        self._tails_tensorboard: dict[str, bool] = {}
+
+    def _log(self, host: str) -> Path:
+        return self._run.path / f"agent-{host_file_name(host)}.log"
+
+    def transport(self, host: str) -> Transport:
+        """``host``'s transport, made and started if there is none yet (controller thread)."""
+        found = self.find(host)
+        if found is None:
+            found = self.factory(host, self._sink, self._log(host))
+            found.start()
+            with self._lock:
+                self._transports[host] = found
+        return found
+
+    def find(self, host: str) -> Transport | None:
+        """``host``'s transport if it has one; any thread."""
+        with self._lock:
+            return self._transports.get(host)
+
+    def send(self, host: str, command: dict[str, Any]) -> bool:
+        """Send ``host``'s agent a command (its transport made if need be); False if it is gone."""
+        return self.transport(host).send(command)
+
+    def send_all(self, command: dict[str, Any]) -> int:
+        """Send every connected agent a command; how many took it."""
+        with self._lock:
+            transports = list(self._transports.values())
+        return sum(t.send(command) for t in transports)
+
+    def drop(self, host: str) -> Transport | None:
+        """Forget ``host``'s transport (its agent is lost); the one forgotten, if any."""
+        with self._lock:
+            return self._transports.pop(host, None)
+
+    def hello(self, host: str, *, tails_tensorboard: bool) -> None:
+        self._tails_tensorboard[host] = tails_tensorboard
+
+    def tails_tensorboard(self, host: str) -> bool:
+        """Whether ``host``'s agent reads its roles' TensorBoard files itself."""
+        return self._tails_tensorboard.get(host, False)
+
+    def connect_all(self, hosts: list[str], *, attaching: bool) -> None:
         """Reach every host's agent at once: connecting (SSH) takes a while, one host after the
-        other would add them up."""
-        hosts = [h for h in dict.fromkeys(r.host_key for r in self._roles.values()) if h not in self._transports]
-        made = {h: self._factory(h, self._sink, self.run.path / f"agent-{host_file_name(h)}.log") for h in hosts}
+        other would add them up. A stop while connecting gives up the connections being made."""
+        with self._lock:
+            hosts = [h for h in dict.fromkeys(hosts) if h not in self._transports]
+        made = {h: self.factory(h, self._sink, self._log(h)) for h in hosts}
         threads = [threading.Thread(target=t.start, name=f"connect-{h}", daemon=True) for h, t in made.items()]
         for thread in threads:
             thread.start()
         for thread in threads:
             while thread.is_alive() and not self._interrupted.is_set():
                 thread.join(0.1)
-        if self._attaching:
+        if attaching:
             # Stopped while reattaching: the roles run on those agents, and only a connection can
             # stop them, so each connection being made gets a while yet (a local agent answers in
             # milliseconds). Giving up at once left the roles running and the run stopping for
@@ -49,11 +109,12 @@ class HostConnections(ControllerBase):
             deadline = time.monotonic() + ATTACH_CONNECT_ON_STOP_S
             for thread in threads:
                 thread.join(max(0.0, deadline - time.monotonic()))
-        self._transports.update(made)
+        with self._lock:
+            self._transports.update(made)
         if self._interrupted.is_set():  # stopped while connecting (a hung ssh): give up at once
             # On a launch nothing has started yet. On a reattach, the hosts that answered are kept.
             given_up = [
-                t for t, thread in zip(made.values(), threads, strict=True) if thread.is_alive() or not self._attaching
+                t for t, thread in zip(made.values(), threads, strict=True) if thread.is_alive() or not attaching
             ]
             closing = [threading.Thread(target=t.close, args=(1.0,), daemon=True) for t in given_up]
             for thread in closing:
@@ -61,79 +122,15 @@ class HostConnections(ControllerBase):
             for thread in closing:
                 thread.join(5.0)
 
-    def _link_factory(self, host: str, sink: EventSink, log_path: Path) -> Transport:
-        """An :class:`AgentLink` to ``host``'s agent: local, or over SSH per the spec's [hosts]."""
-        from core.remote.endpoints import local_endpoint, remote_endpoint
-        from core.remote.link import AgentLink
-        from core.remote.ssh import ssh_config_path
-
-        config = self.spec.host_config(host)
-        if config.remote:
-            endpoint = remote_endpoint(
-                config, ssh_config_path(self.spec), remote_run_dir(config, self.run), self._on_disconnect
-            )
-        else:
-            endpoint = local_endpoint(host, agent_socket(self.run, host), log_path, self._on_disconnect)
-        return AgentLink(endpoint, sink, self.run.path, log_path, attach=self._attaching)
-
-    def _reattach(self) -> str:
-        """Rebuild the roles' states from events.jsonl, then reach every host's agent again; each
-        agent's hello says which roles still run, and its resume sends the output not yet seen."""
-        try:
-            last = journal.last_role_states(self.run.path, frozenset(self._roles))
-        except OSError:
-            last = {}
+    def close_all(self, *, detach: bool) -> None:
+        """The controller is done: close every transport, or leave the agents running (``detach``)."""
         with self._lock:
-            for name, record in last.items():
-                self._roles[name].apply_record(record)
-                role = self._roles[name]
-                # Diagnosis (issue 13): when each role reached its state, e.g. how long ago a peer exited.
-                seen_at = float(record.get("t") or 0) if role.state in TERMINAL else time.time()
-                self._diagnoser.on_state(name, str(role.state), seen_at or time.time(), role.detail)
-        self._set_phase(ClusterPhase.RUNNING)
-        self._connect_all()
-        return "reattached"
-
-    def _adopt(self, host: str, hello: dict[str, Any]) -> None:
-        """Take over the roles an agent reports after a reattach.
-
-        A role it runs is taken over (one still starting goes on to running); one that ended is
-        taken over until the resume sends its output and its exit, unless the journal already
-        has that end; one it never heard of that had not started yet is started now."""
-        live: dict[str, Any] = hello.get("roles") or {}
-        ended: dict[str, Any] = hello.get("ended") or {}
-        for role in self._roles.values():
-            if role.host_key != host:
-                continue
-            name = role.task.role_id
-            info = live.get(name) or ended.get(name)
-            if info is not None:
-                attempt = int(info.get("attempt", role.attempt))
-                if name not in live and role.state not in ALIVE and attempt == role.attempt:
-                    continue  # its end is in the journal already
-                with self._lock:
-                    role.attempt = attempt
-                    role.pid = info.get("pid")
-                    role.pid_started = pids.start_time(role.pid) if isinstance(role.pid, int) else None
-                    role.log_path = self.run.log_path(role.task, role.attempt)
-                    # Still starting when the launcher went: it runs, say so at the next tick.
-                    role.running_at = time.time() if role.state == RoleState.STARTING else None
-                if role.state not in ALIVE:
-                    with self._lock:
-                        role.state = RoleState.RUNNING
-                self._set_state(role, role.state, "reattached")
-            elif role.state in (RoleState.PENDING, RoleState.STARTING):
-                # The launcher went before this role's start reached the agent: start it now.
-                with self._lock:
-                    role.attempt = max(0, role.attempt - 1) if role.state == RoleState.STARTING else role.attempt
-                self._launch_role(role)
-            elif role.state in ALIVE:
-                with self._lock:
-                    role.pid = None
-                    role.ended_at = time.time()
-                self._set_state(
-                    role, RoleState.STOPPED, f"ended while nobody watched (the agent on {host} no longer has it)"
-                )
+            transports = list(self._transports.values())
+        for transport in transports:
+            if detach:
+                transport.detach()
+            else:
+                transport.close()
 
 
 # ------------------------------------------------------------------------------------------
@@ -151,3 +148,25 @@ def agent_socket(run: RunDir, host: str) -> Path:
     agents = run.path / "agents"
     agents.mkdir(exist_ok=True)
     return agents / f"{host_file_name(host)}.sock"
+
+
+def link_factory(
+    spec: Callable[[], ClusterSpec], run: RunDir, *, on_disconnect: str, attaching: bool
+) -> TransportFactory:
+    """Makes an :class:`~core.remote.link.AgentLink` to a host's agent: local, or over SSH per the
+    cluster's [hosts] (``spec``: the cluster as it is now)."""
+
+    def make(host: str, sink: EventSink, log_path: Path) -> Transport:
+        from core.remote.endpoints import local_endpoint, remote_endpoint
+        from core.remote.link import AgentLink
+        from core.remote.ssh import ssh_config_path
+
+        cluster = spec()
+        config = cluster.host_config(host)
+        if config.remote:
+            endpoint = remote_endpoint(config, ssh_config_path(cluster), remote_run_dir(config, run), on_disconnect)
+        else:
+            endpoint = local_endpoint(host, agent_socket(run, host), log_path, on_disconnect)
+        return AgentLink(endpoint, sink, run.path, log_path, attach=attaching)
+
+    return make

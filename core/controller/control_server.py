@@ -26,6 +26,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from core.controller.commands import from_request
 from core.controller.controller import Controller
 from core.run import control
 from core.run.control import STATUS_TAIL_LINES, reachable, socket_path_for
@@ -141,13 +142,21 @@ class ControlServer:
         """``profile``: a remote role traced through its agent, its files fetched into ``dest``
         (seconds long: this connection's thread waits, the others go on)."""
         from core.profiling.env import ProfileError
+        from core.profiling.remote import profile_remote
 
         try:
             role, dest = str(request["role"]), Path(str(request["dest"]))
             seconds, timeout_s = float(request["seconds"]), float(request["timeout_s"])
             if not dest.resolve().is_relative_to((self.run_dir / "profiles").resolve()):
                 raise ValueError(f"dest must be a folder under {self.run_dir / 'profiles'}")
-            reply = self.controller.profile_remote(role, seconds, request.get("light") is True, timeout_s, dest)
+            reply = profile_remote(
+                self.controller,
+                role,
+                seconds=seconds,
+                light=request.get("light") is True,
+                timeout_s=timeout_s,
+                dest=dest,
+            )
             return {"ok": True, **{k: reply.get(k) for k in ("returncode", "reply", "stderr", "fetched")}}
         except ProfileError as exc:
             return {"ok": False, "error": str(exc)}
@@ -181,7 +190,7 @@ class ControlServer:
             "hosts": hosts,
             "slurm": c.slurm_state(),  # None unless the run is on Slurm
             "remote_hosts": c.remote_hosts(),
-            "agent_hosts": c.agent_hosts(),  # their roles are profiled through their agent
+            "agent_hosts": sorted(c.agent_hosts()),  # their roles are profiled through their agent
         }
 
     def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -199,22 +208,11 @@ class ControlServer:
         c = self.controller
         if c.done:  # its thread has ended: a command would wait for nobody
             return {"ok": False, "error": "this launch controls the run no more (it is over, or was detached)"}
-        future: Future[str]
         try:
-            if action in ("stop_all", "kill_all", "restart_all", "detach"):
-                future = getattr(c, action)()
-            elif action in ("stop", "kill", "restart"):
-                if not isinstance(role, str):
-                    return {"ok": False, "error": f"{action} needs a role, e.g. worker:0"}
-                future = getattr(c, f"{action}_role")(role)
-            elif action == "signal":
-                if not isinstance(role, str) or not isinstance(signal_name, str):
-                    return {"ok": False, "error": "signal needs a role and a signal name"}
-                future = c.signal_role(role, signal_name)
-            else:
-                return {"ok": False, "error": f"unknown action {control.cut_text(action, 80)!r}"}
-        except (KeyError, ValueError, RuntimeError) as exc:
-            return _refusal(exc)
+            command = from_request(request)
+        except ValueError as exc:
+            return {"ok": False, "error": str(exc)}
+        future = c.command(command)
         return self._outcome(action, future)
 
     def _outcome(self, action: str, future: Future[str]) -> dict[str, Any]:

@@ -1,17 +1,25 @@
-"""One controller per launched cluster: the role state machine, restarts, stop/kill, completion.
+"""One controller per launched cluster: it wires the parts that run a cluster, and dispatches to them.
 
-The controller runs on its own thread. Agents' events and users' commands reach it through one
-queue; every state change goes through ``_set_state`` (core/controller/lifecycle.py), which checks it, writes it to
-the run directory and publishes it. Timing (back-off, start grace) is stored deadlines checked on
-each tick, never a sleep. Subscribers get immutable :class:`Event` objects on the controller's
+The controller runs on its own thread. Agents' events and users' commands reach it through two
+queues (commands first, so a stop is never queued behind a flood of output); it hands each to the
+part that owns it:
+
+- :mod:`~core.controller.roles` (:class:`RoleMachine`): every role's state, changed only by its
+  named transitions, and the status snapshot other threads read;
+- :mod:`~core.controller.supervisor`: what a role's end means (the restart policy), the tick's
+  deadlines, the cluster's phase;
+- :mod:`~core.controller.ops`: starting, stopping and signalling a role through its agent;
+- :mod:`~core.controller.connections`: one transport per host;
+- :mod:`~core.controller.output_intake`, :mod:`~core.controller.intake`, :mod:`~core.controller.stalls`:
+  output, samples and scalars taken in, and stalls judged;
+- :mod:`~core.controller.slurm`: the allocation of a run on Slurm;
+- :mod:`~core.controller.reattach`: taking over a run whose launcher is gone.
+
+Every event goes out through one :class:`~core.run.publish.Publisher` (state kinds journalled
+first). Subscribers get immutable :class:`~core.run.events.Event` objects on the controller's
 thread and must not block: the window and the CLI drop them in an inbox (core/run/inbox.py) and
-read it on their own thread.
-
-Role states (after supervisord, with Kubeflow's outcomes)::
-
-    PENDING -> STARTING -> RUNNING -> SUCCEEDED | FAILED | STOPPING -> STOPPED
-                   ^          |
-                   +- BACKOFF <+   (restart policy, with exponential back-off)
+read it on their own thread. Timing (back-off, start grace) is stored deadlines checked on each
+tick, never a sleep.
 """
 
 from __future__ import annotations
@@ -19,35 +27,67 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.cluster.spec import ClusterSpec, parse_role_id, role_id
-from core.controller.base import TransportFactory
-from core.controller.commands import UserCommands
-from core.controller.connections import HostConnections, agent_socket
+from core.cluster.spec import ClusterSpec
+from core.controller import reattach
+from core.controller.commands import (
+    Attach,
+    Command,
+    Detach,
+    KillAll,
+    KillRole,
+    Launch,
+    RestartAll,
+    RestartRole,
+    SetSampling,
+    SignalRole,
+    StopAll,
+    StopRole,
+    journal_form,
+)
+from core.controller.connections import HostConnections, TransportFactory, link_factory
 from core.controller.intake import TelemetryIntake
-from core.controller.lifecycle import RoleLifecycle
+from core.controller.ops import RoleOps
 from core.controller.output_intake import RECEIVED_KEY, OutputIntake
+from core.controller.roles import RoleMachine
 from core.controller.slurm import SlurmHosting
-from core.controller.supervised import SupervisedRole
+from core.controller.stalls import StallWatch
+from core.controller.supervisor import Supervisor
 from core.diagnosis.rules import Diagnoser
-from core.profiling.remote import AgentReplies, profile_through_agent
-from core.remote.transport import Transport
-from core.run import journal, pids
-from core.run.role_view import cluster_status
+from core.remote.agent_requests import AgentRequests
+from core.run import control, pids
+from core.run.events import Event, GpuStatus, HostStateChanged, warning
+from core.run.publish import Publisher, Subscriber
 from core.run.rundir import RunDir
-from core.run.status import ALIVE, ClusterPhase, ClusterStatus, Event, RoleState
+from core.run.status import ALIVE, TERMINAL, ClusterPhase, ClusterStatus, RoleState
 
 TICK_S = 0.1
+STATUS_FIGURES_S = 0.25  # how often the status snapshot takes the roles' new figures (a state change: at once)
 # Items waiting for the controller thread (agent events, commands): past this the agent links wait
 # (their agents' pipes buffer; nothing is dropped) and a user's command is refused, said once.
 MAX_QUEUE = 100_000
 
 
-class Controller(RoleLifecycle, UserCommands, OutputIntake, TelemetryIntake, HostConnections, SlurmHosting):
+@dataclass(frozen=True)
+class AgentEvent:
+    """A line from a host's agent (see docs/agent-protocol.md), for the controller's thread."""
+
+    host: str
+    event: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SlurmReport:
+    """What the Slurm allocation's watcher saw (core.slurm.allocation), for the controller's thread."""
+
+    report: dict[str, Any]
+
+
+class Controller:
     """Launches ``spec`` into ``run`` and manages it until every role has ended.
 
     ``transport_factory`` None (the default) reaches each host's agent with
@@ -64,108 +104,156 @@ class Controller(RoleLifecycle, UserCommands, OutputIntake, TelemetryIntake, Hos
         spec: ClusterSpec,
         run: RunDir,
         transport_factory: TransportFactory | None = None,
+        *,
         on_disconnect: str = "keep",
         attach: bool = False,
     ) -> None:
         self.spec = spec
         self.run = run
-        self._on_disconnect = on_disconnect
         self._attaching = attach
         self._detached = False
-        self._factory: TransportFactory = transport_factory or self._link_factory
-        self._roles: dict[str, SupervisedRole] = {
-            # planned_tasks: a counted job's roles (tasks = N on Slurm) exist before the allocation
-            # gives them a host and a port (core/controller/slurm.py places them then).
-            t.role_id: SupervisedRole(t, t.host, run.path, spec.metric_patterns)
-            for t in spec.planned_tasks()
-        }
-        self._completion = set(spec.completion_jobs())
-        self._success_policy = spec.stuck.success_policy
-        self._transports: dict[str, Transport] = {}
-        self._queue: queue.Queue[tuple[str, Any, Any]] = queue.Queue(MAX_QUEUE)
+        self._queue: queue.Queue[AgentEvent | SlurmReport] = queue.Queue(MAX_QUEUE)
         self._queue_full = threading.Event()  # set by a link that found it full; said on the loop
-        # Users' commands go before agents' events: a stop is not queued behind a flood's backlog.
-        self._commands: queue.Queue[tuple[tuple[str, Any], Future[str] | None]] = queue.Queue(MAX_QUEUE)
+        self._commands: queue.Queue[tuple[Command, Future[str] | None]] = queue.Queue(MAX_QUEUE)
         self._ticked_at = 0.0
-        self._subscribers: list[Callable[[Event], None]] = []
-        self._lock = threading.RLock()
-        self._phase = ClusterPhase.IDLE
-        self._result: str | None = None
-        self._reason = ""
-        self._done = threading.Event()
-        self._coalesced: set[str] = set()  # roles told about coalescing (core.controller.output_intake)
-        self._interrupted = threading.Event()  # stop_all/kill_all was asked (see _connect_all)
         self._thread: threading.Thread | None = None
+        self._interrupted = threading.Event()  # stop_all/kill_all was asked: connections being made give up
         self._write_error_reported = False
-        self._listener_errors: set[str] = set()
         self._host_states: dict[str, dict[str, Any]] = {}
-        # Hosts whose agent tails the roles' TensorBoard files itself (its hello says so); the
-        # others' local roles are read here, as a fallback.
-        self._agent_tails_tb: dict[str, bool] = {}
-        self._remote_hosts = {h for h in {t.host for t in spec.explicit_tasks()} if spec.host_config(h).remote}
-        # Diagnosis (issue 13): which role waits for which, from output and state changes.
+        self._host_states_lock = threading.Lock()
+        self._requests = AgentRequests()  # agents' answers to requests made from other threads
+
+        def current() -> ClusterSpec:
+            return self.spec
+
+        self._publisher = Publisher(journal=self._journal)
+        self._roles = RoleMachine(spec, run.path, self._publisher, on_changed=self._on_role_changed)
         self._diagnoser = Diagnoser(
-            self._roles, spec.strategy, success_policy=spec.stuck.success_policy, phase=str(ClusterPhase.IDLE)
+            self._roles.names(), spec.strategy, success_policy=spec.stuck.success_policy, phase=str(ClusterPhase.IDLE)
         )
-        self._agent_replies = AgentReplies()  # profile and read_file answers (core.profiling.remote)
+        remote = frozenset(h for h in {t.host for t in spec.explicit_tasks()} if spec.host_config(h).remote)
+        factory = transport_factory or link_factory(current, run, on_disconnect=on_disconnect, attaching=attach)
+        self._hosts = HostConnections(run, self._sink, self._interrupted, factory=factory, remote_hosts=remote)
+        self._stalls = StallWatch(current, self._roles, self._publisher, self._diagnoser)
+        self._ops = RoleOps(current, run, self._roles, self._hosts, self._stalls)
+        self._telemetry = TelemetryIntake(run, self._roles, self._hosts, self._stalls, self._publisher)
+        self._slurm: SlurmHosting | None = None
         if spec.slurm is not None and transport_factory is None:
-            self._slurm_setup()
-            self._factory = self._slurm_factory
+            self._slurm = SlurmHosting(
+                current,
+                run,
+                self._roles,
+                self._hosts,
+                self._publisher,
+                report=lambda report: self._queue.put(SlurmReport(report)),
+                attaching=attach,
+                on_disconnect=on_disconnect,
+                place=self._place,
+            )
+            self._hosts.factory = self._slurm.factory
+        slurm = self._slurm
+        self._supervisor = Supervisor(
+            current,
+            run,
+            self._roles,
+            self._ops,
+            self._stalls,
+            self._publisher,
+            self._diagnoser,
+            check_ending=slurm.check_end if slurm is not None else lambda: None,
+            ended_by=(lambda: slurm.ended_by) if slurm is not None else lambda: None,
+            before_exit=self._telemetry.poll_tensorboard,
+        )
+        if self._slurm is not None:
+            self._slurm.supervisor, self._slurm.ops = self._supervisor, self._ops
+        self._output = OutputIntake(
+            run, self._roles, self._stalls, self._publisher, self._diagnoser, behind_anyway=self._stopping
+        )
+
+    def _place(self, spec: ClusterSpec) -> None:
+        """The cluster as placed on a Slurm allocation's nodes becomes the one every part reads."""
+        self.spec = spec
+
+    def _on_role_changed(self, role: Any, now: float) -> None:
+        self._supervisor.after_change(role, now)
+
+    def _stopping(self) -> bool:
+        """A stop was asked, or the run is ending: output floods are coalesced at once."""
+        return self._interrupted.is_set() or self._supervisor.phase in (ClusterPhase.STOPPING, ClusterPhase.DONE)
 
     # ------------------------------------------------------------------ public API (any thread)
 
-    def subscribe(self, callback: Callable[[Event], None]) -> None:
+    def subscribe(self, callback: Subscriber) -> None:
         """Call ``callback(event)`` for every event, on the controller thread; it must not block."""
-        self._subscribers.append(callback)
+        self._publisher.subscribe(callback)
 
     def start(self) -> None:
         """Start the agents and every role (or reattach to them); returns at once."""
         self._thread = threading.Thread(target=self._loop, name="controller", daemon=True)
         self._thread.start()
-        self._commands.put((("attach" if self._attaching else "launch", None), None))
+        self._commands.put((Attach() if self._attaching else Launch(), None))
 
     def detach(self) -> Future[str]:
         """Leave the cluster running: disconnect from every agent, which keeps its roles going
         and their output in the run directory. The controller is done afterwards; reattach with
         ``Controller(spec, RunDir.open(path), attach=True)`` or ``python main.py attach``."""
-        return self._command("detach", None)
+        return self.command(Detach())
 
     def host_states(self) -> dict[str, dict[str, Any]]:
         """The latest ``host_state`` of each host: {state, reason, t, ...}."""
-        with self._lock:
+        with self._host_states_lock:
             return {host: dict(state) for host, state in self._host_states.items()}
 
+    def command(self, command: Command) -> Future[str]:
+        """Queue ``command`` for the controller's thread; the Future has its answer (one line), or
+        the reason it was refused."""
+        if isinstance(command, (StopAll, KillAll)):
+            self._interrupted.set()  # a connection still being made (a hung ssh) is given up now
+        future: Future[str] = Future()
+        try:
+            self._commands.put_nowait((command, future))
+        except queue.Full:
+            future.set_exception(
+                RuntimeError(
+                    f"the controller is {MAX_QUEUE} events behind; {journal_form(command)[0]} not queued, try again"
+                )
+            )
+        return future
+
     def stop_role(self, role: str) -> Future[str]:
-        return self._command("stop", role)
+        return self.command(StopRole(role))
 
     def kill_role(self, role: str) -> Future[str]:
-        return self._command("kill", role)
+        return self.command(KillRole(role))
 
     def restart_role(self, role: str) -> Future[str]:
-        return self._command("restart", role)
+        return self.command(RestartRole(role))
 
     def stop_all(self) -> Future[str]:
-        self._interrupted.set()  # a connection still being made (a hung ssh) is given up now
-        return self._command("stop_all", None)
+        return self.command(StopAll())
 
     def kill_all(self) -> Future[str]:
-        self._interrupted.set()
-        return self._command("kill_all", None)
+        return self.command(KillAll())
 
     def restart_all(self) -> Future[str]:
-        return self._command("restart_all", None)
+        return self.command(RestartAll())
 
     def signal_role(self, role: str, signal_name: str) -> Future[str]:
         """Send a signal (e.g. ``STOP``, ``CONT``) to a role's process group."""
-        return self._command("signal", (role, signal_name))
+        return self.command(SignalRole(role, signal_name))
+
+    def set_sampling(self, on: bool, period_s: float | None = None) -> Future[str]:
+        """Turn every agent's samples (host, role and GPU figures) off or on, and optionally set
+        their period (0.2 to 10 s): what the GPU proof alternates to measure their cost."""
+        return self.command(SetSampling(on, period_s))
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait until every role has ended; True if so."""
-        return self._done.wait(timeout_s)
+        return self._supervisor.done.wait(timeout_s)
 
     @property
     def done(self) -> bool:
-        return self._done.is_set()
+        return self._supervisor.done.is_set()
 
     # The RunSource protocol (core.controller.session): a live controller runs its cluster here.
     @property
@@ -183,226 +271,290 @@ class Controller(RoleLifecycle, UserCommands, OutputIntake, TelemetryIntake, Hos
     def release(self) -> None:
         """Nothing to let go: the controller belongs to its launch session."""
 
+    def control_socket(self) -> Path | None:
+        """The run's control socket, while it is served (by this run's launch session)."""
+        path = control.socket_path_for(self.run.path)
+        return path if path.exists() and not self.done else None
+
     def status(self) -> ClusterStatus:
-        """An immutable snapshot; a running role whose step time is far above the others' is
-        marked as a straggler."""
-        with self._lock:
-            return cluster_status(self._phase, self._result, self._reason, self._roles.values(), time.time())
+        """The latest immutable snapshot, built by the controller's thread; never waits. A running
+        role whose step time is far above the others' is marked as a straggler."""
+        return self._roles.status()
 
     def placement(self, role: str) -> dict[str, Any]:
         """The device placement summary of ``role`` so far (see core.telemetry.placement)."""
-        with self._lock:
-            return self._roles[self._name(role)].telemetry.placement.summary()
+        with self._roles.lock:
+            return self._roles.find(role).telemetry.placement.summary()
 
     def last_lines(self, role: str, n: int = 20) -> list[str]:
-        with self._lock:
-            return self._roles[self._name(role)].last_lines(n)
+        with self._roles.lock:
+            return self._roles.find(role).last_lines(n)
 
     def history(self, role: str) -> list[tuple[float, RoleState, str]]:
-        with self._lock:
-            return list(self._roles[self._name(role)].history)
+        with self._roles.lock:
+            return list(self._roles.find(role).history)
 
     def remote_hosts(self) -> list[str]:
         """The hosts reached through an agent over SSH."""
-        return sorted(self._remote_hosts)
+        return sorted(self._hosts.remote_hosts)
 
-    def agent_hosts(self) -> list[str]:
-        """The hosts whose roles are profiled by their own agent (:meth:`profile_remote`): the SSH
+    def agent_hosts(self) -> frozenset[str]:
+        """The hosts whose roles are profiled by their own agent (:meth:`ask_agent`): the SSH
         hosts, and every host of a Slurm allocation (its node's agent step; the node may be this
         machine or not, and only its agent knows)."""
-        return sorted(self._remote_hosts | self._slurm_hosts())
+        slurm = self._slurm.hosts() if self._slurm is not None else set()
+        return frozenset(self._hosts.remote_hosts | slurm)
 
-    def profile_remote(self, role: str, seconds: float, light: bool, timeout_s: float, dest: Path) -> dict[str, Any]:
-        """Trace a running role of an agent host (:meth:`agent_hosts`) through its agent into
-        ``dest`` (a folder of the run directory, the same path under the agent's directory there),
-        waiting at most about ``timeout_s``; any thread.
-        The agent's ``profiled`` event; ProfileError (one line) when it cannot be tried."""
-        from core.profiling.env import ProfileError
+    def slurm_state(self) -> dict[str, Any] | None:
+        """The run's ``slurm`` record; None for a run not on Slurm. Any thread."""
+        return self._slurm.state() if self._slurm is not None else None
 
-        with self._lock:
-            supervised = self._roles[self._name(role)]
-            host, state, address = supervised.host_key, supervised.state, supervised.task.address
-        transport = self._transports.get(host)
-        if host not in self.agent_hosts() or transport is None:
-            raise ProfileError(f"{role} runs on {host}, which is not reached through an agent over SSH or Slurm")
-        if state != RoleState.RUNNING:
-            raise ProfileError(f"{role} is {state}; only a running role can be profiled")
-        command = {"role": supervised.task.role_id, "address": address, "seconds": seconds, "light": light}
-        command["timeout_s"] = timeout_s
-        # A Slurm node's agent works in agents/ of the run directory, which the nodes share.
-        shared = agent_socket(self.run, host).parent if host in self._slurm_hosts() else None
-        return profile_through_agent(self._agent_replies, host, transport.send, command, self.run.path, dest, shared)
+    def agent_of(self, role: str) -> tuple[str, str, RoleState, str]:
+        """Where ``role`` runs, for a request to its agent: (its role id, its host, its state, its
+        address); KeyError naming the roles if there is no such role. Any thread."""
+        with self._roles.lock:
+            found = self._roles.find(role)
+            return found.task.role_id, found.host_key, found.state, found.task.address
+
+    def ask_agent(self, host: str, command: dict[str, Any], wait_s: float) -> dict[str, Any]:
+        """Send ``host``'s agent a request (``profile``, ``read_file``) and wait up to ``wait_s``
+        for its answer, which never goes through the controller's queue; any thread. Raises
+        :class:`core.remote.agent_requests.AgentRequestError` (one line) when there is none."""
+        transport = self._hosts.find(host)
+        send = transport.send if transport is not None else (lambda _command: False)
+        return self._requests.ask(host, send, command, wait_s)
+
+    def agent_shares_run_dir(self, host: str) -> Path | None:
+        """The folder where ``host``'s agent works, where this machine sees it too (a Slurm node's,
+        under the run directory); None when its files are only reached through the agent."""
+        if self._slurm is not None and host in self._slurm.hosts():
+            return self.run.path / "agents"
+        return None
 
     def close(self, timeout_s: float = 60.0) -> None:
         """Stop everything (if still running) and wait for the controller to finish."""
         if self._thread is None:
             return
-        if not self._done.is_set():
+        if not self.done:
             self.stop_all()
-            if not self._done.wait(timeout_s):
+            if not self.wait(timeout_s):
                 self.kill_all()
-                self._done.wait(10)
+                self.wait(10)
         self._thread.join(timeout_s)
 
-    # ------------------------------------------------------------------ internals
+    # ------------------------------------------------------------------ publishing
 
-    def _name(self, role: str) -> str:
-        job, index = parse_role_id(role)
-        name = role_id(job, index)
-        if name not in self._roles:
-            raise KeyError(f"no role {role!r}; the roles are {', '.join(self._roles)}")
-        return name
-
-    def _command(self, name: str, arg: Any) -> Future[str]:
-        future: Future[str] = Future()
-        try:
-            self._commands.put_nowait(((name, arg), future))
-        except queue.Full:
-            future.set_exception(
-                RuntimeError(f"the controller is {MAX_QUEUE} events behind; {name} not queued, try again")
-            )
-        return future
-
-    def _sink(self, host: str, event: dict[str, Any]) -> None:
-        if self._agent_replies.offer(host, event):
-            return  # a profile's answer, for the thread that waits for it
-        event[RECEIVED_KEY] = time.monotonic()  # how far behind the controller is (core.controller.output_intake)
-        try:
-            self._queue.put_nowait(("agent", host, event))
-        except queue.Full:
-            self._queue_full.set()
-            self._queue.put(("agent", host, event))  # the link waits: lossless, bounded
-
-    def _publish(self, kind: str, role: str | None = None, *, at: float | None = None, **data: Any) -> None:
-        event = Event(kind, round(at if at is not None else time.time(), 3), role, data)
-        if journal.is_state_record(kind):
-            self.run.record({"t": event.t, "kind": kind, "role": role, **data})
-        for callback in list(self._subscribers):
-            try:
-                callback(event)
-            except Exception as exc:  # a broken listener must not stop the cluster
-                message = f"a listener failed on a {kind} event: {exc!r}"
-                self.run.record({"t": time.time(), "kind": "warning", "message": message})
-                if kind != "warning" and exc.__class__.__name__ not in self._listener_errors:
-                    self._listener_errors.add(exc.__class__.__name__)  # say it once per kind of error
-                    self._publish("warning", message=message)
+    def _journal(self, record: dict[str, Any]) -> None:
+        """A state event's record into the journal; a failing disk is told once, as a warning."""
+        self.run.record(record)
         if self.run.write_error and not self._write_error_reported:
             self._write_error_reported = True
-            self._publish(
-                "warning",
-                message=self.run.write_error
-                + f"; the cluster keeps running. Fix: free space on that disk (`df -h {self.run.path}`)",
+            message = (
+                self.run.write_error
+                + f"; the cluster keeps running. Fix: free space on that disk (`df -h {self.run.path}`)"
             )
+            self._publisher.publish(warning(message, round(time.time(), 3)))
+
+    def _sink(self, host: str, event: dict[str, Any]) -> None:
+        """Where every agent's events arrive, on the link's thread."""
+        if self._requests.offer(host, event):
+            return  # an answer for the thread that asked, not for the controller
+        event[RECEIVED_KEY] = time.monotonic()  # how far behind the controller is (core.controller.output_intake)
+        try:
+            self._queue.put_nowait(AgentEvent(host, event))
+        except queue.Full:
+            self._queue_full.set()
+            self._queue.put(AgentEvent(host, event))  # the link waits: lossless, bounded
+
+    # ------------------------------------------------------------------ the controller's thread
 
     def _loop(self) -> None:
-        while not self._done.is_set():
+        done = self._supervisor.done
+        while not done.is_set():
             try:
-                while not self._done.is_set():
+                while not done.is_set():
                     command, future = self._commands.get_nowait()
                     self._on_command(command, future)
             except queue.Empty:
                 pass
             except Exception as exc:  # never let one bad command kill the controller
-                self._publish("warning", message=f"internal error: {exc!r}")
-            if self._done.is_set():
+                self._publisher.publish(warning(f"internal error: {exc!r}", round(time.time(), 3)))
+            if done.is_set():
                 break
             try:
-                item = self._queue.get(timeout=TICK_S)
+                item: AgentEvent | SlurmReport | None = self._queue.get(timeout=TICK_S)
             except queue.Empty:
                 item = None
             if self._queue_full.is_set():
                 self._queue_full.clear()
-                self._publish(
-                    "warning",
-                    message=f"the controller fell {MAX_QUEUE} events behind; reading from the agents waits until it "
-                    "catches up (nothing is dropped)",
+                message = (
+                    f"the controller fell {MAX_QUEUE} events behind; reading from the agents waits until it "
+                    "catches up (nothing is dropped)"
                 )
+                self._publisher.publish(warning(message, round(time.time(), 3)))
             try:
-                if item is not None:
-                    kind, a, b = item
-                    if kind == "agent":
-                        self._on_agent_event(a, b)
-                    elif kind == "slurm":
-                        self._on_slurm(a)
+                if isinstance(item, AgentEvent):
+                    self._on_agent_event(item.host, item.event)
+                elif isinstance(item, SlurmReport) and self._slurm is not None:
+                    self._slurm.on_report(item.report)
                 if item is None or time.monotonic() - self._ticked_at >= TICK_S / 2:
                     self._ticked_at = time.monotonic()  # deadlines, not every event of a flood
-                    self._tick()
+                    now = time.time()
+                    self._supervisor.tick(now)
+                    self._roles.refresh_figures(now, every_s=STATUS_FIGURES_S)
             except Exception as exc:  # never let one bad event kill the controller
-                self._publish("warning", message=f"internal error: {exc!r}")
-        for transport in self._transports.values():
-            if self._detached:
-                transport.detach()
-            else:
-                transport.close()
-        self._slurm_release()
+                self._publisher.publish(warning(f"internal error: {exc!r}", round(time.time(), 3)))
+        self._hosts.close_all(detach=self._detached)
+        if self._slurm is not None:
+            self._slurm.release(detached=self._detached)
 
-    def _run_command(self, name: str, arg: Any) -> str:
-        if self._slurm is not None and name == "launch":
-            return self._slurm_launch()  # the roles launch once the allocation runs
-        if self._slurm is not None and name == "attach":
-            self._slurm_attach()
-        return super()._run_command(name, arg)
+    def _on_command(self, command: Command, future: Future[str] | None) -> None:
+        if future is not None and not future.set_running_or_notify_cancel():
+            return  # withdrawn: its asker heard it refused (core.controller.control_server), so not done
+        # The journal keeps what users asked for: it explains the states that follow.
+        name, arg = journal_form(command)
+        self.run.record({"t": round(time.time(), 3), "kind": "command", "command": name, "arg": arg})
+        try:
+            message = self._run_command(command)
+        except (KeyError, ValueError, RuntimeError) as exc:
+            if future is not None:
+                future.set_exception(exc)
+            return
+        if future is not None:
+            future.set_result(message)
 
-    # ------------------------------------------------------------------ events
+    def _run_command(self, command: Command) -> str:
+        """Carry out ``command``, checked against the cluster's phase and the role's state."""
+        phase = self._supervisor.phase
+        match command:
+            case Launch():
+                return self._launch()
+            case Attach():
+                return self._reattach()
+            case Detach():
+                if phase == ClusterPhase.DONE:
+                    raise RuntimeError("the run is over; there is nothing to leave running")
+                self._detached = True
+                self._supervisor.end(ClusterPhase.DETACHED)
+                return "left the cluster running; reattach with: python main.py attach " + str(self.run.path)
+        if phase == ClusterPhase.DONE:
+            raise RuntimeError("the run is over; launch the cluster again")
+        match command:
+            case StopAll():
+                self._supervisor.set_phase(ClusterPhase.STOPPING, "stopped", "stopped by the user")
+                self._ops.stop_rest()
+                return "stopping every role"
+            case KillAll():
+                self._supervisor.set_phase(ClusterPhase.STOPPING, "stopped", "killed by the user")
+                self._ops.stop_rest(kill=True)
+                return "killing every role"
+            case RestartAll():
+                if phase != ClusterPhase.RUNNING:
+                    raise RuntimeError(f"the cluster is {phase}; it can be restarted while it runs")
+                for role in self._roles:
+                    role.policy_restarts = 0
+                    self._ops.restart(role)
+                return "restarting every role"
+            case SetSampling(on, period_s):
+                sampling: dict[str, Any] = {"op": "configure", "sampling": on}
+                if period_s is not None:
+                    sampling["sample_period_s"] = float(period_s)
+                return f"sampling {'on' if on else 'off'} on {self._hosts.send_all(sampling)} host(s)"
+            case SignalRole(name, signal_name):
+                return self._ops.signal(self._roles.find(name), signal_name)
+            case StopRole(name) | KillRole(name):
+                role = self._roles.find(name)
+                if role.state in TERMINAL:
+                    return f"{role.task.role_id} is already {role.state}"
+                kill = isinstance(command, KillRole)
+                self._ops.stop(role, kill=kill)
+                return f"{'killing' if kill else 'stopping'} {role.task.role_id}"
+            case RestartRole(name):
+                role = self._roles.find(name)
+                if phase != ClusterPhase.RUNNING:
+                    raise RuntimeError(f"the cluster is {phase}; a role can be restarted while it runs")
+                self._ops.restart(role)
+                return f"restarting {role.task.role_id}"
+        raise ValueError(f"unknown command {command!r}")
+
+    def _launch(self) -> str:
+        if self._slurm is not None:
+            return self._slurm.launch()  # the roles launch once the allocation runs
+        self._supervisor.set_phase(ClusterPhase.RUNNING)
+        self._hosts.connect_all([r.host_key for r in self._roles], attaching=False)
+        if self._interrupted.is_set():
+            return "stopped while connecting"  # the queued stop ends the roles not started
+        for role in self._roles:
+            self._ops.launch(role)
+        return "launched"
+
+    def _reattach(self) -> str:
+        """Rebuild the roles' states from the journal, then reach every host's agent again; each
+        agent's hello says which roles still run, and its resume sends the output not yet seen."""
+        if self._slurm is not None:
+            self._slurm.attach()
+        reattach.restore(self.run, self._roles, self._diagnoser)
+        self._supervisor.set_phase(ClusterPhase.RUNNING)
+        self._hosts.connect_all([r.host_key for r in self._roles], attaching=True)
+        return "reattached"
 
     def _on_agent_event(self, host: str, event: dict[str, Any]) -> None:
         kind = event.get("ev")
         name = event.get("role")
-        role = self._roles.get(name) if isinstance(name, str) else None
+        role = self._roles.get(name)
         if role is not None and event.get("attempt") not in (None, role.attempt):
             return  # late news of an earlier attempt
-        if kind == "output" and role is not None:
-            self._on_output(role, event)
-        elif kind == "skipped" and role is not None:
-            self._on_skipped(role, event)
-        elif kind == "started" and role is not None:
-            with self._lock:
-                role.pid = int(event["pid"])
-            role.pid_started = pids.start_time(role.pid)  # to tell it from a reused pid later
-            transport = self._transports.get(host)
-            # Journalled for a role on this machine: after a launcher is gone, whether the role
-            # still runs is told by it (core.run.leftover), not by a pid that may be reused.
-            here = role.pid_started if transport is not None and transport.is_local else None
-            self._publish(
-                "role_pid",
-                role=role.task.role_id,
-                pid=role.pid,
-                attempt=role.attempt,
-                log=str(role.log_path),
-                pid_started=here,
-            )
-        elif kind == "start_failed" and role is not None:
-            with self._lock:
-                role.add_output(f"[towerdeck] {event.get('error')}\n")
-                role.ended_at = time.time()
-            self._set_state(role, RoleState.FAILED, str(event.get("error")))
-        elif kind == "exited" and role is not None and role.state in ALIVE:  # once: a resume repeats exits
-            self._take_held(role)  # its last lines first, if a flood left them unparsed
-            self._on_exit(role, event.get("returncode"), event.get("signal"))
-        elif kind == "sample":
-            self._on_sample(host, event)
+        if role is not None:
+            if kind == "output":
+                self._output.on_output(role, event)
+            elif kind == "skipped":
+                self._output.on_skipped(role, event)
+            elif kind == "started":
+                pid = int(event["pid"])
+                transport = self._hosts.find(host)
+                # Its start time tells it from a reused pid; journalled for a role on this machine,
+                # where, once a launcher is gone, it tells whether the role still runs (core.run.leftover).
+                here = transport is not None and transport.is_local
+                self._roles.started(role, pid, pid_started=pids.start_time(pid), journal_start=here)
+            elif kind == "start_failed":
+                self._roles.start_failed(role, str(event.get("error")), output=f"[towerdeck] {event.get('error')}\n")
+            elif kind == "exited" and role.state in ALIVE:  # once: a resume repeats exits
+                self._output.take_held(role)  # its last lines first, if a flood left them unparsed
+                self._supervisor.on_exit(role, event.get("returncode"), event.get("signal"))
+            elif kind == "scalars":
+                points = event.get("points")
+                if isinstance(points, list):
+                    self._telemetry.on_scalars(role, [p for p in points if isinstance(p, dict)])
+        if kind == "sample":
+            self._telemetry.on_sample(host, event)
         elif kind == "gpu_status":
-            self._publish("gpu_status", host=host, status=event.get("status"), count=event.get("count"))
+            count = event.get("count")
+            payload = GpuStatus(host, str(event.get("status")), count if isinstance(count, int) else None)
+            self._publisher.publish(Event(round(time.time(), 3), None, payload))
         elif kind in ("log_write_failed", "log_write_recovered"):
-            self._on_log_write(host, kind, event)
+            self._telemetry.on_log_write(host, event, failed=kind == "log_write_failed")
         elif kind == "agent_lost":
-            self._on_agent_lost(host, event.get("returncode"), event.get("reason"), event.get("busy") is True)
+            self._on_agent_lost(host, event)
         elif kind == "host_state":
-            fields = {k: v for k, v in event.items() if k not in ("ev", "t")}
-            with self._lock:
-                self._host_states[host] = {"t": event.get("t"), **fields}
-            self._publish("host_state", host=host, **fields)
-        elif kind == "scalars" and role is not None:
-            points = event.get("points")
-            if isinstance(points, list):
-                self._on_scalars(role, [p for p in points if isinstance(p, dict)])
+            self._on_host_state(host, event)
         elif kind == "hello":
-            self._agent_tails_tb[host] = event.get("tensorboard") is True
+            self._hosts.hello(host, tails_tensorboard=event.get("tensorboard") is True)
             if self._attaching:
-                self._adopt(host, event)
+                reattach.adopt(self.run, self._roles, self._ops, host, event)
         elif kind == "error":
-            self._publish(
-                "warning",
-                role=name if isinstance(name, str) else None,
-                message=f"agent on {host}: {event.get('message')}",
-            )
+            message = f"agent on {host}: {event.get('message')}"
+            self._publisher.publish(warning(message, round(time.time(), 3), name if isinstance(name, str) else None))
+
+    def _on_agent_lost(self, host: str, event: dict[str, Any]) -> None:
+        transport = self._hosts.drop(host)
+        local = transport.is_local if transport is not None else True
+        reason = event.get("reason")
+        why = str(reason) if reason else f"exited (code {event.get('returncode')})"
+        self._supervisor.on_agent_lost(host, local=local, busy=event.get("busy") is True, why=why)
+
+    def _on_host_state(self, host: str, event: dict[str, Any]) -> None:
+        fields = {k: v for k, v in event.items() if k not in ("ev", "t", RECEIVED_KEY)}
+        with self._host_states_lock:
+            self._host_states[host] = {"t": event.get("t"), **fields}
+        payload = HostStateChanged.from_record({**fields, "host": host})
+        self._publisher.publish(Event(round(time.time(), 3), None, payload))

@@ -1,18 +1,22 @@
 """Roles' output as the controller takes it in: parsed into metrics, shown, and where a reattach
 resumes. A flood is coalesced: while the controller is far behind (or the run is stopping), only
 the newest chunk of each role is kept and its last lines parsed a few times a second, so exits and
-a stop are news in seconds whatever the backlog; every byte is in the role's log all the same.
-A mixin of :class:`core.controller.controller.Controller`."""
+a stop are news in seconds whatever the backlog; every byte is in the role's log all the same."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
-from core.controller.base import ControllerBase
+from core.controller.roles import RoleMachine
+from core.controller.stalls import StallWatch
 from core.controller.supervised import SupervisedRole
+from core.diagnosis.rules import Diagnoser
 from core.remote.transport import output_bytes, readable
-from core.run.status import ClusterPhase
+from core.run.events import Event, Metrics, RoleOutput, warning
+from core.run.publish import Publisher
+from core.run.rundir import RunDir
 from core.telemetry.live import sample_dict
 from core.telemetry.metrics import SlowPattern
 from core.telemetry.regex_risk import FIX as REGEX_FIX
@@ -24,10 +28,29 @@ COALESCE_PERIOD_S = 0.5  # how often a coalesced role's newest lines are parsed
 PARSED_NOTE_PERIOD_S = 1.0
 
 
-class OutputIntake(ControllerBase):
-    """``output`` and ``skipped`` events, on the controller's thread."""
+class OutputIntake:
+    """``output`` and ``skipped`` events, on the controller's thread. ``behind_anyway``: true while
+    the run stops or is over (or a stop was asked): a flood is then coalesced at once."""
 
-    def _on_output(self, role: SupervisedRole, event: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        run: RunDir,
+        roles: RoleMachine,
+        stalls: StallWatch,
+        publisher: Publisher,
+        diagnoser: Diagnoser,
+        *,
+        behind_anyway: Callable[[], bool],
+    ) -> None:
+        self._run = run
+        self._roles = roles
+        self._stalls = stalls
+        self._publisher = publisher
+        self._diagnoser = diagnoser
+        self._behind_anyway = behind_anyway
+        self._coalesced: set[str] = set()  # roles told about coalescing
+
+    def on_output(self, role: SupervisedRole, event: dict[str, Any]) -> None:
         data = str(event.get("data", ""))
         if len(data) > COALESCE_KEEP_CHARS and self._behind(event):
             role.held_output = event  # the newest chunk: older unparsed ones are dropped here
@@ -35,17 +58,17 @@ class OutputIntake(ControllerBase):
             now = time.monotonic()
             if now >= role.held_due:
                 role.held_due = now + COALESCE_PERIOD_S
-                self._take_held(role)
+                self.take_held(role)
             return
         if role.held_output is not None:  # unparsed chunks lie between: this one starts afresh
             role.held_output = None
-            with self._lock:
+            with self._roles.lock:
                 role.partial = ""
                 role.telemetry.break_stream()
         offset = event.get("offset")
         self._take_output(role, data, offset if isinstance(offset, int) else None, float(event.get("t") or 0))
 
-    def _take_held(self, role: SupervisedRole) -> None:
+    def take_held(self, role: SupervisedRole) -> None:
         """Parse and show the last lines of a role's newest coalesced chunk, if one waits."""
         event, role.held_output = role.held_output, None
         if event is None:
@@ -53,7 +76,7 @@ class OutputIntake(ControllerBase):
         data, end = str(event.get("data", "")), event.get("end")
         cut = data.rfind("\n", 0, len(data) - COALESCE_KEEP_CHARS)
         tail = data[cut + 1 :]
-        with self._lock:
+        with self._roles.lock:
             role.partial = ""  # what came before is not joined to these lines
             role.telemetry.break_stream()
         offset = end - len(output_bytes(tail)) if isinstance(end, int) else None
@@ -61,19 +84,22 @@ class OutputIntake(ControllerBase):
 
     def _take_output(self, role: SupervisedRole, data: str, offset: int | None, t: float) -> None:
         text = readable(data)
-        with self._lock:
+        name = role.task.role_id
+        with self._roles.lock:
             role.add_output(text)
             samples = role.telemetry.feed(text, t or time.time())
             slow = role.telemetry.take_slow_patterns()
         for pattern in slow:
             self._say_slow_pattern(role, pattern)
-        self._publish("role_output", role=role.task.role_id, attempt=role.attempt, offset=offset, text=text)
-        self._publish_waits(self._diagnoser.on_output(role.task.role_id, text, time.time()))  # diagnosis
-        self._note_progress(role, [s.step for s in samples if s.step is not None])
+        self._publisher.publish(
+            Event(round(time.time(), 3), name, RoleOutput(text, attempt=role.attempt, offset=offset))
+        )
+        self._roles.waits(self._diagnoser.on_output(name, text, time.time()))
+        self._stalls.progress(role, [s.step for s in samples if s.step is not None])
         if samples:
             records = [sample_dict(s) for s in samples]
-            self.run.append_metrics(role.task, records)
-            self._publish("metrics", role=role.task.role_id, samples=records)
+            self._run.append_metrics(role.task, records)
+            self._publisher.publish(Event(round(time.time(), 3), name, Metrics(records)))
         # Where a reattach resumes parsing: after this chunk's last whole line. Written with every
         # chunk that gave metrics (so none is recorded twice), else at most once a second.
         now = time.monotonic()
@@ -81,49 +107,44 @@ class OutputIntake(ControllerBase):
             newline = output_bytes(data).rfind(b"\n")
             if newline >= 0:
                 role.parsed_noted_at = now
-                self.run.note_parsed(role.task, role.attempt, offset + newline + 1)
+                self._run.note_parsed(role.task, role.attempt, offset + newline + 1)
 
     def _say_slow_pattern(self, role: SupervisedRole, slow: SlowPattern) -> None:
         """One line: which pattern, on which line of which role, and what to do."""
         more = "..." if slow.line_chars > len(slow.line) else ""
-        self._publish(
-            "warning",
-            role=role.task.role_id,
-            # repr(): the pattern and the trainer's line may hold escapes a terminal would act on.
-            message=f"{role.task.role_id}: metric pattern {slow.regex!r} took over {slow.timeout_s:g} s on the line "
+        # repr(): the pattern and the trainer's line may hold escapes a terminal would act on.
+        message = (
+            f"{role.task.role_id}: metric pattern {slow.regex!r} took over {slow.timeout_s:g} s on the line "
             f"{slow.line!r}{more} ({slow.line_chars} characters) and is off for this role from now on (the run "
-            f"goes on; every line is in {role.log_path}). Fix: {REGEX_FIX} in metric_patterns",
+            f"goes on; every line is in {role.log_path}). Fix: {REGEX_FIX} in metric_patterns"
         )
+        self._publisher.publish(warning(message, round(time.time(), 3), role.task.role_id))
 
-    def _on_skipped(self, role: SupervisedRole, event: dict[str, Any]) -> None:
+    def on_skipped(self, role: SupervisedRole, event: dict[str, Any]) -> None:
         """The agent skipped a role's output backlog, far behind or stopping (it is all in the log)."""
         offset, end = event.get("offset"), event.get("end")
         if not isinstance(offset, int) or not isinstance(end, int):
             return
         role.held_output = None
         note = f"\n[towerdeck] {end - offset} bytes of output skipped here to catch up (all in {role.log_path})\n"
-        with self._lock:
+        with self._roles.lock:
             role.partial = ""
             role.telemetry.break_stream()
             role.add_output(note)
-        self._publish("role_output", role=role.task.role_id, attempt=role.attempt, offset=offset, text=note)
-        self.run.note_parsed(role.task, role.attempt, end)
+        output = RoleOutput(note, attempt=role.attempt, offset=offset)
+        self._publisher.publish(Event(round(time.time(), 3), role.task.role_id, output))
+        self._run.note_parsed(role.task, role.attempt, end)
 
     def _behind(self, event: dict[str, Any]) -> bool:
         received = event.get(RECEIVED_KEY)
-        return (
-            (isinstance(received, float) and time.monotonic() - received > LAG_S)
-            or self._interrupted.is_set()
-            or self._phase in (ClusterPhase.STOPPING, ClusterPhase.DONE)
-        )
+        return (isinstance(received, float) and time.monotonic() - received > LAG_S) or self._behind_anyway()
 
     def _say_coalescing(self, role: SupervisedRole) -> None:
         if role.task.role_id in self._coalesced:
             return
         self._coalesced.add(role.task.role_id)
-        self._publish(
-            "warning",
-            role=role.task.role_id,
-            message=f"{role.task.role_id} prints faster than its output can be followed: its newest lines are "
-            f"parsed and shown a few times a second while that lasts (every byte is in {role.log_path})",
+        message = (
+            f"{role.task.role_id} prints faster than its output can be followed: its newest lines are "
+            f"parsed and shown a few times a second while that lasts (every byte is in {role.log_path})"
         )
+        self._publisher.publish(warning(message, round(time.time(), 3), role.task.role_id))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from core.cluster.spec import RestartPolicy
 from core.cluster.stuck_options import StuckOptions, chief_success
@@ -25,26 +26,34 @@ class ExitDecision:
     reset_budget: bool = False
 
 
-def decide_exit(
-    policy: RestartPolicy,
-    returncode: int | None,
-    signal: int | None,
-    ran_s: float,
-    policy_restarts: int,
-    training_on: bool,
-    is_completion: bool,
-) -> ExitDecision:
+@dataclass(frozen=True, kw_only=True)
+class ExitFacts:
+    """What is known of an exit nobody asked for: how the process ended, how long it ran, the
+    restarts the policy has made since the last healthy stretch, whether training still goes on,
+    and whether the role's success completes the run (a worker or chief)."""
+
+    returncode: int | None
+    signal: int | None
+    ran_s: float
+    policy_restarts: int
+    training_on: bool
+    is_completion: bool
+
+
+def decide_exit(policy: RestartPolicy, facts: ExitFacts) -> ExitDecision:
     """The outcome of an exit nobody asked for, after Kubeflow's restart policies.
 
     A completion role (worker/chief) that exits 0 is done, whatever the policy; the others are
     restarted while training goes on and the budget (``max_restarts`` since the last healthy
     stretch of ``reset_after_s``) lasts, with exponential back-off.
     """
+    returncode, signal = facts.returncode, facts.signal
     how = exit_text(returncode, signal)
     ok = signal is None and returncode == 0
-    reset = policy.reset_after_s > 0 and ran_s >= policy.reset_after_s and policy_restarts > 0
-    used = 0 if reset else policy_restarts
-    wants = policy.wants_restart(returncode, signal) and not (ok and is_completion)
+    reset = policy.reset_after_s > 0 and facts.ran_s >= policy.reset_after_s and facts.policy_restarts > 0
+    used = 0 if reset else facts.policy_restarts
+    wants = policy.wants_restart(returncode, signal) and not (ok and facts.is_completion)
+    training_on = facts.training_on
     if wants and training_on and used < policy.max_restarts:
         delay = policy.backoff_for(used + 1)
         detail = f"{how}; restart {used + 1} of {policy.max_restarts} in {delay:g} s ({policy.policy})"
@@ -67,32 +76,42 @@ class PhaseDecision:
     stop_rest: bool = False
 
 
+class RoleFact(NamedTuple):
+    """A role as the cluster's phase sees it."""
+
+    role: str
+    job: str
+    state: RoleState
+    detail: str
+
+
 def evaluate(
     phase: ClusterPhase,
-    roles: Iterable[tuple[str, str, RoleState, str]],
+    roles: Iterable[RoleFact],
+    *,
     completion_jobs: frozenset[str] | set[str],
     success_policy: str = "all",
 ) -> PhaseDecision | None:
     """What the cluster does after a role changed state; None: nothing changes.
 
-    ``roles`` are (role id, job, state, detail). While running, the first failed role fails the
-    cluster; once every completion role (workers, or the chief) has ended the cluster completes and
-    the servers (ps) are stopped. Once stopping, the cluster is done when every role has ended.
+    While running, the first failed role fails the cluster; once every completion role (workers, or
+    the chief) has ended the cluster completes and the servers (ps) are stopped. Once stopping, the
+    cluster is done when every role has ended.
     """
     roles = list(roles)
     if phase == ClusterPhase.RUNNING:
-        failed = [r for r in roles if r[2] == RoleState.FAILED]
-        completion = [r for r in roles if r[1] in completion_jobs]
+        failed = [r for r in roles if r.state == RoleState.FAILED]
+        completion = [r for r in roles if r.job in completion_jobs]
         if failed:
-            return PhaseDecision(ClusterPhase.FAILING, "failed", f"{failed[0][0]} failed: {failed[0][3]}", True)
-        # success_policy = "chief" (issue 13): the chief's success ends the run, as in TFJob.
-        chief = chief_success(StuckOptions(success_policy=success_policy), {r[0]: str(r[2]) for r in roles})
+            return PhaseDecision(ClusterPhase.FAILING, "failed", f"{failed[0].role} failed: {failed[0].detail}", True)
+        # success_policy = "chief": the chief's success ends the run, as in TFJob.
+        chief = chief_success(StuckOptions(success_policy=success_policy), {r.role: str(r.state) for r in roles})
         if chief is not None:
             reason = f'training finished: {chief} succeeded (success_policy = "chief")'
             return PhaseDecision(ClusterPhase.COMPLETING, "succeeded", reason, True)
-        if completion and all(r[2] in TERMINAL for r in completion):
+        if completion and all(r.state in TERMINAL for r in completion):
             jobs = sorted(completion_jobs)
-            if any(r[2] == RoleState.SUCCEEDED for r in completion):
+            if any(r.state == RoleState.SUCCEEDED for r in completion):
                 reason = "training finished: " + ", ".join(jobs) + " succeeded"
                 return PhaseDecision(ClusterPhase.COMPLETING, "succeeded", reason, True)
             return PhaseDecision(
@@ -100,7 +119,7 @@ def evaluate(
             )
         return None
     if phase in (ClusterPhase.COMPLETING, ClusterPhase.FAILING, ClusterPhase.STOPPING) and all(
-        r[2] in TERMINAL for r in roles
+        r.state in TERMINAL for r in roles
     ):
         return PhaseDecision(ClusterPhase.DONE)
     return None

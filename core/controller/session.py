@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Protocol, TextIO
@@ -24,8 +23,10 @@ from core.notify import Notifier
 from core.preflight.checks import check_local
 from core.run import index as runs_index
 from core.run.lock import RunLock, RunLocked
+from core.run.publish import Subscriber
+from core.run.reader import RunReader
 from core.run.rundir import SPEC_FILE, RunDir, read_run_spec
-from core.run.status import ClusterStatus, Event
+from core.run.status import ClusterStatus
 from core.textsafe import terminal
 
 
@@ -34,7 +35,10 @@ class SessionError(Exception):
 
 
 class RunSource(Protocol):
-    """A run as a view sees it, live or read back."""
+    """A run as a view sees it, live or read back: the live :class:`Controller` and the
+    :class:`~core.run.reader.RunReader` both implement all of it (mypy checks that each is one), so
+    a view never asks which it has. Both publish through :class:`~core.run.publish.Publisher`'s one
+    rule, and both answer :meth:`status` from a snapshot without waiting."""
 
     spec: ClusterSpec
 
@@ -58,12 +62,27 @@ class RunSource(Protocol):
         """True for a run read back whose launcher is gone but which did not end (its roles may run on)."""
         ...
 
-    def subscribe(self, callback: Callable[[Event], None]) -> None: ...
-    def status(self) -> ClusterStatus: ...
-    def placement(self, role: str) -> dict[str, Any]: ...
+    def subscribe(self, callback: Subscriber) -> None: ...
+    def status(self) -> ClusterStatus:
+        """The latest status, an immutable snapshot: never waits on the thread that builds it."""
+        ...
+
+    def placement(self, role: str) -> dict[str, Any]:
+        """The role's device placement summary (may take a while on a large graph: not on the GUI thread)."""
+        ...
+
+    def control_socket(self) -> Path | None:
+        """The run's control socket while its launch runs (``ctl`` and profiles go there), else None."""
+        ...
+
+    def agent_hosts(self) -> frozenset[str]:
+        """The hosts whose roles the launcher reaches through their agent (SSH hosts, Slurm nodes)."""
+        ...
+
     def stop_role(self, role: str) -> Future[str]: ...
     def kill_role(self, role: str) -> Future[str]: ...
     def restart_role(self, role: str) -> Future[str]: ...
+    def signal_role(self, role: str, signal_name: str) -> Future[str]: ...
     def stop_all(self) -> Future[str]: ...
     def kill_all(self) -> Future[str]: ...
     def restart_all(self) -> Future[str]: ...
@@ -111,7 +130,7 @@ class LaunchSession:
         if self.notifier is not None:
             controller.subscribe(self.notifier.on_event)
 
-    def subscribe(self, callback: Callable[[Event], None]) -> None:
+    def subscribe(self, callback: Subscriber) -> None:
         """``callback(event)`` for the controller's events and the notifier's reports (warnings)."""
         self.controller.subscribe(callback)
         if self.notifier is not None:
@@ -198,3 +217,8 @@ def notifier_for(spec: ClusterSpec, run: RunDir) -> Notifier | None:
         return None
     about = {"run": run.path.name, "run_dir": str(run.path), "cluster": spec.name}
     return Notifier(spec.notify, about, journal=run.record, cwd=spec.workdir if spec.workdir.is_dir() else None)
+
+
+def _is_run_source(controller: Controller, reader: RunReader) -> tuple[RunSource, RunSource]:
+    """Never called: mypy checks here that both sources implement the whole protocol."""
+    return controller, reader

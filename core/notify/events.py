@@ -17,7 +17,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.run.status import Event
+from core.run.events import (
+    ClusterStateChanged,
+    Event,
+    HostStateChanged,
+    RoleStalled,
+    RoleStateChanged,
+    RoleWaiting,
+    SlurmChanged,
+)
+from core.run.status import ClusterPhase, RoleState
 
 SCHEMA_VERSION = 1
 
@@ -59,33 +68,23 @@ class Notification:
 
 def classify(event: Event) -> Notification | None:
     """The notification ``event`` is, or None for every event nobody needs to be told about."""
-    d = event.data
-    if event.kind == "cluster_state" and d.get("phase") == "done":
-        result = d.get("result") or "ended"
-        reason = str(d.get("reason") or "")
-        return Notification("run_finished", f"run {result}", reason or f"the run {result}", event.t, data=dict(d))
-    if event.kind == "role_state" and d.get("state") == "failed" and event.role:
-        detail = str(d.get("detail") or "")
-        restarts = d.get("restarts") or 0
-        after = f" after {restarts} restart{'s' if restarts != 1 else ''}" if restarts else ""
-        return Notification(
-            "role_failed", f"{event.role} failed{after}", detail, event.t, role=event.role, data=dict(d)
-        )
-    if event.kind == "role_stalled" and d.get("stalled") and event.role:
-        return Notification(
-            "stalled", f"{event.role} stalled", str(d.get("detail") or ""), event.t, role=event.role, data=dict(d)
-        )
-    if event.kind == "role_waiting" and d.get("waiting") and d.get("certain") and event.role:
-        message = " ".join(str(d.get(k) or "") for k in ("message", "fix")).strip()
-        return Notification("stalled", f"{event.role} is stuck", message, event.t, role=event.role, data=dict(d))
-    if event.kind == "host_state" and d.get("state") == "lost":
-        host = str(d.get("host") or "?")
-        return Notification(
-            "host_lost", f"host {host} lost", str(d.get("reason") or ""), event.t, host=host, data=dict(d)
-        )
-    if event.kind == "slurm" and d.get("state") in ("ended", "failed"):
-        job = d.get("job_id") or "?"
-        return Notification(
-            "host_lost", f"Slurm job {job} {d.get('state')}", str(d.get("reason") or ""), event.t, data=dict(d)
-        )
+    p = event.payload
+    data = p.to_record()  # the event's own fields, as the command reads them
+    if isinstance(p, ClusterStateChanged) and p.phase == ClusterPhase.DONE:
+        result = p.result or "ended"
+        return Notification("run_finished", f"run {result}", p.reason or f"the run {result}", event.t, data=data)
+    if isinstance(p, RoleStateChanged) and p.state == RoleState.FAILED and event.role:
+        after = f" after {p.restarts} restart{'s' if p.restarts != 1 else ''}" if p.restarts else ""
+        return Notification("role_failed", f"{event.role} failed{after}", p.detail, event.t, role=event.role, data=data)
+    if isinstance(p, RoleStalled) and p.stalled and event.role:
+        return Notification("stalled", f"{event.role} stalled", p.detail, event.t, role=event.role, data=data)
+    if isinstance(p, RoleWaiting) and p.waiting and p.certain and event.role:
+        message = " ".join(part for part in (p.message, p.fix) if part).strip()
+        return Notification("stalled", f"{event.role} is stuck", message, event.t, role=event.role, data=data)
+    if isinstance(p, HostStateChanged) and p.state == "lost":
+        host = p.host or "?"
+        return Notification("host_lost", f"host {host} lost", p.reason, event.t, host=host, data=data)
+    if isinstance(p, SlurmChanged) and p.state in ("ended", "failed"):
+        job = p.job_id or "?"
+        return Notification("host_lost", f"Slurm job {job} {p.state}", p.reason, event.t, data=data)
     return None

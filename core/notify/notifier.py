@@ -37,7 +37,8 @@ from core.notify.events import Notification, classify
 from core.notify.reaper import CANNOT_START
 from core.run import children
 from core.run.children import kill_group
-from core.run.status import Event
+from core.run.events import Event, JournalKind, warning
+from core.run.publish import Publisher, Subscriber
 
 MIN_INTERVAL_S = 60.0
 QUEUE_SIZE = 16
@@ -70,15 +71,15 @@ class Notifier:
         self._lock = threading.Lock()
         self._last_sent: dict[str, float] = {}
         self._held: dict[str, tuple[Notification, int]] = {}  # kind -> (newest, how many it stands for)
-        self._subscribers: list[Callable[[Event], None]] = []
+        self._publisher = Publisher(journal=self._journal_record)  # its warnings, journalled as they are told
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.dropped = 0
         self.sent: collections.deque[dict[str, Any]] = collections.deque(maxlen=100)  # the latest payloads sent
 
-    def subscribe(self, callback: Callable[[Event], None]) -> None:
+    def subscribe(self, callback: Subscriber) -> None:
         """``callback(event)`` gets the notifier's reports (``warning`` events), on its thread."""
-        self._subscribers.append(callback)
+        self._publisher.subscribe(callback)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="notifier", daemon=True)
@@ -161,7 +162,12 @@ class Notifier:
         self.sent.append(payload)
         error = run_command(self.config.command, json.dumps(payload) + "\n", self.config.timeout_s, self.cwd)
         self._journal_record(
-            {"t": round(time.time(), 3), "kind": "notify", "notification": notification.kind, "folded": folded}
+            {
+                "t": round(time.time(), 3),
+                "kind": str(JournalKind.NOTIFY),
+                "notification": notification.kind,
+                "folded": folded,
+            }
             | ({"error": error} if error else {"ok": True})
         )
         if error:
@@ -170,11 +176,7 @@ class Notifier:
             )
 
     def _report(self, message: str) -> None:
-        self._journal_record({"t": round(time.time(), 3), "kind": "warning", "message": message})
-        event = Event("warning", time.time(), None, {"message": message})
-        for callback in list(self._subscribers):
-            with contextlib.suppress(Exception):
-                callback(event)
+        self._publisher.publish(warning(message, round(time.time(), 3)))
 
     def _journal_record(self, record: dict[str, Any]) -> None:
         if self._journal is not None:

@@ -4,90 +4,73 @@ The agent traces the role with the role's own python (its ``profile`` op), into
 ``profiles/<timestamp>/<job>-<task>`` of the run directory on that host; its ``profiled`` event
 lists the files, which ``read_file`` brings back in base64 chunks into the same place in the
 local run directory, so the capture is in TensorBoard's layout here, as a local one is.
-:class:`AgentReplies` sits where the agents' events arrive and hands these replies to whoever
-waits for them, never to the controller's queue.
+The controller asks and routes the answers (:mod:`core.remote.agent_requests`); this module only
+needs the narrow :class:`AgentAccess` of it.
 """
 
 from __future__ import annotations
 
 import base64
-import itertools
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
 from core.profiling.env import ProfileError, WorkerResult
+from core.remote.agent_requests import AgentRequestError
+from core.run.status import RoleState
 
-REPLY_EVENTS = ("profiled", "file_chunk")
-ASKING_OPS = ("profile", "read_file")
 CHUNK_BYTES = 4 << 20
 CHUNK_WAIT_S = 30.0
 MAX_FETCH_BYTES = 512 << 20  # a 10 s full trace wrote 121 MB
 ANSWER_SLACK_S = 10.0  # past the agent's own limit, for the way back
 FETCH_SLACK_S = 120.0  # bringing the files back over SSH
 
+# Asks a host's agent (host, request, seconds to wait) and returns its answer; AgentRequestError if none.
+Ask = Callable[[str, dict[str, Any], float], dict[str, Any]]
 
-class AgentReplies:
-    """Replies of agents to ``profile`` and ``read_file``, routed by request id to the waiting thread."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._waiting: dict[str, tuple[str, queue.Queue[dict[str, Any]]]] = {}
-        self._ids = itertools.count(1)
+class AgentAccess(Protocol):
+    """What profiling needs of a live controller: where a role runs, and a way to ask its agent."""
 
-    def offer(self, host: str, event: dict[str, Any]) -> bool:
-        """True when ``event`` is such a reply (taken here); an agent's ``error`` about these ops
-        goes to every request waiting on that host (it names no id)."""
-        kind = event.get("ev")
-        with self._lock:
-            if kind in REPLY_EVENTS:
-                waiting = self._waiting.get(str(event.get("id")))
-                if waiting is not None:
-                    waiting[1].put(event)
-                return True  # a reply nobody waits for any more is dropped
-            if kind == "error" and event.get("op") in ASKING_OPS:
-                for waiting_host, replies in self._waiting.values():
-                    if waiting_host == host:
-                        replies.put(event)
-                return True
-        return False
+    @property
+    def path(self) -> Path: ...
 
-    def ask(
-        self, host: str, send: Callable[[dict[str, Any]], bool], command: dict[str, Any], wait_s: float
-    ) -> dict[str, Any]:
-        """Send ``command`` (given an id) to ``host``'s agent and wait for its reply; ProfileError on none."""
-        request_id = f"p{os.getpid()}-{next(self._ids)}"
-        replies: queue.Queue[dict[str, Any]] = queue.Queue()
-        with self._lock:
-            self._waiting[request_id] = (host, replies)
-        try:
-            if not send({**command, "id": request_id}):
-                raise ProfileError(f"the agent on {host} is not connected")
-            try:
-                reply = replies.get(timeout=wait_s)
-            except queue.Empty:
-                raise ProfileError(f"no answer from the agent on {host} in {wait_s:g} s") from None
-        finally:
-            with self._lock:
-                self._waiting.pop(request_id, None)
-        if reply.get("ev") == "error":
-            message = str(reply.get("message"))
-            if message.startswith("unknown op"):
-                raise ProfileError(
-                    f"the agent on {host} is too old to profile (no {command['op']!r} op); relaunch the run to update it"
-                )
-            raise ProfileError(f"the agent on {host}: {message}")
-        return reply
+    def agent_hosts(self) -> frozenset[str]: ...
+
+    def agent_of(self, role: str) -> tuple[str, str, RoleState, str]: ...
+
+    def ask_agent(self, host: str, command: dict[str, Any], wait_s: float) -> dict[str, Any]: ...
+
+    def agent_shares_run_dir(self, host: str) -> Path | None: ...
+
+
+def profile_remote(
+    access: AgentAccess, role: str, *, seconds: float, light: bool, timeout_s: float, dest: Path
+) -> dict[str, Any]:
+    """Trace a running role of an agent host (:meth:`AgentAccess.agent_hosts`) through its agent
+    into ``dest`` (a folder of the run directory, the same path under the agent's directory there),
+    waiting at most about ``timeout_s``; any thread. The agent's ``profiled`` event; ProfileError
+    (one line) when it cannot be tried."""
+    name, host, state, address = access.agent_of(role)
+    if host not in access.agent_hosts():
+        raise ProfileError(f"{role} runs on {host}, which is not reached through an agent over SSH or Slurm")
+    if state != RoleState.RUNNING:
+        raise ProfileError(f"{role} is {state}; only a running role can be profiled")
+    command = {"role": name, "address": address, "seconds": seconds, "light": light, "timeout_s": timeout_s}
+    try:
+        return profile_through_agent(
+            access.ask_agent, host, command, access.path, dest, access.agent_shares_run_dir(host)
+        )
+    except AgentRequestError as exc:
+        raise ProfileError(str(exc)) from None
 
 
 def profile_through_agent(
-    replies: AgentReplies,
+    ask: Ask,
     host: str,
-    send: Callable[[dict[str, Any]], bool],
     command: dict[str, Any],
     local_run_dir: Path,
     dest: Path,
@@ -102,7 +85,7 @@ def profile_through_agent(
     ``fetched`` (paths under ``dest``)."""
     logdir = dest.resolve().relative_to(local_run_dir.resolve()).as_posix()
     timeout_s = float(command["timeout_s"])
-    reply = replies.ask(host, send, {**command, "op": "profile", "logdir": logdir}, timeout_s + ANSWER_SLACK_S)
+    reply = ask(host, {**command, "op": "profile", "logdir": logdir}, timeout_s + ANSWER_SLACK_S)
     fetched = []
     files = [f for f in reply.get("files") or [] if isinstance(f, dict) and isinstance(f.get("path"), str)]
     total = sum(int(f.get("bytes") or 0) for f in files)
@@ -119,7 +102,7 @@ def profile_through_agent(
         if shared_dir is None or not _move_shared(
             shared_dir / logdir / relative, int(entry.get("bytes") or -1), target
         ):
-            fetch_file(replies, host, send, entry["path"], target)
+            fetch_file(ask, host, entry["path"], target)
         fetched.append(relative.as_posix())
     return {**reply, "fetched": fetched}
 
@@ -137,20 +120,15 @@ def _move_shared(source: Path, size: int, target: Path) -> bool:
     return True
 
 
-def fetch_file(
-    replies: AgentReplies, host: str, send: Callable[[dict[str, Any]], bool], remote_path: str, target: Path
-) -> None:
+def fetch_file(ask: Ask, host: str, remote_path: str, target: Path) -> None:
     """Copy one file of the agent's host here, chunk by chunk (a temporary name until complete)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
     offset = 0
     with open(partial, "wb") as out:
         while True:
-            chunk = replies.ask(
-                host,
-                send,
-                {"op": "read_file", "path": remote_path, "offset": offset, "length": CHUNK_BYTES},
-                CHUNK_WAIT_S,
+            chunk = ask(
+                host, {"op": "read_file", "path": remote_path, "offset": offset, "length": CHUNK_BYTES}, CHUNK_WAIT_S
             )
             if chunk.get("error"):
                 raise ProfileError(f"the agent on {host}: {chunk['error']}")

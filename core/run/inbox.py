@@ -22,13 +22,14 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from typing import Any, cast
 
-from core.run.status import Event
+from core.run.events import Event, Metrics, RoleOutput, Sample, Scalars
 
 MAX_OUTPUT_CHARS_PER_FRAME = 64 * 1024  # ~650 lines of 100 chars a frame: more than a screen shows
 MAX_TELEMETRY_POINTS = 200_000  # per role or host between two drains: ~20 MB at worst
 SAMPLE_POINTS = 16  # what a host sample costs a view against one metrics point: 8 GPUs x 2 series
-_TELEMETRY_FIELD = {"metrics": "samples", "scalars": "points"}
+METRICS, SCALARS, SAMPLE = "metrics", "scalars", "sample"  # the kinds of telemetry key
 
 
 class EventInbox:
@@ -38,6 +39,7 @@ class EventInbox:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._events: collections.deque[Event] = collections.deque()
+        # (kind, role or host) -> the points that arrived: metrics records, scalar points, or Sample events.
         self._telemetry: dict[tuple[str, str], list[object]] = {}
         self._output: dict[str, collections.deque[str]] = {}
         self._output_chars: dict[str, int] = {}
@@ -47,15 +49,18 @@ class EventInbox:
 
     def put(self, event: Event) -> None:
         """Called on the controller thread; never blocks on the GUI."""
+        payload = event.payload
         with self._lock:
-            if event.kind == "role_output" and event.role is not None:
-                self._put_output(event.role, str(event.data.get("text", "")))
-            elif event.kind in _TELEMETRY_FIELD and event.role is not None:
-                items = event.data.get(_TELEMETRY_FIELD[event.kind])
-                if isinstance(items, list) and items:
-                    self._merge((event.kind, event.role), items)
-            elif event.kind == "sample":
-                self._merge(("sample", str(event.data.get("host"))), [event])
+            if isinstance(payload, RoleOutput) and event.role is not None:
+                self._put_output(event.role, payload.text)
+            elif isinstance(payload, Metrics) and event.role is not None:
+                if payload.samples:
+                    self._merge((METRICS, event.role), list(payload.samples))
+            elif isinstance(payload, Scalars) and event.role is not None:
+                if payload.points:
+                    self._merge((SCALARS, event.role), list(payload.points))
+            elif isinstance(payload, Sample):
+                self._merge((SAMPLE, payload.host), [event])
             else:
                 self._events.append(event)
 
@@ -76,7 +81,7 @@ class EventInbox:
         taken: dict[tuple[str, str], list[object]] = {}
         budget = max_points
         for key in list(self._telemetry):
-            weight = SAMPLE_POINTS if key[0] == "sample" else 1
+            weight = SAMPLE_POINTS if key[0] == SAMPLE else 1
             n = budget // weight
             if n <= 0:
                 break
@@ -133,8 +138,11 @@ class EventInbox:
             self._skipped_chars.clear()
         now = time.time()
         for (kind, key), items in telemetry.items():
-            if kind == "sample":
+            records = cast(list[dict[str, Any]], items)  # what put() merged under this kind
+            if kind == SAMPLE:
                 events.extend(e for e in items if isinstance(e, Event))
+            elif kind == METRICS:
+                events.append(Event(now, key, Metrics(records)))
             else:
-                events.append(Event(kind, now, key, {_TELEMETRY_FIELD[kind]: items}))
+                events.append(Event(now, key, Scalars(records)))
         return events, output

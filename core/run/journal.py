@@ -21,17 +21,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from core.run.events import STATE_KINDS, EventKind, JournalKind
+
 EVENTS_FILE = "events.jsonl"
 CHUNK_BYTES = 1 << 20
 MAX_LINE_BYTES = 16 << 20  # a line longer than this is damage, not data: it is skipped
 
-# Published but never journalled: each has its own file (or, for output, the role's log).
-TELEMETRY_KINDS = frozenset({"metrics", "sample", "scalars", "role_output"})
+# The kinds of record the journal keeps: the events' state kinds, and its own (commands, notifications).
+JOURNAL_KINDS = frozenset({*(str(k) for k in STATE_KINDS), *(str(k) for k in JournalKind)})
 
 
 def is_state_record(kind: object) -> bool:
-    """True for the event kinds the journal keeps (and replays)."""
-    return isinstance(kind, str) and kind not in TELEMETRY_KINDS
+    """True for the record kinds the journal keeps (and replays). Anything else is skipped: an old
+    run's telemetry lines (their data is in the telemetry files too), or a kind this TowerDeck does
+    not know (never written by mistake: events are typed, :mod:`core.run.events`)."""
+    return isinstance(kind, str) and kind in JOURNAL_KINDS
 
 
 def json_line(record: dict[str, Any]) -> str:
@@ -183,6 +187,6 @@ def last_role_states(run_path: Path, roles: set[str] | frozenset[str]) -> dict[s
     """The last ``role_state`` record of each of ``roles``, read streaming (for reattaching)."""
     last: dict[str, dict[str, Any]] = {}
     for record in iter_journal(run_path):
-        if record.get("kind") == "role_state" and record.get("role") in roles:
+        if record.get("kind") == EventKind.ROLE_STATE and record.get("role") in roles:
             last[record["role"]] = record
     return last

@@ -18,7 +18,6 @@ import contextlib
 import re
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -26,9 +25,19 @@ from typing import Any
 from core.cluster.render import role_dir
 from core.cluster.spec import ClusterSpec, Task
 from core.run import control, journal, skim
-from core.run.role_view import RoleView, apply_sample, cluster_status
+from core.run.events import (
+    ClusterStateChanged,
+    Event,
+    Metrics,
+    RoleOutput,
+    Sample,
+    Scalars,
+    warning,
+)
+from core.run.publish import Publisher, Subscriber
+from core.run.role_view import RoleView, StatusBoard, apply_sample
 from core.run.rundir import RUN_FILE, SPEC_FILE, launcher_alive, read_run_json, read_run_spec
-from core.run.status import ClusterPhase, ClusterStatus, Event, RoleStatus, agent_hosts
+from core.run.status import ClusterPhase, ClusterStatus, RoleStatus, agent_hosts
 from core.telemetry.placement import PlacementAggregator
 
 POLL_S = 0.5
@@ -93,15 +102,13 @@ class RunReader:
         self.spec: ClusterSpec = spec
         self._roles = {t.role_id: _RoleReplay(t, path) for t in spec.tasks()}
         self._lock = threading.RLock()
-        self._subscribers: list[Callable[[Event], None]] = []
-        self._phase = ClusterPhase.IDLE
-        self._result: str | None = None
-        self._reason = ""
+        self._publisher = Publisher()
         self._events = journal.JsonlTail(path / journal.EVENTS_FILE)
         self._samples: dict[Path, journal.JsonlTail] = {}
         self._live_status: ClusterStatus | None = None
+        self._board = StatusBoard(self._roles, time.time())  # the status read back, rebuilt by this reader's thread
         # The hosts whose roles the launcher reaches through their agent, from its last status reply.
-        self.agent_hosts: frozenset[str] = frozenset()
+        self._agent_hosts: frozenset[str] = frozenset()
         self._status_problem = ""  # the last unreadable status reply, said once
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -109,8 +116,8 @@ class RunReader:
 
     # ------------------------------------------------------------------ the Controller-like surface
 
-    def subscribe(self, callback: Callable[[Event], None]) -> None:
-        self._subscribers.append(callback)
+    def subscribe(self, callback: Subscriber) -> None:
+        self._publisher.subscribe(callback)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"replay-{self.path.name}", daemon=True)
@@ -125,6 +132,11 @@ class RunReader:
             # Being started by another thread this very moment, it cannot be joined yet; it sees the stop.
             with contextlib.suppress(RuntimeError):
                 self._thread.join(timeout_s)
+
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`close` was asked: long passes over the files stop at their next step."""
+        return self._stop.is_set()
 
     @property
     def done(self) -> bool:
@@ -154,14 +166,16 @@ class RunReader:
     @property
     def live(self) -> bool:
         """True while the status comes from the launch's control socket (its own roles' figures)."""
-        with self._lock:
-            return self._live_status is not None
+        return self._live_status is not None
+
+    def agent_hosts(self) -> frozenset[str]:
+        """The hosts whose roles the launcher reaches through their agent (its last status reply)."""
+        return self._agent_hosts
 
     def status(self) -> ClusterStatus:
-        with self._lock:
-            if self._live_status is not None:
-                return self._live_status
-            return cluster_status(self._phase, self._result, self._reason, self._roles.values(), time.time())
+        """The latest status, without waiting: the launcher's own while it runs, else the one read
+        back, each an immutable snapshot swapped in by the reader's thread."""
+        return self._live_status or self._board.current
 
     def placement(self, role: str) -> dict[str, Any]:
         with self._lock:
@@ -185,6 +199,9 @@ class RunReader:
     def restart_all(self) -> Future[str]:
         return self._request({"action": "restart_all"})
 
+    def signal_role(self, role: str, signal_name: str) -> Future[str]:
+        return self._request({"action": "signal", "role": role, "signal": signal_name})
+
     def _request(self, payload: dict[str, Any]) -> Future[str]:
         future: Future[str] = Future()
 
@@ -196,13 +213,13 @@ class RunReader:
                 reply = control.request(sock, payload)
             except OSError as exc:
                 future.set_exception(RuntimeError(f"cannot reach the launch of {self.path.name}: {exc}"))
-                self._publish("warning", message=f"{payload['action']}: cannot reach the launch: {exc}")
+                self._warn(f"{payload['action']}: cannot reach the launch: {exc}")
                 return
             if reply.get("ok"):
                 future.set_result(str(reply.get("message", "")))
             else:
                 future.set_exception(RuntimeError(str(reply.get("error"))))
-                self._publish("warning", message=f"{payload['action']}: {reply.get('error')}")
+                self._warn(f"{payload['action']}: {reply.get('error')}")
 
         threading.Thread(target=send, name="replay-request", daemon=True).start()
         return future
@@ -229,8 +246,9 @@ class RunReader:
                 if now - last_status_poll >= 1.0 and not self._stop.is_set():
                     last_status_poll = now
                     self._poll_live_status()
+                self._board.refresh(time.time())
             except Exception as exc:  # a damaged file must not kill the reader
-                self._publish("warning", message=f"reading {self.path}: {exc!r}")
+                self._warn(f"reading {self.path}: {exc!r}")
             self._stop.wait(POLL_S)
 
     def _prefetch(self) -> None:
@@ -256,43 +274,40 @@ class RunReader:
             self.info = info
 
     def _read_events(self) -> None:
-        # Old run directories journalled telemetry too: those lines are skipped, the telemetry
-        # files have the same data.
-        for record in self._events.read(CHUNK_BYTES * 8):
-            if journal.is_state_record(record.get("kind")):
-                self._apply(record)
-
-    def _apply(self, record: dict[str, Any]) -> None:
-        kind = str(record["kind"])
-        name = record.get("role")
-        role = self._roles.get(name) if isinstance(name, str) else None
-        t = float(record.get("t") or 0.0)
-        data = {k: v for k, v in record.items() if k not in ("kind", "role", "t")}
+        """The journal's new records: into the role views and the status first, then to the
+        subscribers, so a listener that reads :meth:`status` on an event sees what it tells.
+        Old run directories journalled telemetry too: those lines are skipped (the telemetry
+        files have the same data), as are users' commands (nothing to show)."""
+        events = [e for r in self._events.read(CHUNK_BYTES * 8) if (e := Event.from_record(r)) is not None]
+        if not events:
+            return
+        now = time.time()
         with self._lock:
-            if role is not None:
-                role.apply_record(record)
-            elif kind == "cluster_state":
-                with contextlib.suppress(ValueError):
-                    self._phase = ClusterPhase(str(data.get("phase")))
-                self._result = data.get("result")
-                self._reason = str(data.get("reason") or "")
-        if kind != "command":  # the journal's own record of users' commands; nothing to show
-            self._publish(kind, name if isinstance(name, str) else None, t=t, **data)
+            for event in events:
+                role = self._roles.get(event.role) if event.role is not None else None
+                if role is not None:
+                    role.apply(event.t, event.payload)
+                    self._board.role_changed(role.task.role_id, now)
+                elif isinstance(event.payload, ClusterStateChanged):
+                    p = event.payload
+                    self._board.set_phase(p.phase, p.result, p.reason)
+        for event in events:
+            self._publisher.publish(event)
 
     def _read_telemetry(self, role: _RoleReplay) -> None:
-        """A chunk of the role's metrics and scalars: into its view, and to the view as one batch."""
+        """A chunk of the role's metrics and scalars: into its view, and to the view as one batch.
+        The views are this thread's alone; the status others read is the board's snapshot."""
+        name = role.task.role_id
         samples = _read(role.metrics)
         if samples:
-            with self._lock:
-                role.add_metrics(samples)
-            self._publish("metrics", role.task.role_id, t=samples[-1].get("t"), samples=samples)
+            role.add_metrics(samples)
+            self._publisher.publish(Event(_time(samples[-1].get("t")), name, Metrics(samples)))
         if self._stop.is_set():
             return
         points = _read(role.scalars)
         if points:
-            with self._lock:
-                role.add_scalars(points)
-            self._publish("scalars", role.task.role_id, t=points[-1].get("wall_time"), points=points)
+            role.add_scalars(points)
+            self._publisher.publish(Event(_time(points[-1].get("wall_time")), name, Scalars(points)))
 
     def _read_samples(self) -> None:
         for path in self._sample_files():
@@ -301,10 +316,8 @@ class RunReader:
             tail = self._samples.setdefault(path, journal.JsonlTail(path))
             records = _read(tail, SKIM_SAMPLES)  # a GPU card draws ~600 px of a day
             for record in records:
-                with self._lock:
-                    apply_sample(self._roles, record)
-                t = record.get("t")
-                self._emit(Event("sample", float(t) if isinstance(t, (int, float)) else time.time(), None, record))
+                apply_sample(self._roles, record)
+                self._publisher.publish(Event(_time(record.get("t")), None, Sample.from_record(record)))
 
     def _read_output(self, role: _RoleReplay) -> None:
         for _ in range(CHUNKS_PER_POLL):
@@ -335,14 +348,14 @@ class RunReader:
             role.placement.feed_stream(text)
         if size - role.read_offset <= CATCH_UP_OUTPUT_BYTES:
             # Of a long log read back, only the tail goes to the screen; the file has the rest.
-            self._publish("role_output", role.task.role_id, attempt=role.read_attempt, text=text)
+            output = RoleOutput(text, attempt=role.read_attempt)
+            self._publisher.publish(Event(time.time(), role.task.role_id, output))
         return True
 
     def _poll_live_status(self) -> None:
         sock = self.control_socket()
         if sock is None:
-            with self._lock:
-                self._live_status = None
+            self._live_status = None
             return
         try:
             reply = control.request(sock, {"action": "status"}, timeout_s=2.0)
@@ -361,20 +374,19 @@ class RunReader:
             self._say_status_problem(f"the run's control socket sent a status this window cannot read: {exc}")
             return
         self._status_problem = ""
-        with self._lock:
-            self._live_status = ClusterStatus(phase, reply.get("result"), str(reply.get("reason") or ""), tuple(roles))
-            self.agent_hosts = agent_hosts(reply)
+        self._agent_hosts = agent_hosts(reply)
+        self._live_status = ClusterStatus(phase, reply.get("result"), str(reply.get("reason") or ""), tuple(roles))
 
     def _say_status_problem(self, message: str) -> None:
         """Said once per change of the problem, never per poll."""
         if message != self._status_problem:
             self._status_problem = message
-            self._publish("warning", message=message)
+            self._warn(message)
 
-    def _publish(self, kind: str, role: str | None = None, t: float | None = None, **data: Any) -> None:
-        self._emit(Event(kind, t if t is not None else time.time(), role, data))
+    def _warn(self, message: str) -> None:
+        self._publisher.publish(warning(message, time.time()))
 
-    def _emit(self, event: Event) -> None:
-        for callback in list(self._subscribers):
-            with contextlib.suppress(Exception):  # a broken listener must not stop the reader
-                callback(event)
+
+def _time(t: object) -> float:
+    """A record's time, or now for a record without one."""
+    return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else time.time()

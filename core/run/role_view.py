@@ -16,6 +16,7 @@ from typing import Any
 
 from core.cluster.render import role_dir
 from core.cluster.spec import Task
+from core.run.events import Payload, RolePid, RoleStalled, RoleStateChanged, RoleWaiting
 from core.run.status import ALIVE, TERMINAL, ClusterPhase, ClusterStatus, RoleState, RoleStatus
 from core.telemetry.loss_tags import is_loss_tag
 from core.telemetry.metrics import MetricSample
@@ -50,12 +51,14 @@ class RoleView:
         self.scalar_tags: set[str] = set()
         self.stalled = False
         self.stalled_since: float | None = None  # the last progress, while stalled
-        self.waiting: dict[str, Any] | None = None  # the last role_waiting record, while it waits
+        self.waiting: RoleWaiting | None = None  # what it waits for, while it waits
 
     # ------------------------------------------------------------------ changes
 
     def enter_state(self, state: RoleState, t: float, detail: str) -> None:
-        """The one place a state is entered; the times and the log follow from it."""
+        """Record that the role is in ``state`` since ``t``, with the times and the log that follow
+        from it. Whether the move is allowed is the owner's to check: the controller's role machine
+        (:mod:`core.controller.roles`) live, the journal's order when read back."""
         self.state = state
         self.state_since = round(t, 3)
         self.detail = detail
@@ -65,28 +68,24 @@ class RoleView:
         elif state in TERMINAL or state == RoleState.BACKOFF:
             self.ended_at = self.state_since
 
-    def apply_record(self, record: dict[str, Any]) -> None:
-        """Take one journal record about this role (``role_state``, ``role_pid``, ``role_stalled``)."""
-        kind = record.get("kind")
-        t = float(record.get("t") or 0.0)
-        if kind == "role_state":
-            try:
-                state = RoleState(str(record.get("state")))
-            except ValueError:
-                return
-            self.pid = record.get("pid") if isinstance(record.get("pid"), int) else None
-            self.attempt = int(record.get("attempt") or self.attempt)
-            self.restarts = int(record.get("restarts") or 0)
-            self.returncode = record.get("returncode")
-            self.signal = record.get("signal")
-            self.enter_state(state, t, str(record.get("detail", "")))
-        elif kind == "role_pid":
-            self.pid = record.get("pid") if isinstance(record.get("pid"), int) else None
-        elif kind == "role_stalled":
-            self.stalled = bool(record.get("stalled"))
-            self.stalled_since = t - float(record.get("stalled_for_s") or 0.0) if self.stalled else None
-        elif kind == "role_waiting":  # diagnosis (issue 13)
-            self.waiting = dict(record) if record.get("waiting") else None
+    def apply(self, t: float, payload: Payload) -> None:
+        """Take one event about this role (a state, its pid, a stall, a wait), live or read back
+        from the journal; other payloads say nothing of the role's state."""
+        match payload:
+            case RoleStateChanged():
+                self.pid = payload.pid
+                self.attempt = payload.attempt or self.attempt
+                self.restarts = payload.restarts
+                self.returncode = payload.returncode
+                self.signal = payload.signal
+                self.enter_state(payload.state, t, payload.detail)
+            case RolePid():
+                self.pid = payload.pid
+            case RoleStalled():
+                self.stalled = payload.stalled
+                self.stalled_since = t - (payload.stalled_for_s or 0.0) if payload.stalled else None
+            case RoleWaiting():
+                self.waiting = payload if payload.waiting else None
 
     def add_metrics(self, samples: Iterable[dict[str, Any]]) -> None:
         """Take parsed output metrics (records of metrics.jsonl); one without a sample's fields is skipped."""
@@ -106,13 +105,23 @@ class RoleView:
 
     # ------------------------------------------------------------------ the view
 
+    def _shown_stats(self) -> tuple[WorkerStats, str | None]:
+        """The figures shown: from the output, else from TensorBoard scalars; and which."""
+        if self.stats.step is not None or self.stats.loss is not None:
+            return self.stats, "output"
+        if self.tb_stats.step is not None or self.tb_stats.loss is not None:
+            return self.tb_stats, "tb"
+        return self.stats, None
+
+    def shown_step_time_s(self) -> float | None:
+        """The step time :meth:`status` shows."""
+        return self._shown_stats()[0].step_time_s
+
     def status(self, straggler: bool, now: float) -> RoleStatus:
         """The immutable status; figures of the process only while it lives."""
         t = self.task
         alive = self.state in ALIVE
-        stats, source = self.stats, "output" if self.stats.step is not None or self.stats.loss is not None else None
-        if source is None and (self.tb_stats.step is not None or self.tb_stats.loss is not None):
-            stats, source = self.tb_stats, "tb"
+        stats, source = self._shown_stats()
         loss = stats.loss
         if loss is None and self.tb_stats.loss is not None:
             loss, source = self.tb_stats.loss, "tb"  # steps from the output, the loss from TensorBoard
@@ -150,9 +159,9 @@ class RoleView:
                 else None
             ),
             loss_source=source,
-            waiting_for=self.waiting.get("waiting_for") if self.waiting else None,
-            waiting_message=str(self.waiting.get("message") or "") if self.waiting else "",
-            waiting_fix=str(self.waiting.get("fix") or "") if self.waiting else "",
+            waiting_for=self.waiting.waiting_for if self.waiting else None,
+            waiting_message=self.waiting.message if self.waiting else "",
+            waiting_fix=self.waiting.fix if self.waiting else "",
         )
 
 
@@ -191,14 +200,58 @@ def apply_sample(views: Mapping[str, RoleView], record: dict[str, Any]) -> None:
 def cluster_status(
     phase: ClusterPhase, result: str | None, reason: str, views: Iterable[RoleView], now: float
 ) -> ClusterStatus:
-    """The cluster's status; a running role whose step time is far above the others' is a straggler
-    (only running roles count: a finished one's last step time says nothing now)."""
+    """The cluster's status, built whole; a running role whose step time is far above the others'
+    is a straggler (only running roles count: a finished one's last step time says nothing now)."""
     views = list(views)
+    slow = _stragglers(views)
+    return ClusterStatus(phase, result, reason, tuple(v.status(v.task.role_id in slow, now) for v in views))
+
+
+def _stragglers(views: Iterable[RoleView]) -> set[str]:
     times: dict[str, float] = {}
     for v in views:
-        shown = v.status(False, now)
-        if v.state == RoleState.RUNNING and shown.step_time_s is not None:
-            times[v.task.role_id] = shown.step_time_s
-    slow = stragglers(times)
-    roles = tuple(v.status(v.task.role_id in slow, now) for v in views)
-    return ClusterStatus(phase, result, reason, roles)
+        if v.state == RoleState.RUNNING:
+            step_time_s = v.shown_step_time_s()
+            if step_time_s is not None:
+                times[v.task.role_id] = step_time_s
+    return stragglers(times)
+
+
+class StatusBoard:
+    """The latest :class:`ClusterStatus` of a set of role views, built by the thread that owns them
+    and swapped in whole, so any other thread (the window's, once a frame) reads :attr:`current`
+    without a lock and never waits for the owner.
+
+    A role's change rebuilds that role's status only (:meth:`role_changed`, before its event is
+    published); :meth:`refresh` rebuilds every role's figures and the stragglers, which the owner
+    calls as telemetry arrives, a few times a second at most."""
+
+    def __init__(self, views: Mapping[str, RoleView], now: float) -> None:
+        self._views = views
+        self._phase = ClusterPhase.IDLE
+        self._result: str | None = None
+        self._reason = ""
+        self._slow: set[str] = set()
+        self._roles: dict[str, RoleStatus] = {}
+        self.current = ClusterStatus(ClusterPhase.IDLE, None, "", ())
+        self.refresh(now)
+
+    def set_phase(self, phase: ClusterPhase, result: str | None, reason: str) -> None:
+        self._phase, self._result, self._reason = phase, result, reason
+        self._swap()
+
+    def role_changed(self, name: str, now: float) -> None:
+        view = self._views.get(name)
+        if view is not None:
+            self._roles[name] = view.status(name in self._slow, now)
+            self._swap()
+
+    def refresh(self, now: float) -> None:
+        views = self._views.values()
+        self._slow = _stragglers(views)
+        self._roles = {v.task.role_id: v.status(v.task.role_id in self._slow, now) for v in views}
+        self._swap()
+
+    def _swap(self) -> None:
+        roles = tuple(self._roles[name] for name in self._views if name in self._roles)
+        self.current = ClusterStatus(self._phase, self._result, self._reason, roles)  # one reference swapped

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import signal as signal_module
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -150,17 +150,6 @@ class ClusterStatus:
 
     def role(self, name: str) -> RoleStatus:
         return next(r for r in self.roles if r.role == name)
-
-
-@dataclass(frozen=True)
-class Event:
-    """Something that happened. ``kind`` is ``role_state``, ``role_output``, ``cluster_state`` or
-    ``warning``; ``data`` holds the payload (documented in each publisher)."""
-
-    kind: str
-    t: float
-    role: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
 
 
 def exit_text(returncode: int | None, signal: int | None) -> str:

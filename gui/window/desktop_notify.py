@@ -9,7 +9,7 @@ import time
 from PySide6 import QtGui, QtWidgets
 
 from core.notify import Notification, classify
-from core.run.status import Event
+from core.run.events import Event
 
 # Events read back from an old run arrive too: only what happened lately is news.
 RECENT_S = 120.0

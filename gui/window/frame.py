@@ -22,8 +22,9 @@ from PySide6 import QtCore, QtWidgets
 
 from core.cluster.spec import ClusterSpec
 from core.controller.session import RunSource
+from core.run.events import Event, GpuStatus, HostStateChanged, Metrics, Sample, Scalars, SlurmChanged, WarningMessage
 from core.run.inbox import EventInbox
-from core.run.status import ClusterStatus, Event
+from core.run.status import ClusterStatus
 from core.telemetry.pci import tf_devices_by_bus
 from core.views.overview import PlannedRole
 from core.views.slurm_text import slurm_banner
@@ -220,9 +221,9 @@ class FramePump(QtCore.QObject):
             events, output = self.inbox.drain(FRAME_TELEMETRY_POINTS)
             samples: list[dict[str, Any]] = []  # consecutive host samples go to the GPUs in one batch
             for event in events:
-                if event.kind == "sample":
+                if isinstance(event.payload, Sample):
                     self.desktop_notifier.on_event(event)
-                    samples.append(event.data)
+                    samples.append(event.to_record())
                     continue
                 if samples:
                     self.gpus.add_samples(samples)
@@ -237,32 +238,30 @@ class FramePump(QtCore.QObject):
         return bool(events)
 
     def _dispatch(self, event: Event) -> None:
-        kind, data = event.kind, event.data
-        self.desktop_notifier.on_event(event)  # issue 23: the system tray, when not the active window
-        if kind == "metrics" and event.role:
-            self.training.add_samples(event.role, data.get("samples") or [])
-        elif kind == "scalars" and event.role:
-            self.training.add_scalars(event.role, data.get("points") or [])
-        elif kind == "sample":
-            self.gpus.add_sample(data)
-        elif kind == "gpu_status":
-            self.gpus.set_gpu_status(str(data.get("host")), str(data.get("status")))
-        elif kind == "host_state":
-            host = str(data.get("host"))
-            self.host_states[host] = dict(data)
-            state = str(data.get("state"))
-            self.gpus.set_link_state(host, state, str(data.get("reason") or ""))
-            if state not in ("connected", "connecting"):
-                self.statusBar().showMessage(f"host {host}: {state} {data.get('reason') or ''}", 15000)
-        elif kind == "slurm":
-            self.slurm_text = slurm_banner(data)
-        elif kind == "warning":
-            message = str(data.get("message"))
-            self.warnings.append(message)
-            del self.warnings[:-100]
-            self.warning_label.setText(f"{len(self.warnings)} warning{'s' if len(self.warnings) != 1 else ''}")
-            self.warning_label.setToolTip("\n".join(self.warnings[-10:]))
-            self.statusBar().showMessage(f"warning: {message}", 15000)
+        self.desktop_notifier.on_event(event)  # the system tray, when not the active window
+        p = event.payload
+        match p:
+            case Metrics() if event.role:
+                self.training.add_samples(event.role, p.samples)
+            case Scalars() if event.role:
+                self.training.add_scalars(event.role, p.points)
+            case Sample():
+                self.gpus.add_sample(event.to_record())
+            case GpuStatus():
+                self.gpus.set_gpu_status(p.host, str(p.status))
+            case HostStateChanged():
+                self.host_states[p.host] = p.to_record()
+                self.gpus.set_link_state(p.host, p.state, p.reason)
+                if p.state not in ("connected", "connecting"):
+                    self.statusBar().showMessage(f"host {p.host}: {p.state} {p.reason}", 15000)
+            case SlurmChanged():
+                self.slurm_text = slurm_banner(p.to_record())
+            case WarningMessage():
+                self.warnings.append(p.message)
+                del self.warnings[:-100]
+                self.warning_label.setText(f"{len(self.warnings)} warning{'s' if len(self.warnings) != 1 else ''}")
+                self.warning_label.setToolTip("\n".join(self.warnings[-10:]))
+                self.statusBar().showMessage(f"warning: {p.message}", 15000)
 
     def _refresh_visible(self, force: bool = False) -> None:
         current = self.tabs.currentWidget()

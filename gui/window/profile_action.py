@@ -104,10 +104,9 @@ class ProfileAction(QtCore.QObject):
         if session is not None and controller is not None:
             return set(controller.agent_hosts()), session.server.path
         source = self.window.source
-        socket = getattr(source, "control_socket", None)
-        if source is None or socket is None:
+        if source is None:
             return set(), None
-        return set(getattr(source, "agent_hosts", ())), socket()
+        return set(source.agent_hosts()), source.control_socket()
 
     def _on_captured(self, result: object, error: BaseException | None) -> None:
         self.busy = None

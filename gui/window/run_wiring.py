@@ -25,9 +25,9 @@ from PySide6 import QtCore
 from core.cluster.spec import ClusterSpec
 from core.controller.controller import Controller
 from core.controller.session import LaunchSession, RunSource
+from core.run.events import warning
 from core.run.inbox import EventInbox
 from core.run.reader import RunReader
-from core.run.status import Event
 from gui.offthread import Relay, SerialJobs, start_soon
 
 ABANDON_WAIT_S = 30.0
@@ -219,4 +219,4 @@ def _report_refusal(inbox: EventInbox, future: Future[str]) -> None:
     inbox only, never the window, so the future's last reference never releases a Qt object there."""
     exc = future.exception()
     if exc is not None:
-        inbox.put(Event("warning", time.time(), None, {"message": str(exc)}))
+        inbox.put(warning(str(exc), time.time()))

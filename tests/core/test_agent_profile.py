@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from core.agent.profile import MAX_CHUNK_BYTES, parse_profile, profile_path, read_chunk
-from core.profiling.env import ProfileError
-from core.profiling.remote import AgentReplies
+from core.remote.agent_requests import AgentRequestError, AgentRequests
 from tests.core.test_agent import AgentProcess, start
 
 GOOD = {"id": "p1", "role": "worker:1", "address": "10.0.0.2:2222", "seconds": 2, "logdir": "profiles/t/worker-1"}
@@ -111,15 +110,15 @@ def test_a_role_whose_python_has_no_tensorflow_is_said_so(agent_here: AgentProce
 
 
 def test_an_agent_without_the_profile_op_is_called_too_old_and_silence_is_a_timeout():
-    replies = AgentReplies()
+    replies = AgentRequests()
 
     def old_agent(command: dict[str, Any]) -> bool:
         replies.offer("h", {"ev": "error", "message": f"unknown op {command['op']!r}", "op": command["op"]})
         return True
 
-    with pytest.raises(ProfileError, match=r"^the agent on h is too old to profile \(no 'profile' op\)"):
+    with pytest.raises(AgentRequestError, match=r"^the agent on h is too old to profile \(no 'profile' op\)"):
         replies.ask("h", old_agent, {"op": "profile"}, 5)
-    with pytest.raises(ProfileError, match=r"^no answer from the agent on h in 0.2 s$"):
+    with pytest.raises(AgentRequestError, match=r"^no answer from the agent on h in 0.2 s$"):
         replies.ask("h", lambda command: True, {"op": "profile"}, 0.2)
     # A late answer is taken off the controller's queue and dropped.
     assert replies.offer("h", {"ev": "profiled", "id": "gone"}) is True

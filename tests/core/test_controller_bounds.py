@@ -12,8 +12,8 @@ import pytest
 from core.cluster.spec import load
 from core.controller import controller as controller_module
 from core.controller.controller import Controller
+from core.run.events import Event
 from core.run.rundir import RunDir
-from core.run.status import Event
 from tests.core.test_journal import light_cluster
 
 
@@ -26,7 +26,7 @@ def test_a_slow_controller_holds_back_its_agents_and_loses_nothing(tmp_path: Pat
 
     def slow_listener(event: Event) -> None:  # a controller thread far slower than its agents
         if event.kind == "warning":
-            warnings.append(str(event.data.get("message")))
+            warnings.append(str(event.payload.message))
         time.sleep(0.02)
 
     controller.subscribe(slow_listener)

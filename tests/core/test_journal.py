@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from core.cluster.spec import load
 from core.controller.controller import Controller
 from core.run import journal
+from core.run.events import Event
 from core.run.reader import RunReader
 from core.run.rundir import RunDir
-from core.run.status import ClusterStatus, Event
+from core.run.status import ClusterStatus
 from tests.conftest import ROOT, free_ports
 
 TRAINERS = ROOT / "resources" / "trainers"
@@ -108,9 +109,9 @@ def test_a_run_directory_written_before_the_state_only_journal_opens_whole(tmp_p
     }
     with lock:
         for worker in ("worker:0", "worker:1"):
-            steps = [s["step"] for e in events if e.kind == "metrics" and e.role == worker for s in e.data["samples"]]
+            steps = [s["step"] for e in events if e.kind == "metrics" and e.role == worker for s in e.payload.samples]
             assert steps == list(range(1, 41))  # from metrics.jsonl, once: the journal's copies are skipped
-        replayed = [e.data["state"] for e in events if e.kind == "role_state"]
+        replayed = [e.payload.state for e in events if e.kind == "role_state"]
     journalled = [
         json.loads(x)["state"] for x in (run / "events.jsonl").read_text().splitlines() if '"role_state"' in x
     ]

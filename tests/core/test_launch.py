@@ -453,7 +453,7 @@ def test_controller_publishes_tensorboard_scalars_and_placement(tmp_path: Path):
     controller = Controller(spec, RunDir.create(spec, path=tmp_path / "run"))
     scalars: list[dict[str, Any]] = []
     controller.subscribe(
-        lambda e: scalars.extend(e.data["points"]) if e.kind == "scalars" and e.role == "worker:0" else None
+        lambda e: scalars.extend(e.payload.points) if e.kind == "scalars" and e.role == "worker:0" else None
     )
     controller.start()
     assert controller.wait(120)

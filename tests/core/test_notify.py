@@ -18,10 +18,11 @@ from core.cluster.spec import dumps, load, parse_text
 from core.controller.session import LaunchSession
 from core.notify import Notification, Notifier
 from core.run import journal
-from core.run.status import Event
+from core.run.events import Event
 from tests.conftest import ROOT, free_ports, run_cli
 from tests.core.test_journal import TRAINERS, wait_for
 from tests.core.test_launch import Launch, launches  # noqa: F401 - the fixture
+from tests.helpers.events import make_event
 
 SINK = ROOT / "tests" / "helpers" / "notify_sink.py"
 
@@ -103,15 +104,17 @@ def test_one_notification_per_kind_a_minute_the_rest_folded(tmp_path: Path) -> N
     try:
 
         def failed(role: str) -> Event:
-            return Event("role_state", time.time(), role, {"state": "failed", "detail": f"{role} died", "restarts": 0})
+            return make_event(
+                "role_state", time.time(), role, {"state": "failed", "detail": f"{role} died", "restarts": 0}
+            )
 
         notifier.on_event(failed("worker:0"))  # sent at once
         wait_for(lambda: len(received(out)) == 1, 30, "the first notification")
         for role in ("worker:1", "worker:2", "worker:3"):
             now[0] += 5
             notifier.on_event(failed(role))  # within the minute: held, the newest kept
-        notifier.on_event(Event("role_state", time.time(), "worker:4", {"state": "running"}))  # not a notification
-        notifier.on_event(Event("role_stalled", time.time(), "worker:5", {"stalled": True, "detail": "no step"}))
+        notifier.on_event(make_event("role_state", time.time(), "worker:4", {"state": "running"}))  # not a notification
+        notifier.on_event(make_event("role_stalled", time.time(), "worker:5", {"stalled": True, "detail": "no step"}))
         wait_for(lambda: len(received(out)) == 2, 30, "the other kind, not held")
         time.sleep(0.5)  # the notifier thread polls several times: nothing more may come yet
         assert [p["kind"] for p in received(out)] == ["role_failed", "stalled"]
@@ -124,7 +127,7 @@ def test_one_notification_per_kind_a_minute_the_rest_folded(tmp_path: Path) -> N
         now[0] += 1
         notifier.on_event(failed("worker:6"))  # held again (1 s after the last)
         notifier.on_event(
-            Event("cluster_state", time.time(), None, {"phase": "done", "result": "failed", "reason": "x"})
+            make_event("cluster_state", time.time(), None, {"phase": "done", "result": "failed", "reason": "x"})
         )
         wait_for(lambda: len(received(out)) == 4, 30, "run_finished")
         final = received(out)[3]
@@ -144,7 +147,17 @@ def test_one_notification_per_kind_a_minute_the_rest_folded(tmp_path: Path) -> N
         "role": "worker:0",
         "host": None,
         "run": "r1",
-        "event": {"state": "failed", "detail": "worker:0 died", "restarts": 0},
+        # The event's own fields: a typed role_state carries every field of its kind.
+        "event": {
+            "old": None,
+            "state": "failed",
+            "detail": "worker:0 died",
+            "pid": None,
+            "attempt": 0,
+            "restarts": 0,
+            "returncode": None,
+            "signal": None,
+        },
         "folded": 0,
     }
 
@@ -160,7 +173,7 @@ def test_a_failing_command_is_reported_not_raised(tmp_path: Path) -> None:
     notifier.offer(Notification("run_finished", "run succeeded", "", time.time()))
     notifier.close()
     assert [e.kind for e in reports] == ["warning"]
-    assert "exited with code 3: mail server said no" in reports[0].data["message"]
+    assert "exited with code 3: mail server said no" in reports[0].payload.message
     assert {
         "kind": "notify",
         "notification": "run_finished",
@@ -171,7 +184,7 @@ def test_a_failing_command_is_reported_not_raised(tmp_path: Path) -> None:
     missing.start()
     missing.offer(Notification("run_finished", "run succeeded", "", time.time()))
     missing.close()
-    assert "could not start" in reports[-1].data["message"]
+    assert "could not start" in reports[-1].payload.message
 
 
 # ---------------------------------------------------------------------------- real runs
@@ -222,8 +235,12 @@ def test_a_hanging_command_is_killed_and_reported_while_the_run_goes_on(tmp_path
         step = controller.status().roles[1].step or 0
         # The run goes on while the command hangs: worker:0 keeps training.
         wait_for(lambda: (controller.status().roles[1].step or 0) > step + 10, 30, "worker:0 to go on")
-        assert hung.is_running() and not any("timed out" in str(e.data.get("message")) for e in events)
-        wait_for(lambda: any("timed out after 3 s" in str(e.data.get("message")) for e in events), 30, "the report")
+        assert hung.is_running() and not any("timed out" in str(getattr(e.payload, "message", None)) for e in events)
+        wait_for(
+            lambda: any("timed out after 3 s" in str(getattr(e.payload, "message", None)) for e in events),
+            30,
+            "the report",
+        )
         wait_for(lambda: not hung.is_running() or hung.status() == psutil.STATUS_ZOMBIE, 10, "the command killed")
         assert controller.status().phase == "running"
         controller.signal_role("worker:1", "CONT").result(10)
@@ -301,7 +318,7 @@ def test_which_events_are_notifications() -> None:
     from core.notify import classify
 
     def kind(event_kind: str, role: str | None = None, **data: Any) -> tuple[str, str] | None:
-        n = classify(Event(event_kind, 1.0, role, data))
+        n = classify(make_event(event_kind, 1.0, role, data))
         return (n.kind, n.title) if n is not None else None
 
     assert kind("cluster_state", phase="done", result="succeeded", reason="training finished") == (

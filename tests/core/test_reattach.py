@@ -19,8 +19,8 @@ import pytest
 
 from core.cluster.spec import load
 from core.controller.controller import Controller
+from core.run.events import Event
 from core.run.rundir import RunDir
-from core.run.status import Event
 from tests.conftest import ROOT, run_cli
 from tests.core.test_launch import between_graph
 from tests.helpers.procs import assert_nothing_left
@@ -105,7 +105,7 @@ def test_sigkilled_launcher_leaves_roles_running_and_reattach_shows_the_rest_wit
     def on_event(event: Event) -> None:
         if event.kind == "role_output" and event.role:
             with lock:
-                received.setdefault(event.role, []).append(event.data["text"])
+                received.setdefault(event.role, []).append(event.payload.text)
 
     controller.subscribe(on_event)
     controller.start()

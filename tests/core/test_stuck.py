@@ -137,8 +137,8 @@ def test_silent_wait_and_start_stall_when_tensorflow_logs_are_hidden(tmp_path: P
     """With TF_CPP_MIN_LOG_LEVEL=1 TensorFlow says nothing: the roles' states still tell."""
     from core.cluster.spec import load
     from core.controller.controller import Controller
+    from core.run.events import Event
     from core.run.rundir import RunDir
-    from core.run.status import Event
 
     cluster, ports = stuck_cluster(tmp_path, extra="start_stall_after_s = 40", log_level=1)
     cluster.write_text(cluster.read_text().replace(', "--tf_verbosity=info"', ""))
@@ -150,33 +150,33 @@ def test_silent_wait_and_start_stall_when_tensorflow_logs_are_hidden(tmp_path: P
     controller.start()
     try:
         waiting = wait_for(
-            lambda: [e for e in seen if e.kind == "role_waiting" and e.data["waiting"]], 150, "a silent wait"
+            lambda: [e for e in seen if e.kind == "role_waiting" and e.payload.waiting], 150, "a silent wait"
         )[0]
         exited = next(
-            e for e in seen if e.kind == "role_state" and e.role == "worker:0" and e.data["state"] == "succeeded"
+            e for e in seen if e.kind == "role_state" and e.role == "worker:0" and e.payload.state == "succeeded"
         )
-        assert waiting.role == "worker:1" and waiting.data["waiting_for"] == "worker:0"
-        assert waiting.data["cause"] == "silent"
+        assert waiting.role == "worker:1" and waiting.payload.waiting_for == "worker:0"
+        assert waiting.payload.cause == "silent"
         # grace_s (10 s) after the chief exited, plus a tick or two.
         assert 9.5 <= waiting.t - exited.t < 13, waiting.t - exited.t
-        assert re.search(r"has printed no step for \d+ s, and worker:0 exited \(succeeded", waiting.data["message"])
+        assert re.search(r"has printed no step for \d+ s, and worker:0 exited \(succeeded", waiting.payload.message)
         assert controller.status().role("worker:1").waiting_for == "worker:0"
 
         stalled = wait_for(
-            lambda: [e for e in seen if e.kind == "role_stalled" and e.role == "worker:1" and e.data["stalled"]],
+            lambda: [e for e in seen if e.kind == "role_stalled" and e.role == "worker:1" and e.payload.stalled],
             60,
             "a start stall of worker:1",
         )[0]
         started = next(
-            e for e in seen if e.kind == "role_state" and e.role == "worker:1" and e.data["state"] == "starting"
+            e for e in seen if e.kind == "role_state" and e.role == "worker:1" and e.payload.state == "starting"
         )
-        assert stalled.role == "worker:1" and stalled.data["step"] is None
+        assert stalled.role == "worker:1" and stalled.payload.step is None
         assert 40 <= stalled.t - started.t < 43, stalled.t - started.t
         # With TensorFlow's INFO logs hidden this worker may print nothing at all: its last line, if any.
         last = [line.strip() for line in controller.last_lines("worker:1", 5) if line.strip()]
         said = f"last printed: {last[-1][:300]!r}" if last else "it printed nothing"
-        assert re.fullmatch(r"no step in 4\d s since it started; .*", stalled.data["detail"]), stalled.data["detail"]
-        assert stalled.data["detail"].endswith(said)
+        assert re.fullmatch(r"no step in 4\d s since it started; .*", stalled.payload.detail), stalled.payload.detail
+        assert stalled.payload.detail.endswith(said)
         # The ps never trains: it is never judged (worker:0 may be, on a slow machine, until its first step).
         assert "ps:0" not in {e.role for e in seen if e.kind == "role_stalled"}
     finally:
@@ -188,8 +188,8 @@ def test_workers_whose_ps_was_stopped_are_diagnosed_as_waiting_for_it(tmp_path: 
     """A classic worker whose ps went away hangs without a word (measured: no error, no line)."""
     from core.cluster.spec import load
     from core.controller.controller import Controller
+    from core.run.events import Event
     from core.run.rundir import RunDir
-    from core.run.status import Event
     from tests.core.test_launch import between_graph
 
     cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.02)
@@ -206,19 +206,19 @@ def test_workers_whose_ps_was_stopped_are_diagnosed_as_waiting_for_it(tmp_path: 
         assert not [e for e in seen if e.kind == "role_waiting"]
         controller.stop_role("ps:0").result(30)
         stopped = wait_for(
-            lambda: [e for e in seen if e.kind == "role_state" and e.role == "ps:0" and e.data["state"] == "stopped"],
+            lambda: [e for e in seen if e.kind == "role_state" and e.role == "ps:0" and e.payload.state == "stopped"],
             30,
             "ps:0 stopped",
         )[0]
         waits = wait_for(
-            lambda: len(w := [e for e in seen if e.kind == "role_waiting" and e.data["waiting"]]) == 2 and w,
+            lambda: len(w := [e for e in seen if e.kind == "role_waiting" and e.payload.waiting]) == 2 and w,
             60,
             "both workers waiting",
         )
         for wait in waits:
-            assert wait.data["waiting_for"] == "ps:0" and wait.data["cause"] == "silent"
-            assert "and ps:0 exited (stopped, killed by SIGTERM)" in wait.data["message"]
-            assert wait.data["fix"].startswith("Restart ps:0")
+            assert wait.payload.waiting_for == "ps:0" and wait.payload.cause == "silent"
+            assert "and ps:0 exited (stopped, killed by SIGTERM)" in wait.payload.message
+            assert wait.payload.fix.startswith("Restart ps:0")
             # The 10 s grace (or three of the worker's own step gaps) after its last step.
             assert 9.5 <= wait.t - stopped.t < 16, wait.t - stopped.t
         assert controller.status().role("worker:1").waiting_for == "ps:0"

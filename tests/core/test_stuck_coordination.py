@@ -37,8 +37,8 @@ STRAGGLER = re.compile(r"I0000 00:00:(?P<t>\d+\.\d+) .*coordination_service\.cc:
 def test_the_leader_waiting_for_a_worker_that_never_connected_is_diagnosed(tmp_path):
     from core.cluster.spec import load
     from core.controller.controller import Controller
+    from core.run.events import Event
     from core.run.rundir import RunDir
-    from core.run.status import Event
 
     ports = free_ports(2)
     spec, problems = load(write_cluster(tmp_path, MWMS_PEER_LATE, ports))
@@ -57,24 +57,24 @@ def test_the_leader_waiting_for_a_worker_that_never_connected_is_diagnosed(tmp_p
         controller.stop_role("worker:1").result(30)
         stopped = wait_for(
             lambda: [
-                e for e in seen if e.kind == "role_state" and e.role == "worker:1" and e.data["state"] == "stopped"
+                e for e in seen if e.kind == "role_state" and e.role == "worker:1" and e.payload.state == "stopped"
             ],
             30,
             "worker:1 stopped",
         )[0]
         wait = wait_for(
-            lambda: [e for e in seen if e.kind == "role_waiting" and e.data["waiting"]], 15, "worker:0's wait"
+            lambda: [e for e in seen if e.kind == "role_waiting" and e.payload.waiting], 15, "worker:0's wait"
         )[0]
-        assert wait.role == "worker:0" and wait.data["waiting_for"] == "worker:1"
-        assert wait.data["cause"] == "coordination_connect" and wait.data["certain"] is True
+        assert wait.role == "worker:0" and wait.payload.waiting_for == "worker:1"
+        assert wait.payload.cause == "coordination_connect" and wait.payload.certain is True
         assert wait.t - stopped.t < 3.0, wait.t - stopped.t
-        assert wait.data["message"].startswith(
+        assert wait.payload.message.startswith(
             "worker:0 is waiting for worker:1 to connect to the coordination service, and worker:1 exited (stopped"
-        ), wait.data["message"]
-        assert wait.data["message"].endswith("; it will wait forever.")
-        assert wait.data["line"].endswith("Example stragglers: /job:worker/replica:0/task:1")
-        assert wait.data["since"] >= float(match["t"]) - 1.0  # when the line arrived
-        assert wait.data["fix"].startswith("Restart worker:1")
+        ), wait.payload.message
+        assert wait.payload.message.endswith("; it will wait forever.")
+        assert wait.payload.line.endswith("Example stragglers: /job:worker/replica:0/task:1")
+        assert wait.payload.since >= float(match["t"]) - 1.0  # when the line arrived
+        assert wait.payload.fix.startswith("Restart worker:1")
         status = controller.status().role("worker:0")
         assert status.waiting_for == "worker:1"
     finally:
@@ -103,8 +103,8 @@ def test_the_ps_chief_that_lost_its_only_worker_is_diagnosed_as_waiting_for_it(t
     UnavailableError()`` (a Python ERROR log, shown by default) and then nothing, for good."""
     from core.cluster.spec import load
     from core.controller.controller import Controller
+    from core.run.events import Event
     from core.run.rundir import RunDir
-    from core.run.status import Event
 
     ports = free_ports(3)
     spec, problems = load(write_cluster(tmp_path, PS_ONE_WORKER, ports))
@@ -119,24 +119,24 @@ def test_the_ps_chief_that_lost_its_only_worker_is_diagnosed_as_waiting_for_it(t
         controller.stop_role("worker:0").result(30)
         stopped = wait_for(
             lambda: [
-                e for e in seen if e.kind == "role_state" and e.role == "worker:0" and e.data["state"] == "stopped"
+                e for e in seen if e.kind == "role_state" and e.role == "worker:0" and e.payload.state == "stopped"
             ],
             30,
             "worker:0 stopped",
         )[0]
         wait = wait_for(
-            lambda: [e for e in seen if e.kind == "role_waiting" and e.data["waiting"]], 30, "the chief's wait"
+            lambda: [e for e in seen if e.kind == "role_waiting" and e.payload.waiting], 30, "the chief's wait"
         )[0]
-        assert wait.role == "chief:0" and wait.data["waiting_for"] == "worker:0"
-        assert wait.data["cause"] == "worker_lost" and wait.data["certain"] is True
-        assert re.search(r"Worker /job:worker/replica:0/task:0 failed with UnavailableError", wait.data["line"]), (
-            wait.data["line"]
+        assert wait.role == "chief:0" and wait.payload.waiting_for == "worker:0"
+        assert wait.payload.cause == "worker_lost" and wait.payload.certain is True
+        assert re.search(r"Worker /job:worker/replica:0/task:0 failed with UnavailableError", wait.payload.line), (
+            wait.payload.line
         )
         # Certain once both are known: the worker's exit and the chief's line (which follows it).
-        assert wait.t - max(stopped.t, wait.data["since"]) < 3.0, (wait.t, stopped.t, wait.data["since"])
-        assert wait.data["message"].startswith("chief:0 lost worker:0, which exited (stopped"), wait.data["message"]
-        assert "no worker is left" in wait.data["message"]
-        assert wait.data["fix"].startswith("Restart worker:0")
+        assert wait.t - max(stopped.t, wait.payload.since) < 3.0, (wait.t, stopped.t, wait.payload.since)
+        assert wait.payload.message.startswith("chief:0 lost worker:0, which exited (stopped"), wait.payload.message
+        assert "no worker is left" in wait.payload.message
+        assert wait.payload.fix.startswith("Restart worker:0")
         assert controller.status().role("chief:0").waiting_for == "worker:0"
     finally:
         controller.close()
@@ -163,8 +163,8 @@ def test_workers_recreating_their_session_after_the_ps_went_are_diagnosed_with_i
     ``An error was raised. This may be due to a preemption ...`` and the error naming the ps."""
     from core.cluster.spec import load
     from core.controller.controller import Controller
+    from core.run.events import Event
     from core.run.rundir import RunDir
-    from core.run.status import Event
 
     ports = free_ports(3)
     spec, problems = load(write_cluster(tmp_path, RECOVERING_CLUSTER, ports))
@@ -179,13 +179,13 @@ def test_workers_recreating_their_session_after_the_ps_went_are_diagnosed_with_i
         )
         controller.stop_role("ps:0").result(30)
         stopped = wait_for(
-            lambda: [e for e in seen if e.kind == "role_state" and e.role == "ps:0" and e.data["state"] == "stopped"],
+            lambda: [e for e in seen if e.kind == "role_state" and e.role == "ps:0" and e.payload.state == "stopped"],
             30,
             "ps:0 stopped",
         )[0]
         waits = wait_for(
             lambda: (
-                len(w := [e for e in seen if e.kind == "role_waiting" and e.data["cause"] == "recovering"]) == 2 and w
+                len(w := [e for e in seen if e.kind == "role_waiting" and e.payload.cause == "recovering"]) == 2 and w
             ),
             30,
             "both workers recreating their sessions",
@@ -195,15 +195,15 @@ def test_workers_recreating_their_session_after_the_ps_went_are_diagnosed_with_i
             ),
         )
         for wait in waits:
-            assert wait.data["waiting_for"] == "ps:0" and wait.data["certain"] is True
-            assert wait.data["line"].startswith("INFO:tensorflow:An error was raised. This may be due to a preemption")
+            assert wait.payload.waiting_for == "ps:0" and wait.payload.certain is True
+            assert wait.payload.line.startswith("INFO:tensorflow:An error was raised. This may be due to a preemption")
             ago = re.fullmatch(
                 rf"{wait.role} lost ps:0 and recreates its session, which needs ps:0; ps:0 exited "
                 r"\(stopped, killed by SIGTERM\) (\d+) s ago: it will wait forever\.",
-                wait.data["message"],
+                wait.payload.message,
             )
-            assert ago and abs(int(ago[1]) - (wait.t - stopped.t)) <= 1.5, wait.data["message"]
-            assert wait.t - max(stopped.t, wait.data["since"]) < 3.0
+            assert ago and abs(int(ago[1]) - (wait.t - stopped.t)) <= 1.5, wait.payload.message
+            assert wait.t - max(stopped.t, wait.payload.since) < 3.0
         assert controller.status().role("worker:1").waiting_for == "ps:0"
     finally:
         controller.close()

@@ -18,10 +18,10 @@ import pytest
 from core.cli.launch import LaunchPrinter
 from core.cli.main import main as cli_main
 from core.run import control
-from core.run.status import Event
 from tests.conftest import free_ports, run_cli
 from tests.core.test_agent import AgentProcess
 from tests.core.test_launch import Launch
+from tests.helpers.events import make_event
 
 
 def cli(*args: str) -> tuple[int, str, str]:
@@ -361,7 +361,7 @@ def test_validate_messages_say_what_is_wrong_where(tmp_path: Path) -> None:
 def test_follow_shows_crlf_lines_and_progress_redraws() -> None:
     out = io.StringIO()
     printer = LaunchPrinter(out, ["worker:0"], progress_s=0)
-    printer(Event("role_output", 1.0, "worker:0", {"text": "step 1\r\nstep 2\r\n10%\r50%\r100%\n"}))
+    printer(make_event("role_output", 1.0, "worker:0", {"text": "step 1\r\nstep 2\r\n10%\r50%\r100%\n"}))
     assert [line.split("| ", 1)[1] for line in out.getvalue().splitlines()] == ["step 1", "step 2", "100%"]
 
 

@@ -91,8 +91,8 @@ def test_trainer_stuck_in_a_loop_is_stalled_through_the_controller_api(tmp_path:
     """As the window sees it: RoleStatus.stalled / stalled_for_s and role_stalled events."""
     from core.cluster.spec import load
     from core.controller.controller import Controller
+    from core.run.events import Event
     from core.run.rundir import RunDir
-    from core.run.status import Event
 
     trainer = tmp_path / "stuck.py"
     trainer.write_text(STUCK_TRAINER)
@@ -114,14 +114,14 @@ def test_trainer_stuck_in_a_loop_is_stalled_through_the_controller_api(tmp_path:
     controller.start()
     try:
         wait_for(
-            lambda: sum(1 for e in events if e.kind == "role_stalled" and e.data["stalled"]) == 2, 60, "both stalled"
+            lambda: sum(1 for e in events if e.kind == "role_stalled" and e.payload.stalled) == 2, 60, "both stalled"
         )
         status = controller.status()
         for role in status.roles:
             assert role.state == "running" and role.stalled and role.step == 20
             assert role.stalled_for_s is not None and role.stalled_for_s >= 2.0
         stall = next(e for e in events if e.kind == "role_stalled" and e.role == "worker:0")
-        assert stall.data["step"] == 20 and stall.data["stall_after_s"] == 2.0 and stall.data["stalled_for_s"] >= 2.0
+        assert stall.payload.step == 20 and stall.payload.stall_after_s == 2.0 and stall.payload.stalled_for_s >= 2.0
         # Measured from the last step's metrics event: flagged at the threshold, not long after.
         last_step_t = max(e.t for e in events if e.kind == "metrics" and e.role == "worker:0")
         assert 2.0 <= stall.t - last_step_t < 4.0, stall.t - last_step_t

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.run.status import Event
+from tests.helpers.events import make_event
 
 WORKERS, STEPS, HOSTS = 8, 20_000, 2
 
@@ -48,10 +48,10 @@ def test_a_backlog_goes_in_between_frames(qtbot, tmp_path: Path) -> None:
     window.frame.timer.stop()  # no frames from here: whatever drains the backlog is the catch-up
     for first in range(1, STEPS + 1, 2000):
         for w in range(WORKERS):
-            window.binding.inbox.put(Event("metrics", 0.0, f"worker:{w}", {"samples": metrics(first, 2000)}))
+            window.binding.inbox.put(make_event("metrics", 0.0, f"worker:{w}", {"samples": metrics(first, 2000)}))
     for t in range(600):
         for h in range(HOSTS):
-            window.binding.inbox.put(Event("sample", float(t), None, host_sample(f"gpu-{h}", float(t))))
+            window.binding.inbox.put(make_event("sample", float(t), None, host_sample(f"gpu-{h}", float(t))))
     window.frame._on_frame()  # one frame: its slice runs out long before the backlog does
     assert window.binding.inbox.pending() > 0 and window.frame.catch_up_timer.isActive()
     qtbot.waitUntil(lambda: window.binding.inbox.pending() == 0, timeout=60_000)
@@ -96,7 +96,7 @@ def test_a_frame_and_a_slice_never_share_a_turn_of_the_event_loop(qtbot, tmp_pat
     window.show()
     for first in range(1, 40_001, 2000):
         for w in range(WORKERS):
-            window.binding.inbox.put(Event("metrics", 0.0, f"worker:{w}", {"samples": metrics(first, 2000)}))
+            window.binding.inbox.put(make_event("metrics", 0.0, f"worker:{w}", {"samples": metrics(first, 2000)}))
     probe = QtCore.QTimer()
     probe.setInterval(1)
     probe.timeout.connect(lambda: order.append("tick"))
@@ -157,7 +157,7 @@ def test_no_slice_starts_when_the_frame_is_due(qtbot, tmp_path: Path) -> None:
     qtbot.addWidget(window)
     window.answer_close_question("leave")
     for w in range(WORKERS):
-        window.binding.inbox.put(Event("metrics", 0.0, f"worker:{w}", {"samples": metrics(1, 2000)}))
+        window.binding.inbox.put(make_event("metrics", 0.0, f"worker:{w}", {"samples": metrics(1, 2000)}))
     pending = window.binding.inbox.pending()
     window.frame._frame_ended = 0.0  # long ago
     window.frame.timer.start(2)  # the next frame is due in 2 ms: less than the margin and a slice

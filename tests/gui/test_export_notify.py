@@ -16,8 +16,8 @@ import pytest
 from core.cluster.spec import load
 from core.run import journal
 from core.run.csv_export import read_csv
-from core.run.status import Event
 from tests.conftest import ROOT, free_ports
+from tests.helpers.events import make_event
 
 SINK = ROOT / "tests" / "helpers" / "notify_sink.py"
 
@@ -124,13 +124,13 @@ def test_desktop_notification_only_when_the_window_is_not_active(qtbot, monkeypa
     window = MainWindow(None)
     qtbot.addWidget(window)
     notifier = window.desktop_notifier
-    failed = Event("role_state", time.time(), "worker:1", {"state": "failed", "detail": "killed by SIGKILL"})
+    failed = make_event("role_state", time.time(), "worker:1", {"state": "failed", "detail": "killed by SIGKILL"})
     monkeypatch.setattr(window, "isActiveWindow", lambda: True)
     notifier.on_event(failed)
     assert notifier.shown == []  # the user is looking at the window
     monkeypatch.setattr(window, "isActiveWindow", lambda: False)
-    notifier.on_event(Event("role_state", time.time(), "worker:1", {"state": "running"}))
-    notifier.on_event(Event("role_state", time.time() - 3600, "worker:1", {"state": "failed"}))  # read back: old
+    notifier.on_event(make_event("role_state", time.time(), "worker:1", {"state": "running"}))
+    notifier.on_event(make_event("role_state", time.time() - 3600, "worker:1", {"state": "failed"}))  # read back: old
     assert notifier.shown == []
     notifier.on_event(failed)
     assert [(n.kind, n.title, n.message) for n in notifier.shown] == [

@@ -65,7 +65,9 @@ def test_open_launch_and_close_never_wait_on_the_gui_thread(
         reader = window.source
         # Its reader starts after the first frame and skims every worker's day: the launch below
         # lets go of it in the middle of that pass.
-        qtbot.waitUntil(lambda: window.binding.inbox.pending() > 0 or bool(window.training.figures.loss), timeout=60_000)
+        qtbot.waitUntil(
+            lambda: window.binding.inbox.pending() > 0 or bool(window.training.figures.loss), timeout=60_000
+        )
 
         waits.phase = "launch"
         window.editor.set_spec(spec)  # the form: the cluster to launch in the past run's place

@@ -11,8 +11,8 @@ import pytest
 from core.cluster.spec import load
 from core.controller.controller import Controller
 from core.run import journal
+from core.run.events import Event
 from core.run.rundir import RunDir
-from core.run.status import Event
 from tests.core.test_journal import light_cluster
 
 pytestmark = pytest.mark.slow
@@ -46,9 +46,9 @@ def test_a_past_run_with_more_points_than_the_inbox_held_loses_none(qtbot, tmp_p
 
     def watching(event: Event) -> None:
         if event.kind == "role_state":
-            seen_states.append((event.role, str(event.data.get("state"))))
+            seen_states.append((event.role, str(event.payload.state)))
         elif event.kind == "metrics" and event.role in steps:
-            steps[event.role].extend(s["step"] for s in event.data["samples"])
+            steps[event.role].extend(s["step"] for s in event.payload.samples)
         dispatch(event)
 
     window.frame._dispatch = watching  # type: ignore[method-assign]

@@ -15,8 +15,8 @@ from core.cluster.slurm_table import SlurmConfig
 from core.cluster.spec import load
 from core.controller.controller import Controller
 from core.remote.transport import EventSink
+from core.run.events import Event
 from core.run.rundir import RunDir
-from core.run.status import Event
 from core.slurm.client import SlurmClient, job_name_for
 from core.slurm.counts import PlacementError, free_ports_on_slurm, place_counted
 from core.slurm.transport import SlurmTransport
@@ -99,7 +99,7 @@ def test_counted_between_graph_placed_on_the_allocation_trains_to_success(
         if event.kind == "role_pid" and event.role is not None:
             for _ in range(30):
                 try:
-                    proc = psutil.Process(int(event.data["pid"]))
+                    proc = psutil.Process(int(event.payload.pid))
                     seen[event.role] = (proc.cmdline(), json.loads(proc.environ()["TF_CONFIG"]))
                     return
                 except (psutil.Error, KeyError, ValueError) as exc:

@@ -16,8 +16,8 @@ import pytest
 from core.agent import artifact
 from core.cluster.spec import parse_text
 from core.controller.controller import Controller
+from core.run.events import Event
 from core.run.rundir import RunDir
-from core.run.status import Event
 from tests.conftest import ROOT, free_ports, run_cli
 from tests.ssh.conftest import SshServer, assert_nothing_left_under
 
@@ -118,11 +118,11 @@ def test_killed_ssh_connection_mid_run_reconnects_without_gap_or_duplicate(tmp_p
     def on_event(event: Event) -> None:
         with lock:
             if event.kind == "role_output" and event.role:
-                received.setdefault((event.role, event.data["attempt"]), []).append(
-                    (event.data["offset"], event.data["text"])
+                received.setdefault((event.role, event.payload.attempt), []).append(
+                    (event.payload.offset, event.payload.text)
                 )
             elif event.kind == "host_state":
-                host_states.append((event.data["host"], event.data["state"]))
+                host_states.append((event.payload.host, event.payload.state))
 
     controller.subscribe(on_event)
     controller.start()

@@ -1,0 +1,91 @@
+"""Stalls: a running role that has shown a step and none since ``stall_after_s``, or none at all
+since it started (the cluster file's ``[stuck]`` rules), is marked stalled; a new step clears it.
+Steps come from the role's output and its TensorBoard scalars; the check runs on the tick."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from core.cluster.spec import ClusterSpec
+from core.cluster.stuck_options import start_stall_detail
+from core.controller.roles import RoleMachine
+from core.controller.supervised import SupervisedRole
+from core.diagnosis.rules import Diagnoser
+from core.run.events import Event, RoleStalled
+from core.run.publish import Publisher
+from core.run.status import RoleState
+
+
+class StallWatch:
+    """Marks and clears stalls on the controller's thread; ``role_stalled`` events say so."""
+
+    def __init__(
+        self, spec: Callable[[], ClusterSpec], roles: RoleMachine, publisher: Publisher, diagnoser: Diagnoser
+    ) -> None:
+        self._spec = spec
+        self._roles = roles
+        self._publisher = publisher
+        self._diagnoser = diagnoser
+
+    def progress(self, role: SupervisedRole, steps: list[int]) -> None:
+        """A new step is progress; it clears a stall."""
+        if not steps or steps[-1] == role.last_step:
+            return
+        previous = role.progress_at
+        with self._roles.lock:
+            role.last_step = steps[-1]
+            # This machine's clock, not the agent's: a remote host's clock may be off by minutes.
+            role.progress_at = time.time()
+        if role.stalled:
+            self.mark(role, stalled=False, detail=f"step {role.last_step}", since=previous)
+        self._roles.waits(self._diagnoser.on_step(role.task.role_id, role.progress_at))
+
+    def mark(self, role: SupervisedRole, *, stalled: bool, detail: str, since: float | None = None) -> None:
+        """Mark or clear a stall and say so: ``stalled_for_s`` is how long without a step, so far
+        or in all; ``step`` the last one seen."""
+        since = since if since is not None else role.progress_at
+        with self._roles.lock:
+            role.stalled = stalled
+            role.stalled_since = since if stalled else None
+        payload = RoleStalled(
+            stalled=stalled,
+            stalled_for_s=round(time.time() - since, 1) if since is not None else None,
+            step=role.last_step,
+            stall_after_s=self._spec().stall_after_s,
+            attempt=role.attempt,
+            detail=detail,
+        )
+        self._publisher.publish(Event(round(time.time(), 3), role.task.role_id, payload))
+
+    def check(self, now: float) -> None:
+        """Judge every role (the tick). Roles that never print a step (ps, custom servers) are never
+        judged by ``stall_after_s``: silence is their normal state. Leaving RUNNING clears the mark."""
+        spec = self._spec()
+        after_s = spec.stall_after_s
+        for role in self._roles:
+            if role.stalled and role.state != RoleState.RUNNING:
+                self.mark(role, stalled=False, detail=f"role is {role.state}")
+            elif (
+                after_s > 0
+                and not role.stalled
+                and role.state == RoleState.RUNNING
+                and not role.output_blocked
+                and role.progress_at is not None
+                and now - role.progress_at >= after_s
+            ):
+                detail = f"no new step for {now - role.progress_at:.0f} s after step {role.last_step}"
+                self.mark(role, stalled=True, detail=detail)
+            elif (  # no step at all since the role started, past the [stuck] rules' limit
+                not role.stalled
+                and role.state == RoleState.RUNNING
+                and role.progress_at is None
+                and role.started_at is not None
+                and not role.output_blocked
+                and (
+                    why := start_stall_detail(
+                        spec.stuck, spec.strategy, role.task.job, now - role.started_at, False, role.last_lines(5)
+                    )
+                )
+            ):
+                self.mark(role, stalled=True, detail=why, since=role.started_at)
