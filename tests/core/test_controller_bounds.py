@@ -14,7 +14,7 @@ from core.controller import controller as controller_module
 from core.controller.controller import Controller
 from core.run.events import Event
 from core.run.rundir import RunDir
-from tests.core.test_journal import light_cluster
+from tests.core.test_journal import light_cluster, wait_for
 
 
 def test_a_slow_controller_holds_back_its_agents_and_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -23,10 +23,18 @@ def test_a_slow_controller_holds_back_its_agents_and_loses_nothing(tmp_path: Pat
     assert spec is not None, problems
     controller = Controller(spec, RunDir.create(spec, root=tmp_path / "runs"))
     warnings: list[str] = []
+    run_path = controller.run.path
+    held = [False]
 
     def slow_listener(event: Event) -> None:  # a controller thread far slower than its agents
         if event.kind == "warning":
             warnings.append(str(event.payload.message))
+        if event.kind == "role_output" and not held[0]:
+            # Held at the first output until the trainers are far ahead: the agents then have
+            # more chunks to send than the queue holds, however slow a loaded machine makes them.
+            held[0] = True
+            logs = [run_path / "roles" / f"worker-{i}" / "attempt-1.log" for i in (0, 1)]
+            wait_for(lambda: all(p.exists() and p.read_text().count("\n") >= 150 for p in logs), 60, "the output")
         time.sleep(0.02)
 
     controller.subscribe(slow_listener)
