@@ -26,8 +26,9 @@ from core.cluster.spec import load
 from core.controller.control_server import ControlServer
 from core.controller.session import LaunchSession
 from core.run import control
+from core.run.events import Event
 from core.run.reader import RunReader
-from core.run.status import Event, RoleState
+from core.run.status import RoleState
 from tests.conftest import free_ports, run_cli
 from tests.helpers.control_clients import Dripper, bad_listener, connect, exchange, read_reply, wait_for
 from tests.helpers.procs import assert_nothing_left

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from core.cli.launch import LaunchPrinter, PrinterThread
-from core.run.status import Event
 from tests.conftest import free_ports, run_cli
+from tests.helpers.events import make_event
 
 # Each writes a last line with no newline, then a UTF-8 sequence cut short (the first two bytes
 # of the three of "€"), and exits.
@@ -57,14 +57,14 @@ def test_a_last_line_is_printed_once_whole_after_the_output_of_its_batch() -> No
     out = io.StringIO()
     printer = LaunchPrinter(out, ["worker:0"], progress_s=0)
     thread = PrinterThread(printer, interval_s=3600)  # drained by close() only: one batch
-    thread.inbox.put(Event("role_output", 1.0, "worker:0", {"text": "a\nFATAL"}))
-    thread.inbox.put(Event("role_output", 1.1, "worker:0", {"text": ": cut"}))
+    thread.inbox.put(make_event("role_output", 1.0, "worker:0", {"text": "a\nFATAL"}))
+    thread.inbox.put(make_event("role_output", 1.1, "worker:0", {"text": ": cut"}))
     thread.inbox.put(
-        Event("role_state", 1.2, "worker:0", {"state": "backoff", "detail": "exit code 3", "old": "running"})
+        make_event("role_state", 1.2, "worker:0", {"state": "backoff", "detail": "exit code 3", "old": "running"})
     )
-    thread.inbox.put(Event("role_output", 1.3, "worker:1", {"text": "not followed"}))
+    thread.inbox.put(make_event("role_output", 1.3, "worker:1", {"text": "not followed"}))
     thread.close()
-    printer(Event("role_output", 2.0, "worker:0", {"text": "attempt 2\n"}))
+    printer(make_event("role_output", 2.0, "worker:0", {"text": "attempt 2\n"}))
     printer.end_batch()
     lines = [line for line in out.getvalue().splitlines() if " | " in line]
     assert lines == ["    worker:0 | a", "    worker:0 | FATAL: cut", "    worker:0 | attempt 2"]
