@@ -278,7 +278,8 @@ class RunReader:
         subscribers, so a listener that reads :meth:`status` on an event sees what it tells.
         Old run directories journalled telemetry too: those lines are skipped (the telemetry
         files have the same data), as are users' commands (nothing to show)."""
-        events = [e for r in self._events.read(CHUNK_BYTES * 8) if (e := Event.from_record(r)) is not None]
+        records = [r for r in self._events.read(CHUNK_BYTES * 8) if journal.is_state_record(r.get("kind"))]
+        events = [e for r in records if (e := Event.from_record(r)) is not None]
         if not events:
             return
         now = time.time()
