@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -31,6 +32,7 @@ from core.profiling.why import with_input_ops
 from core.profiling.why_record import WhyRecord, load_why
 from core.profiling.why_run import WhyRefused, why_slow
 from core.run import control
+from core.run.status import RoleStatus
 from core.run.status import agent_hosts as agent_hosts_of
 from core.textsafe import terminal
 
@@ -111,33 +113,47 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _status(args: argparse.Namespace, socket_path: Path, err: TextIO) -> dict[str, Any] | int:
-    """The run's status; else the exit code, the reason printed."""
+@dataclass(frozen=True)
+class _LiveStatus:
+    roles: list[RoleStatus]
+    agent_hosts: frozenset[str]
+
+
+def _status(socket_path: Path, err: TextIO) -> _LiveStatus | int:
+    """The run's roles and agent hosts, read from its launch; else the exit code, the reason printed."""
     reply = control.request(socket_path, {"action": "status"})  # control.ControlError: the caller says which
     if not reply.get("ok"):
         print(terminal(f"refused: {reply.get('error')}"), file=err)
         return EXIT_FAILED
-    return reply
-
-
-def agent_hosts(status: dict[str, Any]) -> set[str]:
-    """The hosts whose roles the launcher has traced by their agent (SSH hosts, Slurm nodes)."""
-    return set(agent_hosts_of(status))
+    try:
+        roles = [RoleStatus.from_json(r) for r in reply.get("roles") or []]
+    except (ValueError, TypeError, AttributeError) as exc:
+        print(f"the launch's status cannot be read: {exc}", file=err)
+        return EXIT_FAILED
+    return _LiveStatus(roles, agent_hosts_of(reply))
 
 
 def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, out: TextIO, err: TextIO) -> int:
     """``ctl RUN profile ...``: capture, then print the summary. The roles come from the status."""
     names = [n for n in (args.role, args.signal, *(args.more_roles or [])) if n]
-    reply = _status(args, socket_path, err)
-    if isinstance(reply, int):
-        return reply
+    live = _status(socket_path, err)
+    if isinstance(live, int):
+        return live
     try:
-        targets = select(reply.get("roles") or [], names, args.workers, args.all, agent_hosts(reply))
+        targets = select(live.roles, names, workers=args.workers, every=args.all, agent_hosts=live.agent_hosts)
     except ProfileError as exc:
         print(terminal(f"profile: {exc}"), file=err)
         return EXIT_USAGE
     try:
-        result = capture(run_path, targets, args.seconds, args.light, args.timeout, args.unsafe, socket_path)
+        result = capture(
+            run_path,
+            targets,
+            seconds=args.seconds,
+            light=args.light,
+            timeout_s=args.timeout,
+            unsafe=args.unsafe,
+            control_socket=socket_path,
+        )
     except ProfileError as exc:
         print(terminal(f"profile: {exc}"), file=err)
         return EXIT_FAILED
@@ -150,20 +166,20 @@ def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, out
 def cmd_why(args: argparse.Namespace, run_path: Path, socket_path: Path, out: TextIO, err: TextIO) -> int:
     """``ctl RUN why [ROLE]``: profile the straggler and the median worker together, print both side
     by side, then the likely cause of the difference and its evidence."""
-    reply = _status(args, socket_path, err)
-    if isinstance(reply, int):
-        return reply
+    live = _status(socket_path, err)
+    if isinstance(live, int):
+        return live
     try:
         answer = why_slow(
-            reply.get("roles") or [],
+            live.roles,
             run_path,
             args.role,
-            args.seconds,
-            args.light,
-            args.timeout,
-            args.unsafe,
-            agent_hosts(reply),
-            socket_path,
+            seconds=args.seconds,
+            light=args.light,
+            timeout_s=args.timeout,
+            unsafe=args.unsafe,
+            agent_hosts=live.agent_hosts,
+            control_socket=socket_path,
         )
     except WhyRefused as exc:
         print(terminal(f"why: {exc}"), file=err)

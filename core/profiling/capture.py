@@ -37,6 +37,7 @@ from core.profiling.env import ProfileError, WorkerResult, finish_worker, profil
 from core.profiling.files import RECORD_NAME, cannot_write, write_whole
 from core.profiling.remote import ControllerTrace
 from core.run.rundir import SPEC_FILE
+from core.run.status import RoleStatus
 
 PROFILES_DIR = "profiles"
 LOCK_NAME = ".capture.lock"
@@ -80,16 +81,16 @@ class Target:
         return role_dir_name(self.role)
 
     @classmethod
-    def from_status(cls, role: dict[str, Any]) -> Target:
-        port = int(str(role.get("address", "")).rsplit(":", 1)[-1] or 0)
+    def from_status(cls, role: RoleStatus) -> Target:
+        port = int(role.address.rsplit(":", 1)[-1] or 0)
         return cls(
-            role=str(role["role"]),
-            job=str(role["job"]),
-            index=int(role["index"]),
-            host=str(role.get("host", "")),
+            role=role.role,
+            job=role.job,
+            index=role.index,
+            host=role.host,
             port=port,
-            pid=role.get("pid") if isinstance(role.get("pid"), int) else None,
-            state=str(role.get("state", "")),
+            pid=role.pid,
+            state=str(role.state),
         )
 
 
@@ -121,20 +122,21 @@ class Capture:
 
 
 def select(
-    roles: Sequence[dict[str, Any]],
+    roles: Sequence[RoleStatus],
     names: Sequence[str],
+    *,
     workers: bool,
     every: bool,
     agent_hosts: Collection[str] = (),
 ) -> list[Target]:
-    """The roles asked for, from the status's role list; raises ProfileError naming an unknown one.
+    """The roles asked for, from the run's roles; raises ProfileError naming an unknown one.
     Roles of ``agent_hosts`` (the status's ``agent_hosts``: SSH hosts, Slurm nodes) are traced by
     their host's agent."""
-    by_name = {str(r["role"]): r for r in roles}
+    by_name = {r.role: r for r in roles}
     if every:
         chosen = list(roles)
     elif workers:
-        chosen = [r for r in roles if r.get("job") == "worker"]
+        chosen = [r for r in roles if r.job == "worker"]
         if not chosen:
             raise ProfileError("this run has no worker roles; name the roles to profile")
     else:
@@ -271,6 +273,7 @@ def run_strategy(run_path: Path) -> str:
 def capture(
     run_path: Path,
     targets: Sequence[Target],
+    *,
     seconds: float = 2.0,
     light: bool = False,
     timeout_s: float | None = None,

@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from core.cluster.spec import find_role
 from core.profiling.env import ProfileError
 from core.profiling.summary import BREAKDOWN, RoleProfile
 from core.profiling.why_gpus import GpuFacts, gpu_trouble
+from core.run.status import RoleState, RoleStatus
 
 SLOWER_RATIO = 1.2  # below this, the "straggler" is as fast as the median worker
 EXPLAINS_SHARE = 0.5  # a part that grew by half the step-time difference explains it
@@ -236,34 +237,34 @@ def explain(slow: RoleProfile, median: RoleProfile, slow_facts: RoleFacts, media
 # ------------------------------------------------------------------ the straggler and its peer
 
 
-def training_workers(roles: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The running workers of a status reply's role list."""
-    return [r for r in roles if r.get("job") == "worker" and r.get("state") == "running"]
+def training_workers(roles: Sequence[RoleStatus]) -> list[RoleStatus]:
+    """The running workers of a run's roles."""
+    return [r for r in roles if r.job == "worker" and r.state == RoleState.RUNNING]
 
 
-def _step_time(role: dict[str, Any]) -> float | None:
-    value = role.get("step_time_s")
-    if isinstance(value, int | float) and value > 0:
+def _step_time(role: RoleStatus) -> float | None:
+    value = role.step_time_s
+    if value is not None and value > 0:
         return float(value)
-    rate = role.get("steps_per_sec")
-    return 1.0 / rate if isinstance(rate, int | float) and rate > 0 else None
+    rate = role.steps_per_sec
+    return 1.0 / rate if rate is not None and rate > 0 else None
 
 
-def straggler_and_median(roles: list[dict[str, Any]], name: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def straggler_and_median(roles: Sequence[RoleStatus], name: str | None) -> tuple[RoleStatus, RoleStatus]:
     """The worker to explain (``name``, else the slowest by step rate) and the median of the other
     workers by step time; raises ProfileError with a one-line reason."""
     workers = training_workers(roles)
     if len(workers) < 2:
         raise ProfileError(f"why needs two or more running training workers to compare; this run has {len(workers)}")
     if name:
-        role = find_role(name, [str(r.get("role")) for r in roles])  # worker/1 names worker:1 too
-        slow = next((r for r in roles if r.get("role") == role), None) if role else None
+        role = find_role(name, [r.role for r in roles])  # worker/1 names worker:1 too
+        slow = next((r for r in roles if r.role == role), None) if role else None
         if slow is None:
-            raise ProfileError(f"no role {name} in this run (its roles: {', '.join(str(r['role']) for r in roles)})")
-        if slow.get("job") != "worker":
+            raise ProfileError(f"no role {name} in this run (its roles: {', '.join(r.role for r in roles)})")
+        if slow.job != "worker":
             raise ProfileError(f"{name} is not a worker; why compares a worker with the median worker")
         if slow not in workers:
-            raise ProfileError(f"{name} is {slow.get('state')}; only a running worker can be profiled")
+            raise ProfileError(f"{name} is {slow.state}; only a running worker can be profiled")
     else:
         timed = [r for r in workers if _step_time(r) is not None]
         if not timed:
@@ -274,19 +275,17 @@ def straggler_and_median(roles: list[dict[str, Any]], name: str | None) -> tuple
 
 
 def role_facts(
-    role: dict[str, Any], host: HostFacts | None = None, gpus: tuple[tuple[GpuFacts, ...], str | None] = ((), None)
+    role: RoleStatus, host: HostFacts | None = None, gpus: tuple[tuple[GpuFacts, ...], str | None] = ((), None)
 ) -> RoleFacts:
-    """A role's facts from its entry in the control socket's status reply, with its host's and
-    (:func:`core.profiling.why_gpus.look_at_gpus`) its GPUs'."""
-    gpu = role.get("gpu_utilization_percent")
-    cpu = role.get("cpu_percent")
+    """A role's facts from its status, with its host's and (:func:`core.profiling.why_gpus.look_at_gpus`)
+    its GPUs'."""
     return RoleFacts(
-        role=str(role.get("role")),
-        host=str(role.get("host") or ""),
-        cpu_percent=float(cpu) if isinstance(cpu, int | float) else None,
+        role=role.role,
+        host=role.host,
+        cpu_percent=role.cpu_percent,
         step_time_s=_step_time(role),
-        gpus=tuple(int(g) for g in role.get("gpus") or ()),
-        gpu_utilization_percent=float(gpu) if isinstance(gpu, int | float) else None,
+        gpus=role.gpus,
+        gpu_utilization_percent=role.gpu_utilization_percent,
         host_facts=host,
         gpu_facts=gpus[0],
         gpu_problem=gpus[1],

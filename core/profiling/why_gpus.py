@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.run.status import RoleStatus
+
 if TYPE_CHECKING:
     from core.profiling.why import RoleFacts
 
@@ -100,44 +102,42 @@ def _brief(gpu: GpuFacts) -> str:
 
 
 def look_at_gpus(
-    roles: Sequence[dict[str, Any]], run_path: Path, timeout_s: float = LOOK_TIMEOUT_S
+    roles: Sequence[RoleStatus], run_path: Path, timeout_s: float = LOOK_TIMEOUT_S
 ) -> dict[str, tuple[tuple[GpuFacts, ...], str | None]]:
-    """For each role (entries of the control socket's status reply): its GPUs with their figures
+    """For each role: its GPUs with their figures
     now, and why they could not be looked at (None when they were, or when it has none and its host
     has no NVML: a CPU-only role). One look at this machine's GPUs serves every role on it."""
     from core.cluster.locality import is_local_host
     from core.preflight.gpus import GpuTarget, snapshot_all
 
-    local = [r for r in roles if is_local_host(str(r.get("host") or "127.0.0.1"))]
+    local = [r for r in roles if is_local_host(r.host or "127.0.0.1")]
     found: dict[str, tuple[tuple[GpuFacts, ...], str | None]] = {
-        str(r.get("role")): ((), f"not looked at: {r.get('host')} is another host")
-        for r in roles
-        if r not in local and r.get("gpus")
+        r.role: ((), f"not looked at: {r.host} is another host") for r in roles if r not in local and r.gpus
     }
     if not local:
         return found
     (host,) = snapshot_all([GpuTarget("local")], timeout_s=timeout_s)
     for role in local:
-        name = str(role.get("role"))
+        name = role.role
         if host.snapshot is None or not host.snapshot.get("nvml"):
             why = host.error or str((host.snapshot or {}).get("status") or "no NVML")
-            found[name] = ((), why if role.get("gpus") else None)
+            found[name] = ((), why if role.gpus else None)
         else:
             found[name] = (role_gpus(role, host.gpus, run_path), None)
     return found
 
 
-def role_gpus(role: dict[str, Any], gpus: Sequence[dict[str, Any]], run_path: Path) -> tuple[GpuFacts, ...]:
+def role_gpus(role: RoleStatus, gpus: Sequence[dict[str, Any]], run_path: Path) -> tuple[GpuFacts, ...]:
     """The GPUs of one host's snapshot (``core/agent/gpuquery.py``) that ``role`` asks for or runs
     on, each with the processes on it that are not the role's."""
-    name = str(role.get("role"))
+    name = role.role
     run = os.path.realpath(run_path)
 
     def own(proc: dict[str, Any]) -> bool:
         run_dir = proc.get("run_dir")
         return proc.get("role") == name and (not run_dir or os.path.realpath(str(run_dir)) == run)
 
-    asked = {int(g) for g in role.get("gpus") or ()}
+    asked = set(role.gpus)
     facts = []
     for gpu in gpus:
         procs = [p for p in gpu.get("processes") or [] if isinstance(p, dict)]

@@ -11,10 +11,9 @@ and applies the rules of :mod:`core.profiling.why`; the verdict is kept with the
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from core.profiling.capture import Capture, capture, select
 from core.profiling.env import ProfileError
@@ -22,6 +21,7 @@ from core.profiling.summary import RoleProfile, summarize
 from core.profiling.why import Verdict, explain, local_host_facts, role_facts, straggler_and_median
 from core.profiling.why_gpus import look_at_gpus
 from core.profiling.why_record import WhyRecord, save_why
+from core.run.status import RoleStatus
 
 
 class WhyRefused(ProfileError):
@@ -55,9 +55,10 @@ class WhyAnswer:
 
 
 def why_slow(
-    roles: list[dict[str, Any]],
+    roles: Sequence[RoleStatus],
     run_path: Path,
     name: str | None = None,
+    *,
     seconds: float = 2.0,
     light: bool = False,
     timeout_s: float | None = None,
@@ -73,15 +74,23 @@ def why_slow(
     the answer (no verdict)."""
     try:
         slow, median = straggler_and_median(roles, name)
-        targets = select(roles, [str(slow["role"]), str(median["role"])], False, False, agent_hosts)
+        targets = select(roles, [slow.role, median.role], workers=False, every=False, agent_hosts=agent_hosts)
     except ProfileError as exc:
         raise WhyRefused(str(exc)) from None
     import psutil
 
     psutil.cpu_percent(None)  # this host's CPU is measured over the capture
-    result = capture(run_path, targets, seconds, light, timeout_s, unsafe, control_socket)
+    result = capture(
+        run_path,
+        targets,
+        seconds=seconds,
+        light=light,
+        timeout_s=timeout_s,
+        unsafe=unsafe,
+        control_socket=control_socket,
+    )
     host_cpu = psutil.cpu_percent(None)
-    answer = WhyAnswer(str(slow["role"]), str(median["role"]), result)
+    answer = WhyAnswer(slow.role, median.role, result)
     xplanes = result.xplanes()
     if len(xplanes) < 2:
         return answer
@@ -92,15 +101,15 @@ def why_slow(
     # This machine's load and GPUs say nothing of a role its agent traced elsewhere (an SSH host, a
     # Slurm node, even one whose address is 127.0.0.1): no host or GPU figures for it.
     here = {t.role for t in targets if not t.by_agent}
-    gpus = look_at_gpus([r for r in (slow, median) if r["role"] in here], run_path)  # temperature, clocks...
+    gpus = look_at_gpus([r for r in (slow, median) if r.role in here], run_path)  # temperature, clocks...
     for r in (slow, median):
-        if r["role"] not in here and r.get("gpus"):
-            gpus[str(r["role"])] = ((), f"not looked at: {r.get('host')} is reached through its agent")
+        if r.role not in here and r.gpus:
+            gpus[r.role] = ((), f"not looked at: {r.host} is reached through its agent")
     facts = [
         role_facts(
             r,
-            local_host_facts(str(r.get("host")), host_cpu) if r["role"] in here else None,
-            gpus.get(str(r["role"]), ((), None)),
+            local_host_facts(r.host, host_cpu) if r.role in here else None,
+            gpus.get(r.role, ((), None)),
         )
         for r in (slow, median)
     ]

@@ -81,8 +81,8 @@ class ProfileAction(QtCore.QObject):
             return
         chosen = self.window.selected_roles()
         agent_hosts, control_socket = self.launcher()
-        roles = [r.to_json() for r in source.status().roles if r.role in chosen]
-        targets = select(roles, [str(r["role"]) for r in roles], False, False, agent_hosts)
+        roles = [r for r in source.status().roles if r.role in chosen]
+        targets = select(roles, [r.role for r in roles], workers=False, every=False, agent_hosts=agent_hosts)
         if not targets:
             self._say("profile: the selected roles are not in this run's status yet; try again in a moment")
             return
@@ -91,7 +91,7 @@ class ProfileAction(QtCore.QObject):
         self._say(f"profiling {self.busy} for {seconds:g} s...")
         run_off_thread(
             self.relay,
-            lambda: capture(run_path, targets, seconds, control_socket=control_socket),
+            lambda: capture(run_path, targets, seconds=seconds, control_socket=control_socket),
             self._on_captured,
             name="profile-capture",
         )

@@ -65,21 +65,21 @@ class WhyAction(QtCore.QObject):
         if reason is not None or source is None:
             self._say(f"why: {reason}")
             return
-        roles = [r.to_json() for r in source.status().roles]
+        roles = source.status().roles
         chosen = self.window.selected_roles()
         try:
             slow, median = straggler_and_median(roles, chosen[0] if chosen else None)
         except ProfileError as exc:
             self._say(f"why: {exc}")
             return
-        straggler, seconds, run_path = str(slow["role"]), profiler.seconds, source.path
+        straggler, seconds, run_path = slow.role, profiler.seconds, source.path
         agent_hosts, control_socket = profiler.launcher()  # roles of SSH hosts and Slurm nodes
-        profiler.busy = f"{straggler}, {median['role']}"
-        self._say(f"profiling {straggler} beside the median worker {median['role']} for {seconds:g} s...")
+        profiler.busy = f"{straggler}, {median.role}"
+        self._say(f"profiling {straggler} beside the median worker {median.role} for {seconds:g} s...")
         run_off_thread(
             self.relay,
             lambda: why_slow(
-                roles, run_path, straggler, seconds, agent_hosts=agent_hosts, control_socket=control_socket
+                roles, run_path, straggler, seconds=seconds, agent_hosts=agent_hosts, control_socket=control_socket
             ),
             self.show_answer,
             name="why-capture",

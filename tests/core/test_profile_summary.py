@@ -19,6 +19,7 @@ from core.profiling.env import ProfileError, profiler_python
 from core.profiling.summary import OpTime, RoleProfile, format_profiles, parse
 from tests.conftest import ROOT, free_ports, run_cli
 from tests.core.test_launch import TRAINERS, Launch, launches  # noqa: F401 - the fixture
+from tests.helpers.statuses import role_status
 from tests.helpers.tmpfs import fill, make_read_only, mounted_tmpfs
 
 FIXTURE = ROOT / "tests" / "core" / "fixtures" / "profile" / "tables_one_worker.json"
@@ -102,12 +103,12 @@ def test_no_mark_below_twice() -> None:
 
 def test_selecting_roles_names_an_unknown_one_and_the_run_s_roles() -> None:
     roles = [
-        {"role": "ps:0", "job": "ps", "index": 0, "host": "127.0.0.1", "address": "127.0.0.1:1", "pid": 1},
-        {"role": "worker:0", "job": "worker", "index": 0, "host": "127.0.0.1", "address": "127.0.0.1:2", "pid": 2},
+        role_status("ps:0", host="127.0.0.1", address="127.0.0.1:1", pid=1),
+        role_status("worker:0", host="127.0.0.1", address="127.0.0.1:2", pid=2),
     ]
     assert [t.role for t in select(roles, [], workers=True, every=False)] == ["worker:0"]
     assert [t.port for t in select(roles, [], workers=False, every=True)] == [1, 2]
-    six = {"role": "worker:1", "job": "worker", "index": 1, "host": "::1", "address": "[::1]:2224", "pid": 3}
+    six = role_status("worker:1", host="::1", address="[::1]:2224", pid=3)
     assert select([six], ["worker:1"], workers=False, every=False)[0].address == "[::1]:2224"
     with pytest.raises(ProfileError, match=r"no role worker:7 in this run \(its roles: ps:0, worker:0\)"):
         select(roles, ["worker:7"], workers=False, every=False)
@@ -253,12 +254,11 @@ def test_a_verdict_that_cannot_be_written_names_the_file_and_leaves_no_temporary
 def test_a_role_of_another_host_is_traced_by_its_agent_only_when_the_launcher_names_that_host() -> None:
     from core.profiling.capture import check
 
-    status = [{"role": "worker:3", "job": "worker", "index": 3, "host": "gpu-node-7.example",
-               "address": "gpu-node-7.example:2222", "pid": 4242, "state": "running"}]  # fmt: skip
-    (unnamed,) = select(status, ["worker:3"], False, False)
+    status = [role_status("worker:3", host="gpu-node-7.example", address="gpu-node-7.example:2222", pid=4242)]
+    (unnamed,) = select(status, ["worker:3"], workers=False, every=False)
     reason = check(unnamed)
     assert reason is not None and "runs on gpu-node-7.example" in reason and "names no agent there" in reason
-    (named,) = select(status, ["worker:3"], False, False, {"gpu-node-7.example"})
+    (named,) = select(status, ["worker:3"], workers=False, every=False, agent_hosts={"gpu-node-7.example"})
     assert named.by_agent and check(named) is None  # its agent checks the rest on its host
 
 
@@ -266,7 +266,7 @@ def test_a_role_traced_by_its_agent_without_a_launcher_to_ask_is_refused_in_one_
     from core.profiling.capture import capture
 
     target = Target("worker:3", "worker", 3, "gpu-node-7.example", 2222, 4242, "running", by_agent=True)
-    (outcome,) = capture(tmp_path, [target], 1.0).roles
+    (outcome,) = capture(tmp_path, [target], seconds=1.0).roles
     assert not outcome.ok
     assert outcome.error == "worker:3 runs on gpu-node-7.example: only its launcher can have it traced there"
 

@@ -8,16 +8,17 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from core.profiling.env import ProfileError
 from core.profiling.summary import OpTime, RoleProfile
 from core.profiling.why import HostFacts, RoleFacts, explain, straggler_and_median, with_input_ops
+from core.run.status import RoleStatus
 from tests.conftest import free_ports, run_cli
 from tests.core.test_launch import TRAINERS, Launch
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.statuses import role_status
 
 OTHER = "other: Python, I/O, waiting"
 
@@ -113,8 +114,8 @@ def test_tf_data_time_counted_as_other_on_a_cpu_host_becomes_input() -> None:
     assert "op Dataset: 94.50 ms/step on worker:1, 0.30 on worker:0" in verdict.evidence
 
 
-def worker(name: str, step_time_s: float | None, state: str = "running", job: str = "worker") -> dict[str, Any]:
-    return {"role": name, "job": job, "state": state, "step_time_s": step_time_s, "host": "127.0.0.1"}
+def worker(name: str, step_time_s: float | None, state: str = "running", job: str = "worker") -> RoleStatus:
+    return role_status(name, job=job, state=state, step_time_s=step_time_s)
 
 
 def test_the_slowest_worker_and_the_median_of_the_others_are_chosen() -> None:
@@ -123,9 +124,9 @@ def test_the_slowest_worker_and_the_median_of_the_others_are_chosen() -> None:
         *(worker(f"worker:{i}", t) for i, t in enumerate([0.01, 0.05, 0.02, 0.03])),
     ]
     slow, median = straggler_and_median(roles, None)
-    assert (slow["role"], median["role"]) == ("worker:1", "worker:2")
+    assert (slow.role, median.role) == ("worker:1", "worker:2")
     slow, median = straggler_and_median(roles, "worker:3")
-    assert (slow["role"], median["role"]) == ("worker:3", "worker:2")
+    assert (slow.role, median.role) == ("worker:3", "worker:2")
 
 
 @pytest.mark.parametrize(
@@ -150,7 +151,7 @@ def test_the_slowest_worker_and_the_median_of_the_others_are_chosen() -> None:
         ([worker("worker:0", 0.1), worker("worker:1", 0.1)], "worker:7", "no role worker:7 in this run"),
     ],
 )
-def test_refusals_are_one_line(roles: list[dict[str, Any]], name: str | None, message: str) -> None:
+def test_refusals_are_one_line(roles: list[RoleStatus], name: str | None, message: str) -> None:
     with pytest.raises(ProfileError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
         straggler_and_median(roles, name)
 
@@ -288,6 +289,6 @@ def test_the_worker_to_explain_may_be_named_in_any_spelling_ctl_takes() -> None:
     roles = [worker(f"worker:{i}", t) for i, t in enumerate([0.01, 0.05, 0.02])]
     for name in ("worker:1", "worker/1", "/job:worker/task:1", "worker-1"):
         slow, median = straggler_and_median(roles, name)
-        assert (slow["role"], median["role"]) == ("worker:1", "worker:0"), name
+        assert (slow.role, median.role) == ("worker:1", "worker:0"), name
     with pytest.raises(ProfileError, match=r"^no role worker/7 in this run"):
         straggler_and_median(roles, "worker/7")

@@ -17,6 +17,7 @@ from core.profiling.why import RoleFacts, explain
 from core.profiling.why_gpus import GpuFacts, look_at_gpus
 from tests.conftest import ROOT
 from tests.core.test_profile_why import profile
+from tests.helpers.statuses import role_status
 
 FAKE_NVML = str(ROOT / "tests" / "helpers" / "fake_nvml.py")
 POWER_CAP = ("sw_power_cap",)
@@ -102,8 +103,8 @@ def test_a_hot_gpu_shared_with_another_run_is_named_from_the_agent_s_look(tmp_pa
     ]
     try:
         roles = [
-            {"role": "worker:1", "host": "127.0.0.1", "gpus": [7], "job": "worker"},
-            {"role": "worker:0", "host": "localhost", "gpus": [6], "job": "worker"},
+            role_status("worker:1", host="127.0.0.1", gpus=[7]),
+            role_status("worker:0", host="localhost", gpus=[6]),
         ]
         deadline = time.monotonic() + 30
         while True:  # the processes' environments are readable once they have started
@@ -142,9 +143,9 @@ def test_a_cpu_only_host_gives_no_gpu_figures_and_says_why_only_for_a_role_that_
     monkeypatch.setenv("TOWERDECK_NVML_MODULE", FAKE_NVML)
     monkeypatch.setenv("FAKE_NVML_FAIL", "init")  # no driver
     roles = [
-        {"role": "worker:1", "host": "127.0.0.1", "gpus": [1]},
-        {"role": "worker:0", "host": "127.0.0.1", "gpus": []},
-        {"role": "worker:2", "host": "gpu-box-7", "gpus": [0]},
+        role_status("worker:1", host="127.0.0.1", gpus=[1]),
+        role_status("worker:0", host="127.0.0.1", gpus=[]),
+        role_status("worker:2", host="gpu-box-7", gpus=[0]),
     ]
     looked = look_at_gpus(roles, tmp_path)
     assert looked["worker:0"] == ((), None)
