@@ -128,7 +128,7 @@ def _status(socket_path: Path, err: TextIO) -> _LiveStatus | int:
     try:
         roles = [RoleStatus.from_json(r) for r in reply.get("roles") or []]
     except (ValueError, TypeError, AttributeError) as exc:
-        print(f"the launch's status cannot be read: {exc}", file=err)
+        print(terminal(f"the launch's status cannot be read: {exc}"), file=err)
         return EXIT_FAILED
     return _LiveStatus(roles, agent_hosts_of(reply))
 

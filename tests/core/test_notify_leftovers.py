@@ -83,7 +83,7 @@ def test_a_command_that_times_out_is_ended_with_its_daemon(tmp_path: Path) -> No
     out = tmp_path / "hang"
     reports: list[str] = []
     notifier = Notifier(NotifyConfig((sys.executable, str(SINK), str(out), "--daemon", "--hang"), timeout_s=2), {})
-    notifier.subscribe(lambda event: reports.append(str(event.data.get("message"))))
+    notifier.subscribe(lambda event: reports.append(str(getattr(event.payload, "message", ""))))
     notifier.start()
     try:
         notifier.offer(Notification("run_finished", "run failed", "", time.time()))
