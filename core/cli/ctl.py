@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -15,6 +16,7 @@ from core.diagnosis.wording import waiting_lines
 from core.run import control, rundir
 from core.run.status import RoleState, RoleStatus
 from core.textsafe import terminal
+from core.views.conditions import trouble_text
 from core.views.slurm_text import slurm_lines
 
 
@@ -121,15 +123,21 @@ def print_status(reply: dict[str, Any], out: TextIO, err: TextIO) -> int:
     except ValueError as exc:
         print(terminal(f"the run's control socket sent a status this TowerDeck cannot read: {exc}"), file=err)
         return EXIT_FAILED
+    now = time.time()
     for role, last_lines in roles:
         pid = role.pid if role.pid is not None else "-"
         stalled = f"  STALLED for {role.stalled_for_s or 0:.0f} s" if role.stalled else ""
+        # A running role's detail is its pid ("pid 3486"): said once, in the pid column.
+        detail = "" if role.detail == f"pid {role.pid}" else role.detail
+        state = "CRASH-LOOP" if role.crash_looping else str(role.state)
         print(
             terminal(
-                f"  {role.role:<12} {role.state:<10} pid {pid:<8} restarts {role.restarts}  {role.detail}{stalled}"
+                f"  {role.role:<12} {state:<10} pid {pid:<8} restarts {role.restarts}  {detail}{stalled}".rstrip()
             ),
             file=out,
         )
+        if trouble := trouble_text(role, now):  # a crash loop or a failure, with its exit and error line
+            print(terminal(f"  {'':<12} {trouble}"), file=out)
         if role.waiting_for:  # diagnosis (issue 13)
             waiting = {"waiting_for": role.waiting_for, "message": role.waiting_message, "fix": role.waiting_fix}
             for line in waiting_lines("", waiting):

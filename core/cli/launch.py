@@ -21,6 +21,7 @@ from core.run.events import (
     ClusterStateChanged,
     Event,
     GpuStatus,
+    RoleCrashLoop,
     RoleOutput,
     RoleStalled,
     RoleStateChanged,
@@ -31,6 +32,7 @@ from core.run.events import (
 )
 from core.run.status import TERMINAL, ClusterPhase, ClusterStatus, RoleState
 from core.textsafe import terminal, terminal_lines
+from core.views.conditions import short_exit, trouble_text
 from core.views.slurm_text import slurm_lines
 
 if TYPE_CHECKING:  # launching needs these; `ctl`, `runs`, `validate` do not wait for their imports
@@ -91,6 +93,13 @@ class LaunchPrinter:
                 self._next_progress = time.time() + self.progress_s
                 for line in progress_lines(self.status()):
                     yield f"{stamp}  {line}"
+            case RoleCrashLoop() if p.looping:
+                why = short_exit(p.exit) + (f" ({p.error})" if p.error else "")
+                of = f" of {p.attempts}" if p.attempts else ""
+                wait = f" in {max(0.0, p.next_attempt_at - event.t):.0f} s" if p.next_attempt_at is not None else ""
+                yield f"{stamp}  {event.role:<12} CRASH-LOOP {why}; attempt {p.attempt}{of}{wait}"
+            case RoleCrashLoop():
+                yield f"{stamp}  {event.role:<12} crash loop over: {p.detail}"
             case RoleStalled():
                 if p.stalled and p.step is None:  # never printed a step
                     message = f"STALLED    {p.detail} (start_stall_after_s)"
@@ -192,7 +201,11 @@ def _discard(_event: Event) -> None:
 def progress_lines(status: ClusterStatus) -> list[str]:
     """One compact line per running training role: step, loss, step time, CPU, RSS, GPU."""
     lines = []
+    now = time.time()
     for r in status.roles:
+        if r.crash_looping:  # between attempts, or in one that has not run healthily yet
+            lines.append(f"{r.role:<12}  {trouble_text(r, now)}")
+            continue
         if r.state != RoleState.RUNNING or r.job == "ps":
             continue
         parts = [f"{r.role:<12}"]

@@ -50,12 +50,14 @@ from core.controller.commands import (
     journal_form,
 )
 from core.controller.connections import HostConnections, TransportFactory, link_factory
+from core.controller.crashloop import CrashLoops
 from core.controller.intake import TelemetryIntake
 from core.controller.ops import RoleOps
 from core.controller.output_intake import RECEIVED_KEY, OutputIntake
 from core.controller.roles import RoleMachine
 from core.controller.slurm import SlurmHosting
 from core.controller.stalls import StallWatch
+from core.controller.supervised import SupervisedRole
 from core.controller.supervisor import Supervisor
 from core.diagnosis.rules import Diagnoser
 from core.remote.agent_requests import AgentRequests
@@ -134,7 +136,8 @@ class Controller:
         remote = frozenset(h for h in {t.host for t in spec.explicit_tasks()} if spec.host_config(h).remote)
         factory = transport_factory or link_factory(current, run, on_disconnect=on_disconnect, attaching=attach)
         self._hosts = HostConnections(run, self._sink, self._interrupted, factory=factory, remote_hosts=remote)
-        self._stalls = StallWatch(current, self._roles, self._publisher, self._diagnoser)
+        self._crash_loops = CrashLoops(current, self._roles)
+        self._stalls = StallWatch(current, self._roles, self._diagnoser, on_step=self._on_step)
         self._ops = RoleOps(current, run, self._roles, self._hosts, self._stalls)
         self._telemetry = TelemetryIntake(run, self._roles, self._hosts, self._stalls, self._publisher)
         self._slurm: SlurmHosting | None = None
@@ -158,6 +161,7 @@ class Controller:
             self._roles,
             self._ops,
             self._stalls,
+            self._crash_loops,
             self._publisher,
             self._diagnoser,
             check_ending=slurm.check_end if slurm is not None else lambda: None,
@@ -174,8 +178,11 @@ class Controller:
         """The cluster as placed on a Slurm allocation's nodes becomes the one every part reads."""
         self.spec = spec
 
-    def _on_role_changed(self, role: Any, now: float) -> None:
+    def _on_role_changed(self, role: SupervisedRole, now: float) -> None:
         self._supervisor.after_change(role, now)
+
+    def _on_step(self, role: SupervisedRole, step: int) -> None:
+        self._crash_loops.healthy(role, f"attempt {role.attempt} made step {step}")
 
     def _stopping(self) -> bool:
         """A stop was asked, or the run is ending: output floods are coalesced at once."""

@@ -38,6 +38,7 @@ class ExitFacts:
     policy_restarts: int
     training_on: bool
     is_completion: bool
+    error: str = ""  # the line that says why it died, said beside how it ended
 
 
 def decide_exit(policy: RestartPolicy, facts: ExitFacts) -> ExitDecision:
@@ -48,7 +49,7 @@ def decide_exit(policy: RestartPolicy, facts: ExitFacts) -> ExitDecision:
     stretch of ``reset_after_s``) lasts, with exponential back-off.
     """
     returncode, signal = facts.returncode, facts.signal
-    how = exit_text(returncode, signal)
+    how = exit_text(returncode, signal) + (f" ({facts.error})" if facts.error else "")
     ok = signal is None and returncode == 0
     reset = policy.reset_after_s > 0 and facts.ran_s >= policy.reset_after_s and facts.policy_restarts > 0
     used = 0 if reset else facts.policy_restarts

@@ -29,7 +29,7 @@ from core.cluster.render import role_dir
 from core.cluster.spec import ClusterSpec, parse_role_id, role_id
 from core.controller.supervised import SupervisedRole
 from core.diagnosis.rules import Diagnosis
-from core.run.events import Event, RolePid, RoleStateChanged, RoleWaiting, warning
+from core.run.events import Event, RoleCrashLoop, RolePid, RoleStalled, RoleStateChanged, RoleWaiting, warning
 from core.run.publish import Publisher
 from core.run.role_view import StatusBoard
 from core.run.status import ALIVE, ClusterPhase, ClusterStatus, RoleState
@@ -207,19 +207,25 @@ class RoleMachine:
             role.running_at = None
 
     def settle(
-        self, role: SupervisedRole, state: RoleState, detail: str, *, backoff_until: float | None = None
+        self,
+        role: SupervisedRole,
+        state: RoleState,
+        detail: str,
+        *,
+        backoff_until: float | None = None,
+        error: str = "",
     ) -> None:
         """Where an ended attempt leaves the role: SUCCEEDED, FAILED, STOPPED, or BACKOFF until
-        ``backoff_until``."""
+        ``backoff_until``; ``error``: why a failed attempt died."""
         role.backoff_until = backoff_until
-        self._move(role, Transition.EXIT, state, detail)
+        self._move(role, Transition.EXIT, state, detail, error=error)
 
     def start_failed(self, role: SupervisedRole, detail: str, *, output: str = "") -> None:
         with self.lock:
             if output:
                 role.add_output(output)
             role.ended_at = time.time()
-        self._move(role, Transition.START_FAILED, RoleState.FAILED, detail)
+        self._move(role, Transition.START_FAILED, RoleState.FAILED, detail, error=detail)
 
     def cancel(self, role: SupervisedRole, detail: str) -> None:
         role.backoff_until = None
@@ -259,20 +265,18 @@ class RoleMachine:
             role.apply(event.t, event.payload)
         self._board.role_changed(role.task.role_id, time.time())
 
-    def _move(self, role: SupervisedRole, transition: Transition, state: RoleState, detail: str) -> None:
-        """The one place a role's state changes: checked against :data:`TRANSITIONS`."""
+    def _move(
+        self, role: SupervisedRole, transition: Transition, state: RoleState, detail: str, *, error: str = ""
+    ) -> None:
+        """The one place a role's state changes: checked against :data:`TRANSITIONS`, taken into the
+        role's view as the journal's record of it will be when read back, then published."""
         if state not in TRANSITIONS[transition].get(role.state, frozenset()):
             message = f"ignored transition {transition} ({role.state} -> {state})"
             self._publisher.publish(warning(message, round(time.time(), 3), role.task.role_id))
             return
-        old = role.state
         now = time.time()
-        with self.lock:
-            role.enter_state(state, now, detail)
-            role.history.append((role.state_since, state, detail))
-        self._board.role_changed(role.task.role_id, now)
         payload = RoleStateChanged(
-            old=old,
+            old=role.state,
             state=state,
             detail=detail,
             pid=role.pid,
@@ -280,22 +284,31 @@ class RoleMachine:
             restarts=role.restarts,
             returncode=role.returncode,
             signal=role.signal,
+            error=error,
         )
+        with self.lock:
+            role.apply(now, payload)
+            role.history.append((role.state_since, state, detail))
+        self._board.role_changed(role.task.role_id, now)
         self._publisher.publish(Event(role.state_since, role.task.role_id, payload))
         self._on_changed(role, now)
 
-    # ------------------------------------------------------------------ what the diagnosis says
+    # ------------------------------------------------------------------ conditions beside the state
+
+    def note(self, role: SupervisedRole, condition: RoleStalled | RoleWaiting | RoleCrashLoop) -> None:
+        """A condition of the role that is not its state (stalled, waiting for a peer, crash-looping):
+        into its view and its line of the status, then published (and journalled)."""
+        event = Event(round(time.time(), 3), role.task.role_id, condition)
+        with self.lock:
+            role.apply(event.t, event.payload)
+        self._board.role_changed(role.task.role_id, event.t)
+        self._publisher.publish(event)
 
     def waits(self, diagnoses: list[Diagnosis]) -> None:
-        """What roles wait for, as the diagnosis found it: into their views, then published."""
-        for diagnosis in diagnoses:
-            role = self._roles.get(diagnosis.role)
-            if role is None:
-                continue
-            d = diagnosis
-            waiting = RoleWaiting(d.waiting, d.waiting_for, d.cause, d.certain, d.message, d.fix, d.line, d.since)
-            event = Event(round(time.time(), 3), d.role, waiting)
-            with self.lock:
-                role.apply(event.t, event.payload)
-            self._board.role_changed(diagnosis.role, event.t)
-            self._publisher.publish(event)
+        """What roles wait for, as the diagnosis found it."""
+        for d in diagnoses:
+            role = self._roles.get(d.role)
+            if role is not None:
+                self.note(
+                    role, RoleWaiting(d.waiting, d.waiting_for, d.cause, d.certain, d.message, d.fix, d.line, d.since)
+                )

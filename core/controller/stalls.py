@@ -12,8 +12,7 @@ from core.cluster.stuck_options import start_stall_detail
 from core.controller.roles import RoleMachine
 from core.controller.supervised import SupervisedRole
 from core.diagnosis.rules import Diagnoser
-from core.run.events import Event, RoleStalled
-from core.run.publish import Publisher
+from core.run.events import RoleStalled
 from core.run.status import RoleState
 
 
@@ -21,12 +20,18 @@ class StallWatch:
     """Marks and clears stalls on the controller's thread; ``role_stalled`` events say so."""
 
     def __init__(
-        self, spec: Callable[[], ClusterSpec], roles: RoleMachine, publisher: Publisher, diagnoser: Diagnoser
+        self,
+        spec: Callable[[], ClusterSpec],
+        roles: RoleMachine,
+        diagnoser: Diagnoser,
+        *,
+        on_step: Callable[[SupervisedRole, int], None],
     ) -> None:
+        """``on_step``: told of each new step a role makes (a crash loop ends on it)."""
         self._spec = spec
         self._roles = roles
-        self._publisher = publisher
         self._diagnoser = diagnoser
+        self._on_step = on_step
 
     def progress(self, role: SupervisedRole, steps: list[int]) -> None:
         """A new step is progress; it clears a stall."""
@@ -39,15 +44,13 @@ class StallWatch:
             role.progress_at = time.time()
         if role.stalled:
             self.mark(role, stalled=False, detail=f"step {role.last_step}", since=previous)
+        self._on_step(role, steps[-1])
         self._roles.waits(self._diagnoser.on_step(role.task.role_id, role.progress_at))
 
     def mark(self, role: SupervisedRole, *, stalled: bool, detail: str, since: float | None = None) -> None:
         """Mark or clear a stall and say so: ``stalled_for_s`` is how long without a step, so far
         or in all; ``step`` the last one seen."""
         since = since if since is not None else role.progress_at
-        with self._roles.lock:
-            role.stalled = stalled
-            role.stalled_since = since if stalled else None
         payload = RoleStalled(
             stalled=stalled,
             stalled_for_s=round(time.time() - since, 1) if since is not None else None,
@@ -56,7 +59,7 @@ class StallWatch:
             attempt=role.attempt,
             detail=detail,
         )
-        self._publisher.publish(Event(round(time.time(), 3), role.task.role_id, payload))
+        self._roles.note(role, payload)
 
     def check(self, now: float) -> None:
         """Judge every role (the tick). Roles that never print a step (ps, custom servers) are never

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from core.cluster.spec import ClusterSpec
 from core.controller import policy
+from core.controller.crashloop import CrashLoops
 from core.controller.ops import RoleOps
 from core.controller.roles import RoleMachine
 from core.controller.stalls import StallWatch
@@ -23,6 +24,9 @@ from core.run.events import ClusterStateChanged, Event, warning
 from core.run.publish import Publisher
 from core.run.rundir import RunDir
 from core.run.status import ALIVE, ClusterPhase, RoleState, exit_text
+from core.telemetry.errors import error_line
+
+ERROR_LINES = 60  # of a failed attempt's last lines, where its traceback is looked for
 
 
 class Supervisor:
@@ -39,6 +43,7 @@ class Supervisor:
         roles: RoleMachine,
         ops: RoleOps,
         stalls: StallWatch,
+        crash_loops: CrashLoops,
         publisher: Publisher,
         diagnoser: Diagnoser,
         *,
@@ -51,6 +56,7 @@ class Supervisor:
         self._roles = roles
         self._ops = ops
         self._stalls = stalls
+        self._crash_loops = crash_loops
         self._publisher = publisher
         self._diagnoser = diagnoser
         self._check_ending = check_ending
@@ -88,8 +94,9 @@ class Supervisor:
         self.done.set()
 
     def after_change(self, role: SupervisedRole, now: float) -> None:
-        """A role changed state (the state machine's hook): the cluster's phase follows, then the
-        diagnosis (a state that ends the run clears waits, never shows one)."""
+        """A role changed state (the state machine's hook): a crash loop that state ends, the
+        cluster's phase, then the diagnosis (a state that ends the run clears waits, never shows one)."""
+        self._crash_loops.settled(role)
         self._evaluate()
         self._roles.waits(self._diagnoser.on_state(role.task.role_id, str(role.state), now, role.detail))
 
@@ -126,6 +133,8 @@ class Supervisor:
             else:
                 self._roles.settle(role, RoleState.STOPPED, f"{self._ended_by() or 'stopped'} ({how})")
             return
+        failed = returncode != 0 or signal is not None
+        error = error_line(role.last_lines(ERROR_LINES)) if failed else ""  # its traceback's last word
         decision = policy.decide_exit(
             self._spec().jobs[role.task.job].restart,
             policy.ExitFacts(
@@ -135,12 +144,16 @@ class Supervisor:
                 policy_restarts=role.policy_restarts,
                 training_on=self.phase == ClusterPhase.RUNNING,
                 is_completion=role.task.job in self._completion,
+                error=error,
             ),
         )
         if decision.reset_budget:
             role.policy_restarts = 0  # a long healthy stretch: this failure starts a fresh budget
         backoff_until = now + decision.backoff_s if decision.backoff_s is not None else None
-        self._roles.settle(role, decision.state, decision.detail, backoff_until=backoff_until)
+        if failed:
+            restarting = decision.state == RoleState.BACKOFF
+            self._crash_loops.failed(role, exit=how, error=error, restarting=restarting, next_attempt_at=backoff_until)
+        self._roles.settle(role, decision.state, decision.detail, backoff_until=backoff_until, error=error)
 
     def on_agent_lost(self, host: str, *, local: bool, busy: bool, why: str) -> None:
         """``host``'s agent is gone, and its roles with it."""
@@ -163,6 +176,7 @@ class Supervisor:
     def tick(self, now: float) -> None:
         """Deadlines: stalls, the diagnosis's own, the start grace, and back-offs ending."""
         self._stalls.check(now)
+        self._crash_loops.tick(now)
         self._roles.waits(self._diagnoser.tick(now))
         for role in self._roles:
             if (

@@ -8,7 +8,9 @@ the same rules, so they tell the same things:
   goes through ``backoff``);
 - ``stalled``: ``role_stalled`` with ``stalled`` true, or a certain ``role_waiting`` diagnosis
   (the peer it waits for has gone and will not come back);
-- ``host_lost``: ``host_state`` ``lost``, or the run's Slurm job ``ended``/``failed`` under it.
+- ``host_lost``: ``host_state`` ``lost``, or the run's Slurm job ``ended``/``failed`` under it;
+- ``crash_loop``: ``role_crash_loop`` starting (a role's first failed attempt the policy restarts),
+  once per loop: its next attempts are in the window and ``ctl status``.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ from core.run.events import (
     ClusterStateChanged,
     Event,
     HostStateChanged,
+    RoleCrashLoop,
     RoleStalled,
     RoleStateChanged,
     RoleWaiting,
     SlurmChanged,
 )
 from core.run.status import ClusterPhase, RoleState
+from core.views.conditions import short_exit
 
 SCHEMA_VERSION = 1
 
@@ -76,6 +80,13 @@ def classify(event: Event) -> Notification | None:
     if isinstance(p, RoleStateChanged) and p.state == RoleState.FAILED and event.role:
         after = f" after {p.restarts} restart{'s' if p.restarts != 1 else ''}" if p.restarts else ""
         return Notification("role_failed", f"{event.role} failed{after}", p.detail, event.t, role=event.role, data=data)
+    if isinstance(p, RoleCrashLoop) and p.looping and p.attempt == 2 and event.role:
+        why = short_exit(p.exit) + (f" ({p.error})" if p.error else "")
+        of = f" of {p.attempts}" if p.attempts else ""
+        title = f"{event.role} is crash-looping"
+        return Notification(
+            "crash_loop", title, f"{why}; attempt 2{of} starts soon", event.t, role=event.role, data=data
+        )
     if isinstance(p, RoleStalled) and p.stalled and event.role:
         return Notification("stalled", f"{event.role} stalled", p.detail, event.t, role=event.role, data=data)
     if isinstance(p, RoleWaiting) and p.waiting and p.certain and event.role:

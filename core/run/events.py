@@ -31,6 +31,7 @@ class EventKind(enum.StrEnum):
     ROLE_OUTPUT = "role_output"
     ROLE_STALLED = "role_stalled"
     ROLE_WAITING = "role_waiting"
+    ROLE_CRASH_LOOP = "role_crash_loop"
     CLUSTER_STATE = "cluster_state"
     HOST_STATE = "host_state"
     GPU_STATUS = "gpu_status"
@@ -108,7 +109,8 @@ def _json_value(value: object) -> object:
 @dataclass(frozen=True)
 class RoleStateChanged(_Payload):
     """A role entered ``state`` (from ``old``): the one event of a role's life, with its process
-    figures at that moment (``pid``, ``attempt``, ``restarts``, and how it ended)."""
+    figures at that moment (``pid``, ``attempt``, ``restarts``, and how it ended). ``error``: the
+    line that says why an attempt that failed died (:func:`core.telemetry.errors.error_line`)."""
 
     KIND: ClassVar[EventKind] = EventKind.ROLE_STATE
     old: RoleState | None
@@ -119,6 +121,7 @@ class RoleStateChanged(_Payload):
     restarts: int = 0
     returncode: int | None = None
     signal: int | None = None
+    error: str = ""
 
     @classmethod
     def from_record(cls, r: Mapping[str, Any]) -> RoleStateChanged | None:
@@ -139,6 +142,43 @@ class RoleStateChanged(_Payload):
             restarts=_int(r.get("restarts")) or 0,
             returncode=_int(r.get("returncode")),
             signal=_int(r.get("signal")),
+            error=_str(r.get("error")),
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        record = super().to_record()
+        if not self.error:  # as journals have it: only an attempt that failed says why
+            del record["error"]
+        return record
+
+
+@dataclass(frozen=True)
+class RoleCrashLoop(_Payload):
+    """A role whose attempts keep failing (``looping``: Kubernetes' CrashLoopBackOff), or that left
+    that state (``looping`` false: an attempt ran healthily, the restart policy gave up, or it was
+    stopped; ``detail`` says which). While looping: the attempt to come and how many the restart
+    policy allows in all, how the last one ended (``exit``) and why (``error``), and when the next
+    one starts."""
+
+    KIND: ClassVar[EventKind] = EventKind.ROLE_CRASH_LOOP
+    looping: bool
+    attempt: int = 0
+    attempts: int | None = None
+    exit: str = ""
+    error: str = ""
+    next_attempt_at: float | None = None
+    detail: str = ""
+
+    @classmethod
+    def from_record(cls, r: Mapping[str, Any]) -> RoleCrashLoop:
+        return cls(
+            looping=r.get("looping") is True,
+            attempt=_int(r.get("attempt")) or 0,
+            attempts=_int(r.get("attempts")),
+            exit=_str(r.get("exit")),
+            error=_str(r.get("error")),
+            next_attempt_at=_float(r.get("next_attempt_at")),
+            detail=_str(r.get("detail")),
         )
 
 
@@ -414,6 +454,7 @@ Payload = (
     | RoleOutput
     | RoleStalled
     | RoleWaiting
+    | RoleCrashLoop
     | ClusterStateChanged
     | HostStateChanged
     | GpuStatus
@@ -432,6 +473,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Payload | None]] = {
         RoleOutput,
         RoleStalled,
         RoleWaiting,
+        RoleCrashLoop,
         ClusterStateChanged,
         HostStateChanged,
         GpuStatus,

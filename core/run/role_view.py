@@ -16,8 +16,8 @@ from typing import Any
 
 from core.cluster.render import role_dir
 from core.cluster.spec import Task
-from core.run.events import Payload, RolePid, RoleStalled, RoleStateChanged, RoleWaiting
-from core.run.status import ALIVE, TERMINAL, ClusterPhase, ClusterStatus, RoleState, RoleStatus
+from core.run.events import Payload, RoleCrashLoop, RolePid, RoleStalled, RoleStateChanged, RoleWaiting
+from core.run.status import ALIVE, TERMINAL, ClusterPhase, ClusterStatus, RoleState, RoleStatus, exit_text
 from core.telemetry.loss_tags import is_loss_tag
 from core.telemetry.metrics import MetricSample
 from core.telemetry.worker_stats import WorkerStats, stragglers
@@ -52,6 +52,9 @@ class RoleView:
         self.stalled = False
         self.stalled_since: float | None = None  # the last progress, while stalled
         self.waiting: RoleWaiting | None = None  # what it waits for, while it waits
+        self.crash: RoleCrashLoop | None = None  # while its attempts keep failing
+        self.last_exit = ""  # how its last failed attempt ended, and why (kept once it runs again)
+        self.last_error = ""
 
     # ------------------------------------------------------------------ changes
 
@@ -79,6 +82,9 @@ class RoleView:
                 self.returncode = payload.returncode
                 self.signal = payload.signal
                 self.enter_state(payload.state, t, payload.detail)
+                if payload.state in (RoleState.BACKOFF, RoleState.FAILED):
+                    self.last_exit = exit_text(payload.returncode, payload.signal) or self.last_exit
+                    self.last_error = payload.error
             case RolePid():
                 self.pid = payload.pid
             case RoleStalled():
@@ -86,6 +92,8 @@ class RoleView:
                 self.stalled_since = t - (payload.stalled_for_s or 0.0) if payload.stalled else None
             case RoleWaiting():
                 self.waiting = payload if payload.waiting else None
+            case RoleCrashLoop():
+                self.crash = payload if payload.looping else None
 
     def add_metrics(self, samples: Iterable[dict[str, Any]]) -> None:
         """Take parsed output metrics (records of metrics.jsonl); one without a sample's fields is skipped."""
@@ -162,6 +170,11 @@ class RoleView:
             waiting_for=self.waiting.waiting_for if self.waiting else None,
             waiting_message=self.waiting.message if self.waiting else "",
             waiting_fix=self.waiting.fix if self.waiting else "",
+            crash_looping=self.crash is not None,
+            last_exit=self.last_exit,
+            last_error=self.last_error,
+            attempts=self.crash.attempts if self.crash is not None else None,
+            next_attempt_at=self.crash.next_attempt_at if self.crash is not None else None,
         )
 
 

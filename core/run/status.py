@@ -111,6 +111,14 @@ class RoleStatus:
     waiting_for: str | None = None
     waiting_message: str = ""
     waiting_fix: str = ""
+    # A crash loop (Kubernetes' CrashLoopBackOff): its attempts keep failing; it stays so until an
+    # attempt runs healthily (a step, or reset_after_s). How the last failed attempt ended and why
+    # (its traceback's exception line) stay once it runs again, until another attempt fails.
+    crash_looping: bool = False
+    last_exit: str = ""
+    last_error: str = ""
+    attempts: int | None = None  # the attempts its restart policy allows in all, while crash-looping
+    next_attempt_at: float | None = None  # while crash-looping, between attempts
 
     @property
     def exit_text(self) -> str:
