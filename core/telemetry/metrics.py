@@ -33,7 +33,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import regex as _regex
+_regex: Any
+try:  # users' patterns are matched with a time limit (requirements.in says why)
+    import regex as _regex  # type: ignore[no-redef]
+except ImportError:  # the headless core run without the project's environment (the GPU proof kit's `python -S`)
+    _regex = None
 
 from core.telemetry.regex_risk import USER_LINE_CHARS, USER_MATCH_TIMEOUT_S, backtracking_risk
 
@@ -131,6 +135,9 @@ class MetricPattern:
         risk = backtracking_risk(self.regex)
         if risk is not None:
             raise ValueError(f"metric pattern {self.regex!r} is refused: {risk}")
+        if _regex is None:  # no time limit to be had: the shape check above is all the guard there is
+            object.__setattr__(self, "compiled", _Untimed(checked))
+            return
         try:
             compiled = _regex.compile(self.regex, flags=_regex.VERSION0)
         except _regex.error as exc:  # re takes it, the matcher does not: say so rather than guess
@@ -138,6 +145,16 @@ class MetricPattern:
                 f"metric pattern {self.regex!r} cannot be matched with a time limit ({exc}): write it more plainly"
             ) from None
         object.__setattr__(self, "compiled", compiled)
+
+
+@dataclass(frozen=True)
+class _Untimed:
+    """A pattern matched by ``re`` where the ``regex`` package is missing: no time limit."""
+
+    pattern: re.Pattern[str]
+
+    def search(self, text: str, timeout: float | None = None) -> re.Match[str] | None:
+        return self.pattern.search(text)
 
 
 @dataclass(frozen=True)
