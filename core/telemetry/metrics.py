@@ -33,13 +33,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.telemetry.regex_risk import USER_LINE_CHARS, USER_MATCH_TIMEOUT_S, backtracking_risk
+
 _regex: Any
 try:  # users' patterns are matched with a time limit (requirements.in says why)
     import regex as _regex  # type: ignore[no-redef]
 except ImportError:  # the headless core run without the project's environment (the GPU proof kit's `python -S`)
     _regex = None
 
-from core.telemetry.regex_risk import USER_LINE_CHARS, USER_MATCH_TIMEOUT_S, backtracking_risk
 
 MAX_PARTIAL_LINE_CHARS = 64 * 1024
 """Longest line kept while waiting for its end; longer lines are dropped, not parsed."""
