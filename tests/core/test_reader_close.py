@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from core.run.reader import RunReader
-from core.run.status import Event
+from core.run.events import Event
 from tests.helpers.past_run import generate_run
 
 WORKERS = 8

@@ -35,13 +35,15 @@ LONGEST_WAIT_S = 0.05
 def test_open_launch_and_close_never_wait_on_the_gui_thread(
     qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from core.controller import connections as connections_module
     from core.controller import controller as controller_module
+    from core.controller import roles as roles_module
     from core.run import inbox as inbox_module
     from core.run import reader as reader_module
     from gui.window.main_window import MainWindow
 
     # The locks the GUI thread shares with the run's threads: waits on them are timed too.
-    see_locks(monkeypatch, inbox_module, reader_module, controller_module)
+    see_locks(monkeypatch, inbox_module, reader_module, controller_module, roles_module, connections_module)
 
     run = generate_run(tmp_path / "day", workers=WORKERS, seconds=DAY_S, hosts=0)
     (port,) = free_ports(1)
