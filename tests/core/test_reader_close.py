@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.run.reader import RunReader
 from core.run.events import Event
+from core.run.reader import RunReader
 from tests.helpers.past_run import generate_run
 
 WORKERS = 8
