@@ -112,8 +112,12 @@ def test_runs_list_shows_a_hostile_run_id_and_cluster_file_escaped(tmp_path: Pat
     code, out, err = cli("runs", "--root", str(root))
     assert code == 0, err
     assert raw_controls(out) == [], out
-    assert "\\x1b[2Jrun\\x09a" in out and "\\x1b]0;TITLE" in out
+    # A run is labelled by its folder; run.json's own id, which differs here, is in --json only.
+    assert "run-a" in out and "\\x1b]0;TITLE" in out
     assert len(out.strip().splitlines()) == 4  # header, the run, a blank line, the count
+    code, out, err = cli("runs", "--root", str(root), "--json")
+    assert code == 0 and raw_controls(out) == [], err
+    assert json.loads(out.splitlines()[0])["recorded_id"] == "\x1b[2Jrun\ta"
 
 
 # ------------------------------------------------------------------------------------------
