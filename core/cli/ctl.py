@@ -117,6 +117,8 @@ def print_status(reply: dict[str, Any], out: TextIO, err: TextIO) -> int:
         ),
         file=out,
     )
+    if reply.get("recovery"):  # under way, or how the last one ended
+        print(terminal(str(reply["recovery"])), file=out)
     try:
         # last_lines rides along in the reply (it is no RoleStatus field): a failed role's last output.
         roles = [(RoleStatus.from_json(r), r.get("last_lines") or []) for r in reply.get("roles") or []]

@@ -28,18 +28,25 @@ class CrashLoops:
         self._roles = roles
 
     def failed(
-        self, role: SupervisedRole, *, exit: str, error: str, restarting: bool, next_attempt_at: float | None
+        self,
+        role: SupervisedRole,
+        *,
+        exit: str,
+        error: str,
+        restarting: bool,
+        next_attempt_at: float | None,
+        attempts: int | None = None,
     ) -> None:
         """An attempt of ``role`` failed on its own: it loops while the policy restarts it (the next
-        attempt starts at ``next_attempt_at``); when the policy gives up, the loop ends in failure."""
+        attempt starts at ``next_attempt_at``); when the policy gives up, the loop ends in failure.
+        ``attempts``: the attempts it gets in all when a recovery, not its policy, restarts it."""
         if restarting:
             policy = self._spec().jobs[role.task.job].restart
+            allowed = attempts_allowed(policy.max_restarts, attempt=role.attempt, policy_restarts=role.policy_restarts)
             looping = RoleCrashLoop(
                 looping=True,
                 attempt=role.attempt + 1,
-                attempts=attempts_allowed(
-                    policy.max_restarts, attempt=role.attempt, policy_restarts=role.policy_restarts
-                ),
+                attempts=attempts if attempts is not None else allowed,
                 exit=exit,
                 error=error,
                 next_attempt_at=next_attempt_at,

@@ -34,6 +34,7 @@ from core.run.status import ClusterPhase, ClusterStatus
 from gui.editor import ClusterEditor
 from gui.offthread import Relay, run_off_thread
 from gui.run.overview import ClusterOverview
+from gui.run.recovery_banner import RecoveryBanner
 from gui.run.roles import RolesView
 from gui.run.tabs.gpus import GpuPanel
 from gui.run.tabs.logs import LogPanel
@@ -169,7 +170,14 @@ class MainWindow(QtWidgets.QMainWindow):
         self.split.addWidget(self.roles)
         self.split.addWidget(self.tabs)
         self.split.setSizes([150, 200, 450])
-        self.monitor: QtWidgets.QSplitter = self.split
+        # The run page: a recovery under way (or how the last ended) above the split, in one line.
+        self.recovery_banner: RecoveryBanner = RecoveryBanner()
+        self.monitor: QtWidgets.QWidget = QtWidgets.QWidget()
+        monitor_layout = QtWidgets.QVBoxLayout(self.monitor)
+        monitor_layout.setContentsMargins(0, 0, 0, 0)
+        monitor_layout.setSpacing(0)
+        monitor_layout.addWidget(self.recovery_banner)
+        monitor_layout.addWidget(self.split, 1)
         # Two pages: the cluster as a form, and the run (roles above, telemetry tabs below).
         self.pages: QtWidgets.QTabWidget = QtWidgets.QTabWidget()
         self.pages.setDocumentMode(True)
@@ -230,6 +238,7 @@ class MainWindow(QtWidgets.QMainWindow):
         # A status that says done is over too: the controller publishes DONE a moment before its
         # ``done`` is set, and no event may follow to refresh the actions (Launch stayed disabled).
         over = status is not None and status.phase in (ClusterPhase.DONE, ClusterPhase.DETACHED)
+        self.recovery_banner.show_status(status)
         source = self.source
         self.controls.enable(
             live=source is not None and not source.done and not over,
