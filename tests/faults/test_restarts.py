@@ -112,7 +112,10 @@ def test_crash_loop_backs_off_exponentially_and_gives_up_saying_so(tmp_path: Pat
     ]
     waited = [start["t"] - backoff["t"] for backoff, start in zip(backoffs, starts[1:], strict=True)]
     assert [round(w, 1) >= d for w, d in zip(waited, (0.4, 0.8, 1.0), strict=True)] == [True] * 3, waited
-    assert events[-1]["state"] == "failed" and events[-1]["detail"] == "exit code 1 (cannot open dataset); gave up after 3 restarts"
+    assert (
+        events[-1]["state"] == "failed"
+        and events[-1]["detail"] == "exit code 1 (cannot open dataset); gave up after 3 restarts"
+    )
     assert "worker:0 failed: exit code 1 (cannot open dataset); gave up after 3 restarts" in result.stdout
     assert "last output of worker:0" in result.stdout and "cannot open dataset" in result.stdout
     assert len(list((run / "roles" / "worker-0").glob("attempt-*.log"))) == 4
