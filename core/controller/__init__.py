@@ -10,5 +10,6 @@ signal a role through its agent), ``commands`` (the typed commands users send), 
 ``stalls`` (no new step), ``slurm`` (a run held by a Slurm allocation), ``supervised`` (one role's
 record), ``policy`` (the pure restart and completion rules), ``session`` (a launch or attach: run
 directory, lock, control server, notifier; the :class:`RunSource` protocol), ``control_server``
-(answers the control socket).
+(answers the control socket), ``checkpoints`` (the checkpoint directory watched on its own thread;
+what changed published, which checkpoint a recovery restored).
 """

@@ -10,5 +10,6 @@ window and the CLI drain), ``lock`` (one controller per run), ``index``, ``selec
 (the runs list, choosing runs, comparing them), ``skim``, ``csv_export``, ``pids`` (a pid is still
 the process it was), ``leftover`` (what of a run its launcher left still
 runs: roles, agents), ``tensorboard`` (serving a run's TensorBoard), ``children`` (child processes
-that end with this one: ssh, GPU queries, TensorBoard, notify).
+that end with this one: ssh, GPU queries, TensorBoard, notify), ``checkpoints`` (where a run's
+checkpoints are: the [recovery] key, a role's --checkpoint_dir-style flag, a state file found).
 """
