@@ -1,21 +1,34 @@
 """The run's checkpoints as the window shows them, Qt-free: the list (name, step, when, size; the one
-TensorFlow would restore marked) and the steps marked on the Training tab's step axis.
+TensorFlow would restore marked) and the marks on the Training tab's step axis.
 
-Fed with ``checkpoints`` events (:class:`core.run.events.CheckpointsChanged`), live or replayed from
-the journal, so a reopened run shows the checkpoints it had. Only the checkpoints still in the
-directory are listed and marked (TensorFlow deletes all but the newest few): they are the ones a
-restart can resume from.
+Fed with ``checkpoints`` events (:class:`core.run.events.CheckpointsChanged`) and recoveries
+(:class:`core.run.events.RecoveryChanged`), live or replayed from the journal, so a reopened run
+shows the checkpoints it had. The list holds the checkpoints still in the directory (TensorFlow
+deletes all but the newest few): the ones a restart can resume from. The step axis marks every
+checkpoint the run saved (the deleted ones fainter), and where each recovery resumed, with the
+checkpoint it resumed from: where a curve starts again, the plot says why.
 """
 
 from __future__ import annotations
 
 import time
+from enum import StrEnum
 
-from core.run.events import CheckpointsChanged
+from core.run.events import CheckpointsChanged, RecoveryChanged
 from core.telemetry.checkpoints import Checkpoint
 
 MAX_MARKERS = 50  # the newest checkpoints marked on the step axis; the list has them all
 MAX_KEPT = 5000  # checkpoints kept in the model (a run that keeps every checkpoint of a week)
+MAX_RESUMES = 20  # the newest recoveries marked
+
+
+class Mark(StrEnum):
+    """What a mark on the step axis is."""
+
+    LATEST = "latest"  # the checkpoint a restart restores now
+    KEPT = "kept"  # a checkpoint still in the directory
+    GONE = "gone"  # a checkpoint the run saved and TensorFlow has deleted since
+    RESUMED = "resumed"  # where a recovery resumed training
 
 
 def size_text(size_bytes: int | None) -> str:
@@ -40,12 +53,23 @@ class CheckpointFigures:
         self.problem = ""
         self.latest: str | None = None
         self._listed: dict[tuple[str, float | None], Checkpoint] = {}
+        self._saved: dict[tuple[str, float | None], Checkpoint] = {}  # every one seen, deleted or not
+        self._resumes: list[tuple[int, str]] = []  # (step, the checkpoint's name or "")
 
     def clear(self) -> None:
         """Another run: nothing listed."""
         self.directory = self.found_from = self.problem = ""
         self.latest = None
         self._listed.clear()
+        self._saved.clear()
+        self._resumes.clear()
+        self.version += 1
+
+    def apply_recovery(self, payload: RecoveryChanged) -> None:
+        """Take a ``recovery`` event: a recovery that resumed at a known step is marked there."""
+        if payload.phase != "recovered" or payload.resumed_step is None:
+            return
+        self._resumes = [*self._resumes, (payload.resumed_step, payload.checkpoint or "")][-MAX_RESUMES:]
         self.version += 1
 
     def apply(self, payload: CheckpointsChanged) -> None:
@@ -59,20 +83,30 @@ class CheckpointFigures:
             del self._listed[key]
         for checkpoint in payload.added:
             self._listed[(checkpoint.name, checkpoint.saved_at)] = checkpoint
-        if len(self._listed) > MAX_KEPT:
-            for key in list(self._listed)[: len(self._listed) - MAX_KEPT]:
-                del self._listed[key]
+            self._saved[(checkpoint.name, checkpoint.saved_at)] = checkpoint
+        for kept in (self._listed, self._saved):
+            for key in list(kept)[: max(0, len(kept) - MAX_KEPT)]:
+                del kept[key]
         self.version += 1
 
     def listed(self) -> list[Checkpoint]:
         """The checkpoints in the directory, oldest first (by step, then time)."""
         return sorted(self._listed.values(), key=lambda c: (c.step if c.step is not None else -1, c.saved_at or 0.0))
 
-    def markers(self) -> list[tuple[int, str, bool]]:
-        """The newest :data:`MAX_MARKERS` checkpoints with a step: (step, name, whether it is the
-        one TensorFlow would restore)."""
-        marked = [c for c in self.listed() if c.step is not None][-MAX_MARKERS:]
-        return [(c.step or 0, c.name, c.name == self.latest) for c in marked]
+    def markers(self) -> list[tuple[int, str, Mark]]:
+        """The marks on the step axis: (step, name, what it is): the newest :data:`MAX_MARKERS`
+        checkpoints the run saved, and where each recovery resumed (its name: the checkpoint)."""
+        listed = set(self._listed)
+        saved = sorted(
+            ((key, c) for key, c in self._saved.items() if c.step is not None),
+            key=lambda item: (item[1].step or 0, item[1].saved_at or 0.0),
+        )[-MAX_MARKERS:]
+        marks = []
+        for key, c in saved:
+            kind = Mark.GONE if key not in listed else Mark.LATEST if c.name == self.latest else Mark.KEPT
+            marks.append((c.step or 0, c.name, kind))
+        marks += [(step, name, Mark.RESUMED) for step, name in self._resumes]
+        return marks
 
     def rows(self) -> list[tuple[str, str]]:
         """A line per checkpoint, newest first, and its tooltip: ``ckpt-60  step 60  21:34:09  1.2 KiB``."""

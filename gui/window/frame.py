@@ -22,7 +22,18 @@ from PySide6 import QtCore, QtWidgets
 
 from core.cluster.spec import ClusterSpec
 from core.controller.session import RunSource
-from core.run.events import Event, GpuStatus, HostStateChanged, Metrics, Sample, Scalars, SlurmChanged, WarningMessage
+from core.run.events import (
+    CheckpointsChanged,
+    Event,
+    GpuStatus,
+    HostStateChanged,
+    Metrics,
+    RecoveryChanged,
+    Sample,
+    Scalars,
+    SlurmChanged,
+    WarningMessage,
+)
 from core.run.inbox import EventInbox
 from core.run.status import ClusterStatus
 from core.telemetry.pci import tf_devices_by_bus
@@ -245,6 +256,8 @@ class FramePump(QtCore.QObject):
                 self.training.add_samples(event.role, p.samples)
             case Scalars() if event.role:
                 self.training.add_scalars(event.role, p.points)
+            case CheckpointsChanged() | RecoveryChanged():
+                self.training.add_checkpoints(p)
             case Sample():
                 self.gpus.add_sample(event.to_record())
             case GpuStatus():
