@@ -102,9 +102,9 @@ class CheckpointPoller:
             self._source = source
         if source.remote_host is not None:
             if self._seen is None:
-                self._seen = "remote"
                 problem = f"the checkpoints are on {source.remote_host}; they are not listed from this machine"
                 self._report(CheckpointReport(source, CheckpointListing(str(source.directory), problem=problem)))
+                self._seen = "remote"
             return
         state_file = find_state_file(source.directory) if source.directory.is_dir() else None
         try:
@@ -114,8 +114,8 @@ class CheckpointPoller:
         seen = (str(state_file), info.st_mtime_ns, info.st_size, info.st_ino) if info is not None else None
         if seen == self._seen:
             return
-        self._seen = seen
         self._report(CheckpointReport(source, read_listing(source.directory, state_file)))
+        self._seen = seen  # only once told: a report that failed (a full queue) is made again
 
 
 class CheckpointBook:

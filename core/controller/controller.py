@@ -150,7 +150,10 @@ class Controller:
         # The checkpoint directory is watched on its own thread; what changed is told on this one.
         self._checkpoints = CheckpointBook(current, run.path, self._publisher)
         self._checkpoint_poller = CheckpointPoller(
-            current, run.path, self._queue.put, since=(run.created or time.time()) - 1.0
+            current,
+            run.path,
+            lambda report: self._queue.put(report, timeout=TICK_S * 10),  # queue.Full: told again later
+            since=(run.created or time.time()) - 1.0,
         )
         self._recovery = Recovery(
             current,

@@ -46,10 +46,12 @@ def runs() -> Iterator[list[LaunchedRun]]:
         run.kill()
 
 
-def launch(tmp_path: Path, runs: list[LaunchedRun], flags: str = CHECKPOINTING) -> tuple[LaunchedRun, list[int]]:
+def launch(
+    tmp_path: Path, runs: list[LaunchedRun], flags: str = CHECKPOINTING, recovery: str = ""
+) -> tuple[LaunchedRun, list[int]]:
     ports = free_ports(3)
     cluster = tmp_path / "cluster.toml"
-    cluster.write_text(LIGHT.format(trainers=ROOT / "resources" / "trainers", p=ports, flags=flags))
+    cluster.write_text(LIGHT.format(trainers=ROOT / "resources" / "trainers", p=ports, flags=flags) + recovery)
     run = LaunchedRun(cluster, tmp_path / "runs" / "run")
     runs.append(run)
     return run, ports
@@ -178,4 +180,30 @@ def test_recovery_on_and_no_checkpoint_after_training_a_while_is_warned_once(
         assert [r["message"] for r in records if r.get("kind") == "warning"] == [message]  # journalled once
     finally:
         controller.close(timeout_s=60)
+    assert_nothing_left(ports, marker=str(tmp_path))
+
+
+@pytest.mark.timeout(200)
+def test_a_fifo_for_a_state_file_is_one_line_in_launch_and_ctl_and_nothing_hangs(
+    tmp_path: Path, runs: list[LaunchedRun]
+) -> None:
+    hostile = tmp_path / "ckpt"
+    hostile.mkdir()
+    os.mkfifo(hostile / "checkpoint")  # reading it would wait for a writer forever
+    run, ports = launch(tmp_path, runs, flags="", recovery=f'checkpoint_dir = "{hostile}"\n')
+    running(run, "worker:0", past_step=10)
+    said = wait_for(lambda: run.journal("checkpoints"), 60, "the checkpoints event")
+    problem = f"{hostile / 'checkpoint'} is not a regular file"
+    assert (
+        said[0]["problem"] == problem
+        and said[0]["added"] == []
+        and said[0]["found_from"] == "[recovery] checkpoint_dir"
+    )
+    human = run.ctl("checkpoints")
+    assert human.returncode == 0 and f"problem: {problem}" in human.stdout, human.stdout
+    assert run.ctl("stop-all").returncode == 0
+    code, out = run.finish(timeout_s=60)
+    lines = [line for line in out.splitlines() if "not a regular file" in line]
+    assert len(lines) == 1 and lines[0].endswith(f"checkpoints  {problem}"), out
+    assert "Traceback" not in out and code != 2, out
     assert_nothing_left(ports, marker=str(tmp_path))
