@@ -15,7 +15,7 @@ import pytest
 
 from core.agent.profile import MAX_CHUNK_BYTES, parse_profile, profile_path, read_chunk
 from core.remote.agent_requests import AgentRequestError, AgentRequests
-from tests.core.test_agent import AgentProcess, start
+from tests.helpers.agent_process import AgentProcess, start
 
 GOOD = {"id": "p1", "role": "worker:1", "address": "10.0.0.2:2222", "seconds": 2, "logdir": "profiles/t/worker-1"}
 

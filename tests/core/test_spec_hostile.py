@@ -15,7 +15,7 @@ from core.cli.main import main as cli_main
 from core.cluster.arglimits import launch_size_problems
 from core.cluster.spec import parse_text
 from core.cluster.spec.reader import MAX_STRING_BYTES
-from tests.conftest import free_ports
+from tests.helpers.ports import free_ports
 
 
 def cli(*args: str) -> tuple[int, str, str]:

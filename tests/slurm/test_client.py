@@ -10,7 +10,7 @@ import pytest
 
 from core.cluster.slurm_table import SlurmConfig
 from core.slurm.client import SlurmCheck, SlurmClient, SlurmError, check_slurm, job_name_for, step_argv
-from tests.slurm.conftest import SlurmCluster
+from tests.helpers.slurm_cluster import SlurmCluster
 
 
 @pytest.fixture
