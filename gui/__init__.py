@@ -1,4 +1,11 @@
-"""TowerDeck's window (PySide6 + pyqtgraph); the headless parts are in ``core``."""
+"""TowerDeck's window (PySide6 + pyqtgraph); the headless parts are in ``core``.
+
+- ``offthread``: a function run off the GUI thread, its outcome back on it
+- ``editor/``: the cluster editor
+- ``run/``: one run in the window: overview, GPU grid, roles table, tabs
+- ``runs/``: past runs: the Runs page, compare
+- ``window/``: the main window and what belongs to it alone
+"""
 
 import os
 

@@ -1,3 +1,8 @@
-"""A live or past run in the window: ``overview`` (one tile per role), ``gpu_grid``, ``roles`` and
-``roles_model`` (the roles table), and ``tabs/`` (training curves, GPUs, logs, placement, spread).
+"""A live or past run in the window.
+
+- ``overview``: one tile per role, hosts as boxes
+- ``gpu_grid``: one small tile per GPU, grouped by host
+- ``roles``: the roles table and the banner above it
+- ``roles_model``: the roles table's model: grouped, filtered, sorted, updated in place
+- ``tabs/``: training curves, GPUs, logs, placement, spread, profile
 """

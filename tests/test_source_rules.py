@@ -1,0 +1,58 @@
+"""Rules the source keeps so that what it says stays true, read from the files themselves:
+
+- each package's ``__init__`` lists every module it holds, one line each (``- ``name``: what it
+  holds``), as docs/architecture.md promises: a module added, renamed or removed shows here.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from tests.helpers.project import ROOT
+
+LISTED = re.compile(r"^\s*- ``(\w+)/?``:", re.MULTILINE)
+
+
+def package_contents(package: Path) -> set[str]:
+    """The modules (``__main__`` included) and subpackages of ``package``."""
+    modules = {p.stem for p in package.glob("*.py") if p.name != "__init__.py"}
+    return modules | {p.name for p in package.iterdir() if (p / "__init__.py").is_file()}
+
+
+def listed_modules(init: Path) -> set[str]:
+    """The names ``init``'s docstring lists, one line each: ``- ``name``: what it holds``."""
+    docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+    return set(LISTED.findall(docstring))
+
+
+def listing_problems(package: Path) -> list[str]:
+    held, listed = package_contents(package), listed_modules(package / "__init__.py")
+    where = package.relative_to(ROOT) if package.is_relative_to(ROOT) else package.name
+    return [f"{where}/__init__.py does not list {name}" for name in sorted(held - listed)] + [
+        f"{where}/__init__.py lists {name}, which it does not hold" for name in sorted(listed - held)
+    ]
+
+
+def test_the_listing_check_finds_a_missing_and_a_stale_module(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "sub" / "__init__.py").write_text("")
+    for name in ("kept", "added", "__main__"):
+        (package / f"{name}.py").write_text("")
+    (package / "__init__.py").write_text(
+        '"""A package.\n\n- ``kept``: a module\n- ``sub/``: a subpackage\n- ``__main__``: run it\n'
+        '- ``gone``: renamed since\nSee ``added`` elsewhere (not a line of the list).\n"""\n'
+    )
+    assert listing_problems(package) == [
+        "pkg/__init__.py does not list added",
+        "pkg/__init__.py lists gone, which it does not hold",
+    ]
+
+
+def test_every_package_lists_its_modules_one_line_each() -> None:
+    packages = sorted(p.parent for top in ("core", "gui", "tests/helpers") for p in (ROOT / top).rglob("__init__.py"))
+    assert ROOT / "core" / "controller" in packages and ROOT / "tests" / "helpers" in packages
+    problems = [problem for package in packages for problem in listing_problems(package)]
+    assert problems == [], "\n".join(problems)
