@@ -1,5 +1,7 @@
 """Rules the source keeps so that what it says stays true, read from the files themselves:
 
+- production code says what it does and why, never "issue N" (a number means nothing to a reader
+  without the tracker, and the reason is lost when the tracker is);
 - each package's ``__init__`` lists every module it holds, one line each (``- ``name``: what it
   holds``), as docs/architecture.md promises: a module added, renamed or removed shows here.
 """
@@ -11,6 +13,53 @@ import re
 from pathlib import Path
 
 from tests.helpers.project import ROOT
+
+# Where production code lives: what runs, what it ships, how it is built and measured.
+PRODUCTION = ("core", "gui", "main.py", "resources", "scripts", "benchmarks", "pyproject.toml", "Makefile")
+TEXT_SUFFIXES = {".py", ".toml", ".md", ".txt", ".sh", ".cfg", ".ini", ""}
+ISSUE_REFERENCE = re.compile(r"\bissues?\s*(?:#|no\.?\s*)?\d+|\bissue-\d+", re.IGNORECASE)
+
+
+def production_files() -> list[Path]:
+    found = []
+    for name in PRODUCTION:
+        path = ROOT / name
+        if path.is_file():
+            found.append(path)
+        elif path.is_dir():
+            found.extend(
+                p
+                for p in sorted(path.rglob("*"))
+                if p.is_file() and p.suffix in TEXT_SUFFIXES and "__pycache__" not in p.parts
+            )
+    return found
+
+
+def issue_references(text: str) -> list[str]:
+    """Each place ``text`` cites an issue by its number instead of saying what and why."""
+    return [m.group(0) for m in ISSUE_REFERENCE.finditer(text)]
+
+
+def test_the_issue_check_finds_each_way_of_citing_a_number() -> None:
+    text = "see issue 19; (issue #23) Issue25 issues 13 and issue-12 issue no. 7"
+    assert issue_references(text) == ["issue 19", "issue #23", "Issue25", "issues 13", "issue-12", "issue no. 7"]
+    # An upstream project's tracker is cited by its own name, and words near a number are not issues.
+    assert issue_references("reported upstream: pyqtgraph/pyqtgraph#3485; 19 issues; tissue 5") == []
+
+
+def test_production_code_says_what_and_why_instead_of_an_issue_number() -> None:
+    files = production_files()
+    assert ROOT / "core" / "controller" / "controller.py" in files and ROOT / "main.py" in files
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in files
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+        if issue_references(line)
+    ]
+    assert found == [], "say what the code does and why instead:\n" + "\n".join(found)
+
+
+# ---------------------------------------------------------------------------- packages list their modules
 
 LISTED = re.compile(r"^\s*- ``(\w+)/?``:", re.MULTILINE)
 

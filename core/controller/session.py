@@ -125,7 +125,7 @@ class LaunchSession:
         self.run = run
         self.server = server
         self.lock = lock  # one controller per run (core.run.lock), held until close()
-        # [notify] (issue 23): the user's command hears of the run's notifications, off this thread.
+        # [notify]: the user's command hears of the run's notifications, off this thread.
         self.notifier = notifier_for(controller.spec, run)
         if self.notifier is not None:
             controller.subscribe(self.notifier.on_event)
@@ -201,7 +201,7 @@ class LaunchSession:
         here: the window passes 0 and its notifier thread finishes on its own)."""
         self.server.close()
         if self.controller.done:
-            # The run is over: cache its summary for the runs browser (issue 23). It reads the
+            # The run is over: cache its summary, so that listing runs reads one small file. It reads the
             # run's metrics, so not on the caller's (maybe the GUI's) thread; not a daemon, so a
             # CLI exiting now still finishes it.
             threading.Thread(target=runs_index.write_summary, args=(self.run.path,), name="run-summary").start()

@@ -1,4 +1,4 @@
-"""Runs side by side (issue 23): the table ``runs compare`` prints and the window's compare view
+"""Runs side by side: the table ``runs compare`` prints and the window's compare view
 shows, and each run's curves for the overlay.
 
 :func:`compare_rows` reads each run's summary (:mod:`core.run.index`) and its ``cluster.toml``:

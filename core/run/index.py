@@ -1,4 +1,4 @@
-"""Every run under the runs root, one summary each, fast with thousands (issue 23).
+"""Every run under the runs root, one summary each, fast with thousands (a user keeps months of runs).
 
 A run's :class:`RunSummary` says what the runs browser (``runs`` and the window's Runs page)
 shows: name, cluster file, start, duration, outcome, roles, backend, last/best loss, mean steps/s,

@@ -64,7 +64,7 @@ def fmt_duration(seconds: float) -> str:
 
 def state_text(role: RoleStatus) -> str:
     text = str(role.state)
-    if role.waiting_for and role.state == RoleState.RUNNING:  # diagnosis (issue 13)
+    if role.waiting_for and role.state == RoleState.RUNNING:  # running, but waiting for a peer
         text += f" (waiting for {role.waiting_for})"
     elif role.stalled and role.state == RoleState.RUNNING:
         text += f" (stalled {fmt_duration(role.stalled_for_s or 0)})"
@@ -125,7 +125,7 @@ def sort_keys(role: RoleStatus, cells: list[str], now: float) -> list[tuple[Any,
     numbers = (
         role.pid,
         # By start time (later = shorter uptime): a key that does not change every frame, which
-        # would re-sort the table 10 times a second (issue 19).
+        # would re-sort all 65 rows of a 64-worker run's table 10 times a second.
         -role.started_at if role.started_at and alive else None,
         role.restarts,
         role.step,
@@ -147,9 +147,9 @@ def role_row(role: RoleStatus, link_state: str | None, now: float) -> RoleRow:
     """How ``role`` reads in the table: cells, sort keys, colours and the state's tooltip."""
     cells = row_cells(role, link_state, now)
     failed = role.state == RoleState.FAILED
-    stalled = (role.stalled or bool(role.waiting_for)) and role.state == RoleState.RUNNING  # issue 13
+    stalled = (role.stalled or bool(role.waiting_for)) and role.state == RoleState.RUNNING  # running but not training
     tooltip = (
-        f"{role.waiting_message}\nFix: {role.waiting_fix}"  # diagnosis (issue 13)
+        f"{role.waiting_message}\nFix: {role.waiting_fix}"  # why it waits, and the fix
         if role.waiting_for
         else f"no new step for {fmt_duration(role.stalled_for_s or 0)}: hung? Kill it (Ctrl+K) or restart it"
         if stalled
@@ -208,7 +208,7 @@ class RolesView(QtWidgets.QWidget):
         self.table.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.ActionsContextMenu)
         header = self.table.header()
         # Not ResizeToContents: that measured every cell of all 65 rows at each frame's change
-        # (issue 19); columns are fitted after a reset and widened as a changed cell needs.
+        # of a 64-worker run; columns are fitted after a reset and widened as a changed cell needs.
         header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
         self._collapsed: set[str] = set()
@@ -414,11 +414,11 @@ class RolesView(QtWidgets.QWidget):
     def _update_banner(self, status: ClusterStatus) -> None:
         failed = [r for r in status.roles if r.state == RoleState.FAILED]
         stalled = [r for r in status.roles if r.stalled and r.state == RoleState.RUNNING]
-        waiting = [r for r in status.roles if r.waiting_for and r.state == RoleState.RUNNING]  # issue 13
+        waiting = [r for r in status.roles if r.waiting_for and r.state == RoleState.RUNNING]  # waiting for a peer
         if not failed and not stalled and not waiting:
             self.banner.hide()
             return
-        parts = [  # diagnosis (issue 13): who waits for whom, and the fix
+        parts = [  # who waits for whom, and the fix
             f"<b>{r.role} is waiting for {r.waiting_for}</b>: {html(r.waiting_message)}<br>Fix: {html(r.waiting_fix)}"
             for r in waiting
         ]

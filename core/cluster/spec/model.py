@@ -45,7 +45,7 @@ TOP_KEYS = {
     "slurm": "run on Slurm: [slurm] partition, time, nodes, account, extra_args, login",
     "notify": "run your command with each notification: [notify] command, events, timeout_s",
 }
-TOP_KEYS.update(STUCK_KEYS)  # diagnosis (issue 13): start_stall_after_s, success_policy
+TOP_KEYS.update(STUCK_KEYS)  # when it counts as stuck: start_stall_after_s, success_policy
 HOST_KEYS = {
     "ssh": "the SSH destination: user@host, host:port or an alias from your ssh config",
     "python": "the python on that machine that runs the agent (default python3)",
@@ -208,7 +208,7 @@ class ClusterSpec:
     # A role that has printed a step and then prints no new one for this long is marked stalled
     # (hung collective, SIGSTOP, deadlock). 0 turns the check off.
     stall_after_s: float = DEFAULT_STALL_AFTER_S
-    # Diagnosis of stuck clusters (issue 13): start_stall_after_s, success_policy.
+    # When a cluster counts as stuck (core/cluster/stuck_options.py): start_stall_after_s, success_policy.
     stuck: StuckOptions = field(default_factory=StuckOptions)
     notify: NotifyConfig | None = None  # [notify]: the user's command for notifications (core/notify)
 

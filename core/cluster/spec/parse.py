@@ -92,7 +92,7 @@ def parse_data(
     grace = r.number(data.get("stop_grace_s", 5.0), ("stop_grace_s",), 0.0)
     start_s = r.number(data.get("start_s", 1.0), ("start_s",), 0.0)
     stall_after_s = r.number(data.get("stall_after_s", DEFAULT_STALL_AFTER_S), ("stall_after_s",), 0.0)
-    stuck = parse_stuck_options(data, r)  # diagnosis (issue 13)
+    stuck = parse_stuck_options(data, r)  # when the cluster counts as stuck: start_stall_after_s, success_policy
 
     jobs_data = data.get("jobs")
     jobs: dict[str, Job] = {}

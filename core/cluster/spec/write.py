@@ -51,7 +51,7 @@ def to_data(spec: ClusterSpec, relative_to: Path | None = None) -> dict[str, Any
     data["start_s"] = spec.start_s
     if spec.stall_after_s != DEFAULT_STALL_AFTER_S:
         data["stall_after_s"] = spec.stall_after_s
-    data.update(stuck_options_to_data(spec.stuck))  # diagnosis (issue 13)
+    data.update(stuck_options_to_data(spec.stuck))  # when the cluster counts as stuck, where not the default
     if spec.metric_patterns:
         data["metric_patterns"] = list(spec.metric_patterns)
     if spec.env:
