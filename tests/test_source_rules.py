@@ -3,7 +3,9 @@
 - production code says what it does and why, never "issue N" (a number means nothing to a reader
   without the tracker, and the reason is lost when the tracker is);
 - each package's ``__init__`` lists every module it holds, one line each (``- ``name``: what it
-  holds``), as docs/architecture.md promises: a module added, renamed or removed shows here.
+  holds``), as docs/architecture.md promises: a module added, renamed or removed shows here;
+- a role view's state is entered in one place (``RoleView.enter_state``), and every thread core/
+  and gui/ start has a name that says what it does (a stack dump or a hang's report names the job).
 """
 
 from __future__ import annotations
@@ -105,3 +107,72 @@ def test_every_package_lists_its_modules_one_line_each() -> None:
     assert ROOT / "core" / "controller" in packages and ROOT / "tests" / "helpers" in packages
     problems = [problem for package in packages for problem in listing_problems(package)]
     assert problems == [], "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------- one place, one name
+
+
+def python_files(*tops: str) -> list[Path]:
+    return sorted(p for top in tops for p in (ROOT / top).rglob("*.py"))
+
+
+def test_a_role_views_state_is_entered_in_enter_state_only() -> None:
+    """core/run/role_view.py's ``enter_state`` is where a role view takes a state (the controller's
+    role machine and the replay both reach it through ``RoleView.apply``); no other code assigns a
+    role's ``state``. core/run/leftover.py keeps its own record of a journal's last state (not a view)."""
+    role_view = ROOT / "core" / "run" / "role_view.py"
+    leftover = ROOT / "core" / "run" / "leftover.py"
+    found = []
+    for path in python_files("core", "gui"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign | ast.AugAssign)
+                else []
+            )
+            for target in targets:
+                if isinstance(target, ast.Attribute) and target.attr == "state" and path not in (role_view, leftover):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} assigns .state")
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "enter_state"
+                and path != role_view
+            ):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} calls enter_state")
+    assert found == []
+
+
+def unnamed_threads(path: Path) -> list[str]:
+    """Each ``threading.Thread(...)`` (or ``Thread(...)``) in ``path`` started without a ``name``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if called == "Thread" and not any(k.arg == "name" for k in node.keywords):
+            found.append((node.lineno, f"{path.name}:{node.lineno}"))
+    return [where for _line, where in sorted(found)]
+
+
+def test_the_thread_check_finds_a_thread_without_a_name(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text(
+        "import threading\nfrom threading import Thread\n"
+        "threading.Thread(target=print, name='printer').start()\n"
+        "threading.Thread(target=print, daemon=True).start()\nThread(target=print)\n"
+    )
+    assert unnamed_threads(source) == ["m.py:4", "m.py:5"]
+
+
+def test_every_thread_of_core_and_gui_is_named_for_its_job() -> None:
+    found = [
+        f"{path.relative_to(ROOT).parent}/{where}"
+        for path in python_files("core", "gui")
+        for where in unnamed_threads(path)
+    ]
+    assert found == []

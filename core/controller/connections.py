@@ -116,7 +116,9 @@ class HostConnections:
             given_up = [
                 t for t, thread in zip(made.values(), threads, strict=True) if thread.is_alive() or not attaching
             ]
-            closing = [threading.Thread(target=t.close, args=(1.0,), daemon=True) for t in given_up]
+            closing = [
+                threading.Thread(target=t.close, args=(1.0,), name=f"give-up-{t.host}", daemon=True) for t in given_up
+            ]
             for thread in closing:
                 thread.start()
             for thread in closing:

@@ -176,7 +176,9 @@ class HostFeed:
         assert proc is not None and proc.stdout is not None and proc.stderr is not None
         stderr: list[bytes] = []
         errors = proc.stderr
-        drain = threading.Thread(target=lambda: stderr.append(_read_all(errors)), daemon=True)
+        drain = threading.Thread(
+            target=lambda: stderr.append(_read_all(errors)), name=f"gpus-stderr-{self.target.host}", daemon=True
+        )
         drain.start()
         if remote and proc.stdin is not None:
             try:
