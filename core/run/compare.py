@@ -282,10 +282,10 @@ def read_scalars(path: Path, roles: Sequence[str], limit: int = MAX_CURVE_POINTS
                     and isinstance(value, (int, float))
                 ):
                     continue
-                columns = found.setdefault(tag, {}).setdefault(role, ([], [], []))
-                columns[0].append(float(step))
-                columns[1].append(float(wall))
-                columns[2].append(float(value))
+                steps, walls, values = found.setdefault(tag, {}).setdefault(role, ([], [], []))
+                steps.append(float(step))
+                walls.append(float(wall))
+                values.append(float(value))
     return {
         tag: {role: Scalar(*_thin([np.asarray(c) for c in cols], limit)) for role, cols in per_role.items()}
         for tag, per_role in found.items()

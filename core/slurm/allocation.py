@@ -39,7 +39,7 @@ class PlacementError(Exception):
 
 
 def nodes_for_hosts(
-    spec: ClusterSpec, job_id: str, nodes: Sequence[str], is_local: Callable[[str], bool] = is_local_host
+    spec: ClusterSpec, job_id: str, nodes: Sequence[str], *, is_local: Callable[[str], bool] = is_local_host
 ) -> dict[str, str]:
     """Each task host's node: itself when it is one of the allocation's nodes; with a one-node
     allocation and every other host local or loopback (``127.0.0.1``), that node. Raises
@@ -81,7 +81,7 @@ def time_limit_text(config: SlurmConfig) -> str:
     return f"{config.time} min" if config.time.isdigit() else config.time
 
 
-def describe_end(job_id: str, state: str, config: SlurmConfig, end: JobEnd | None = None) -> str:
+def describe_end(job_id: str, state: str, config: SlurmConfig, *, end: JobEnd | None = None) -> str:
     """How Slurm ended the job, in the words a run's result and its roles' ends use."""
     if state == "CANCELLED":
         return f"cancelled by Slurm (job {job_id})"
@@ -132,7 +132,7 @@ class Allocation:
             return None
         return self._end(info.state if info is not None else "")
 
-    def release(self, cancel: bool = True, grace_s: float = CANCEL_GRACE_S) -> str | None:
+    def release(self, *, cancel: bool = True, grace_s: float = CANCEL_GRACE_S) -> str | None:
         """Stop watching and, with ``cancel``, end the job gracefully (nothing left in squeue).
         Returns why the cancel failed, else None."""
         self._stop.set()
@@ -159,7 +159,7 @@ class Allocation:
             if end is None:
                 time.sleep(0.1)
         state = end.state if end is not None else (seen_state if seen_state in ENDED_STATES else "ENDED")
-        ended = (state, describe_end(self.job_id, state, self.config, end))
+        ended = (state, describe_end(self.job_id, state, self.config, end=end))
         with self._lock:
             self._ended = ended
         return ended

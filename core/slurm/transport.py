@@ -129,7 +129,13 @@ def slurm_endpoint(
         name=step_name_for(host),
     )
     attach = step_argv(job_id, node, [*agent, "--attach", str(sock)], name=f"{step_name_for(host)}-attach")
-    return Endpoint(host, False, client.argv(first), client.argv(attach), extra={"job_id": job_id, "node": node})
+    return Endpoint(
+        host,
+        remote=False,
+        first_argv=client.argv(first),
+        attach_argv=client.argv(attach),
+        extra={"job_id": job_id, "node": node},
+    )
 
 
 class SlurmLink(AgentLink):

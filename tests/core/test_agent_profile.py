@@ -240,5 +240,5 @@ def test_a_profile_folder_through_a_link_is_refused(run_dir: Path, tmp_path: Pat
     (run_dir / "profiles" / "away").symlink_to(tmp_path / "elsewhere")
     request = ProfileRequest("p", "worker:0", "127.0.0.1:1", 1.0, True, "profiles/away/run-1", 5.0)
     with pytest.raises(OutsideProfiles, match="logdir 'profiles/away/run-1' leads outside profiles/"):
-        start_trace(request, sys.executable, {}, None)
+        start_trace(request, python=sys.executable, env={}, cwd=None)
     assert not (tmp_path / "elsewhere" / "run-1").exists()
