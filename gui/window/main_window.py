@@ -338,9 +338,11 @@ class MainWindow(QtWidgets.QMainWindow):
     def _show_new_run(self) -> None:
         """Another run is bound: its TensorBoard goes with the one it showed, the views start empty."""
         self.tensorboard.stop()
+        self.profiler.stop_tensorboard()  # the Profile tab's, on a capture of the run it showed
         self.frame.reset()
         self._set_title()
         self.frame.refresh_table()
+        self.profiler.follow_run()
 
     def _landed(self) -> None:
         """A launch or attach is over: a close asked for meanwhile goes on now."""
@@ -444,6 +446,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.frame.stop()
         self.host_check.cancel()  # its probes and the ssh under them end now
         self.tensorboard.stop()
+        self.profiler.stop_tensorboard()
         # The run is closed off the GUI thread (a reader's join, the control socket's); that
         # thread finishes it before the process exits.
         self.binding.let_go()
