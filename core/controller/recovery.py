@@ -248,10 +248,12 @@ class Recovery:
     def _step_now(self, group: list[str]) -> int | None:
         """The step the recovered roles reached before the failure: the group's own training
         roles' (a worker restarted alone must get past its own step, not its fastest peer's), else
-        the cluster's (a ps, a ParameterServerStrategy worker print no step)."""
+        the cluster's (a ps, a ParameterServerStrategy worker or a trainer that crashed before its
+        first step have none)."""
         strategy = self._spec().strategy
         trains = [r for r in self._roles if r.task.role_id in group and expects_steps(strategy, r.task.job)]
-        steps = [r.last_step for r in (trains or list(self._roles)) if r.last_step is not None]
+        steps = [r.last_step for r in trains if r.last_step is not None]
+        steps = steps or [r.last_step for r in self._roles if r.last_step is not None]
         return max(steps) if steps else None
 
     def _say(self, payload: RecoveryChanged) -> None:
