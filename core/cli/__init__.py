@@ -4,6 +4,7 @@
 - ``launch``: ``launch`` and ``attach``, with the printer thread that follows a run
 - ``ctl``: ``ctl RUN ACTION``: control a running launch through its control socket, print its status
 - ``profile``: ``ctl RUN profile`` and ``ctl RUN why``
+- ``chaos``: ``ctl RUN chaos``: kill random roles one at a time, time the cluster's recovery
 - ``runs``: ``runs`` (the runs browser in a terminal) and ``runs compare``
 - ``tensorboard``: ``runs tensorboard RUN``
 - ``export``: ``export RUN --csv DIR``

@@ -21,6 +21,7 @@ from core.run.events import (
     ClusterStateChanged,
     Event,
     GpuStatus,
+    RecoveryChanged,
     RoleCrashLoop,
     RoleOutput,
     RoleStalled,
@@ -93,6 +94,8 @@ class LaunchPrinter:
                 self._next_progress = time.time() + self.progress_s
                 for line in progress_lines(self.status()):
                     yield f"{stamp}  {line}"
+            case RecoveryChanged():
+                yield f"{stamp}  cluster      {p.text()}"
             case RoleCrashLoop() if p.looping:
                 why = short_exit(p.exit) + (f" ({p.error})" if p.error else "")
                 of = f" of {p.attempts}" if p.attempts else ""

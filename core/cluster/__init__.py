@@ -10,6 +10,7 @@ nor any transport.
 - ``arglimits``: what exec lets a role be given (ARG_MAX)
 - ``roles``: which role is the chief, which roles train
 - ``stuck_options``: the ``[stuck]``-related keys and their pure rules
+- ``recovery_table``: the ``[recovery]`` table, and the pure rule of what a recovery restarts
 - ``slurm_table``: the ``[slurm]`` table
 - ``notify_table``: the ``[notify]`` table
 - ``pasted``: command lines and TF_CONFIG pasted into the editor or ``import``

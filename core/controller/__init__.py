@@ -7,6 +7,7 @@ state of their own, wired by the controller, which only dispatches.
 - ``supervised``: one role's record as supervision keeps it
 - ``policy``: the pure restart and completion rules
 - ``crashloop``: a role whose attempts keep failing, shown as crash-looping
+- ``recovery``: recovery by strategy: what the training's strategy needs restarted, together
 - ``ops``: start, stop, kill, signal a role through its agent
 - ``commands``: the typed commands users send
 - ``connections``: one transport per host

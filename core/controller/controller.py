@@ -54,6 +54,7 @@ from core.controller.crashloop import CrashLoops
 from core.controller.intake import TelemetryIntake
 from core.controller.ops import RoleOps
 from core.controller.output_intake import RECEIVED_KEY, OutputIntake
+from core.controller.recovery import Recovery
 from core.controller.roles import RoleMachine
 from core.controller.slurm import SlurmHosting
 from core.controller.stalls import StallWatch
@@ -129,7 +130,13 @@ class Controller:
             return self.spec
 
         self._publisher = Publisher(journal=self._journal)
-        self._roles = RoleMachine(spec, run.path, self._publisher, on_changed=self._on_role_changed)
+        self._roles = RoleMachine(
+            spec,
+            run.path,
+            self._publisher,
+            on_changed=self._on_role_changed,
+            recovering=lambda peer: self._recovery.under_way(peer),
+        )
         self._diagnoser = Diagnoser(
             self._roles.names(), spec.strategy, success_policy=spec.stuck.success_policy, phase=str(ClusterPhase.IDLE)
         )
@@ -137,8 +144,11 @@ class Controller:
         factory = transport_factory or link_factory(current, run, on_disconnect=on_disconnect, attaching=attach)
         self._hosts = HostConnections(run, self._sink, self._interrupted, factory=factory, remote_hosts=remote)
         self._crash_loops = CrashLoops(current, self._roles)
-        self._stalls = StallWatch(current, self._roles, self._diagnoser, on_step=self._on_step)
+        self._stalls = StallWatch(current, self._roles, self._diagnoser, on_step=self._on_step, on_stall=self._on_stall)
         self._ops = RoleOps(current, run, self._roles, self._hosts, self._stalls)
+        self._recovery = Recovery(
+            current, self._roles, self._ops, self._publisher, phase=lambda: self._supervisor.phase
+        )
         self._telemetry = TelemetryIntake(run, self._roles, self._hosts, self._stalls, self._publisher)
         self._slurm: SlurmHosting | None = None
         if spec.slurm is not None and transport_factory is None:
@@ -162,6 +172,7 @@ class Controller:
             self._ops,
             self._stalls,
             self._crash_loops,
+            self._recovery,
             self._publisher,
             self._diagnoser,
             check_ending=slurm.check_end if slurm is not None else lambda: None,
@@ -183,6 +194,10 @@ class Controller:
 
     def _on_step(self, role: SupervisedRole, step: int) -> None:
         self._crash_loops.healthy(role, f"attempt {role.attempt} made step {step}")
+        self._recovery.on_step(role, step)
+
+    def _on_stall(self, role: SupervisedRole, detail: str) -> None:
+        self._recovery.on_stall(role, detail)
 
     def _stopping(self) -> bool:
         """A stop was asked, or the run is ending: output floods are coalesced at once."""

@@ -69,10 +69,11 @@ TRANSITIONS: dict[Transition, dict[RoleState, frozenset[RoleState]]] = {
     Transition.LAUNCH: _from(_ALL - {RoleState.RUNNING}, {RoleState.STARTING}),
     Transition.RUN: _from({RoleState.STARTING}, {RoleState.RUNNING}),
     Transition.STOP: _from({RoleState.STARTING, RoleState.RUNNING}, {RoleState.STOPPING}),
+    # From STOPPING to BACKOFF: a role a recovery stopped waits for its group (core.controller.recovery).
     Transition.EXIT: {
         RoleState.STARTING: _ENDS,
         RoleState.RUNNING: _ENDS,
-        RoleState.STOPPING: frozenset({RoleState.STOPPED, RoleState.FAILED}),
+        RoleState.STOPPING: frozenset({RoleState.STOPPED, RoleState.FAILED, RoleState.BACKOFF}),
     },
     Transition.START_FAILED: _from({RoleState.STARTING}, {RoleState.FAILED}),
     Transition.CANCEL: _from({RoleState.PENDING, RoleState.BACKOFF}, {RoleState.STOPPED}),
@@ -94,7 +95,10 @@ class RoleMachine:
         publisher: Publisher,
         *,
         on_changed: Callable[[SupervisedRole, float], None],
+        recovering: Callable[[str], str | None] = lambda _peer: None,
     ) -> None:
+        """``on_changed``: told of every state change (the supervisor); ``recovering``: what the
+        recovery under way does about a role, in words, or None (a wait on it says so)."""
         # planned_tasks: a counted job's roles (tasks = N on Slurm) exist before the allocation
         # gives them a host and a port (core/controller/slurm.py places them then).
         self._roles: dict[str, SupervisedRole] = {
@@ -102,6 +106,7 @@ class RoleMachine:
         }
         self._publisher = publisher
         self._on_changed = on_changed
+        self._recovering = recovering
         # Guards what other threads read of the roles (their output tail, placement, history).
         self.lock = threading.RLock()
         self._board = StatusBoard(self._roles, time.time())
@@ -144,6 +149,10 @@ class RoleMachine:
 
     def set_phase(self, phase: ClusterPhase, result: str | None, reason: str) -> None:
         self._board.set_phase(phase, result, reason)
+
+    def set_recovery(self, text: str, *, recovering: bool) -> None:
+        """The recovery under way (or how the last one ended), in words, for the status."""
+        self._board.set_recovery(text, recovering=recovering)
 
     def refresh_figures(self, now: float, *, every_s: float) -> None:
         """Rebuild every role's figures in the snapshot (steps, stragglers, process figures), at
@@ -308,7 +317,10 @@ class RoleMachine:
         """What roles wait for, as the diagnosis found it."""
         for d in diagnoses:
             role = self._roles.get(d.role)
-            if role is not None:
-                self.note(
-                    role, RoleWaiting(d.waiting, d.waiting_for, d.cause, d.certain, d.message, d.fix, d.line, d.since)
-                )
+            if role is None:
+                continue
+            fix, certain = d.fix, d.certain
+            if d.waiting and d.waiting_for and (under_way := self._recovering(d.waiting_for)):
+                # The diagnosis agrees with the recovery: the peer is being brought back, the wait ends.
+                fix, certain = f"nothing to do: {under_way}", False
+            self.note(role, RoleWaiting(d.waiting, d.waiting_for, d.cause, certain, d.message, fix, d.line, d.since))

@@ -28,6 +28,9 @@ class SupervisedRole(RoleView):
         self.policy_restarts = 0
         self.stop_requested = False
         self.restart_after_stop = False
+        self.held_for_recovery = (
+            False  # a recovery holds it: when it ends it waits for its group (core.controller.recovery)
+        )
         self.running_at: float | None = None
         self.backoff_until: float | None = None
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)

@@ -6,6 +6,7 @@ worker is slow (``ctl RUN why``, the window's *Why*).
 - ``env``: the separate profiler environment (``.venv-prof``)
 - ``xprof_worker``: runs inside that environment: xprof's conversions, in a process of their own
 - ``summary``: what a captured profile says, per role and side by side
+- ``breakdown``: a capture's one breakdown, computed once and kept with it, shown by every view
 - ``files``: a capture's files: written whole, ``profile.json`` read back with checks
 - ``tensorboard``: a run's profiles in TensorBoard's Profile tab
 - ``why``: the rules that name why the straggler is slow, from typed facts

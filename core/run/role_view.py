@@ -246,6 +246,7 @@ class StatusBoard:
         self._phase = ClusterPhase.IDLE
         self._result: str | None = None
         self._reason = ""
+        self._recovery, self._recovering = "", False
         self._slow: set[str] = set()
         self._roles: dict[str, RoleStatus] = {}
         self.current = ClusterStatus(ClusterPhase.IDLE, None, "", ())
@@ -253,6 +254,10 @@ class StatusBoard:
 
     def set_phase(self, phase: ClusterPhase, result: str | None, reason: str) -> None:
         self._phase, self._result, self._reason = phase, result, reason
+        self._swap()
+
+    def set_recovery(self, text: str, *, recovering: bool) -> None:
+        self._recovery, self._recovering = text, recovering
         self._swap()
 
     def role_changed(self, name: str, now: float) -> None:
@@ -269,4 +274,5 @@ class StatusBoard:
 
     def _swap(self) -> None:
         roles = tuple(self._roles[name] for name in self._views if name in self._roles)
-        self.current = ClusterStatus(self._phase, self._result, self._reason, roles)  # one reference swapped
+        # One reference swapped: a reader never sees half a status.
+        self.current = ClusterStatus(self._phase, self._result, self._reason, roles, self._recovery, self._recovering)

@@ -155,6 +155,10 @@ class ClusterStatus:
     result: str | None  # "succeeded", "failed", "stopped" once decided
     reason: str
     roles: tuple[RoleStatus, ...]
+    recovery: str = (
+        ""  # the running recovery in words, or how the last one ended (core.run.events.RecoveryChanged.text)
+    )
+    recovering: bool = False  # a recovery is under way
 
     def role(self, name: str) -> RoleStatus:
         return next(r for r in self.roles if r.role == name)

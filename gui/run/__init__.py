@@ -4,5 +4,6 @@
 - ``gpu_grid``: one small tile per GPU, grouped by host
 - ``roles``: the roles table and the banner above it
 - ``roles_model``: the roles table's model: grouped, filtered, sorted, updated in place
+- ``recovery_banner``: the cluster's recovery, in one line above the run
 - ``tabs/``: training curves, GPUs, logs, placement, spread, profile
 """

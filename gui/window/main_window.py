@@ -34,6 +34,7 @@ from core.run.status import ClusterPhase, ClusterStatus
 from gui.editor import ClusterEditor
 from gui.offthread import Relay, run_off_thread
 from gui.run.overview import ClusterOverview
+from gui.run.recovery_banner import RecoveryBanner
 from gui.run.roles import RolesView
 from gui.run.tabs.gpus import GpuPanel
 from gui.run.tabs.logs import LogPanel
@@ -169,7 +170,14 @@ class MainWindow(QtWidgets.QMainWindow):
         self.split.addWidget(self.roles)
         self.split.addWidget(self.tabs)
         self.split.setSizes([150, 200, 450])
-        self.monitor: QtWidgets.QSplitter = self.split
+        # The run page: a recovery under way (or how the last ended) above the split, in one line.
+        self.recovery_banner: RecoveryBanner = RecoveryBanner()
+        self.monitor: QtWidgets.QWidget = QtWidgets.QWidget()
+        monitor_layout = QtWidgets.QVBoxLayout(self.monitor)
+        monitor_layout.setContentsMargins(0, 0, 0, 0)
+        monitor_layout.setSpacing(0)
+        monitor_layout.addWidget(self.recovery_banner)
+        monitor_layout.addWidget(self.split, 1)
         # Two pages: the cluster as a form, and the run (roles above, telemetry tabs below).
         self.pages: QtWidgets.QTabWidget = QtWidgets.QTabWidget()
         self.pages.setDocumentMode(True)
@@ -230,6 +238,7 @@ class MainWindow(QtWidgets.QMainWindow):
         # A status that says done is over too: the controller publishes DONE a moment before its
         # ``done`` is set, and no event may follow to refresh the actions (Launch stayed disabled).
         over = status is not None and status.phase in (ClusterPhase.DONE, ClusterPhase.DETACHED)
+        self.recovery_banner.show_status(status)
         source = self.source
         self.controls.enable(
             live=source is not None and not source.done and not over,
@@ -329,9 +338,11 @@ class MainWindow(QtWidgets.QMainWindow):
     def _show_new_run(self) -> None:
         """Another run is bound: its TensorBoard goes with the one it showed, the views start empty."""
         self.tensorboard.stop()
+        self.profiler.stop_tensorboard()  # the Profile tab's, on a capture of the run it showed
         self.frame.reset()
         self._set_title()
         self.frame.refresh_table()
+        self.profiler.follow_run()
 
     def _landed(self) -> None:
         """A launch or attach is over: a close asked for meanwhile goes on now."""
@@ -435,6 +446,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.frame.stop()
         self.host_check.cancel()  # its probes and the ssh under them end now
         self.tensorboard.stop()
+        self.profiler.stop_tensorboard()
         # The run is closed off the GUI thread (a reader's join, the control socket's); that
         # thread finishes it before the process exits.
         self.binding.let_go()

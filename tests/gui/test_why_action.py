@@ -187,7 +187,8 @@ def test_the_worker_with_a_slow_input_pipeline_is_explained_from_the_window(qtbo
         assert panel.shown is not None and [p.role for p in panel.shown.profiles] == ["worker:1", "worker:0"]
         assert float(panel.cell("input", "worker:1")) > 0  # the table counts input as the verdict does
         if shot := os.environ.get("TOWERDECK_WHY_SHOT"):
-            window.split.setSizes([110, 100, 690])  # room for the verdict and the table
+            window.resize(1600, 1000)  # the README's screenshots' size
+            window.split.setSizes([110, 100, 790])  # room for the verdict and the table
             qtbot.wait(300)
             window.grab().save(shot)
         for role in ("worker:0", "worker:1"):

@@ -32,14 +32,19 @@ tasks = ["127.0.0.1:{p[0]}"]
 [jobs.worker]
 tasks = ["127.0.0.1:{p[1]}", "127.0.0.1:{p[2]}"]
 restart = {{ policy = "{policy}", max_restarts = 2, backoff_s = 0.5 }}
+[recovery]
+mode = "{recovery}"
 """
 
 
 def between_graph(
-    tmp_path: Path, steps: int = 200, sleep: float = 0.0, policy: str = "Never"
+    tmp_path: Path, steps: int = 200, sleep: float = 0.0, policy: str = "Never", recovery: str = "role"
 ) -> tuple[Path, list[int]]:
+    """The between-graph example; recovery ``role`` by default (each job's own restart policy, what
+    these tests are about), ``auto`` for the cluster's recovery by strategy."""
     ports = free_ports(3)
-    return write_cluster(tmp_path, BETWEEN_GRAPH, ports, steps=steps, sleep=sleep, policy=policy), ports
+    values = {"steps": steps, "sleep": sleep, "policy": policy, "recovery": recovery}
+    return write_cluster(tmp_path, BETWEEN_GRAPH, ports, **values), ports
 
 
 # A light-trainer cluster of 1 ps and ``workers`` workers.

@@ -14,6 +14,7 @@ from typing import Any
 
 from core.cluster.notify_table import parse_notify
 from core.cluster.problems import ERROR, Problem
+from core.cluster.recovery_table import RecoveryConfig, parse_recovery
 from core.cluster.slurm_table import parse_slurm
 from core.cluster.spec.addresses import is_host_name
 from core.cluster.spec.model import (
@@ -151,6 +152,7 @@ def parse_data(
     # [slurm] is checked by core.cluster.slurm_table, which reports through the same reader.
     slurm = parse_slurm(data["slurm"], r.add) if "slurm" in data else None
     notify = parse_notify(data["notify"], r) if "notify" in data else None
+    recovery = parse_recovery(data["recovery"], r) if "recovery" in data else RecoveryConfig()
     check_semantics(r, jobs, strategy, style, command)
     every_task_has_one = all(t.command for j in jobs.values() for t in j.tasks) and all(
         j.command for j in jobs.values() if j.counted
@@ -178,6 +180,7 @@ def parse_data(
         slurm=slurm,
         stuck=stuck,
         notify=notify,
+        recovery=recovery,
     )
     return spec, r.problems
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from core.cluster.notify_table import notify_to_data
+from core.cluster.recovery_table import recovery_to_data
 from core.cluster.slurm_table import slurm_to_data
 from core.cluster.spec.model import DEFAULT_RESET_AFTER_S, DEFAULT_STALL_AFTER_S, JOB_ORDER, ClusterSpec, RestartPolicy
 from core.cluster.stuck_options import stuck_options_to_data
@@ -109,6 +110,8 @@ def to_data(spec: ClusterSpec, relative_to: Path | None = None) -> dict[str, Any
         data["slurm"] = slurm_to_data(spec.slurm)
     if spec.notify is not None:
         data["notify"] = notify_to_data(spec.notify)
+    if recovery := recovery_to_data(spec.recovery):
+        data["recovery"] = recovery
     return data
 
 
