@@ -264,7 +264,7 @@ class Controller:
         """Send a signal (e.g. ``STOP``, ``CONT``) to a role's process group."""
         return self.command(SignalRole(role, signal_name))
 
-    def set_sampling(self, on: bool, period_s: float | None = None) -> Future[str]:
+    def set_sampling(self, *, on: bool, period_s: float | None = None) -> Future[str]:
         """Turn every agent's samples (host, role and GPU figures) off or on, and optionally set
         their period (0.2 to 10 s): what the GPU proof alternates to measure their cost."""
         return self.command(SetSampling(on, period_s))
@@ -344,7 +344,7 @@ class Controller:
         :class:`core.remote.agent_requests.AgentRequestError` (one line) when there is none."""
         transport = self._hosts.find(host)
         send = transport.send if transport is not None else (lambda _command: False)
-        return self._requests.ask(host, send, command, wait_s)
+        return self._requests.ask(host, send, command, wait_s=wait_s)
 
     def agent_shares_run_dir(self, host: str) -> Path | None:
         """The folder where ``host``'s agent works, where this machine sees it too (a Slurm node's,
@@ -562,7 +562,7 @@ class Controller:
         elif kind == "hello":
             self._hosts.hello(host, tails_tensorboard=event.get("tensorboard") is True)
             if self._attaching:
-                reattach.adopt(self.run, self._roles, self._ops, host, event)
+                reattach.adopt(self.run, self._roles, self._ops, host=host, hello=event)
         elif kind == "error":
             message = f"agent on {host}: {event.get('message')}"
             self._publisher.publish(warning(message, round(time.time(), 3), name if isinstance(name, str) else None))

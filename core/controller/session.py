@@ -92,7 +92,7 @@ class RunSource(Protocol):
         ...
 
 
-def load_checked(path: Path, err: TextIO, check_ports: bool = True) -> ClusterSpec | None:
+def load_checked(path: Path, err: TextIO, *, check_ports: bool = True) -> ClusterSpec | None:
     """Load and check a cluster file for launching here; prints problems to ``err``; None on errors."""
     spec, problems = load(path)
     if spec is not None:
@@ -140,6 +140,7 @@ class LaunchSession:
     def launch(
         cls,
         spec: ClusterSpec,
+        *,
         root: Path | None = None,
         path: Path | None = None,
         on_disconnect: str = "keep",
@@ -172,13 +173,13 @@ class LaunchSession:
         except OSError as exc:
             raise SessionError(f"cannot attach to {path}: {exc.strerror or exc}") from exc
         try:
-            return cls._attached(run, path, spec, lock)
+            return cls._attached(run, path, spec=spec, lock=lock)
         except BaseException:
             lock.release()
             raise
 
     @classmethod
-    def _attached(cls, run: RunDir, path: Path, spec: ClusterSpec | None, lock: RunLock) -> LaunchSession:
+    def _attached(cls, run: RunDir, path: Path, *, spec: ClusterSpec | None, lock: RunLock) -> LaunchSession:
         if spec is None:
             spec, problems = read_run_spec(path)
             if spec is None:

@@ -183,10 +183,10 @@ class SlurmHosting:
             self.allocation.client,
             str(self._record["job_id"]),
             node,
-            host,
-            agent_socket(self._run, host),
-            log_path,
-            self._on_disconnect,
+            host=host,
+            sock=agent_socket(self._run, host),
+            log=log_path,
+            on_disconnect=self._on_disconnect,
         )
         return SlurmLink(
             endpoint,

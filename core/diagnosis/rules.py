@@ -211,7 +211,7 @@ class Diagnoser:
         self._waits.pop(role, None)
         return self._judge(t, [role])
 
-    def on_state(self, role: str, state: str, t: float, detail: str = "") -> list[Diagnosis]:
+    def on_state(self, role: str, state: str, t: float, *, detail: str = "") -> list[Diagnosis]:
         """``role`` entered ``state`` (a RoleState value) at ``t``; ``detail`` says how (exit code)."""
         if role not in self._roles:
             return []

@@ -114,7 +114,7 @@ def check_local(spec: ClusterSpec, text: str = "", *, check_ports: bool = True) 
         if check_ports:
             problems += _check_port(task, text)
     # Each role's whole command line and environment (this one's, inherited here) against ARG_MAX.
-    problems += launch_size_problems(spec, text, os.environ)
+    problems += launch_size_problems(spec, text, inherited=os.environ)
     return problems + _check_notify(spec, text)
 
 

@@ -47,7 +47,7 @@ def linger_args() -> list[str]:
     return ["--linger", f"{seconds:g}"] if 0 <= seconds < float("inf") else []
 
 
-def local_endpoint(host: str, sock: Path, log: Path, on_disconnect: str) -> Endpoint:
+def local_endpoint(host: str, sock: Path, log: Path, *, on_disconnect: str) -> Endpoint:
     agent = [sys.executable, "-u", str(artifact_file(sock.parent))]  # the zipapp, beside the socket
     return Endpoint(
         host,
@@ -57,7 +57,7 @@ def local_endpoint(host: str, sock: Path, log: Path, on_disconnect: str) -> Endp
     )
 
 
-def remote_endpoint(host: HostConfig, config: Path | None, run_dir: str, on_disconnect: str) -> Endpoint:
+def remote_endpoint(host: HostConfig, config: Path | None, run_dir: str, *, on_disconnect: str) -> Endpoint:
     """``run_dir`` is the run directory on that host (``~`` is expanded there, by python)."""
     base = ssh_argv(host, config)
     first = remote_python(

@@ -106,6 +106,7 @@ def slurm_endpoint(
     client: SlurmClient,
     job_id: str,
     node: str,
+    *,
     host: str,
     sock: Path,
     log: Path,

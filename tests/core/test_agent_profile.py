@@ -117,9 +117,9 @@ def test_an_agent_without_the_profile_op_is_called_too_old_and_silence_is_a_time
         return True
 
     with pytest.raises(AgentRequestError, match=r"^the agent on h is too old to profile \(no 'profile' op\)"):
-        replies.ask("h", old_agent, {"op": "profile"}, 5)
+        replies.ask("h", old_agent, {"op": "profile"}, wait_s=5)
     with pytest.raises(AgentRequestError, match=r"^no answer from the agent on h in 0.2 s$"):
-        replies.ask("h", lambda command: True, {"op": "profile"}, 0.2)
+        replies.ask("h", lambda command: True, {"op": "profile"}, wait_s=0.2)
     # A late answer is taken off the controller's queue and dropped.
     assert replies.offer("h", {"ev": "profiled", "id": "gone"}) is True
     assert replies.offer("h", {"ev": "sample"}) is False

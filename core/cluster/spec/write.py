@@ -199,12 +199,12 @@ def cluster_sections(path: tuple[str, ...]) -> bool:
 def data_to_toml(data: dict[str, Any], sections: Callable[[tuple[str, ...]], bool] = cluster_sections) -> str:
     """``data`` as TOML; ``sections(path)`` says which tables get a ``[header]`` (others are inline)."""
     out: list[str] = []
-    _section(data, (), sections, out)
+    _section(data, (), sections=sections, out=out)
     return "\n".join(out).strip("\n") + "\n"
 
 
 def _section(
-    table: dict[str, Any], path: tuple[str, ...], sections: Callable[[tuple[str, ...]], bool], out: list[str]
+    table: dict[str, Any], path: tuple[str, ...], *, sections: Callable[[tuple[str, ...]], bool], out: list[str]
 ) -> None:
     inline = {k: v for k, v in table.items() if not (isinstance(v, dict) and sections((*path, k)))}
     nested = {k: v for k, v in table.items() if k not in inline}
@@ -214,10 +214,10 @@ def _section(
     for key, value in inline.items():
         out.append(f"{_key(key)} = {_value(value, len(_key(key)) + 3)}")
     for key, value in nested.items():
-        _section(value, (*path, key), sections, out)
+        _section(value, (*path, key), sections=sections, out=out)
 
 
-def _value(value: Any, indent_used: int = 0, single_line: bool = False) -> str:
+def _value(value: Any, indent_used: int = 0, *, single_line: bool = False) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
