@@ -27,7 +27,7 @@ from pathlib import Path
 
 from core.cluster.render import role_dir
 from core.cluster.spec import ClusterSpec, parse_role_id, role_id
-from core.controller.supervised import SupervisedRole
+from core.controller.supervised import StateChange, SupervisedRole
 from core.diagnosis.rules import Diagnosis
 from core.run.events import Event, RoleCrashLoop, RolePid, RoleStalled, RoleStateChanged, RoleWaiting, warning
 from core.run.publish import Publisher
@@ -297,7 +297,7 @@ class RoleMachine:
         )
         with self.lock:
             role.apply(now, payload)
-            role.history.append((role.state_since, state, detail))
+            role.history.append(StateChange(since=role.state_since, state=state, detail=detail))
         self._board.role_changed(role.task.role_id, now)
         self._publisher.publish(Event(role.state_since, role.task.role_id, payload))
         self._on_changed(role, now)
