@@ -22,7 +22,17 @@ from PySide6 import QtCore, QtWidgets
 
 from core.cluster.spec import ClusterSpec
 from core.controller.session import RunSource
-from core.run.events import Event, GpuStatus, HostStateChanged, Metrics, Sample, Scalars, SlurmChanged, WarningMessage
+from core.run.events import (
+    Event,
+    GpuStatus,
+    HostStateChanged,
+    Metrics,
+    RoleStateChanged,
+    Sample,
+    Scalars,
+    SlurmChanged,
+    WarningMessage,
+)
 from core.run.inbox import EventInbox
 from core.run.status import ClusterStatus
 from core.telemetry.pci import tf_devices_by_bus
@@ -231,8 +241,9 @@ class FramePump(QtCore.QObject):
                 self._dispatch(event)
             if samples:
                 self.gpus.add_samples(samples)
-            for role, text in output.items():
-                self.logs.add_output(role, text)
+            for role, pieces in output.items():
+                for piece in pieces:
+                    self.logs.add_output(role, piece.text, attempt=piece.attempt)
             if not events or time.monotonic() >= deadline:
                 break
         return bool(events)
@@ -243,6 +254,8 @@ class FramePump(QtCore.QObject):
         match p:
             case Metrics() if event.role:
                 self.training.add_samples(event.role, p.samples)
+            case RoleStateChanged() if event.role:
+                self.logs.note_role_state(event.role, event.t, p)  # the Logs tab's attempt dividers
             case Scalars() if event.role:
                 self.training.add_scalars(event.role, p.points)
             case Sample():
