@@ -334,6 +334,7 @@ class FramePump(QtCore.QObject):
             # A counted job's roles (no host until the allocation places them) under "Slurm".
             planned = self.spec.planned_tasks() if self.spec else []
             self.overview.set_roles([PlannedRole(t.role_id, t.job, t.host or "Slurm") for t in planned])
+            self.training.set_status(None)
             self._on_status(None)
             self._sync_role_lists([t.role_id for t in tasks])
             return
@@ -353,6 +354,7 @@ class FramePump(QtCore.QObject):
         self.roles.show_status(status, self.host_states)
         self.overview.set_roles(status.roles)
         self.training.set_status(status.roles)
+        self.logs.set_status(status.roles, time.time())
         self._sync_role_lists([r.role for r in status.roles])
 
     def _figures_due(self, status: ClusterStatus) -> bool:
@@ -361,7 +363,10 @@ class FramePump(QtCore.QObject):
         now = time.monotonic()
         states = (
             status.phase,
-            tuple((r.role, r.host, r.state, r.attempt, r.stalled, r.straggler, r.waiting_for) for r in status.roles),
+            tuple(
+                (r.role, r.host, r.state, r.attempt, r.stalled, r.straggler, r.waiting_for, r.crash_looping)
+                for r in status.roles
+            ),
             tuple((host, h.get("state")) for host, h in self.host_states.items()),
         )
         shown = self._figures_shown

@@ -140,6 +140,7 @@ class MainWindow(QtWidgets.QMainWindow):
         for action in self.controls.role_actions():
             self.table.addAction(action)
         self.roles.sig_selection_changed.connect(self._on_selection_changed)
+        self.roles.banner.sig_show_log.connect(self.show_error_log)
         self.table.doubleClicked.connect(lambda _index: self.show_log())
 
         self.training: TrainingPanel = TrainingPanel()

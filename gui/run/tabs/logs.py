@@ -21,6 +21,8 @@ from collections.abc import Callable
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.run.events import RoleStateChanged
+from core.run.status import RoleStatus
+from core.views.empty import log_placeholder
 from core.views.logs import DIVIDER, ERROR, LEVELS, WARNING, AttemptLog, LogStream, RoleOutput, ShownLine
 
 LOG_BLOCKS = 5000
@@ -53,6 +55,7 @@ class LogPanel(QtWidgets.QWidget):
         self.attempts = AttemptLog()  # when each attempt started and how it ended: the dividers
         self.current: str | None = None
         self.stream = LogStream("", self.attempts)  # the shown role's lines, as they are appended
+        self._statuses: dict[str, RoleStatus] = {}
         self._formats = _formats()
         self.role_box = QtWidgets.QComboBox()
         self.role_box.setMinimumContentsLength(12)
@@ -120,6 +123,11 @@ class LogPanel(QtWidgets.QWidget):
             self.role_box.setCurrentIndex(-1)
         self.role_box.blockSignals(False)
 
+    def set_status(self, roles: tuple[RoleStatus, ...], now: float) -> None:
+        """The roles' latest status: what the view says while the shown role has printed nothing."""
+        self._statuses = {r.role: r for r in roles}
+        self._show_placeholder(now)
+
     def note_role_state(self, role: str, t: float, change: RoleStateChanged) -> None:
         """A role's state event: when its attempts start and how they end (the dividers say it)."""
         self.attempts.note(
@@ -146,6 +154,7 @@ class LogPanel(QtWidgets.QWidget):
     def clear(self) -> None:
         self.output.clear()
         self.attempts.clear()
+        self._statuses = {}
         self._render()
 
     # ------------------------------------------------------------------ text
@@ -170,6 +179,7 @@ class LogPanel(QtWidgets.QWidget):
             for attempt, text in self.output.pieces(self.current):
                 lines += self.stream.feed(text, attempt)
             self._show_lines(lines[-LOG_BLOCKS:])
+        self._show_placeholder()
 
     def _show_lines(self, lines: list[ShownLine]) -> None:
         if lines:
@@ -198,6 +208,12 @@ class LogPanel(QtWidgets.QWidget):
                 cursor.movePosition(QtGui.QTextCursor.MoveOperation.EndOfBlock, QtGui.QTextCursor.MoveMode.KeepAnchor)
                 cursor.setCharFormat(self._formats[line.kind])
             block = block.previous()
+
+    def _show_placeholder(self, now: float | None = None) -> None:
+        status = self._statuses.get(self.current) if self.current else None
+        text = log_placeholder(self.current, status, now)
+        if self.view.placeholderText() != text:
+            self.view.setPlaceholderText(text)
 
     # ------------------------------------------------------------------ errors
 
