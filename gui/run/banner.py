@@ -75,6 +75,9 @@ class TroubleBanner(QtWidgets.QFrame):
         while (item := self._layout.takeAt(0)) is not None:
             widget = item.widget()
             if widget is not None and widget is not self.more:
+                # Hidden now: deleteLater waits for the event loop, and until then the old line
+                # would still be drawn (over the new one) as if the role's trouble had not changed.
+                widget.hide()
                 widget.deleteLater()
         self._labels, self.buttons = [], {}
         for line in lines:
@@ -95,7 +98,12 @@ class TroubleBanner(QtWidgets.QFrame):
                 self.buttons[line.role] = button
             self._labels.append(label)
             self._layout.addWidget(row)
+            row.show()  # at once: a layout shows a new child of a shown widget only on a later event
         self._layout.addWidget(self.more)
+
+    def shown_text(self) -> list[str]:
+        """The text of each line as drawn now (the visible labels'), for tests and readers."""
+        return [label.text() for label in self.findChildren(QtWidgets.QLabel) if label.isVisibleTo(self)]
 
     def text(self) -> str:
         """Every line's rich text, one per line (the count of the rest last)."""

@@ -171,3 +171,44 @@ def test_the_banner_keeps_its_rows_while_a_countdown_ticks_and_counts_what_does_
     later = tuple(dataclasses.replace(r, next_attempt_at=now + 20) for r in roles)
     view.show_status(ClusterStatus(ClusterPhase.RUNNING, None, "", later), {})
     assert view.banner.buttons == buttons  # the same widgets: only the countdown's text changed
+
+
+def test_the_exit_column_widens_to_show_why_when_a_row_turns_amber_or_red(qtbot) -> None:
+    """A row whose background changes (running -> crash-looping, running -> failed) changes its
+    Exit cell in the same frame. On the old code only the first and last columns of such a row were
+    measured: the Exit column kept its header's width and read "exit ..." (seen under Xvfb)."""
+    from gui.run.roles import COLUMNS, RolesView
+
+    view = RolesView(lambda role, n: [])
+    qtbot.addWidget(view)
+    view.resize(1400, 500)
+    view.show()
+    now = time.time()
+    running = (role_status("worker:1", pid=4241, started_at=now - 2), role_status("worker:2", pid=4242))
+    view.show_status(ClusterStatus(ClusterPhase.RUNNING, None, "", running), {})
+    header, metrics = view.table.header(), view.table.fontMetrics()
+    exit_column = COLUMNS.index("Exit")
+    view.show_status(ClusterStatus(ClusterPhase.RUNNING, None, "", crash_cluster(now)[2:]), {})
+    for role in ("worker:1", "worker:2"):
+        text = view.cell(role, "Exit")
+        assert text.startswith("exit code ")
+        assert header.sectionSize(exit_column) >= metrics.horizontalAdvance(text), (role, text)
+
+
+def test_the_banner_draws_a_role_that_gave_up_as_failed_not_as_still_looping(qtbot) -> None:
+    """Seen under Xvfb: when the policy gave up, the banner's text said "worker:1 failed" but the
+    crash-looping line it replaced was still drawn (deleted later, never hidden)."""
+    from gui.run.roles import RolesView
+
+    view = RolesView(lambda role, n: [])
+    qtbot.addWidget(view)
+    view.show()
+    now = time.time()
+    view.show_status(ClusterStatus(ClusterPhase.RUNNING, None, "", crash_cluster(now)[:3]), {})
+    (line,) = view.banner.shown_text()
+    assert "worker:1 crash-looping" in line
+    gave_up = role_status(
+        "worker:1", state="failed", attempt=5, returncode=1, last_exit="exit code 1", last_error=ERROR, restarts=4
+    )
+    view.show_status(ClusterStatus(ClusterPhase.RUNNING, None, "", (*crash_cluster(now)[:2], gave_up)), {})
+    assert view.banner.shown_text() == [f"<b>worker:1 failed</b>: exit 1 ({ERROR})"]
