@@ -179,20 +179,19 @@ def test_the_exit_column_widens_to_show_why_when_a_row_turns_amber_or_red(qtbot)
     measured: the Exit column kept its header's width and read "exit ..." (seen under Xvfb)."""
     from gui.run.roles import COLUMNS, RolesView
 
-    view = RolesView(lambda role, n: [])
-    qtbot.addWidget(view)
-    view.resize(1400, 500)
-    view.show()
     now = time.time()
-    running = (role_status("worker:1", pid=4241, started_at=now - 2), role_status("worker:2", pid=4242))
-    view.show_status(ClusterStatus(ClusterPhase.RUNNING, None, "", running), {})
-    header, metrics = view.table.header(), view.table.fontMetrics()
-    exit_column = COLUMNS.index("Exit")
-    view.show_status(ClusterStatus(ClusterPhase.RUNNING, None, "", crash_cluster(now)[2:]), {})
-    for role in ("worker:1", "worker:2"):
+    for role in ("worker:2", "worker:1"):  # turns red (failed), turns amber (crash-looping)
+        view = RolesView(lambda role, n: [])
+        qtbot.addWidget(view)
+        view.resize(1400, 500)
+        view.show()
+        view.show_status(ClusterStatus(ClusterPhase.RUNNING, None, "", (role_status(role, pid=4241),)), {})
+        ended = next(r for r in crash_cluster(now) if r.role == role)
+        view.show_status(ClusterStatus(ClusterPhase.RUNNING, None, "", (ended,)), {})
         text = view.cell(role, "Exit")
         assert text.startswith("exit code ")
-        assert header.sectionSize(exit_column) >= metrics.horizontalAdvance(text), (role, text)
+        width = view.table.header().sectionSize(COLUMNS.index("Exit"))
+        assert width >= view.table.fontMetrics().horizontalAdvance(text), (role, text, width)
 
 
 def test_the_banner_draws_a_role_that_gave_up_as_failed_not_as_still_looping(qtbot) -> None:
