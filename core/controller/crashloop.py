@@ -25,7 +25,6 @@ from core.controller.supervised import SupervisedRole
 from core.run.events import RoleCrashLoop
 from core.run.status import RoleState
 
-
 # A role that prints no step and served this long was up, not crashing at start: a ps that
 # cannot start dies within seconds (a port taken, a bad flag), one lost after a minute was healthy.
 UP_WITHOUT_STEPS_S = 30.0
