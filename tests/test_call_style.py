@@ -45,6 +45,7 @@ PENDING: dict[str, set[str]] = {
     "core/profiling/xprof_worker.py": {"capture"},
     # core/views
     "core/views/curves.py": {"_resume"},
+    "core/views/logs.py": {"_keep"},
     "core/views/placement.py": {"misplaced"},
     "core/views/series.py": {"Series.points", "_reduce"},
     # gui/
@@ -55,7 +56,7 @@ PENDING: dict[str, set[str]] = {
     "gui/run/gpu_grid.py": {"GpuGrid._paint_tile"},
     "gui/run/overview.py": {"_fit"},
     "gui/run/roles_model.py": {"RolesModel._emit_row_changes"},
-    "gui/run/tabs/logs.py": {"LogPanel.find_text", "LogPanel._on_follow_toggled"},
+    "gui/run/tabs/logs.py": {"LogPanel.find_text", "LogPanel._on_follow_toggled", "LogPanel._on_wrap_toggled"},
     "gui/run/tabs/placement.py": {"PlacementPanel.show_summary"},
     "gui/run/tabs/plotting.py": {"fit_to_pixels"},
     "gui/run/tabs/profile.py": {"ProfilePanel._set"},

@@ -3,6 +3,7 @@ the tabs own and draw.
 
 - ``overview``: a run at a glance: hosts, their roles, states, step rates
 - ``conditions``: a role's trouble in words, the same everywhere it is shown
+- ``empty``: what a view with nothing to show says instead, and why
 - ``gpu_tiles``: many GPUs at a glance, tiles with sparklines
 - ``spread``: the workers' spread instead of one line each
 - ``series``: bounded multi-resolution time series

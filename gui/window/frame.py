@@ -22,7 +22,17 @@ from PySide6 import QtCore, QtWidgets
 
 from core.cluster.spec import ClusterSpec
 from core.controller.session import RunSource
-from core.run.events import Event, GpuStatus, HostStateChanged, Metrics, Sample, Scalars, SlurmChanged, WarningMessage
+from core.run.events import (
+    Event,
+    GpuStatus,
+    HostStateChanged,
+    Metrics,
+    RoleStateChanged,
+    Sample,
+    Scalars,
+    SlurmChanged,
+    WarningMessage,
+)
 from core.run.inbox import EventInbox
 from core.run.status import ClusterStatus
 from core.telemetry.pci import tf_devices_by_bus
@@ -231,8 +241,9 @@ class FramePump(QtCore.QObject):
                 self._dispatch(event)
             if samples:
                 self.gpus.add_samples(samples)
-            for role, text in output.items():
-                self.logs.add_output(role, text)
+            for role, pieces in output.items():
+                for piece in pieces:
+                    self.logs.add_output(role, piece.text, attempt=piece.attempt)
             if not events or time.monotonic() >= deadline:
                 break
         return bool(events)
@@ -243,6 +254,8 @@ class FramePump(QtCore.QObject):
         match p:
             case Metrics() if event.role:
                 self.training.add_samples(event.role, p.samples)
+            case RoleStateChanged() if event.role:
+                self.logs.note_role_state(event.role, event.t, p)  # the Logs tab's attempt dividers
             case Scalars() if event.role:
                 self.training.add_scalars(event.role, p.points)
             case Sample():
@@ -321,6 +334,7 @@ class FramePump(QtCore.QObject):
             # A counted job's roles (no host until the allocation places them) under "Slurm".
             planned = self.spec.planned_tasks() if self.spec else []
             self.overview.set_roles([PlannedRole(t.role_id, t.job, t.host or "Slurm") for t in planned])
+            self.training.set_status(None)
             self._on_status(None)
             self._sync_role_lists([t.role_id for t in tasks])
             return
@@ -340,6 +354,7 @@ class FramePump(QtCore.QObject):
         self.roles.show_status(status, self.host_states)
         self.overview.set_roles(status.roles)
         self.training.set_status(status.roles)
+        self.logs.set_status(status.roles, time.time())
         self._sync_role_lists([r.role for r in status.roles])
 
     def _figures_due(self, status: ClusterStatus) -> bool:
@@ -348,7 +363,10 @@ class FramePump(QtCore.QObject):
         now = time.monotonic()
         states = (
             status.phase,
-            tuple((r.role, r.host, r.state, r.attempt, r.stalled, r.straggler, r.waiting_for) for r in status.roles),
+            tuple(
+                (r.role, r.host, r.state, r.attempt, r.stalled, r.straggler, r.waiting_for, r.crash_looping)
+                for r in status.roles
+            ),
             tuple((host, h.get("state")) for host, h in self.host_states.items()),
         )
         shown = self._figures_shown

@@ -141,6 +141,7 @@ class MainWindow(QtWidgets.QMainWindow):
         for action in self.controls.role_actions():
             self.table.addAction(action)
         self.roles.sig_selection_changed.connect(self._on_selection_changed)
+        self.roles.banner.sig_show_log.connect(self.show_error_log)
         self.table.doubleClicked.connect(lambda _index: self.show_log())
 
         self.training: TrainingPanel = TrainingPanel()
@@ -404,6 +405,28 @@ class MainWindow(QtWidgets.QMainWindow):
         if roles:
             self.logs.show_role(roles[0])
         self.tabs.setCurrentWidget(self.logs)
+
+    def show_last_error(self) -> None:
+        """The shown log's role (on the Logs tab), else the selected role's, at its last error line."""
+        roles = self.selected_roles()
+        on_logs = self.pages.currentWidget() is self.monitor and self.tabs.currentWidget() is self.logs
+        role = self.logs.current if on_logs and self.logs.current else roles[0] if roles else self.logs.current
+        if role is None:
+            self.statusBar().showMessage("Select a role to see its last error", 10000)
+            return
+        self.show_error_log(role)
+
+    def show_error_log(self, role: str) -> None:
+        """The Logs tab on ``role``, its cursor on the line that says why it failed (the error its
+        status gives, else its last error line): the banner's *Show log*."""
+        self.select_role(role)
+        self.logs.show_role(role)
+        self.pages.setCurrentWidget(self.monitor)
+        self.tabs.setCurrentWidget(self.logs)
+        status = self.frame.last_status
+        error = next((r.last_error for r in status.roles if r.role == role), "") if status else ""
+        if not self.logs.go_to_last_error(error):
+            self.statusBar().showMessage(f"{role}: no error line in the output this window has", 10000)
 
     def _on_selection_changed(self) -> None:
         roles = self.selected_roles()
