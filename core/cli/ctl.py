@@ -146,7 +146,7 @@ def print_status(reply: dict[str, Any], out: TextIO, err: TextIO) -> int:
         )
         if trouble := trouble_text(role, now):  # a crash loop or a failure, with its exit and error line
             print(terminal(f"  {'':<12} {trouble}"), file=out)
-        if role.waiting_for:  # diagnosis (issue 13)
+        if role.waiting_for:  # the diagnosis of a wait: for whom, why, the fix (core/diagnosis)
             waiting = {"waiting_for": role.waiting_for, "message": role.waiting_message, "fix": role.waiting_fix}
             for line in waiting_lines("", waiting):
                 print(terminal(f"  {line}"), file=out)

@@ -51,8 +51,8 @@ __all__ = [
 # What the window keeps of each role's output, to show when the view switches to that role (the
 # run directory keeps every byte): all roles together at most LOG_TEXT_BUDGET characters, each
 # between ROLE_TEXT_MIN and ROLE_TEXT_CHARS. Eight roles keep 512 KiB each; 65 keep 64 KiB each
-# (about a thousand lines, a terminal's scrollback), 4 MiB in all instead of 33 (issue 25: the
-# text was most of the window's growth over a day at 64 workers).
+# (about a thousand lines, a terminal's scrollback), 4 MiB in all instead of 33: the text was most
+# of the window's growth over a day at 64 workers.
 ROLE_TEXT_CHARS = 512 * 1024
 ROLE_TEXT_MIN = 64 * 1024
 LOG_TEXT_BUDGET = 4 * 1024 * 1024

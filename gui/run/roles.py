@@ -83,7 +83,7 @@ def state_text(role: RoleStatus, now: float | None = None) -> str:
     if role.state == RoleState.BACKOFF:  # "between attempts: attempt 3 of 5 in 4 s"
         return "backoff (" + between_attempts_text(role, now).removeprefix("between attempts: ") + ")"
     text = str(role.state)
-    if role.waiting_for and role.state == RoleState.RUNNING:  # diagnosis (issue 13)
+    if role.waiting_for and role.state == RoleState.RUNNING:  # running, but waiting for a peer
         text += f" (waiting for {role.waiting_for})"
     elif role.stalled and role.state == RoleState.RUNNING:
         text += f" (stalled {fmt_duration(role.stalled_for_s or 0)})"
@@ -168,7 +168,7 @@ def sort_keys(role: RoleStatus, cells: list[str], now: float) -> list[tuple[Any,
     numbers = (
         role.pid,
         # By start time (later = shorter uptime): a key that does not change every frame, which
-        # would re-sort the table 10 times a second (issue 19).
+        # would re-sort all 65 rows of a 64-worker run's table 10 times a second.
         -role.started_at if role.started_at and alive else None,
         role.restarts,
         role.step,
@@ -195,7 +195,7 @@ def role_row(role: RoleStatus, link_state: str | None, now: float) -> RoleRow:
     tooltip = (
         trouble_text(role, now)
         if looping or failed
-        else f"{role.waiting_message}\nFix: {role.waiting_fix}"  # diagnosis (issue 13)
+        else f"{role.waiting_message}\nFix: {role.waiting_fix}"  # why it waits, and the fix
         if role.waiting_for
         else f"no new step for {fmt_duration(role.stalled_for_s or 0)}: hung? Kill it (Ctrl+K) or restart it"
         if stalled
@@ -252,7 +252,7 @@ class RolesView(QtWidgets.QWidget):
         self.table.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.ActionsContextMenu)
         header = self.table.header()
         # Not ResizeToContents: that measured every cell of all 65 rows at each frame's change
-        # (issue 19); columns are fitted after a reset and widened as a changed cell needs.
+        # of a 64-worker run; columns are fitted after a reset and widened as a changed cell needs.
         header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
         self._collapsed: set[str] = set()
@@ -477,7 +477,7 @@ class RolesView(QtWidgets.QWidget):
                         f"(last step {r.step}). Hung? Select it and kill (Ctrl+K) or restart (Ctrl+R).",
                     )
                 )
-        for r in status.roles:  # diagnosis (issue 13): who waits for whom, and the fix
+        for r in status.roles:  # who waits for whom, and the fix
             if r.waiting_for and r.state == RoleState.RUNNING and not crash_looping(r):
                 lines.append(
                     BannerLine(

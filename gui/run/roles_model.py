@@ -3,7 +3,7 @@
 :class:`RolesModel` holds one :class:`RoleRow` per role, under a group row per job or host (or
 flat). A frame's new status only emits ``dataChanged`` for the cells that changed (one signal a row,
 with the roles that changed), and one signal a group carrying the sort key's role for the rows
-whose key in the sort column changed: the proxy re-sorts only then (issue 19: a full-width
+whose key in the sort column changed: the proxy re-sorts only then (a full-width
 signal a group re-sorted and re-measured all 65 rows 10 times a second). So a steady 65-row table
 costs next to nothing, and the views' selection (persistent indexes) and
 scroll position survive. Only a change of the set of roles or of the grouping resets the model;

@@ -61,7 +61,7 @@ CATCH_UP_MIN_S = 0.005  # ... and has at least this, else the frame starts the n
 SLOW_REFRESH_S = 1.0  # placement tables and TF devices: they change slowly and cost more
 # Past FIGURES_SCALE_ROLES roles, the roles table's and the overview's figures (step, loss, CPU,
 # uptime) are redrawn once every FIGURES_EVERY_S; a change of any role's state, of the set of roles
-# or of a host's link, at once. Issue 19: at 65 roles, redrawing both ten times a second (every
+# or of a host's link, at once. At 65 roles, redrawing both ten times a second (every
 # step count changes every frame) was most of the GUI thread under load (py-spy --native: 30-40 %
 # in QTreeView's paint, 15-20 % in the overview's), and a monitor's figures are read at 1 Hz.
 FIGURES_SCALE_ROLES = 16
@@ -199,12 +199,12 @@ class FramePump(QtCore.QObject):
     def _on_catch_up(self) -> None:
         """Another slice of a backlog between two frames, once the event loop has turned: a
         reopened run's telemetry goes in as fast as the GUI thread can take it, not one slice a
-        frame (issue 25: the window idled 60 ms of every 100 while the backlog waited).
+        frame (the window idled 60 ms of every 100 while a day-long run's backlog waited).
 
         A slice ends before the next frame is due, and then leaves the next slice to that frame:
         Qt fires the timers that are due together, so a slice that ran into the frame's time, or
         one due when the frame was, ran back to back with the frame and its paint, and the window
-        answered nothing for 100-160 ms opening a day-long run (issue 25)."""
+        answered nothing for 100-160 ms opening a day-long run."""
         if time.monotonic() - self._frame_ended < CATCH_UP_AFTER_FRAME_MS / 1000:
             # Due with the frame, it would run in the same turn right after it: after its paint.
             self.catch_up_timer.start(CATCH_UP_AFTER_FRAME_MS)

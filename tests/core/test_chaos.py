@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, free_ports, run_cli
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import ROOT, run_cli
 
 CLUSTER = """
 strategy = "between_graph"

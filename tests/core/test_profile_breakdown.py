@@ -16,8 +16,8 @@ from core.profiling.breakdown import capture_breakdown
 from core.profiling.capture import Target, capture
 from core.profiling.files import read_record
 from core.profiling.summary import OTHER_PART, RoleProfile, role_notes, xprof_advice
-from tests.conftest import run_cli
 from tests.helpers.captures import recorded_capture
+from tests.helpers.project import run_cli
 from tests.helpers.tmpfs import make_read_only, mounted_tmpfs
 
 POTENTIALLY = (

@@ -17,8 +17,13 @@ from hypothesis import strategies as st
 from core.profiling.capture import Target, capture_lock, select
 from core.profiling.env import ProfileError, profiler_python
 from core.profiling.summary import OpTime, RoleProfile, format_profiles, parse
-from tests.conftest import ROOT, free_ports, run_cli
-from tests.core.test_launch import TRAINERS, Launch, launches  # noqa: F401 - the fixture
+from tests.helpers.cli_launch import Launch
+from tests.helpers.ports import free_ports
+from tests.helpers.project import (
+    ROOT,
+    TRAINERS,
+    run_cli,
+)
 from tests.helpers.statuses import role_status
 from tests.helpers.tmpfs import fill, make_read_only, mounted_tmpfs
 
@@ -157,7 +162,7 @@ def one_line_refusal(result: Any, code: int = 1) -> str:
     return str(result.stderr.strip())
 
 
-def test_profile_refusals_name_the_real_cause(tmp_path: Path, launches: list[Launch]) -> None:  # noqa: F811
+def test_profile_refusals_name_the_real_cause(tmp_path: Path, launches: list[Launch]) -> None:
     ports = free_ports(3)
     cluster = tmp_path / "light.toml"
     cluster.write_text(LIGHT.format(trainers=TRAINERS, p=ports))
@@ -208,7 +213,7 @@ def test_profile_refusals_name_the_real_cause(tmp_path: Path, launches: list[Lau
 
 def test_a_full_or_read_only_profiles_folder_is_named_with_its_path_and_leaves_nothing(
     tmp_path: Path,
-    launches: list[Launch],  # noqa: F811
+    launches: list[Launch],
 ) -> None:
     ports = free_ports(3)
     cluster = tmp_path / "light.toml"

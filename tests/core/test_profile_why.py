@@ -11,23 +11,17 @@ from pathlib import Path
 import pytest
 
 from core.profiling.env import ProfileError
-from core.profiling.summary import OpTime, RoleProfile, input_note
+from core.profiling.summary import OpTime, input_note
 from core.profiling.why import HostFacts, RoleFacts, explain, straggler_and_median, with_input_ops
 from core.run.status import RoleStatus
-from tests.conftest import free_ports, run_cli
-from tests.core.test_launch import TRAINERS, Launch
 from tests.helpers.captures import write_record
+from tests.helpers.cli_launch import Launch
+from tests.helpers.clusters import WHY_CLUSTER, WHY_TRAINER, toml_list
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import TRAINERS, run_cli
+from tests.helpers.role_profiles import OTHER, profile
 from tests.helpers.statuses import role_status
-
-OTHER = "other: Python, I/O, waiting"
-
-
-def profile(role: str, step_ms: float, steps: int = 10, ops: tuple[OpTime, ...] = (), **parts: float) -> RoleProfile:
-    names = {"input": "input", "host": "host compute", "device": "device compute", "comm": "communication"}
-    breakdown = {names.get(k, OTHER): v for k, v in parts.items()}
-    return RoleProfile(role, (step_ms,) * steps, breakdown, top_ops=ops)
-
 
 SLOW_FACTS = RoleFacts("worker:1", host="h1")
 MEDIAN_FACTS = RoleFacts("worker:0", host="h0")
@@ -167,24 +161,6 @@ def test_refusals_are_one_line(roles: list[RoleStatus], name: str | None, messag
 
 # ---------------------------------------------------------------- real TensorFlow
 
-TRAINER = ["python", "-u", "between_graph.py", "--train_steps=100000000", "--log_every=50", "--step_sleep=0.005"]
-CLUSTER = """
-name = "why"
-strategy = "between_graph"
-launch_style = "flags"
-workdir = "{trainers}"
-command = {command}
-stop_grace_s = 3
-[jobs.ps]
-tasks = ["127.0.0.1:{p[0]}"]
-[jobs.worker]
-tasks = ["127.0.0.1:{p[1]}", {{ address = "127.0.0.1:{p[2]}", command = {slow} }}]
-"""
-
-
-def toml_list(items: list[str]) -> str:
-    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
-
 
 def wait_for_step_times(launch: Launch, timeout_s: float) -> dict[str, float]:
     """Both workers' step times once TowerDeck has one for each."""
@@ -203,9 +179,9 @@ def wait_for_step_times(launch: Launch, timeout_s: float) -> dict[str, float]:
 def test_why_names_the_worker_with_a_slow_input_pipeline_and_input_as_the_cause(tmp_path: Path) -> None:
     ports = free_ports(3)
     cluster = tmp_path / "cluster.toml"
-    dataset = [*TRAINER, "--input=dataset"]
+    dataset = [*WHY_TRAINER, "--input=dataset"]
     cluster.write_text(
-        CLUSTER.format(
+        WHY_CLUSTER.format(
             trainers=TRAINERS,
             p=ports,
             command=toml_list(dataset),

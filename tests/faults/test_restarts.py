@@ -19,9 +19,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, free_ports, run_cli
-from tests.core.test_launch import Launch, between_graph, run_dir_of, write_cluster
+from tests.helpers.cli_launch import Launch, run_dir_of
+from tests.helpers.clusters import between_graph, write_cluster
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import ROOT, run_cli
 
 pytestmark = pytest.mark.slow
 SAMPLE_PERIOD_S = 1.0  # the agent's default sample period

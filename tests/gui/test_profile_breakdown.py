@@ -26,10 +26,10 @@ from core.profiling.summary import profile_notes, table_rows
 from core.profiling.why import RoleFacts
 from core.profiling.why_run import judge
 from gui.run.tabs.profile import ProfilePanel
-from tests.conftest import run_cli
 from tests.helpers.captures import recorded_capture
 from tests.helpers.past_run import generate_run
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import run_cli
 
 
 def table(lines: list[str]) -> dict[str, list[str]]:

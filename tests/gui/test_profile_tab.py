@@ -14,8 +14,8 @@ import pytest
 from core.profiling.files import read_record
 from core.profiling.summary import OpTime, RoleProfile, format_profiles, parse
 from gui.run.tabs.profile import CaptureSummary, ProfilePanel, marked_differences
-from tests.conftest import ROOT
 from tests.helpers.captures import LIGHT, write_record
+from tests.helpers.project import ROOT
 
 FIXTURE = ROOT / "tests" / "core" / "fixtures" / "profile" / "tables_one_worker.json"
 
@@ -205,7 +205,7 @@ def test_profile_is_refused_without_a_run_for_a_run_read_back_and_while_one_runs
 def test_a_worker_of_a_real_cluster_is_profiled_from_the_window(qtbot, tmp_path) -> None:
     from core.cluster.spec import load
     from gui.window.main_window import MainWindow
-    from tests.core.test_launch import between_graph
+    from tests.helpers.clusters import between_graph
     from tests.helpers.procs import assert_nothing_left
 
     cluster, ports = between_graph(tmp_path, steps=100_000_000, sleep=0.005)

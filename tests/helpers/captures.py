@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from core.profiling.summary import RoleProfile
-from tests.conftest import ROOT
+from tests.helpers.project import ROOT
 
 FIXTURES = ROOT / "tests" / "core" / "fixtures" / "profile"
 SLOW_INPUT = {

@@ -46,7 +46,7 @@ SPREAD_FROM = 8
 SLOWEST_SHOWN = 3
 # Workers whose curves (three plot items each) one frame may make: a live 64-worker launch with
 # *Every worker* ticked made all 65 workers' curves in one frame, a second and more without an
-# event loop turn on a loaded machine (issue 19). The rest come in the next frames.
+# event loop turn on a loaded machine. The rest come in the next frames.
 CURVES_PER_FRAME = 4
 
 
