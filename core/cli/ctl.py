@@ -1,6 +1,7 @@
 """``ctl RUN ACTION``: control a running launch through its control socket (stop, kill, restart or
-signal roles, detach, profile, explain a slow worker) and print its status; list its checkpoints
-(read from the checkpoint directory itself, so a run that is over lists them too)."""
+signal roles, detach, profile, explain a slow worker, kill random roles to prove recovery) and print
+its status; list its checkpoints (read from the checkpoint directory itself, so a run that is over
+lists them too)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from core.agent.processes import SIGNAL_HINT, signal_number
+from core.cli.chaos import add_chaos_arguments, cmd_chaos
 from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, resolve_run
 from core.cli.profile import add_profile_arguments, cmd_profile, cmd_why, usage_problem
 from core.diagnosis.wording import waiting_lines
@@ -42,6 +44,7 @@ def add_parser(sub: Any) -> None:
             "detach",
             "profile",
             "why",
+            "chaos",
             "checkpoints",
         ),
     )
@@ -49,6 +52,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("signal", nargs="?", help="for signal: the signal name, e.g. STOP or CONT")
     p.add_argument("more_roles", nargs="*", metavar="ROLE", help="for profile: more roles")
     add_profile_arguments(p)  # core/cli/profile.py
+    add_chaos_arguments(p)  # core/cli/chaos.py
     p.add_argument("--json", action="store_true", help="for status and checkpoints: print JSON")
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
 
@@ -83,6 +87,8 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return cmd_profile(args, path, Path(str(sock)), out, err)
         if action == "why":
             return cmd_why(args, path, Path(str(sock)), out, err)
+        if action == "chaos":
+            return cmd_chaos(args, Path(str(sock)), out, err)
         reply = control.request(Path(str(sock)), payload)
     except control.NotRunning:
         print(terminal(_not_running(info)), file=err)  # run.json may have been edited by anyone
@@ -180,7 +186,7 @@ def print_status(reply: dict[str, Any], out: TextIO, err: TextIO) -> int:
         )
         if trouble := trouble_text(role, now):  # a crash loop or a failure, with its exit and error line
             print(terminal(f"  {'':<12} {trouble}"), file=out)
-        if role.waiting_for:  # diagnosis (issue 13)
+        if role.waiting_for:  # the diagnosis of a wait: for whom, why, the fix (core/diagnosis)
             waiting = {"waiting_for": role.waiting_for, "message": role.waiting_message, "fix": role.waiting_fix}
             for line in waiting_lines("", waiting):
                 print(terminal(f"  {line}"), file=out)

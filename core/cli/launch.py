@@ -183,7 +183,7 @@ class PrinterThread:
     def _print_pending(self) -> None:
         events, output = self.inbox.drain()
         now = time.time()
-        for event in [*events, *(Event(now, role, RoleOutput(t)) for role, t in output.items())]:
+        for event in [*events, *(Event(now, role, piece) for role, pieces in output.items() for piece in pieces)]:
             try:
                 self.printer(event)
             except (OSError, ValueError):  # stdout closed (a pager quit): keep draining, print nothing

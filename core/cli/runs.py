@@ -1,4 +1,4 @@
-"""``runs`` (the runs browser in a terminal) and ``runs compare A B ...`` (issue 23).
+"""``runs`` (the runs browser in a terminal) and ``runs compare A B ...`` (runs side by side).
 
 ``runs`` lists every run under the runs root from each run's cached summary
 (:mod:`core.run.index`): name, cluster file, start, duration, outcome, roles, backend, last and

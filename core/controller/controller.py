@@ -30,7 +30,7 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from core.cluster.spec import ClusterSpec
 from core.controller import reattach
@@ -59,7 +59,7 @@ from core.controller.recovery import Recovery
 from core.controller.roles import RoleMachine
 from core.controller.slurm import SlurmHosting
 from core.controller.stalls import StallWatch
-from core.controller.supervised import SupervisedRole
+from core.controller.supervised import StateChange, SupervisedRole
 from core.controller.supervisor import Supervisor
 from core.diagnosis.rules import Diagnoser
 from core.remote.agent_requests import AgentRequests
@@ -74,6 +74,15 @@ STATUS_FIGURES_S = 0.25  # how often the status snapshot takes the roles' new fi
 # Items waiting for the controller thread (agent events, commands): past this the agent links wait
 # (their agents' pipes buffer; nothing is dropped) and a user's command is refused, said once.
 MAX_QUEUE = 100_000
+
+
+class RoleAddress(NamedTuple):
+    """Where a role runs, for a request to its agent: its role id, its host, its state, its address."""
+
+    role_id: str
+    host: str
+    state: RoleState
+    address: str
 
 
 @dataclass(frozen=True)
@@ -286,7 +295,7 @@ class Controller:
         """Send a signal (e.g. ``STOP``, ``CONT``) to a role's process group."""
         return self.command(SignalRole(role, signal_name))
 
-    def set_sampling(self, on: bool, period_s: float | None = None) -> Future[str]:
+    def set_sampling(self, *, on: bool, period_s: float | None = None) -> Future[str]:
         """Turn every agent's samples (host, role and GPU figures) off or on, and optionally set
         their period (0.2 to 10 s): what the GPU proof alternates to measure their cost."""
         return self.command(SetSampling(on, period_s))
@@ -334,7 +343,7 @@ class Controller:
         with self._roles.lock:
             return self._roles.find(role).last_lines(n)
 
-    def history(self, role: str) -> list[tuple[float, RoleState, str]]:
+    def history(self, role: str) -> list[StateChange]:
         with self._roles.lock:
             return list(self._roles.find(role).history)
 
@@ -353,12 +362,13 @@ class Controller:
         """The run's ``slurm`` record; None for a run not on Slurm. Any thread."""
         return self._slurm.state() if self._slurm is not None else None
 
-    def agent_of(self, role: str) -> tuple[str, str, RoleState, str]:
-        """Where ``role`` runs, for a request to its agent: (its role id, its host, its state, its
-        address); KeyError naming the roles if there is no such role. Any thread."""
+    def agent_of(self, role: str) -> RoleAddress:
+        """Where ``role`` runs, for a request to its agent; KeyError naming the roles if there is no such role. Any thread."""
         with self._roles.lock:
             found = self._roles.find(role)
-            return found.task.role_id, found.host_key, found.state, found.task.address
+            return RoleAddress(
+                role_id=found.task.role_id, host=found.host_key, state=found.state, address=found.task.address
+            )
 
     def ask_agent(self, host: str, command: dict[str, Any], wait_s: float) -> dict[str, Any]:
         """Send ``host``'s agent a request (``profile``, ``read_file``) and wait up to ``wait_s``
@@ -366,7 +376,7 @@ class Controller:
         :class:`core.remote.agent_requests.AgentRequestError` (one line) when there is none."""
         transport = self._hosts.find(host)
         send = transport.send if transport is not None else (lambda _command: False)
-        return self._requests.ask(host, send, command, wait_s)
+        return self._requests.ask(host, send, command, wait_s=wait_s)
 
     def agent_shares_run_dir(self, host: str) -> Path | None:
         """The folder where ``host``'s agent works, where this machine sees it too (a Slurm node's,
@@ -588,7 +598,7 @@ class Controller:
         elif kind == "hello":
             self._hosts.hello(host, tails_tensorboard=event.get("tensorboard") is True)
             if self._attaching:
-                reattach.adopt(self.run, self._roles, self._ops, host, event)
+                reattach.adopt(self.run, self._roles, self._ops, host=host, hello=event)
         elif kind == "error":
             message = f"agent on {host}: {event.get('message')}"
             self._publisher.publish(warning(message, round(time.time(), 3), name if isinstance(name, str) else None))

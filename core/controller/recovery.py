@@ -144,7 +144,7 @@ class Recovery:
         group = list(self._group_of(role))
         if active is not None:  # its roles still need to come back too
             group += [name for name in active.group if name not in group]
-        step_before = active.step_before if active is not None else self._step_now()
+        step_before = active.step_before if active is not None else self._step_now(group)
         if step_before is not None:
             self._goal = max(self._goal or 0, step_before)
             self._goal_roles = set(group)
@@ -273,8 +273,15 @@ class Recovery:
         trains = {n for n in self._goal_roles if expects_steps(strategy, n.partition(":")[0])}
         return role.task.role_id in trains if trains else True
 
-    def _step_now(self) -> int | None:
-        steps = [r.last_step for r in self._roles if r.last_step is not None]
+    def _step_now(self, group: list[str]) -> int | None:
+        """The step the recovered roles reached before the failure: the group's own training
+        roles' (a worker restarted alone must get past its own step, not its fastest peer's), else
+        the cluster's (a ps, a ParameterServerStrategy worker or a trainer that crashed before its
+        first step have none)."""
+        strategy = self._spec().strategy
+        trains = [r for r in self._roles if r.task.role_id in group and expects_steps(strategy, r.task.job)]
+        steps = [r.last_step for r in trains if r.last_step is not None]
+        steps = steps or [r.last_step for r in self._roles if r.last_step is not None]
         return max(steps) if steps else None
 
     def _say(self, payload: RecoveryChanged) -> None:

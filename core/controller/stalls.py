@@ -92,7 +92,12 @@ class StallWatch:
                 and not role.output_blocked
                 and (
                     why := start_stall_detail(
-                        spec.stuck, spec.strategy, role.task.job, now - role.started_at, False, role.last_lines(5)
+                        spec.stuck,
+                        spec.strategy,
+                        role.task.job,
+                        running_for_s=now - role.started_at,
+                        has_step=False,
+                        last_lines=role.last_lines(5),
                     )
                 )
             ):

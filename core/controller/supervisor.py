@@ -103,7 +103,7 @@ class Supervisor:
         cluster's phase, then the diagnosis (a state that ends the run clears waits, never shows one)."""
         self._crash_loops.settled(role)
         self._evaluate()
-        self._roles.waits(self._diagnoser.on_state(role.task.role_id, str(role.state), now, role.detail))
+        self._roles.waits(self._diagnoser.on_state(role.task.role_id, str(role.state), now, detail=role.detail))
 
     def _evaluate(self) -> None:
         """Decide what the cluster does after a role changed state (see :func:`policy.evaluate`)."""

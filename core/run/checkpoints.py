@@ -65,7 +65,7 @@ def _flag_value(argv: tuple[str, ...] | list[str]) -> tuple[str, str] | None:
     return None
 
 
-def _fill(text: str, spec: ClusterSpec, task: Task | None, run_dir: Path | None) -> str:
+def _fill(text: str, task: Task | None, run_dir: Path | None) -> str:
     values = {"{run_dir}": str(run_dir) if run_dir is not None else "<run-dir>"}
     if task is not None:
         values |= {"{job_name}": task.job, "{task_index}": str(task.index), "{role}": task.role_id}
@@ -91,7 +91,7 @@ def declared_source(spec: ClusterSpec, run_dir: Path | None) -> CheckpointSource
     checkpoint-directory flag in a role's command (the chief's first). None when neither says."""
     key = spec.recovery.checkpoint_dir
     if key:
-        return CheckpointSource(_absolute(_fill(key, spec, None, run_dir), spec.workdir), "[recovery] checkpoint_dir")
+        return CheckpointSource(_absolute(_fill(key, None, run_dir), spec.workdir), "[recovery] checkpoint_dir")
     for task in _ordered_tasks(spec):
         found = _flag_value(spec.command_for(task))
         if found is None:
@@ -99,7 +99,7 @@ def declared_source(spec: ClusterSpec, run_dir: Path | None) -> CheckpointSource
         flag, value = found
         host = spec.host_config(task.host)
         workdir = Path(host.workdir) if host.remote and host.workdir else spec.workdir
-        directory = _absolute(_fill(value, spec, task, run_dir), workdir)
+        directory = _absolute(_fill(value, task, run_dir), workdir)
         return CheckpointSource(directory, f"{task.role_id}'s {flag}", host.address if host.remote else None)
     return None
 

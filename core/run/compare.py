@@ -1,4 +1,4 @@
-"""Runs side by side (issue 23): the table ``runs compare`` prints and the window's compare view
+"""Runs side by side: the table ``runs compare`` prints and the window's compare view
 shows, and each run's curves for the overlay.
 
 :func:`compare_rows` reads each run's summary (:mod:`core.run.index`) and its ``cluster.toml``:
@@ -282,10 +282,10 @@ def read_scalars(path: Path, roles: Sequence[str], limit: int = MAX_CURVE_POINTS
                     and isinstance(value, (int, float))
                 ):
                     continue
-                columns = found.setdefault(tag, {}).setdefault(role, ([], [], []))
-                columns[0].append(float(step))
-                columns[1].append(float(wall))
-                columns[2].append(float(value))
+                steps, walls, values = found.setdefault(tag, {}).setdefault(role, ([], [], []))
+                steps.append(float(step))
+                walls.append(float(wall))
+                values.append(float(value))
     return {
         tag: {role: Scalar(*_thin([np.asarray(c) for c in cols], limit)) for role, cols in per_role.items()}
         for tag, per_role in found.items()

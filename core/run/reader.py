@@ -236,7 +236,7 @@ class RunReader:
                 self._read_events()
                 # The hosts' samples first: on opening a past run they are the heaviest for the
                 # window to take (each feeds 8 GPUs' series and tiles), so it takes them while
-                # this thread skims the roles' files, not after (issue 25).
+                # this thread skims the roles' files, not after: a day-long run opens sooner.
                 self._read_samples()
                 for role in self._roles.values():
                     if self._stop.is_set():

@@ -125,7 +125,7 @@ class RoleView:
         """The step time :meth:`status` shows."""
         return self._shown_stats()[0].step_time_s
 
-    def status(self, straggler: bool, now: float) -> RoleStatus:
+    def status(self, *, straggler: bool, now: float) -> RoleStatus:
         """The immutable status; figures of the process only while it lives."""
         t = self.task
         alive = self.state in ALIVE
@@ -211,13 +211,15 @@ def apply_sample(views: Mapping[str, RoleView], record: dict[str, Any]) -> None:
 
 
 def cluster_status(
-    phase: ClusterPhase, result: str | None, reason: str, views: Iterable[RoleView], now: float
+    phase: ClusterPhase, result: str | None, reason: str, *, views: Iterable[RoleView], now: float
 ) -> ClusterStatus:
     """The cluster's status, built whole; a running role whose step time is far above the others'
     is a straggler (only running roles count: a finished one's last step time says nothing now)."""
     views = list(views)
     slow = _stragglers(views)
-    return ClusterStatus(phase, result, reason, tuple(v.status(v.task.role_id in slow, now) for v in views))
+    return ClusterStatus(
+        phase, result, reason, tuple(v.status(straggler=v.task.role_id in slow, now=now) for v in views)
+    )
 
 
 def _stragglers(views: Iterable[RoleView]) -> set[str]:
@@ -261,13 +263,13 @@ class StatusBoard:
     def role_changed(self, name: str, now: float) -> None:
         view = self._views.get(name)
         if view is not None:
-            self._roles[name] = view.status(name in self._slow, now)
+            self._roles[name] = view.status(straggler=name in self._slow, now=now)
             self._swap()
 
     def refresh(self, now: float) -> None:
         views = self._views.values()
         self._slow = _stragglers(views)
-        self._roles = {v.task.role_id: v.status(v.task.role_id in self._slow, now) for v in views}
+        self._roles = {v.task.role_id: v.status(straggler=v.task.role_id in self._slow, now=now) for v in views}
         self._swap()
 
     def _swap(self) -> None:

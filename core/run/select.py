@@ -1,4 +1,4 @@
-"""Ordering and narrowing the runs list (issue 23): what ``runs --sort/--outcome/--filter`` and
+"""Ordering and narrowing the runs list: what ``runs --sort/--outcome/--filter`` and
 the window's Runs page apply to :class:`core.run.index.RunSummary` values."""
 
 from __future__ import annotations

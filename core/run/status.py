@@ -107,7 +107,7 @@ class RoleStatus:
     stalled_for_s: float | None = None  # seconds since the last step, while stalled
     # Where step/loss come from: "output" (parsed lines) or "tb" (TensorBoard event files).
     loss_source: str | None = None
-    # Diagnosis (issue 13): the role this one waits for, why and the fix (core/diagnosis/rules.py).
+    # Why it waits, while it does: the role this one waits for, why and the fix (core/diagnosis/rules.py).
     waiting_for: str | None = None
     waiting_message: str = ""
     waiting_fix: str = ""

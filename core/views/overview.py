@@ -4,15 +4,24 @@ its GPUs' utilisation. Qt-free, so the same model feeds the window's overview an
 The model is built from whatever role statuses the source gives (:class:`RoleLike`: the
 controller's ``RoleStatus`` satisfies it) and sorted the way people read role names:
 ``worker:2`` before ``worker:10`` (:func:`natural_key`).
+
+A role whose attempts keep failing is ``crash-looping`` (Kubernetes' CrashLoopBackOff), whatever
+its state between and during its attempts: never counted as running. A tile says so, and between
+attempts when the next begins (:attr:`RoleCell.notes`).
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+from core.run.status import RoleStatus
+from core.views.conditions import trouble_text
+from core.views.empty import seconds_to_next_attempt
 
 __all__ = [
     "CATEGORY_ORDER",
@@ -32,6 +41,7 @@ _DIGITS = re.compile(r"(\d+)")
 # What a person scans for first comes first: trouble, then work, then the quiet states.
 CATEGORY_ORDER = (
     "failed",
+    "crash-looping",
     "stalled",
     "waiting",
     "backoff",
@@ -78,9 +88,12 @@ class RoleLike(Protocol):
 
 
 def category(role: RoleLike) -> str:
-    """The state a person cares about: a running role that made no step for a while is
+    """The state a person cares about: a role whose attempts keep failing is ``crash-looping``
+    (running, starting or between attempts), a running role that made no step for a while is
     ``stalled``, one that waits on a peer (when the source knows it) is ``waiting``."""
     state = str(role.state)
+    if getattr(role, "crash_looping", False) and state in ("starting", "running", "backoff", "stopping"):
+        return "crash-looping"
     if state == "running":
         if getattr(role, "waiting_for", None):
             return "waiting"
@@ -120,6 +133,29 @@ class RoleCell:
     steps_per_sec: float | None
     gpus: tuple[int, ...]
     gpu_utilization_percent: float | None
+    notes: tuple[str, ...] = ()  # lines under its name: "crash-looping", "next in 4 s", "waits for ps0"
+    trouble: str = ""  # what is wrong, in a sentence (its tooltip): core.views.conditions.trouble_text
+
+
+def _notes(role: RoleLike, category: str, now: float) -> tuple[str, ...]:
+    """What a tile says under its name when its state needs words: a crash loop and, between
+    attempts, when the next begins; a role between attempts; a role waiting on a peer."""
+    notes: list[str] = []
+    if category == "crash-looping":
+        notes.append("crash-looping")
+    elif category == "backoff":
+        notes.append("restarting")
+    elif category == "waiting":
+        notes.append(f"waits for {short_role(str(getattr(role, 'waiting_for', '')))}")
+    if isinstance(role, RoleStatus):
+        left = seconds_to_next_attempt(role, now)
+        if left is not None:
+            notes.append(f"next in {left:.0f} s" if left >= 1 else "next now")
+    return tuple(notes)
+
+
+def _trouble(role: RoleLike, now: float) -> str:
+    return trouble_text(role, now) if isinstance(role, RoleStatus) else ""
 
 
 @dataclass(frozen=True)
@@ -154,9 +190,10 @@ def _ordered_counts(categories: Iterable[str]) -> tuple[tuple[str, int], ...]:
     return tuple((c, counts[c]) for c in CATEGORY_ORDER if counts[c])
 
 
-def build_overview(roles: Sequence[RoleLike]) -> Overview:
+def build_overview(roles: Sequence[RoleLike], now: float | None = None) -> Overview:
     """Group roles by host (hosts in natural order), roles by job (ps, chief, worker, evaluator,
-    then others) and task index."""
+    then others) and task index. ``now`` (default: the clock) dates a countdown to a next attempt."""
+    now = time.time() if now is None else now
     job_rank = {"ps": 0, "chief": 1, "master": 1, "worker": 2, "evaluator": 3}
     by_host: dict[str, list[RoleLike]] = {}
     for r in roles:
@@ -168,10 +205,12 @@ def build_overview(roles: Sequence[RoleLike]) -> Overview:
             RoleCell(
                 role=r.role,
                 short=short_role(r.role),
-                category=category(r),
+                category=(cat := category(r)),
                 steps_per_sec=r.steps_per_sec,
                 gpus=tuple(r.gpus),
                 gpu_utilization_percent=r.gpu_utilization_percent,
+                notes=_notes(r, cat, now),
+                trouble=_trouble(r, now),
             )
             for r in members
         )

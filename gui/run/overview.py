@@ -23,6 +23,7 @@ from core.views.overview import Overview, RoleCell, RoleLike, build_overview
 
 CATEGORY_COLOURS = {
     "failed": "#c62828",
+    "crash-looping": "#f2a900",  # amber: not backoff's orange, failed's red or stalled's brown
     "stalled": "#b45309",
     "waiting": "#6a1b9a",
     "backoff": "#d9822b",
@@ -42,6 +43,7 @@ MAX_CELL = QtCore.QSize(112, 56)
 MIN_CELL = QtCore.QSize(40, 30)
 MIN_TEXT_PX = 8  # the smallest tile text, still legible
 MIN_BOX_W = 200  # 8 hosts side by side on a 1920-pixel screen; a long host name is elided
+DARK_TEXT_CATEGORIES = frozenset({"crash-looping"})  # white on amber does not read: dark text there
 
 
 @dataclass(frozen=True)
@@ -58,21 +60,24 @@ def _fmt_rate(rate: float | None) -> str:
     return f"{rate:.0f}/s" if rate >= 10 else f"{rate:.1f}/s"
 
 
-def _fit(font: QtGui.QFont, name: str, rate: str, box: QtCore.QRect) -> tuple[int, list[str]]:
-    """The largest pixel size (0: the font's own) at which a tile shows its name and rate."""
-    if not rate:
+def _fit(font: QtGui.QFont, name: str, rest: tuple[str, ...], box: QtCore.QRect) -> tuple[int, list[str]]:
+    """The largest pixel size (0: the font's own) at which a tile shows its name and the lines
+    under it (its rate; a state's words), stacked or on one line; a small tile drops the middle
+    lines, then shows only the last (the figure, or the countdown: what the tile is there for)."""
+    if not rest:
         return 0, [name]
     size = font.pixelSize() if font.pixelSize() > 0 else QtGui.QFontInfo(font).pixelSize()
     font = QtGui.QFont(font)
-    for pixels in range(size, MIN_TEXT_PX - 1, -1):
-        font.setPixelSize(pixels)
-        metrics = QtGui.QFontMetrics(font)
-        widest = max(metrics.horizontalAdvance(name), metrics.horizontalAdvance(rate))
-        if 2 * metrics.height() <= box.height() and widest <= box.width():
-            return pixels, [name, rate]
-        if metrics.horizontalAdvance(f"{name} {rate}") <= box.width():
-            return pixels, [f"{name} {rate}"]
-    return MIN_TEXT_PX, [rate]  # the tile's place and tooltip name it; the figure is what it is there for
+    for lines in ([name, *rest], [name, rest[-1]]) if len(rest) > 1 else ([name, *rest],):
+        for pixels in range(size, MIN_TEXT_PX - 1, -1):
+            font.setPixelSize(pixels)
+            metrics = QtGui.QFontMetrics(font)
+            widest = max(metrics.horizontalAdvance(line) for line in lines)
+            if len(lines) * metrics.height() <= box.height() and widest <= box.width():
+                return pixels, lines
+            if len(lines) == 2 and metrics.horizontalAdvance(" ".join(lines)) <= box.width():
+                return pixels, [" ".join(lines)]
+    return MIN_TEXT_PX, [rest[-1]]  # the tile's place and tooltip name it
 
 
 class ClusterOverview(QtWidgets.QWidget):
@@ -90,7 +95,7 @@ class ClusterOverview(QtWidgets.QWidget):
         self._layout: _Layout | None = None
         self.repaints = 0  # for tests and the frame benchmark: paints actually done
         self.painted_text: dict[str, str] = {}  # role -> the text its tile shows (for tests)
-        self._fitted: dict[tuple[str, str, int, int], tuple[int, list[str]]] = {}
+        self._fitted: dict[tuple[str, tuple[str, ...], int, int], tuple[int, list[str]]] = {}
         self.model_changes = 0  # set_roles calls that changed what is shown
 
     # -- inputs -------------------------------------------------------------------------------
@@ -256,17 +261,28 @@ class ClusterOverview(QtWidgets.QWidget):
                 fill = QtCore.QRect(bar.x(), bar.y(), round(bar.width() * max(0.0, min(util, 100.0)) / 100), 4)
                 painter.setBrush(QtGui.QColor("#e8f5e9"))
                 painter.drawRect(fill)
-        painter.setPen(QtGui.QColor("white"))
+        painter.setPen(QtGui.QColor("#1f1f1f" if cell.category in DARK_TEXT_CATEGORIES else "white"))
         text_rect = rect.adjusted(3, 1, -3, -7 if cell.gpus else -1)
         lines = self._fit_tile_text(painter, cell, text_rect)
         self.painted_text[cell.role] = " ".join(lines)
-        if len(lines) == 2:
-            top, bottom = QtCore.Qt.AlignmentFlag.AlignTop, QtCore.Qt.AlignmentFlag.AlignBottom
-            painter.drawText(text_rect, QtCore.Qt.AlignmentFlag.AlignHCenter | top, lines[0])
-            font = painter.font()
-            font.setBold(False)
-            painter.setFont(font)
-            painter.drawText(text_rect, QtCore.Qt.AlignmentFlag.AlignHCenter | bottom, lines[1])
+        if len(lines) > 1:
+            # The name in bold on top, the lines under it plain, spread over the tile's height.
+            line_h = painter.fontMetrics().height()
+            gap = (text_rect.height() - len(lines) * line_h) / (len(lines) + 1) if len(lines) > 2 else 0
+            for i, line in enumerate(lines):
+                if len(lines) == 2:
+                    y = text_rect.top() if i == 0 else text_rect.bottom() - line_h + 1
+                else:
+                    y = round(text_rect.top() + gap + i * (line_h + gap))
+                painter.drawText(
+                    QtCore.QRect(text_rect.left(), y, text_rect.width(), line_h),
+                    QtCore.Qt.AlignmentFlag.AlignHCenter | QtCore.Qt.AlignmentFlag.AlignVCenter,
+                    line,
+                )
+                if i == 0:
+                    font = painter.font()
+                    font.setBold(False)
+                    painter.setFont(font)
         else:
             painter.drawText(text_rect, QtCore.Qt.AlignmentFlag.AlignCenter, lines[0])
         painter.setFont(self.font())
@@ -282,10 +298,11 @@ class ClusterOverview(QtWidgets.QWidget):
         font = QtGui.QFont(self.font())
         font.setBold(True)
         rate = _fmt_rate(cell.steps_per_sec)
-        key = (cell.short, rate, text_rect.width(), text_rect.height())
+        rest = (*cell.notes, rate) if rate else cell.notes
+        key = (cell.short, rest, text_rect.width(), text_rect.height())
         fitted = self._fitted.get(key)
         if fitted is None:
-            fitted = self._fitted[key] = _fit(font, cell.short, rate, text_rect)
+            fitted = self._fitted[key] = _fit(font, cell.short, rest, text_rect)
             if len(self._fitted) > 4096:  # rates change: keep the cache small
                 self._fitted.clear()
         pixels, lines = fitted
@@ -319,6 +336,8 @@ class ClusterOverview(QtWidgets.QWidget):
                 QtWidgets.QToolTip.hideText()
             else:
                 lines = [f"{cell.role}: {cell.category}"]
+                if cell.trouble:
+                    lines.append(cell.trouble)
                 if cell.steps_per_sec is not None:
                     lines.append(f"{_fmt_rate(cell.steps_per_sec)} steps")
                 if cell.gpus:

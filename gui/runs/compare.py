@@ -1,4 +1,4 @@
-"""Compare runs (issue 23): 2-8 runs' curves overlaid, each run one colour, above the side-by-side
+"""Compare runs: 2-8 runs' curves overlaid, each run one colour, above the side-by-side
 table of :func:`core.run.compare.compare_rows` with the rows that differ highlighted.
 
 Per run and plot (loss, step time, steps/s, and any TensorBoard scalar the roles wrote; by step or

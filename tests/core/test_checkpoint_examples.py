@@ -10,15 +10,16 @@ import json
 import os
 import re
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, free_ports, run_cli
-from tests.helpers.launched import LaunchedRun, wait_for
+from tests.helpers.cli_launch import Launch, journal
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import TRAINERS, run_cli
+from tests.helpers.waits import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -44,42 +45,36 @@ backoff_s = 1
 LOSS = re.compile(r"^loss = ([0-9.]+), step = (\d+)", re.MULTILINE)
 
 
-@pytest.fixture
-def runs() -> Iterator[list[LaunchedRun]]:
-    started: list[LaunchedRun] = []
-    yield started
-    for run in started:
-        run.kill()
-
-
 def losses(log: Path) -> list[tuple[int, float]]:
     return [(int(step), float(loss)) for loss, step in LOSS.findall(log.read_text(errors="replace"))]
 
 
 @pytest.mark.timeout(600)
 def test_a_parameter_server_killed_mid_run_resumes_from_the_chiefs_checkpoint_not_step_0(
-    tmp_path: Path, runs: list[LaunchedRun]
+    tmp_path: Path, launches: list[Launch]
 ) -> None:
     ports = free_ports(4)
     cluster = tmp_path / "cluster.toml"
-    cluster.write_text(PSS.format(trainers=ROOT / "resources" / "trainers", p=ports))
-    run = LaunchedRun(cluster, tmp_path / "runs" / "run")
-    runs.append(run)
+    cluster.write_text(PSS.format(trainers=TRAINERS, p=ports))
+    run = Launch(cluster, tmp_path / "runs" / "run")
+    launches.append(run)
+    run.wait_role("chief:0", "running", timeout_s=300)
 
     def chief_past(step: int) -> dict[str, Any] | None:
         chief = run.role("chief:0")
-        return chief if chief and chief["state"] == "running" and (chief["step"] or 0) >= step else None
+        return chief if chief["state"] == "running" and (chief["step"] or 0) >= step else None
 
     wait_for(lambda: chief_past(70), 300, "the chief past step 70")
     listed = json.loads(run.ctl("checkpoints", "--json").stdout)
     assert listed["found_from"] == "chief:0's --checkpoint_dir" and listed["problem"] == "", listed
     assert [c["step"] for c in listed["checkpoints"]][:3] == [20, 40, 60], listed
     ps = run.role("ps:0")
-    assert ps is not None
     os.kill(ps["pid"], signal.SIGKILL)
 
-    done = wait_for(lambda: [r for r in run.journal("recovery") if r["phase"] == "recovered"], 300, "recovered")[0]
-    started = next(r for r in run.journal("recovery") if r["phase"] == "started")
+    done = wait_for(
+        lambda: [r for r in journal(run.run_dir, "recovery") if r["phase"] == "recovered"], 300, "recovered"
+    )[0]
+    started = next(r for r in journal(run.run_dir, "recovery") if r["phase"] == "started")
     assert started["roles"] == ["ps:0", "chief:0"] and started["cause"] == "ps:0 killed by SIGKILL", started
     second = run.run_dir / "roles" / "chief-0" / "attempt-2.log"
     said = re.search(r"resumed from checkpoint (ckpt-(\d+)) at step (\d+)", second.read_text(errors="replace"))
@@ -137,7 +132,7 @@ def test_the_example_resumes_where_its_last_run_checkpointed(tmp_path: Path, exa
     logs = []
     for number, steps in enumerate((100, 200), 1):
         cluster = tmp_path / f"cluster-{number}.toml"
-        text = EXAMPLES[example].format(trainers=ROOT / "resources" / "trainers", steps=steps, ckpt=ckpt, p=ports)
+        text = EXAMPLES[example].format(trainers=TRAINERS, steps=steps, ckpt=ckpt, p=ports)
         cluster.write_text(text)
         run_dir = tmp_path / f"run-{number}"
         result = run_cli("launch", str(cluster), "--run-dir", str(run_dir), timeout=500)

@@ -9,15 +9,16 @@ import json
 import os
 import re
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, free_ports, run_cli
-from tests.helpers.launched import LaunchedRun, wait_for
+from tests.helpers.cli_launch import Launch, journal
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import TRAINERS, run_cli
+from tests.helpers.waits import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -38,49 +39,46 @@ backoff_s = 0.5
 CHECKPOINTING = ', "--checkpoint_dir={run_dir}/checkpoints", "--checkpoint_every=20"'
 
 
-@pytest.fixture
-def runs() -> Iterator[list[LaunchedRun]]:
-    started: list[LaunchedRun] = []
-    yield started
-    for run in started:
-        run.kill()
-
-
 def launch(
-    tmp_path: Path, runs: list[LaunchedRun], flags: str = CHECKPOINTING, recovery: str = ""
-) -> tuple[LaunchedRun, list[int]]:
+    tmp_path: Path, launches: list[Launch], flags: str = CHECKPOINTING, recovery: str = ""
+) -> tuple[Launch, list[int]]:
     ports = free_ports(3)
     cluster = tmp_path / "cluster.toml"
-    cluster.write_text(LIGHT.format(trainers=ROOT / "resources" / "trainers", p=ports, flags=flags) + recovery)
-    run = LaunchedRun(cluster, tmp_path / "runs" / "run")
-    runs.append(run)
+    cluster.write_text(LIGHT.format(trainers=TRAINERS, p=ports, flags=flags) + recovery)
+    run = Launch(cluster, tmp_path / "runs" / "run")
+    launches.append(run)
     return run, ports
 
 
-def running(run: LaunchedRun, name: str, *, past_step: int = 0, attempt: int = 1) -> dict[str, Any]:
+def running(run: Launch, name: str, *, past_step: int = 0, attempt: int = 1) -> dict[str, Any]:
+    run.wait_role(name, "running", timeout_s=120, attempt=attempt)
+
     def ready() -> dict[str, Any] | None:
         role = run.role(name)
-        ok = role and role["state"] == "running" and role["attempt"] == attempt and (role["step"] or 0) >= past_step
+        ok = role["state"] == "running" and role["attempt"] == attempt and (role["step"] or 0) >= past_step
         return role if ok else None
 
     return wait_for(ready, 120, f"{name} running attempt {attempt} past step {past_step}")
 
 
-def listed(run: LaunchedRun) -> dict[str, Any]:
+def listed(run: Launch) -> dict[str, Any]:
     result = run.ctl("checkpoints", "--json")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
 
-def recovered(run: LaunchedRun) -> dict[str, Any]:
-    return wait_for(lambda: [r for r in run.journal("recovery") if r["phase"] == "recovered"], 120, "recovered")[0]
+def recovered(run: Launch) -> dict[str, Any]:
+    found = wait_for(
+        lambda: [r for r in journal(run.run_dir, "recovery") if r["phase"] == "recovered"], 120, "recovered"
+    )
+    return dict(found[0])
 
 
 @pytest.mark.timeout(300)
 def test_a_killed_ps_resumes_from_the_checkpoint_the_chief_saved_as_it_was_stopped(
-    tmp_path: Path, runs: list[LaunchedRun]
+    tmp_path: Path, launches: list[Launch]
 ) -> None:
-    run, ports = launch(tmp_path, runs)
+    run, ports = launch(tmp_path, launches)
     ps = running(run, "ps:0")
     running(run, "worker:0", past_step=45)
     found = wait_for(lambda: (c := listed(run))["checkpoints"] and c, 60, "a checkpoint listed")
@@ -102,10 +100,10 @@ def test_a_killed_ps_resumes_from_the_checkpoint_the_chief_saved_as_it_was_stopp
     first_step = int(re.findall(r"^Step: (\d+),", log, re.MULTILINE)[0])
     assert first_step == done["resumed_step"] + 1 > 40
     assert done["step_before"] is not None and done["resumed_step"] >= done["step_before"] - 20
-    saved = {c["name"] for r in run.journal("checkpoints") for c in r["added"]}
+    saved = {c["name"] for r in journal(run.run_dir, "checkpoints") for c in r["added"]}
     assert done["checkpoint"] in saved  # journalled as it appeared
     status = run.status()
-    assert status is not None and status["recovery"].startswith(f"recovered: resumed at step {done['resumed_step']:,}")
+    assert status["recovery"].startswith(f"recovered: resumed at step {done['resumed_step']:,}")
     assert f"from {done['checkpoint']}" in status["recovery"]
 
     assert run.ctl("stop-all").returncode == 0
@@ -118,9 +116,9 @@ def test_a_killed_ps_resumes_from_the_checkpoint_the_chief_saved_as_it_was_stopp
 
 @pytest.mark.timeout(300)
 def test_a_sigkilled_chief_resumes_from_its_last_checkpoint_and_the_steps_lost_are_said(
-    tmp_path: Path, runs: list[LaunchedRun]
+    tmp_path: Path, launches: list[Launch]
 ) -> None:
-    run, ports = launch(tmp_path, runs)
+    run, ports = launch(tmp_path, launches)
     # Killed between two checkpoints (every 20 steps): it cannot save, some steps are lost.
     chief = wait_for(
         lambda: (r := running(run, "worker:0", past_step=30)) and 6 <= (r["step"] % 20) <= 14 and r,
@@ -129,14 +127,14 @@ def test_a_sigkilled_chief_resumes_from_its_last_checkpoint_and_the_steps_lost_a
     )
     os.kill(chief["pid"], signal.SIGKILL)
     done = recovered(run)
-    started = next(r for r in run.journal("recovery") if r["phase"] == "started")
+    started = next(r for r in journal(run.run_dir, "recovery") if r["phase"] == "started")
     assert started["roles"] == ["worker:0"] and started["cause"] == "worker:0 killed by SIGKILL"
     assert done["checkpoint"] == f"ckpt-{done['resumed_step']}" and done["resumed_step"] % 20 == 0
     assert done["lost_steps"] == done["step_before"] - done["resumed_step"] > 0, done
     lost = done["lost_steps"]
     text = f"recovered: resumed at step {done['resumed_step']:,} from {done['checkpoint']}; lost {lost:,} step"
     status = run.status()
-    assert status is not None and status["recovery"].startswith(text), status["recovery"]
+    assert status["recovery"].startswith(text), status["recovery"]
     assert run.ctl("stop-all").returncode == 0
     _code, out = run.finish(timeout_s=60)
     assert text in out, out
@@ -156,7 +154,7 @@ def test_recovery_on_and_no_checkpoint_after_training_a_while_is_warned_once(
     monkeypatch.setattr(watch, "NO_CHECKPOINT_AFTER_S", 2.0)
     ports = free_ports(3)
     cluster = tmp_path / "cluster.toml"
-    cluster.write_text(LIGHT.format(trainers=ROOT / "resources" / "trainers", p=ports, flags=""))
+    cluster.write_text(LIGHT.format(trainers=TRAINERS, p=ports, flags=""))
     spec, problems = load(cluster)
     assert spec is not None, problems
     controller = Controller(spec, RunDir.create(spec, path=tmp_path / "run"))
@@ -185,14 +183,14 @@ def test_recovery_on_and_no_checkpoint_after_training_a_while_is_warned_once(
 
 @pytest.mark.timeout(200)
 def test_a_fifo_for_a_state_file_is_one_line_in_launch_and_ctl_and_nothing_hangs(
-    tmp_path: Path, runs: list[LaunchedRun]
+    tmp_path: Path, launches: list[Launch]
 ) -> None:
     hostile = tmp_path / "ckpt"
     hostile.mkdir()
     os.mkfifo(hostile / "checkpoint")  # reading it would wait for a writer forever
-    run, ports = launch(tmp_path, runs, flags="", recovery=f'checkpoint_dir = "{hostile}"\n')
+    run, ports = launch(tmp_path, launches, flags="", recovery=f'checkpoint_dir = "{hostile}"\n')
     running(run, "worker:0", past_step=10)
-    said = wait_for(lambda: run.journal("checkpoints"), 60, "the checkpoints event")
+    said = wait_for(lambda: journal(run.run_dir, "checkpoints"), 60, "the checkpoints event")
     problem = f"{hostile / 'checkpoint'} is not a regular file"
     assert (
         said[0]["problem"] == problem

@@ -39,7 +39,7 @@ from core.run.events import (
 )
 from core.run.status import ClusterPhase, RoleState
 from core.telemetry.checkpoints import Checkpoint
-from tests.conftest import ROOT
+from tests.helpers.project import ROOT
 
 OLD_RUN = ROOT / "tests" / "fixtures" / "run_c23e87e"  # written by commit c23e87e, before events were typed
 

@@ -17,9 +17,11 @@ import pytest
 
 from core.cluster.recovery_table import RecoveryConfig, action_words, recovery_group
 from core.cluster.spec import dumps, parse_text
-from tests.conftest import ROOT, free_ports
-from tests.core.test_launch import Launch, write_cluster
+from tests.helpers.cli_launch import Launch
+from tests.helpers.clusters import write_cluster
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import ROOT
 
 PSS = ["chief:0", "ps:0", "ps:1", "worker:0", "worker:1", "evaluator:0"]
 
@@ -261,9 +263,27 @@ def test_a_wait_on_a_role_a_recovery_brings_back_says_so_and_is_not_certain(tmp_
         on_changed=lambda role, now: None,
         recovering=lambda peer: under_way if peer == "ps:0" else None,
     )
-    wait = Diagnosis("worker:1", True, "ps:0", "recovering", True, "worker:1 waits for ps:0", "Restart ps:0", "", 1.0)
+    wait = Diagnosis(
+        role="worker:1",
+        waiting=True,
+        waiting_for="ps:0",
+        cause="recovering",
+        certain=True,
+        message="worker:1 waits for ps:0",
+        fix="Restart ps:0",
+        line="",
+        since=1.0,
+    )
     other = Diagnosis(
-        "worker:2", True, "worker:0", "silent", True, "worker:2 waits for worker:0", "Restart it", "", 1.0
+        role="worker:2",
+        waiting=True,
+        waiting_for="worker:0",
+        cause="silent",
+        certain=True,
+        message="worker:2 waits for worker:0",
+        fix="Restart it",
+        line="",
+        since=1.0,
     )
     roles.waits([wait, other])
     said = {e.role: e.payload for e in events if isinstance(e.payload, RoleWaiting)}

@@ -11,8 +11,9 @@ import pytest
 from core.cluster.spec import load
 from core.run.events import CheckpointsChanged, RecoveryChanged
 from core.telemetry.checkpoints import Checkpoint
-from tests.conftest import ROOT, free_ports
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import TRAINERS
 
 CLUSTER = """
 strategy = "between_graph"
@@ -41,7 +42,7 @@ def test_a_live_run_shows_its_checkpoints_as_markers_and_a_list_and_again_when_r
 
     p0, p1, p2 = free_ports(3)
     cluster = tmp_path / "c.toml"
-    cluster.write_text(CLUSTER.format(trainers=ROOT / "resources" / "trainers", p0=p0, p1=p1, p2=p2))
+    cluster.write_text(CLUSTER.format(trainers=TRAINERS, p0=p0, p1=p1, p2=p2))
     spec, problems = load(cluster)
     assert spec is not None, problems
     window = MainWindow(spec, runs_root=tmp_path / "runs")

@@ -10,37 +10,15 @@ from hypothesis import strategies as st
 
 from core.run.status import RoleState, RoleStatus
 from core.views.overview import build_overview, natural_key, short_role
-
-
-def status(role: str, host: str, state: RoleState = RoleState.RUNNING, **extra: object) -> RoleStatus:
-    job, _, index = role.partition(":")
-    base = RoleStatus(
-        role=role,
-        job=job,
-        index=int(index),
-        host=host,
-        address=f"{host}:2222",
-        state=state,
-        state_since=0.0,
-        pid=1,
-        attempt=1,
-        restarts=0,
-        returncode=None,
-        signal=None,
-        started_at=0.0,
-        ended_at=None,
-        detail="",
-        log_path=None,
-    )
-    return dataclasses.replace(base, **extra)  # type: ignore[arg-type]
+from tests.helpers.statuses import hosted_status
 
 
 def big_cluster(workers: int = 64, hosts: int = 8) -> list[RoleStatus]:
     """1 ps + ``workers`` workers spread round-robin over 127.0.0.1..``hosts``, each worker with one GPU."""
-    roles = [status("ps:0", "127.0.0.1")]
+    roles = [hosted_status("ps:0", "127.0.0.1")]
     for i in range(workers):
         roles.append(
-            status(
+            hosted_status(
                 f"worker:{i}",
                 f"127.0.0.{i % hosts + 1}",
                 steps_per_sec=10.0 + i / 10,
@@ -130,7 +108,13 @@ def test_overview_of_the_demo_cluster_uses_big_tiles(qtbot):
     qtbot.addWidget(view)
     view.resize(900, 300)
     view.show()
-    view.set_roles([status("ps:0", "127.0.0.1"), status("worker:0", "127.0.0.1"), status("worker:1", "127.0.0.1")])
+    view.set_roles(
+        [
+            hosted_status("ps:0", "127.0.0.1"),
+            hosted_status("worker:0", "127.0.0.1"),
+            hosted_status("worker:1", "127.0.0.1"),
+        ]
+    )
     rect = view.cell_rect("worker:1")
     assert rect is not None and rect.size() == MAX_CELL
     assert view.legend_text() == "3 running"
@@ -186,5 +170,11 @@ def test_tiles_paint_the_current_state_after_a_launch(qtbot):
 
     view.set_roles([PlannedRole(r, r.partition(":")[0], "127.0.0.1") for r in ("ps:0", "worker:0", "worker:1")])
     assert colour_of("worker:0") == CATEGORY_COLOURS["pending"]
-    view.set_roles([status("ps:0", "127.0.0.1"), status("worker:0", "127.0.0.1"), status("worker:1", "127.0.0.1")])
+    view.set_roles(
+        [
+            hosted_status("ps:0", "127.0.0.1"),
+            hosted_status("worker:0", "127.0.0.1"),
+            hosted_status("worker:1", "127.0.0.1"),
+        ]
+    )
     assert colour_of("worker:0") == CATEGORY_COLOURS["running"]

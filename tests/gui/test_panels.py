@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from core.cluster.spec import parse_text
-from tests.conftest import ROOT, free_ports
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import ROOT
 
 FAKE_NVML = str(ROOT / "tests" / "helpers" / "fake_nvml.py")
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from core.cluster.spec import load
-from tests.conftest import ROOT, free_ports
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import ROOT
 
 CLUSTER = """
 strategy = "between_graph"

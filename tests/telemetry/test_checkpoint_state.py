@@ -26,7 +26,7 @@ from core.telemetry.checkpoints import (
     restored_from,
     step_of,
 )
-from tests.conftest import ROOT
+from tests.helpers.project import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "checkpoints"
 

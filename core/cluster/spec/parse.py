@@ -93,7 +93,7 @@ def parse_data(
     grace = r.number(data.get("stop_grace_s", 5.0), ("stop_grace_s",), 0.0)
     start_s = r.number(data.get("start_s", 1.0), ("start_s",), 0.0)
     stall_after_s = r.number(data.get("stall_after_s", DEFAULT_STALL_AFTER_S), ("stall_after_s",), 0.0)
-    stuck = parse_stuck_options(data, r)  # diagnosis (issue 13)
+    stuck = parse_stuck_options(data, r)  # when the cluster counts as stuck: start_stall_after_s, success_policy
 
     jobs_data = data.get("jobs")
     jobs: dict[str, Job] = {}
@@ -105,7 +105,9 @@ def parse_data(
         r.unknown_keys(jobs_data, JOB_ORDER, ("jobs",))
         for job_name in JOB_ORDER:
             if job_name in jobs_data:
-                job = parse_job(r, job_name, jobs_data[job_name], command is not None, "slurm" in data)
+                job = parse_job(
+                    r, job_name, jobs_data[job_name], has_command=command is not None, slurm="slurm" in data
+                )
                 if job is not None:
                     jobs[job_name] = job
         if "worker" not in jobs_data:
@@ -153,7 +155,7 @@ def parse_data(
     slurm = parse_slurm(data["slurm"], r.add) if "slurm" in data else None
     notify = parse_notify(data["notify"], r) if "notify" in data else None
     recovery = parse_recovery(data["recovery"], r) if "recovery" in data else RecoveryConfig()
-    check_semantics(r, jobs, strategy, style, command)
+    check_semantics(r, jobs, strategy=strategy, style=style, command=command)
     every_task_has_one = all(t.command for j in jobs.values() for t in j.tasks) and all(
         j.command for j in jobs.values() if j.counted
     )

@@ -133,7 +133,7 @@ class CheckpointsPanel(QtWidgets.QWidget):
         line.label.setColor(colour)
 
 
-def _pen(colour: str, alpha: int, style: QtCore.Qt.PenStyle, width: int = 1) -> QtGui.QPen:
+def _pen(colour: str, alpha: int, style: QtCore.Qt.PenStyle, *, width: int = 1) -> QtGui.QPen:
     faint = QtGui.QColor(colour)
     faint.setAlpha(alpha)
     return pg.mkPen(faint, width=width, style=style)
