@@ -1,6 +1,7 @@
 """``ctl RUN ACTION``: control a running launch through its control socket (stop, kill, restart or
 signal roles, detach, profile, explain a slow worker, kill random roles to prove recovery) and print
-its status."""
+its status; list its checkpoints (read from the checkpoint directory itself, so a run that is over
+lists them too)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, resolve_run
 from core.cli.profile import add_profile_arguments, cmd_profile, cmd_why, usage_problem
 from core.diagnosis.wording import waiting_lines
 from core.run import control, rundir
+from core.run.checkpoints import read_run_checkpoints
 from core.run.status import RoleState, RoleStatus
 from core.textsafe import terminal
+from core.views.checkpoints import size_text
 from core.views.conditions import trouble_text
 from core.views.slurm_text import slurm_lines
 
@@ -42,6 +45,7 @@ def add_parser(sub: Any) -> None:
             "profile",
             "why",
             "chaos",
+            "checkpoints",
         ),
     )
     p.add_argument("role", nargs="?", help="the role, e.g. worker:1 (for stop, kill, restart, signal, profile, why)")
@@ -49,7 +53,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("more_roles", nargs="*", metavar="ROLE", help="for profile: more roles")
     add_profile_arguments(p)  # core/cli/profile.py
     add_chaos_arguments(p)  # core/cli/chaos.py
-    p.add_argument("--json", action="store_true", help="for status: print the reply as JSON")
+    p.add_argument("--json", action="store_true", help="for status and checkpoints: print JSON")
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
 
 
@@ -60,6 +64,8 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     path = resolve_run(args.run, args.root, err)
     if path is None:
         return EXIT_USAGE
+    if args.action == "checkpoints":  # read from the run's files: a run that is over has them too
+        return print_checkpoints(path, out, err, as_json=args.json)
     try:
         info = rundir.load_run_json(path)
     except (OSError, ValueError) as exc:
@@ -105,6 +111,40 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return print_status(reply, out, err)
     else:
         print(terminal(reply.get("message", "ok")), file=out)
+    return EXIT_OK
+
+
+def print_checkpoints(path: Path, out: TextIO, err: TextIO, *, as_json: bool) -> int:
+    """``ctl RUN checkpoints``: where the run's checkpoints are, and a line per checkpoint (step,
+    when saved, size), the one TensorFlow would restore marked; ``--json``: the same as JSON."""
+    try:
+        found = read_run_checkpoints(path)
+    except ValueError as exc:
+        print(terminal(f"checkpoints: {exc}"), file=err)
+        return EXIT_FAILED
+    if as_json:
+        print(json.dumps(found.to_json(), indent=2), file=out)
+        return EXIT_OK
+    listing = found.listing
+    if found.source is None or listing is None:
+        print(terminal(f"no checkpoint directory found ({found.looked})"), file=err)
+        return EXIT_OK
+    # Paths and names come from the cluster file and the trainers' state file: escaped.
+    print(terminal(f"checkpoints in {found.source.words()}"), file=out)
+    if listing.problem:
+        print(terminal(f"problem: {listing.problem}"), file=out)
+    if not listing.checkpoints:
+        print("  none yet", file=out)
+    for checkpoint in listing.checkpoints:
+        mark = "*" if checkpoint.name == listing.latest else " "
+        step = f"{checkpoint.step:,}" if checkpoint.step is not None else "?"
+        saved = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(checkpoint.saved_at)) if checkpoint.saved_at else "?"
+        print(
+            terminal(f"{mark} {checkpoint.name:<24} step {step:>10}  {saved}  {size_text(checkpoint.size_bytes)}"),
+            file=out,
+        )
+    if listing.latest:
+        print(terminal(f"* the one TensorFlow restores: {listing.latest}"), file=out)
     return EXIT_OK
 
 

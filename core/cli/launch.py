@@ -18,6 +18,7 @@ from core.cli.interrupts import on_signals
 from core.diagnosis.wording import waiting_lines
 from core.run import journal, rundir
 from core.run.events import (
+    CheckpointsChanged,
     ClusterStateChanged,
     Event,
     GpuStatus,
@@ -96,6 +97,8 @@ class LaunchPrinter:
                     yield f"{stamp}  {line}"
             case RecoveryChanged():
                 yield f"{stamp}  cluster      {p.text()}"
+            case CheckpointsChanged() if p.problem:  # the checkpoints themselves: `ctl RUN checkpoints`
+                yield f"{stamp}  checkpoints  {p.problem}"
             case RoleCrashLoop() if p.looping:
                 why = short_exit(p.exit) + (f" ({p.error})" if p.error else "")
                 of = f" of {p.attempts}" if p.attempts else ""

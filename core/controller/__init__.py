@@ -18,4 +18,5 @@ state of their own, wired by the controller, which only dispatches.
 - ``slurm``: a run held by a Slurm allocation
 - ``session``: a launch or attach (run directory, lock, control server, notifier); the :class:`RunSource` protocol
 - ``control_server``: answers the control socket
+- ``checkpoints``: the checkpoint directory watched on its own thread; what changed published, which checkpoint a recovery restored
 """

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 from core.cluster.spec import ClusterSpec
 from core.controller import reattach
+from core.controller.checkpoints import CheckpointBook, CheckpointPoller, CheckpointReport
 from core.controller.commands import (
     Attach,
     Command,
@@ -124,7 +125,7 @@ class Controller:
         self.run = run
         self._attaching = attach
         self._detached = False
-        self._queue: queue.Queue[AgentEvent | SlurmReport] = queue.Queue(MAX_QUEUE)
+        self._queue: queue.Queue[AgentEvent | SlurmReport | CheckpointReport] = queue.Queue(MAX_QUEUE)
         self._queue_full = threading.Event()  # set by a link that found it full; said on the loop
         self._commands: queue.Queue[tuple[Command, Future[str] | None]] = queue.Queue(MAX_QUEUE)
         self._ticked_at = 0.0
@@ -155,8 +156,21 @@ class Controller:
         self._crash_loops = CrashLoops(current, self._roles)
         self._stalls = StallWatch(current, self._roles, self._diagnoser, on_step=self._on_step, on_stall=self._on_stall)
         self._ops = RoleOps(current, run, self._roles, self._hosts, self._stalls)
+        # The checkpoint directory is watched on its own thread; what changed is told on this one.
+        self._checkpoints = CheckpointBook(current, run.path, self._publisher)
+        self._checkpoint_poller = CheckpointPoller(
+            current,
+            run.path,
+            lambda report: self._queue.put(report, timeout=TICK_S * 10),  # queue.Full: told again later
+            since=(run.created or time.time()) - 1.0,
+        )
         self._recovery = Recovery(
-            current, self._roles, self._ops, self._publisher, phase=lambda: self._supervisor.phase
+            current,
+            self._roles,
+            self._ops,
+            self._publisher,
+            phase=lambda: self._supervisor.phase,
+            checkpoint=self._checkpoints.saved_by,
         )
         self._telemetry = TelemetryIntake(run, self._roles, self._hosts, self._stalls, self._publisher)
         self._slurm: SlurmHosting | None = None
@@ -191,7 +205,13 @@ class Controller:
         if self._slurm is not None:
             self._slurm.supervisor, self._slurm.ops = self._supervisor, self._ops
         self._output = OutputIntake(
-            run, self._roles, self._stalls, self._publisher, self._diagnoser, behind_anyway=self._stopping
+            run,
+            self._roles,
+            self._stalls,
+            self._publisher,
+            self._diagnoser,
+            behind_anyway=self._stopping,
+            on_restored=self._recovery.on_restored,
         )
 
     def _place(self, spec: ClusterSpec) -> None:
@@ -204,6 +224,7 @@ class Controller:
     def _on_step(self, role: SupervisedRole, step: int) -> None:
         self._crash_loops.healthy(role, f"attempt {role.attempt} made step {step}")
         self._recovery.on_step(role, step)
+        self._checkpoints.on_step(time.time())
 
     def _on_stall(self, role: SupervisedRole, detail: str) -> None:
         self._recovery.on_stall(role, detail)
@@ -223,6 +244,7 @@ class Controller:
         self._thread = threading.Thread(target=self._loop, name="controller", daemon=True)
         self._thread.start()
         self._commands.put((Attach() if self._attaching else Launch(), None))
+        self._checkpoint_poller.start()
 
     def detach(self) -> Future[str]:
         """Leave the cluster running: disconnect from every agent, which keeps its roles going
@@ -414,7 +436,7 @@ class Controller:
             if done.is_set():
                 break
             try:
-                item: AgentEvent | SlurmReport | None = self._queue.get(timeout=TICK_S)
+                item: AgentEvent | SlurmReport | CheckpointReport | None = self._queue.get(timeout=TICK_S)
             except queue.Empty:
                 item = None
             if self._queue_full.is_set():
@@ -429,13 +451,17 @@ class Controller:
                     self._on_agent_event(item.host, item.event)
                 elif isinstance(item, SlurmReport) and self._slurm is not None:
                     self._slurm.on_report(item.report)
+                elif isinstance(item, CheckpointReport):
+                    self._checkpoints.on_report(item)
                 if item is None or time.monotonic() - self._ticked_at >= TICK_S / 2:
                     self._ticked_at = time.monotonic()  # deadlines, not every event of a flood
                     now = time.time()
                     self._supervisor.tick(now)
+                    self._checkpoints.tick(now)
                     self._roles.refresh_figures(now, every_s=STATUS_FIGURES_S)
             except Exception as exc:  # never let one bad event kill the controller
                 self._publisher.publish(warning(f"internal error: {exc!r}", round(time.time(), 3)))
+        self._checkpoint_poller.stop()
         self._hosts.close_all(detach=self._detached)
         if self._slurm is not None:
             self._slurm.release(detached=self._detached)

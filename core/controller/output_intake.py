@@ -17,6 +17,7 @@ from core.remote.transport import output_bytes, readable
 from core.run.events import Event, Metrics, RoleOutput, warning
 from core.run.publish import Publisher
 from core.run.rundir import RunDir
+from core.telemetry.checkpoints import restored_from
 from core.telemetry.live import sample_dict
 from core.telemetry.metrics import SlowPattern
 from core.telemetry.regex_risk import FIX as REGEX_FIX
@@ -30,7 +31,8 @@ PARSED_NOTE_PERIOD_S = 1.0
 
 class OutputIntake:
     """``output`` and ``skipped`` events, on the controller's thread. ``behind_anyway``: true while
-    the run stops or is over (or a stop was asked): a flood is then coalesced at once."""
+    the run stops or is over (or a stop was asked): a flood is then coalesced at once.
+    ``on_restored``: told when a role's line says which checkpoint it restored."""
 
     def __init__(
         self,
@@ -41,6 +43,7 @@ class OutputIntake:
         diagnoser: Diagnoser,
         *,
         behind_anyway: Callable[[], bool],
+        on_restored: Callable[[SupervisedRole, str, int | None], None] = lambda _role, _name, _step: None,
     ) -> None:
         self._run = run
         self._roles = roles
@@ -48,6 +51,7 @@ class OutputIntake:
         self._publisher = publisher
         self._diagnoser = diagnoser
         self._behind_anyway = behind_anyway
+        self._on_restored = on_restored
         self._coalesced: set[str] = set()  # roles told about coalescing
 
     def on_output(self, role: SupervisedRole, event: dict[str, Any]) -> None:
@@ -95,6 +99,7 @@ class OutputIntake:
             Event(round(time.time(), 3), name, RoleOutput(text, attempt=role.attempt, offset=offset))
         )
         self._roles.waits(self._diagnoser.on_output(name, text, time.time()))
+        self._look_for_restores(role, text)
         self._stalls.progress(role, [s.step for s in samples if s.step is not None])
         if samples:
             records = [sample_dict(s) for s in samples]
@@ -108,6 +113,17 @@ class OutputIntake:
             if newline >= 0:
                 role.parsed_noted_at = now
                 self._run.note_parsed(role.task, role.attempt, offset + newline + 1)
+
+    def _look_for_restores(self, role: SupervisedRole, text: str) -> None:
+        """A line that says which checkpoint the role restored (a cheap test first: a chunk of
+        step lines has no "estor"/"esum" in it)."""
+        lowered = text.lower()
+        if "estor" not in lowered and "esum" not in lowered:
+            return
+        for line in text.splitlines():
+            found = restored_from(line)
+            if found is not None:
+                self._on_restored(role, *found)
 
     def _say_slow_pattern(self, role: SupervisedRole, slow: SlowPattern) -> None:
         """One line: which pattern, on which line of which role, and what to do."""

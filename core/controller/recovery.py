@@ -29,6 +29,7 @@ from core.controller.supervised import SupervisedRole
 from core.run.events import Event, RecoveryChanged
 from core.run.publish import Publisher
 from core.run.status import ALIVE, ClusterPhase, RoleState
+from core.telemetry.checkpoints import Checkpoint
 
 RUN_WITHOUT_STEPS_S = 5.0  # a group with no role that trains is recovered once it has run this long
 
@@ -44,7 +45,9 @@ class _Recovery:
     started_at: float
     attempts: dict[str, int] = field(default_factory=dict)  # each role's attempt when it was held
     relaunched: bool = False
-    resumed_step: int | None = None
+    relaunched_at: float | None = None
+    first_step: int | None = None  # the first step a restarted role made
+    restored: tuple[str, int | None] | None = None  # the checkpoint a restarted role said it restored
 
 
 class Recovery:
@@ -58,10 +61,11 @@ class Recovery:
         publisher: Publisher,
         *,
         phase: Callable[[], ClusterPhase],
-        checkpoint: Callable[[], str | None] = lambda: None,
+        checkpoint: Callable[[float], Checkpoint | None] = lambda _t: None,
     ) -> None:
-        """``phase``: the cluster's phase (recoveries happen while it runs); ``checkpoint``: the
-        newest checkpoint the trainers wrote, in words, when known."""
+        """``phase``: the cluster's phase (recoveries happen while it runs); ``checkpoint(t)``: the
+        newest checkpoint the trainers had saved by ``t``, when known (what a restart at ``t``
+        restores)."""
         self._spec = spec
         self._roles = roles
         self._ops = ops
@@ -166,8 +170,17 @@ class Recovery:
         active = self._active
         if active is None or not active.relaunched or role.task.role_id not in active.group:
             return
-        if role.attempt > active.attempts.get(role.task.role_id, role.attempt) and active.resumed_step is None:
-            active.resumed_step = step
+        if role.attempt > active.attempts.get(role.task.role_id, role.attempt) and active.first_step is None:
+            active.first_step = step
+
+    def on_restored(self, role: SupervisedRole, name: str, step: int | None) -> None:
+        """A restarted role said which checkpoint it restored (``Restoring parameters from
+        .../model.ckpt-60``): the recovery resumed from there."""
+        active = self._active
+        if active is None or not active.relaunched or role.task.role_id not in active.group:
+            return
+        if role.attempt > active.attempts.get(role.task.role_id, role.attempt) and active.restored is None:
+            active.restored = (name, step)
 
     def tick(self, now: float) -> None:
         """Start the held group once none of it runs; end the recovery once it all runs again."""
@@ -188,21 +201,20 @@ class Recovery:
                     role.backoff_until = now + backoff_s  # the supervisor's tick starts it then
                 elif role.state == RoleState.FAILED:  # failed before the recovery took its group
                     self._ops.launch(role)
-            active.relaunched = True
+            active.relaunched, active.relaunched_at = True, now
             return
         if not all(r.state == RoleState.RUNNING for r in members):
             return
         trains = [r for r in members if expects_steps(self._spec().strategy, r.task.job)]
-        if trains and active.resumed_step is None:
+        if trains and active.first_step is None:
             return
         if not trains and all((r.started_at or now) > now - RUN_WITHOUT_STEPS_S for r in members):
             return
         self._active = None
+        checkpoint, resumed = self._resumed_from(active)
         lost = (
-            active.step_before - active.resumed_step
-            if active.step_before is not None
-            and active.resumed_step is not None
-            and active.step_before > active.resumed_step
+            active.step_before - resumed
+            if active.step_before is not None and resumed is not None and active.step_before > resumed
             else None
         )
         self._say(
@@ -213,9 +225,9 @@ class Recovery:
                 active.cause,
                 roles=tuple(active.group),
                 step_before=active.step_before,
-                resumed_step=active.resumed_step,
+                resumed_step=resumed,
                 lost_steps=lost,
-                checkpoint=self._checkpoint(),
+                checkpoint=checkpoint,
                 detail=f"in {now - active.started_at:.1f} s",
             )
         )
@@ -228,6 +240,22 @@ class Recovery:
             self._say(RecoveryChanged("failed", active.number, of, active.cause, roles=tuple(active.group), detail=why))
 
     # ------------------------------------------------------------------ helpers
+
+    def _resumed_from(self, active: _Recovery) -> tuple[str | None, int | None]:
+        """The checkpoint the restarted roles resumed from and its step: what a trainer said it
+        restored; else the newest checkpoint saved before the restart, unless training came back
+        below its step (it did not restore it); else, with no checkpoint, the first step made."""
+        if active.restored is not None:
+            name, step = active.restored
+            return name, step if step is not None else active.first_step
+        saved = self._checkpoint(active.relaunched_at) if active.relaunched_at is not None else None
+        if saved is None:
+            return None, active.first_step
+        if saved.step is None:
+            return saved.name, active.first_step
+        if active.first_step is not None and active.first_step < saved.step:
+            return None, active.first_step  # started over below the checkpoint: it was not restored
+        return saved.name, saved.step
 
     def _hold(self, role: SupervisedRole, active: _Recovery, *, ended: bool) -> None:
         """Hold ``role`` for the group: stopped if it runs (its exit then waits between attempts);

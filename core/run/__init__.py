@@ -19,4 +19,5 @@
 - ``leftover``: what of a run its launcher left still running: roles, agents
 - ``tensorboard``: serving a run's TensorBoard
 - ``children``: child processes that end with this one: ssh, GPU queries, TensorBoard, notify
+- ``checkpoints``: where a run's checkpoints are (the [recovery] key, a role's --checkpoint_dir-style flag, a state file found) and what is there
 """

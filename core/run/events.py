@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from core.run.status import ClusterPhase, RoleState
+from core.telemetry.checkpoints import Checkpoint
 
 
 class EventKind(enum.StrEnum):
@@ -34,6 +35,7 @@ class EventKind(enum.StrEnum):
     ROLE_CRASH_LOOP = "role_crash_loop"
     CLUSTER_STATE = "cluster_state"
     RECOVERY = "recovery"
+    CHECKPOINTS = "checkpoints"
     HOST_STATE = "host_state"
     GPU_STATUS = "gpu_status"
     SLURM = "slurm"
@@ -337,15 +339,55 @@ class RecoveryChanged(_Payload):
 
     def text(self) -> str:
         """The one line a person reads: ``recovering: ps:0 killed by SIGKILL; restarting ps:0 and
-        chief:0 (recovery 1 of 3)``, ``recovered: resumed at step 1,240 (60 steps lost)``..."""
+        chief:0 (recovery 1 of 3)``, ``recovered: resumed at step 1,240 from ckpt-62; lost 60
+        steps``..."""
         if self.phase == "started":
             return f"recovering: {self.cause}; {self.action} (recovery {self.number} of {self.of})"
         if self.phase == "recovered":
             at = f"resumed at step {self.resumed_step:,}" if self.resumed_step is not None else "training goes on"
             source = f" from {self.checkpoint}" if self.checkpoint else ""
-            lost = f"; {self.lost_steps:,} steps lost" if self.lost_steps else ""
+            lost = f"; lost {self.lost_steps:,} step{'s' if self.lost_steps != 1 else ''}" if self.lost_steps else ""
             return f"recovered: {at}{source}{lost}"
         return f"recovery failed: {self.detail}"
+
+
+@dataclass(frozen=True)
+class CheckpointsChanged(_Payload):
+    """The run's checkpoint directory changed (core/controller/checkpoints.py): the checkpoints that
+    appeared in it since the last event (``added``, oldest first), the names no longer listed
+    (``removed``: TensorFlow keeps the newest few), the one it would restore now (``latest``), and
+    ``problem``, one line when its state file could not be read (empty once it can). ``directory``
+    and ``found_from`` say where the checkpoints are and how that was found. Only the changes are
+    journalled: a week of checkpoints is a line each."""
+
+    KIND: ClassVar[EventKind] = EventKind.CHECKPOINTS
+    directory: str
+    found_from: str = ""
+    added: tuple[Checkpoint, ...] = ()
+    removed: tuple[str, ...] = ()
+    latest: str | None = None
+    problem: str = ""
+
+    @classmethod
+    def from_record(cls, r: Mapping[str, Any]) -> CheckpointsChanged:
+        return cls(
+            directory=_str(r.get("directory")),
+            found_from=_str(r.get("found_from")),
+            added=tuple(c for item in _list(r.get("added")) if (c := Checkpoint.from_json(item)) is not None),
+            removed=tuple(str(n) for n in _list(r.get("removed")) if isinstance(n, str)),
+            latest=_opt_str(r.get("latest")),
+            problem=_str(r.get("problem")),
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "directory": self.directory,
+            "found_from": self.found_from,
+            "added": [c.to_json() for c in self.added],
+            "removed": list(self.removed),
+            "latest": self.latest,
+            "problem": self.problem,
+        }
 
 
 @dataclass(frozen=True)
@@ -509,6 +551,7 @@ Payload = (
     | RoleCrashLoop
     | ClusterStateChanged
     | RecoveryChanged
+    | CheckpointsChanged
     | HostStateChanged
     | GpuStatus
     | SlurmChanged
@@ -529,6 +572,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Payload | None]] = {
         RoleCrashLoop,
         ClusterStateChanged,
         RecoveryChanged,
+        CheckpointsChanged,
         HostStateChanged,
         GpuStatus,
         SlurmChanged,

@@ -2,7 +2,7 @@
 
 A run's :class:`RunSummary` says what the runs browser (``runs`` and the window's Runs page)
 shows: name, cluster file, start, duration, outcome, roles, backend, last/best loss, mean steps/s,
-restarts. Building it reads the run's journal and every role's ``metrics.jsonl`` (or, for a
+restarts, checkpoints. Building it reads the run's journal and every role's ``metrics.jsonl`` (or, for a
 trainer that reports only through TensorBoard, the loss tags of its ``scalars.jsonl``), so it is cached
 in ``summary.json`` in the run directory: written (atomically) when the launch session finishes
 the run (:func:`write_summary`, called from :meth:`core.controller.session.LaunchSession.close`), and rebuilt
@@ -31,14 +31,17 @@ from typing import TYPE_CHECKING, Any
 from core.cluster.render import role_dir
 from core.cluster.spec import ClusterSpec
 from core.run import journal
+from core.run.checkpoints import run_checkpoints
 from core.run.rundir import RUN_FILE, created_time, launcher_alive, read_run_json, read_run_spec
+from core.telemetry.checkpoints import Checkpoint
 from core.telemetry.loss_tags import is_loss_tag
 
 if TYPE_CHECKING:  # core.run.leftover imports the agent's modules: not for every listing
     from core.run.leftover import Agent
 
 SUMMARY_FILE = "summary.json"
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2  # 2: with the run's checkpoints
+SUMMARY_CHECKPOINTS = 100  # the newest checkpoints a summary lists (ctl RUN checkpoints lists them all)
 LIVE_TAIL_BYTES = 256 * 1024
 ARCHIVE_DIR = "archived"  # under the runs root; it holds no run.json, so listings skip it
 OUTCOMES = ("succeeded", "failed", "stopped", "running", "left")
@@ -79,6 +82,8 @@ class RunSummary:
     role_figures: dict[str, RoleFigures] = field(default_factory=dict)
     # run.json's id where it differs from the folder's name (a copied or renamed run folder), else "".
     recorded_id: str = ""
+    # Where the run's checkpoints are and the newest of them (core.run.checkpoints.RunCheckpoints.to_json).
+    checkpoints: dict[str, Any] = field(default_factory=dict)
 
     @property
     def duration_s(self) -> float | None:
@@ -242,6 +247,20 @@ def _backend(spec: ClusterSpec | None, info: dict[str, Any]) -> str:
     return f"SSH {', '.join(remote)}" if remote else "local"
 
 
+def _checkpoints(path: Path, spec: ClusterSpec | None, created: float) -> dict[str, Any]:
+    """The run's checkpoints for its summary: where, how found, the newest :data:`SUMMARY_CHECKPOINTS`."""
+    if spec is None:
+        return {"directory": None, "checkpoints": [], "problem": "the run's cluster file is unreadable"}
+    try:
+        data = run_checkpoints(spec, path, since=created - 1.0 if created else None).to_json()
+    except Exception as exc:  # a checkpoint directory must never cost the run its row
+        return {"directory": None, "checkpoints": [], "problem": f"cannot list checkpoints: {exc}"}
+    listed = data.get("checkpoints")
+    if isinstance(listed, list) and len(listed) > SUMMARY_CHECKPOINTS:
+        data["checkpoints"] = listed[-SUMMARY_CHECKPOINTS:]
+    return data
+
+
 def build(path: Path, info: dict[str, Any] | None = None) -> dict[str, Any]:
     """The cacheable part of a run's summary, read from its files (journal and metrics included)."""
     info = info if info is not None else (read_run_json(path) or {})
@@ -288,6 +307,7 @@ def build(path: Path, info: dict[str, Any] | None = None) -> dict[str, Any]:
         "steps_per_s": sum(rates) / len(rates) if rates else None,  # the mean over training roles
         "restarts": sum(f["restarts"] for f in figures.values()),
         "role_figures": figures,
+        "checkpoints": _checkpoints(path, spec, created_time(info.get("created"))),
     }
 
 
@@ -364,6 +384,11 @@ _SUMMARY_FIELDS: dict[str, Callable[[Any], bool]] = {
     "steps_per_s": _is_figure,
     "restarts": _is_count,
     "role_figures": lambda v: isinstance(v, dict) and all(_role_figures_problem(f) is None for f in v.values()),
+    "checkpoints": lambda v: (
+        isinstance(v, dict)
+        and isinstance(v.get("checkpoints"), list)
+        and all(Checkpoint.from_json(c) is not None for c in v["checkpoints"])
+    ),
 }
 
 
@@ -446,6 +471,7 @@ def _from_data(path: Path, data: dict[str, Any], info: dict[str, Any] | None) ->
         steps_per_s=data.get("steps_per_s"),
         restarts=int(data.get("restarts") or 0),
         role_figures=roles,
+        checkpoints=data["checkpoints"] if isinstance(data.get("checkpoints"), dict) else {},
     )
 
 

@@ -160,6 +160,11 @@ class RunDir:
         run._info = load_run_json(path)
         return run
 
+    @property
+    def created(self) -> float:
+        """When the run was launched (run.json's ``created``); 0.0 when unknown."""
+        return created_time(self._info.get("created"))
+
     def role_dir(self, task: Task) -> Path:
         return role_dir(self.path, task)
 

@@ -15,4 +15,5 @@ the tabs own and draw.
 - ``gpu_figures``: the GPUs tab's figures (``GpuFigures``)
 - ``logs``: the output kept per role, as a terminal shows it
 - ``placement``: the Placement tab's op table
+- ``checkpoints``: the Training tab's checkpoints: the list and the step-axis marks (``CheckpointFigures``)
 """

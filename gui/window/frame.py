@@ -23,10 +23,12 @@ from PySide6 import QtCore, QtWidgets
 from core.cluster.spec import ClusterSpec
 from core.controller.session import RunSource
 from core.run.events import (
+    CheckpointsChanged,
     Event,
     GpuStatus,
     HostStateChanged,
     Metrics,
+    RecoveryChanged,
     RoleStateChanged,
     Sample,
     Scalars,
@@ -258,6 +260,8 @@ class FramePump(QtCore.QObject):
                 self.logs.note_role_state(event.role, event.t, p)  # the Logs tab's attempt dividers
             case Scalars() if event.role:
                 self.training.add_scalars(event.role, p.points)
+            case CheckpointsChanged() | RecoveryChanged():
+                self.training.add_checkpoints(p)
             case Sample():
                 self.gpus.add_sample(event.to_record())
             case GpuStatus():

@@ -12,6 +12,10 @@ worker prints the classic example's progress line
     Step: 201,  Epoch:  1,  Batch: 100 of 550,  Cost: 8.2541,  AvgTime: 3.04ms
 
 and writes `loss` and `steps_per_sec` as TensorBoard scalars (simple_value) to $TOWERDECK_TB_DIR.
+
+With `--checkpoint_dir` the chief's MonitoredTrainingSession saves `model.ckpt-<global step>` there
+every `--checkpoint_every` steps and, at start, restores the newest (the variables live on the ps:
+after a ps is lost every role restarts and the chief restores them).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import time
 from typing import Any
 
 import numpy as np
-from common import add_common_arguments, load_digits, open_summaries, summaries_failed, tensorboard_dir
+from common import add_common_arguments, load_digits, open_summaries, resumed, summaries_failed, tensorboard_dir
 
 
 def main() -> int:
@@ -143,6 +147,11 @@ def main() -> int:
     if tb_dir:
         writer = open_summaries(lambda: tf.compat.v1.summary.FileWriter(tb_dir), summary_errors)
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps)]
+    checkpoint_dir = args.checkpoint_dir if is_chief and args.checkpoint_dir else None
+    if checkpoint_dir is not None:
+        latest = tf.train.latest_checkpoint(checkpoint_dir)
+        if latest:  # MonitoredTrainingSession restores it; say so, with its global step
+            resumed(latest, int(latest.rsplit("-", 1)[1]))
     rng = np.random.default_rng(args.task_index)
     local_step = 0
     window_start = time.time()
@@ -154,7 +163,11 @@ def main() -> int:
         is_chief=is_chief,
         hooks=hooks,
         config=config,
-        checkpoint_dir=None,
+        checkpoint_dir=checkpoint_dir,
+        save_checkpoint_steps=args.checkpoint_every
+        if checkpoint_dir is not None and args.checkpoint_every > 0
+        else None,
+        save_checkpoint_secs=None,
         save_summaries_steps=None,
         save_summaries_secs=None,
         log_step_count_steps=None,

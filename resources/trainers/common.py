@@ -25,6 +25,18 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log_device_placement", action="store_true", help="log where TensorFlow places each op")
     parser.add_argument("--step_sleep", type=float, default=0.0, help="seconds to sleep per step (slows a demo down)")
     parser.add_argument("--hidden", type=int, default=32, help="hidden units")
+    parser.add_argument(
+        "--checkpoint_dir",
+        default="",
+        help="save checkpoints here and resume from the newest one at start (TowerDeck lists them); empty: none",
+    )
+    parser.add_argument("--checkpoint_every", type=int, default=50, help="steps between checkpoints")
+
+
+def resumed(name: str, step: int) -> None:
+    """Say which checkpoint training resumed from, in the words TowerDeck reads
+    (core/telemetry/checkpoints.py): the step a recovery resumed at, and the steps it lost."""
+    print(f"resumed from checkpoint {os.path.basename(name)} at step {step}", flush=True)
 
 
 def load_digits() -> tuple[np.ndarray, np.ndarray]:

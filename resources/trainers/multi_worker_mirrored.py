@@ -9,6 +9,12 @@ Keras `fit(verbose=2)`:
     28/28 - 0s - 5ms/step - loss: 0.3100
 
 and `loss` and `steps_per_sec` go to $TOWERDECK_TB_DIR as TensorBoard tensor summaries.
+
+With `--checkpoint_dir` it backs up at the end of every epoch and restores the newest backup at
+start, redoing the unfinished epoch, as Keras' `BackupAndRestore` does for `fit()` (which Keras 3
+cannot run under this strategy). Every worker saves (the tutorial's rule for this strategy), the
+chief into `--checkpoint_dir` and the others into a `workertemp_<index>` folder there that they
+delete again; every worker restores the chief's.
 """
 
 from __future__ import annotations
@@ -16,10 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 
-from common import add_common_arguments, load_digits, open_summaries, summaries_failed, tensorboard_dir
+from common import add_common_arguments, load_digits, open_summaries, resumed, summaries_failed, tensorboard_dir
 
 
 def main() -> int:
@@ -51,7 +58,21 @@ def main() -> int:
         b1 = tf.Variable(tf.zeros([args.hidden]), name="hidden_biases", aggregation=mean)
         w2 = tf.Variable(init([args.hidden, 10]), name="softmax_weights", aggregation=mean)
         b2 = tf.Variable(tf.zeros([10]), name="softmax_biases", aggregation=mean)
+        global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
     variables = [w1, b1, w2, b2]
+    cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+    is_chief = task.get("type", "worker") == "chief" or (task.get("index", 0) == 0 and "chief" not in cluster)
+    checkpoint = tf.train.Checkpoint(w1=w1, b1=b1, w2=w2, b2=b2, global_step=global_step)
+    manager = None
+    if args.checkpoint_dir:
+        own_dir = (
+            args.checkpoint_dir if is_chief else os.path.join(args.checkpoint_dir, f"workertemp_{task.get('index', 0)}")
+        )
+        manager = tf.train.CheckpointManager(checkpoint, own_dir, max_to_keep=5)
+        latest = tf.train.latest_checkpoint(args.checkpoint_dir)
+        if latest:
+            checkpoint.restore(latest)
+            resumed(latest, int(global_step.numpy()))
 
     @tf.function
     def train_step(iterator: tf.distribute.DistributedIterator) -> tf.Tensor:
@@ -73,8 +94,8 @@ def main() -> int:
     steps_per_epoch = max(1, args.log_every)
     epochs = max(1, args.train_steps // steps_per_epoch)
     loss_value = float("nan")
-    step = 0
-    for epoch in range(1, epochs + 1):
+    step = int(global_step.numpy())
+    for epoch in range(step // steps_per_epoch + 1, epochs + 1):
         print(f"Epoch {epoch}/{epochs}", flush=True)
         start = time.time()
         for _ in range(steps_per_epoch):
@@ -84,6 +105,11 @@ def main() -> int:
                 if args.step_sleep:
                     time.sleep(args.step_sleep)
             step += 1
+        if manager is not None:  # a backup at the end of the epoch, as BackupAndRestore(save_freq="epoch")
+            global_step.assign(step)
+            manager.save(checkpoint_number=step)
+            if not is_chief:  # its copy only took part in the save
+                shutil.rmtree(manager.directory, ignore_errors=True)
         elapsed = time.time() - start
         ms_per_step = 1000.0 * elapsed / steps_per_epoch
         print(

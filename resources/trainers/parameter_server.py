@@ -9,6 +9,11 @@ and prints progress in the format of TF1's logging hooks
     global_step/sec: 191.2
 
 and writes `loss` and `steps_per_sec` as TensorBoard tensor summaries to $TOWERDECK_TB_DIR.
+
+With `--checkpoint_dir` the chief saves the variables (they live on the ps) with a
+`tf.train.CheckpointManager` every `--checkpoint_every` steps, as `ckpt-<step>`, and restores the
+newest at start: TensorFlow's parameter-server tutorial restarts the coordinator with a lost ps
+"so that it's able to reconnect to the new parameter server and restore from a checkpoint".
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import os
 import sys
 import time
 
-from common import add_common_arguments, load_digits, open_summaries, summaries_failed, tensorboard_dir
+from common import add_common_arguments, load_digits, open_summaries, resumed, summaries_failed, tensorboard_dir
 
 
 def main() -> int:
@@ -61,7 +66,17 @@ def main() -> int:
         b1 = tf.Variable(tf.zeros([args.hidden]), name="hidden_biases")
         w2 = tf.Variable(init([args.hidden, 10]), name="softmax_weights")
         b2 = tf.Variable(tf.zeros([10]), name="softmax_biases")
+        global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
     variables = [w1, b1, w2, b2]
+    manager = None
+    first_step = 1
+    if args.checkpoint_dir:
+        checkpoint = tf.train.Checkpoint(w1=w1, b1=b1, w2=w2, b2=b2, global_step=global_step)
+        manager = tf.train.CheckpointManager(checkpoint, args.checkpoint_dir, max_to_keep=5)
+        if manager.latest_checkpoint:
+            checkpoint.restore(manager.latest_checkpoint)
+            first_step = int(global_step.numpy()) + 1
+            resumed(manager.latest_checkpoint, first_step - 1)
 
     @tf.function
     def train_step(iterator: tf.distribute.DistributedIterator) -> tf.Tensor:
@@ -82,7 +97,7 @@ def main() -> int:
     writer = open_summaries(lambda: tf.summary.create_file_writer(tb_dir), summary_errors) if tb_dir else None
     window_start = time.time()
     loss_value = float("nan")
-    for step in range(1, args.train_steps + 1):
+    for step in range(first_step, args.train_steps + 1):
         # A step marker: TensorFlow's profiler (`ctl RUN profile`) counts and times the chief's steps
         # by it (workers and ps only serve: their profiles show ops, not steps).
         with tf.profiler.experimental.Trace("train", step_num=step, _r=1):
@@ -106,6 +121,11 @@ def main() -> int:
                     summaries_failed(writer, exc)
                     writer = None
             window_start = time.time()
+        every = args.checkpoint_every
+        if manager is not None and ((every > 0 and step % every == 0) or step == args.train_steps):
+            coordinator.join()  # the variables as of this step, every scheduled step done
+            global_step.assign(step)
+            manager.save(checkpoint_number=step)
     coordinator.join()
     print(f"chief done: {args.train_steps} steps, final loss {loss_value:.4f}", flush=True)
     return 0

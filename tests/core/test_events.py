@@ -17,6 +17,7 @@ from core.run import journal
 from core.run.events import (
     STATE_KINDS,
     TELEMETRY_KINDS,
+    CheckpointsChanged,
     ClusterStateChanged,
     Event,
     EventKind,
@@ -37,6 +38,7 @@ from core.run.events import (
     payload_from_record,
 )
 from core.run.status import ClusterPhase, RoleState
+from core.telemetry.checkpoints import Checkpoint
 from tests.helpers.project import ROOT
 
 OLD_RUN = ROOT / "tests" / "fixtures" / "run_c23e87e"  # written by commit c23e87e, before events were typed
@@ -158,6 +160,24 @@ payloads = st.one_of(
         lost_steps=opt_int,
         checkpoint=st.none() | texts,
         detail=texts,
+    ),
+    st.builds(
+        CheckpointsChanged,
+        directory=texts,
+        found_from=texts,
+        added=st.lists(
+            st.builds(
+                Checkpoint,
+                name=texts,
+                step=st.none() | st.integers(0, 2**40),
+                saved_at=opt_float,
+                size_bytes=st.none() | st.integers(0, 2**40),
+            ),
+            max_size=3,
+        ).map(tuple),
+        removed=st.lists(texts, max_size=3).map(tuple),
+        latest=st.none() | texts,
+        problem=texts,
     ),
     st.builds(HostStateChanged, host=texts, state=texts, reason=texts, attempt=opt_int, retry_in_s=opt_float),
     st.builds(GpuStatus, host=texts, status=st.none() | texts, count=opt_int),

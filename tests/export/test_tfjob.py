@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,16 @@ def _container(manifest: dict[str, Any], rtype: str) -> dict[str, Any]:
     return container
 
 
-def test_the_classic_demo_exports_as_a_valid_tfjob_with_flags_from_service_names() -> None:
-    manifest = _export(DEMO)
+def test_the_classic_demo_exports_as_a_valid_tfjob_with_flags_from_service_names(tmp_path: Path) -> None:
+    # The demo leaves restarts to TowerDeck's recovery; with the jobs' own policies (as a user's
+    # cluster has them) they map to the replicas' restartPolicy and the run's backoffLimit.
+    restart = 'restart = { policy = "OnFailure", max_restarts = 3, backoff_s = 1.0 }'
+    text = DEMO.read_text()
+    for job in ("ps", "worker"):
+        text = re.sub(rf"(\[jobs\.{job}\]\ntasks = [^\n]*\n)", rf"\g<1>{restart}\n", text)
+    demo = tmp_path / "demo_cluster.toml"
+    demo.write_text(text.replace('workdir = "trainers"', f'workdir = "{DEMO.parent / "trainers"}"'))
+    manifest = _export(demo)
     assert check(manifest) == []
     replicas = manifest["spec"]["tfReplicaSpecs"]
     assert {k: (v["replicas"], v["restartPolicy"]) for k, v in replicas.items()} == {

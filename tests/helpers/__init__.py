@@ -12,7 +12,7 @@ The checkout and its processes:
 Clusters and launches:
 
 - ``clusters``: cluster files the tests write (between-graph, light trainer, "why", TensorBoard)
-- ``cli_launch``: ``python main.py launch`` in the background (``Launch``, the ``launches`` fixture), a run's states and pids
+- ``cli_launch``: ``python main.py launch`` in the background (``Launch``, the ``launches`` fixture), a run's states, pids and journal records
 - ``cli_process``: the CLI under a hard limit (``Cli``), clusters of fault roles launched with it
 - ``agent_process``: the host agent as a child process, spoken to through its JSON-lines protocol
 - ``remote_clusters``: cluster files whose roles run on other hosts over the test sshd

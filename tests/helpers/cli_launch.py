@@ -25,6 +25,13 @@ def run_dir_of(result: subprocess.CompletedProcess[str]) -> Path:
     return Path(m.group(1))
 
 
+def journal(run_dir: Path, kind: str) -> list[dict[str, Any]]:
+    """The run's journal records of ``kind`` so far (none before its first event)."""
+    path = run_dir / "events.jsonl"
+    lines = path.read_text().splitlines() if path.is_file() else []
+    return [r for r in map(json.loads, lines) if r.get("kind") == kind]
+
+
 def states(run_dir: Path, role: str) -> list[str]:
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     return [e["state"] for e in events if e["kind"] == "role_state" and e["role"] == role]

@@ -26,6 +26,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from core.run.events import CheckpointsChanged, RecoveryChanged
 from core.run.status import RoleStatus
 from core.views.curves import IncrementalEma, series_xy
 from core.views.empty import no_curve_text
@@ -33,6 +34,7 @@ from core.views.overview import natural_key
 from core.views.series import Series
 from core.views.spread import slowest
 from core.views.training import LOSS, TB_PREFIX, TrainingFigures
+from gui.run.tabs.checkpoints import CheckpointsPanel
 from gui.run.tabs.plotting import FollowX, fit_to_pixels, light_grid, settle
 from gui.run.tabs.spread import SpreadPlot, StepTimeHeatmap, refresh_from
 from gui.run.tabs.spread_menu import SlowestWorkersMenu
@@ -159,6 +161,9 @@ class TrainingPanel(QtWidgets.QWidget):
         )
         self.every_worker.toggled.connect(lambda _on: self._mark_dirty())
         side.addWidget(self.every_worker)
+        # The run's checkpoints: a short list here, markers on the plots' step axis.
+        self.checkpoints = CheckpointsPanel()
+        side.addWidget(self.checkpoints)
 
         layout = QtWidgets.QHBoxLayout(self)
         side_box = QtWidgets.QWidget()
@@ -193,6 +198,12 @@ class TrainingPanel(QtWidgets.QWidget):
             self.plot_choice.addItem(text)
         self._list_new_workers()
 
+    def add_checkpoints(self, payload: CheckpointsChanged | RecoveryChanged) -> None:
+        """Take a ``checkpoints`` event (listed, and marked on the step axis) or a ``recovery`` one
+        (where it resumed, marked)."""
+        self.checkpoints.add(payload)
+        self._dirty = True
+
     def set_status(self, roles: tuple[RoleStatus, ...] | None, now: float | None = None) -> None:
         """Take the roles' status (None before a launch): the stragglers are marked, and the key
         says why a worker has no curve (none has stepped yet, it waits for a ps, it is between
@@ -213,6 +224,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self._workers_listed = len(workers)
 
     def clear(self) -> None:
+        self.checkpoints.clear()  # its markers first, while the plots still hold them
         for plot in (self.loss_plot, self.time_plot):
             plot.clear()
         self.figures.clear()
@@ -305,6 +317,8 @@ class TrainingPanel(QtWidgets.QWidget):
         self._curves_pending = False
         self._last_refresh = now
         self.views.setCurrentIndex(1 if self.spread_mode else 0)
+        plots = [self.loss_plot, self.time_plot, self.spread_loss.plot, self.spread_time.plot]
+        self.checkpoints.refresh([(plot, plot in (self.loss_plot, self.spread_loss.plot)) for plot in plots])
         if self.spread_mode:
             self._refresh_spread()
             self._refresh_rate()
