@@ -6,8 +6,8 @@ JSON records), ``publish`` (the one publish rule), ``role_view`` (the live view 
 is built from, and the status snapshot), ``journal`` (state-only events, JSON lines), ``rundir`` (the
 run directory: layout, run.json, cluster.toml), ``reader`` (a past or live run read back),
 ``control`` (the control socket's protocol and client), ``inbox`` (the lossless event inbox the
-window and the CLI drain), ``lock`` (one controller per run), ``index``, ``select`` and ``compare``
-(the runs list, choosing runs, comparing them), ``skim``, ``csv_export``, ``pids`` (a pid is still
+window and the CLI drain), ``lock`` (one controller per run), ``index`` and ``compare`` (the runs
+list's summaries, the runs to compare and their curves), ``skim``, ``csv_export``, ``pids`` (a pid is still
 the process it was), ``leftover`` (what of a run its launcher left still
 runs: roles, agents), ``tensorboard`` (serving a run's TensorBoard), ``children`` (child processes
 that end with this one: ssh, GPU queries, TensorBoard, notify).

@@ -32,6 +32,7 @@ class EventKind(enum.StrEnum):
     ROLE_STALLED = "role_stalled"
     ROLE_WAITING = "role_waiting"
     ROLE_CRASH_LOOP = "role_crash_loop"
+    ROLE_STRAGGLER = "role_straggler"
     CLUSTER_STATE = "cluster_state"
     HOST_STATE = "host_state"
     GPU_STATUS = "gpu_status"
@@ -250,6 +251,32 @@ class RoleStalled(_Payload):
 
 
 @dataclass(frozen=True)
+class RoleStraggler(_Payload):
+    """The straggler judge (:mod:`core.telemetry.stragglers`) flagged a worker (``straggler``), or
+    cleared its flag: its median step time over the window, its peers', their ratio, how long that
+    held; ``detail`` says it in words."""
+
+    KIND: ClassVar[EventKind] = EventKind.ROLE_STRAGGLER
+    straggler: bool
+    step_time_s: float | None = None
+    peers_step_time_s: float | None = None
+    ratio: float | None = None
+    held_s: float = 0.0
+    detail: str = ""
+
+    @classmethod
+    def from_record(cls, r: Mapping[str, Any]) -> RoleStraggler:
+        return cls(
+            straggler=r.get("straggler") is True,
+            step_time_s=_float(r.get("step_time_s")),
+            peers_step_time_s=_float(r.get("peers_step_time_s")),
+            ratio=_float(r.get("ratio")),
+            held_s=_float(r.get("held_s")) or 0.0,
+            detail=_str(r.get("detail")),
+        )
+
+
+@dataclass(frozen=True)
 class RoleWaiting(_Payload):
     """What a role waits for (``waiting``), or that it no longer waits; see
     :class:`core.diagnosis.rules.Diagnosis`. ``certain``: the wait can never end by itself."""
@@ -455,6 +482,7 @@ Payload = (
     | RoleStalled
     | RoleWaiting
     | RoleCrashLoop
+    | RoleStraggler
     | ClusterStateChanged
     | HostStateChanged
     | GpuStatus
@@ -474,6 +502,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Payload | None]] = {
         RoleStalled,
         RoleWaiting,
         RoleCrashLoop,
+        RoleStraggler,
         ClusterStateChanged,
         HostStateChanged,
         GpuStatus,

@@ -1,5 +1,6 @@
-"""The cluster at a glance: hosts as boxes, their roles inside, each with a state, a step rate and
-its GPUs' utilisation. Qt-free, so the same model feeds the window's overview and its tests.
+"""The cluster at a glance: hosts as boxes, their roles inside, each with a state, its own batches/s
+and its GPUs' utilisation; the run's global steps/s and examples/s (:mod:`core.views.rates`). Qt-free,
+so the same model feeds the window's overview and its tests.
 
 The model is built from whatever role statuses the source gives (:class:`RoleLike`: the
 controller's ``RoleStatus`` satisfies it) and sorted the way people read role names:
@@ -13,6 +14,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+from core.views.rates import StepRates
 
 __all__ = [
     "CATEGORY_ORDER",
@@ -35,6 +38,7 @@ CATEGORY_ORDER = (
     "stalled",
     "waiting",
     "backoff",
+    "straggler",
     "starting",
     "running",
     "stopping",
@@ -70,8 +74,6 @@ class RoleLike(Protocol):
     @property
     def stalled(self) -> bool: ...
     @property
-    def steps_per_sec(self) -> float | None: ...
-    @property
     def gpus(self) -> tuple[int, ...]: ...
     @property
     def gpu_utilization_percent(self) -> float | None: ...
@@ -79,13 +81,16 @@ class RoleLike(Protocol):
 
 def category(role: RoleLike) -> str:
     """The state a person cares about: a running role that made no step for a while is
-    ``stalled``, one that waits on a peer (when the source knows it) is ``waiting``."""
+    ``stalled``, one that waits on a peer (when the source knows it) is ``waiting``, one the
+    straggler judge flagged is a ``straggler``."""
     state = str(role.state)
     if state == "running":
         if getattr(role, "waiting_for", None):
             return "waiting"
         if role.stalled:
             return "stalled"
+        if getattr(role, "straggler", False):
+            return "straggler"
     return state if state in CATEGORY_ORDER else "pending"
 
 
@@ -105,7 +110,6 @@ class PlannedRole:
     host: str
     state: str = "pending"
     stalled: bool = False
-    steps_per_sec: float | None = None
     gpus: tuple[int, ...] = ()
     gpu_utilization_percent: float | None = None
 
@@ -117,9 +121,10 @@ class RoleCell:
     role: str
     short: str
     category: str
-    steps_per_sec: float | None
+    batches_per_s: float | None  # its own updates (core.views.rates)
     gpus: tuple[int, ...]
     gpu_utilization_percent: float | None
+    note: str = ""  # why it is in its category, where the source says (a straggler's figures)
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,7 @@ class HostBox:
 class Overview:
     hosts: tuple[HostBox, ...]
     counts: tuple[tuple[str, int], ...]  # over the whole cluster, in CATEGORY_ORDER
-    steps_per_sec: float | None  # the cluster's: the sum over workers that report one
+    rates: StepRates  # the run's global steps/s, examples/s and each worker's batches/s
 
     @property
     def role_count(self) -> int:
@@ -154,9 +159,10 @@ def _ordered_counts(categories: Iterable[str]) -> tuple[tuple[str, int], ...]:
     return tuple((c, counts[c]) for c in CATEGORY_ORDER if counts[c])
 
 
-def build_overview(roles: Sequence[RoleLike]) -> Overview:
+def build_overview(roles: Sequence[RoleLike], rates: StepRates | None = None) -> Overview:
     """Group roles by host (hosts in natural order), roles by job (ps, chief, worker, evaluator,
-    then others) and task index."""
+    then others) and task index; ``rates``: the run's (:func:`core.views.rates.status_rates`)."""
+    rates = rates if rates is not None else StepRates()
     job_rank = {"ps": 0, "chief": 1, "master": 1, "worker": 2, "evaluator": 3}
     by_host: dict[str, list[RoleLike]] = {}
     for r in roles:
@@ -169,16 +175,16 @@ def build_overview(roles: Sequence[RoleLike]) -> Overview:
                 role=r.role,
                 short=short_role(r.role),
                 category=category(r),
-                steps_per_sec=r.steps_per_sec,
+                batches_per_s=rates.of(r.role),
                 gpus=tuple(r.gpus),
                 gpu_utilization_percent=r.gpu_utilization_percent,
+                note=str(getattr(r, "straggler_detail", "") or ""),
             )
             for r in members
         )
         hosts.append(HostBox(host=host, cells=cells, counts=_ordered_counts(c.category for c in cells)))
-    rates = [r.steps_per_sec for r in roles if r.job in ("worker", "chief") and r.steps_per_sec is not None]
     return Overview(
         hosts=tuple(hosts),
         counts=_ordered_counts(c.category for h in hosts for c in h.cells),
-        steps_per_sec=sum(rates) if rates else None,
+        rates=rates,
     )

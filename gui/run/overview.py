@@ -1,5 +1,7 @@
-"""The cluster overview: hosts as boxes, their roles inside as tiles coloured by state, each with
-its step rate and a bar for its GPUs' utilisation. Clicking a tile selects that role everywhere.
+"""The cluster overview: hosts as boxes, their roles inside as tiles coloured by state (a straggler
+in a colour of its own), each with its own batches/s and a bar for its GPUs' utilisation; the legend
+gives the run's global steps/s and examples/s (:mod:`core.views.rates`). Clicking a tile selects
+that role everywhere.
 
 One painted widget rather than a widget per role: 64 workers on 8 hosts cost one ``paintEvent``
 at the frame rate, and only when the model changed. Tiles shrink to fit the space (down to a
@@ -20,12 +22,15 @@ from dataclasses import dataclass
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.views.overview import Overview, RoleCell, RoleLike, build_overview
+from core.views.rates import BATCHES, StepRates, cluster_text, rate_text, role_text
 
+STRAGGLER_COLOUR = "#00838f"  # teal: slow, not broken; apart from every state's colour
 CATEGORY_COLOURS = {
     "failed": "#c62828",
     "stalled": "#b45309",
     "waiting": "#6a1b9a",
     "backoff": "#d9822b",
+    "straggler": STRAGGLER_COLOUR,
     "starting": "#b8860b",
     "running": "#2e7d32",
     "stopping": "#b8860b",
@@ -52,10 +57,11 @@ class _Layout:
     height: int
 
 
-def _fmt_rate(rate: float | None) -> str:
+def _rate_texts(rate: float | None) -> tuple[str, ...]:
+    """What a tile may say of its batches/s, longest first: ``34.1 batches/s``, ``34.1/s``."""
     if rate is None:
-        return ""
-    return f"{rate:.0f}/s" if rate >= 10 else f"{rate:.1f}/s"
+        return ("",)
+    return (f"{rate_text(rate)} {BATCHES}", f"{rate_text(rate)}/s")
 
 
 def _fit(font: QtGui.QFont, name: str, rate: str, box: QtCore.QRect) -> tuple[int, list[str]]:
@@ -94,9 +100,10 @@ class ClusterOverview(QtWidgets.QWidget):
         self.model_changes = 0  # set_roles calls that changed what is shown
 
     # -- inputs -------------------------------------------------------------------------------
-    def set_roles(self, roles: Sequence[RoleLike]) -> None:
-        """Rebuild from the latest statuses; repaints only when something visible changed."""
-        model = build_overview(roles)
+    def set_roles(self, roles: Sequence[RoleLike], rates: StepRates | None = None) -> None:
+        """Rebuild from the latest statuses and the run's rates; repaints only when something
+        visible changed."""
+        model = build_overview(roles, rates)
         if model != self._model:
             structure_changed = [h.host for h in model.hosts] != [h.host for h in self._model.hosts] or [
                 len(h.cells) for h in model.hosts
@@ -121,8 +128,8 @@ class ClusterOverview(QtWidgets.QWidget):
 
     def legend_text(self) -> str:
         parts = [f"{n} {cat}" for cat, n in self._model.counts]
-        if self._model.steps_per_sec is not None:
-            parts.append(f"cluster {self._model.steps_per_sec:.1f} steps/s")
+        if said := cluster_text(self._model.rates):
+            parts.append(said)
         return " · ".join(parts) if parts else "no roles"
 
     def cell_rect(self, role: str) -> QtCore.QRect | None:
@@ -238,8 +245,8 @@ class ClusterOverview(QtWidgets.QWidget):
             painter.setPen(palette.color(QtGui.QPalette.ColorRole.WindowText))
             painter.drawText(QtCore.QPoint(x + 16, 17), label)
             x += 16 + metrics.horizontalAdvance(label) + 14
-        if self._model.steps_per_sec is not None:
-            painter.drawText(QtCore.QPoint(x + 8, 17), f"cluster: {self._model.steps_per_sec:.1f} steps/s")
+        if said := cluster_text(self._model.rates):
+            painter.drawText(QtCore.QPoint(x + 8, 17), said)
 
     def _paint_cell(self, painter: QtGui.QPainter, rect: QtCore.QRect, cell: RoleCell) -> None:
         colour = QtGui.QColor(CATEGORY_COLOURS[cell.category])
@@ -276,16 +283,20 @@ class ClusterOverview(QtWidgets.QWidget):
             painter.drawRoundedRect(rect.adjusted(-1, -1, 1, 1), 5, 5)
 
     def _fit_tile_text(self, painter: QtGui.QPainter, cell: RoleCell, text_rect: QtCore.QRect) -> list[str]:
-        """Set a bold font for the tile and say what it shows: its name and its step rate, on two
+        """Set a bold font for the tile and say what it shows: its name and its own batches/s, on two
         lines or one, in a smaller font where a small tile needs it; every tile shows its rate
-        (``w10 2.0/s`` on a 40-pixel tile at 64 workers), never only some of them."""
+        (``w10 2.00/s`` on a 40-pixel tile at 64 workers), never only some of them."""
         font = QtGui.QFont(self.font())
         font.setBold(True)
-        rate = _fmt_rate(cell.steps_per_sec)
-        key = (cell.short, rate, text_rect.width(), text_rect.height())
+        texts = _rate_texts(cell.batches_per_s)
+        key = (cell.short, texts[0], text_rect.width(), text_rect.height())
         fitted = self._fitted.get(key)
         if fitted is None:
-            fitted = self._fitted[key] = _fit(font, cell.short, rate, text_rect)
+            own = QtGui.QFontInfo(font).pixelSize()
+            # The figure's name where it fits at the tile's own size, else the short form.
+            tries = [_fit(font, cell.short, text, text_rect) for text in texts]
+            fitted = next((t for t in tries if t[0] in (0, own) and len(t[1]) == 2), tries[-1])
+            self._fitted[key] = fitted
             if len(self._fitted) > 4096:  # rates change: keep the cache small
                 self._fitted.clear()
         pixels, lines = fitted
@@ -319,8 +330,10 @@ class ClusterOverview(QtWidgets.QWidget):
                 QtWidgets.QToolTip.hideText()
             else:
                 lines = [f"{cell.role}: {cell.category}"]
-                if cell.steps_per_sec is not None:
-                    lines.append(f"{_fmt_rate(cell.steps_per_sec)} steps")
+                if cell.note:
+                    lines.append(cell.note)
+                if said := role_text(self._model.rates, cell.role):
+                    lines.append(said)
                 if cell.gpus:
                     util = "" if cell.gpu_utilization_percent is None else f", {cell.gpu_utilization_percent:.0f}% busy"
                     lines.append("GPUs " + ",".join(map(str, cell.gpus)) + util)

@@ -20,8 +20,8 @@ import psutil
 import pytest
 
 from core.run import index as runs_index
-from core.run import select as runs_select
 from core.run.compare import load_for_compare, read_curves
+from core.views import runs_select
 from tests.conftest import ROOT, free_ports, run_cli
 from tests.core.test_journal import TRAINERS, wait_for
 
@@ -88,7 +88,7 @@ def test_real_runs_listed_and_compared(tmp_path: Path) -> None:
     for name, steps in (("two", 30), ("three", 40)):
         figures = runs[name]["role_figures"]
         assert figures["worker:0"]["steps"] == steps and figures["worker:0"]["exit"] == "0"
-        assert 5 < runs[name]["steps_per_s"] < 200  # asked for 40 a second
+        assert 5 < runs[name]["rates"]["global_steps_per_s"] < 200  # asked for 40 a second
         assert runs[name]["best_loss"] <= runs[name]["last_loss"] < 2.1
     assert runs["broken"]["last_loss"] == 2.5 and runs["broken"]["duration_s"] > 0
 

@@ -1,4 +1,4 @@
-"""Training panel: loss against step for every worker, step time per worker, cluster steps/s.
+"""Training panel: loss against step for every worker, step time per worker, the run's global steps/s.
 
 Fed with ``metrics`` events (parsed from each role's output), ``scalars`` events (TensorBoard
 event files: any tag can be picked for the upper plot; a trainer that only writes summaries gets
@@ -28,6 +28,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from core.run.status import RoleStatus
 from core.views.curves import IncrementalEma, series_xy
 from core.views.overview import natural_key
+from core.views.rates import StepRates
 from core.views.series import Series
 from core.views.spread import slowest
 from core.views.training import LOSS, TB_PREFIX, TrainingFigures
@@ -90,7 +91,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self.plot_choice.addItem(LOSS)
         self.plot_choice.setToolTip("What the upper plot shows: the loss, or any TensorBoard scalar (tb: tag)")
         self.plot_choice.currentTextChanged.connect(self._on_metric_changed)
-        self.rate_label = QtWidgets.QLabel("cluster: no steps yet")
+        self.rate_label = QtWidgets.QLabel("no steps yet")
         self.rate_label.setWordWrap(True)
         font = self.rate_label.font()
         font.setBold(True)
@@ -190,9 +191,9 @@ class TrainingPanel(QtWidgets.QWidget):
             self.plot_choice.addItem(text)
         self._list_new_workers()
 
-    def set_status(self, roles: tuple[RoleStatus, ...]) -> None:
-        """Take the roles' status (the stragglers are marked)."""
-        self.figures.apply_status(roles)
+    def set_status(self, roles: tuple[RoleStatus, ...], rates: StepRates | None = None) -> None:
+        """Take the roles' status (the stragglers are marked) and the run's rates (shown)."""
+        self.figures.apply_status(roles, rates)
 
     def _list_new_workers(self) -> None:
         workers = self.figures.workers
@@ -220,7 +221,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self._key_drawn = None
         self.key.clear()
         self.workers.clear()
-        self.rate_label.setText("cluster: no steps yet")
+        self.rate_label.setText("no steps yet")
         self._spread_drawn = None
 
     def _on_metric_changed(self, text: str) -> None:
