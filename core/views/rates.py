@@ -150,9 +150,9 @@ def rate_text(value: float | None) -> str:
     """The one format of a rate: ``102``, ``34.1``, ``2.35``; ``-`` when unknown."""
     if value is None or not math.isfinite(value):
         return "-"
-    if value >= 100:
+    if value >= 99.95:  # what .1f would round up to 100.0
         return f"{value:.0f}"
-    if value >= 10:
+    if value >= 9.995:  # what .2f would round up to 10.00
         return f"{value:.1f}"
     return f"{value:.2f}"
 
