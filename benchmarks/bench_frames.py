@@ -54,7 +54,7 @@ def child(root: Path) -> dict[str, Any]:
         from gui.run.gpu_grid import GpuGrid
         from gui.run.tabs.gpus import GpuPanel
         from gui.run.tabs.training import TrainingPanel
-    except ImportError:  # the baseline, from before core/ and gui/ became packages (issue 21)
+    except ImportError:  # the baseline, from before core/ and gui/ were split into packages
         from core.telemetry.series import Series
         from core.telemetry.spread import BinnedWorkers
         from gui.gpu_grid import GpuGrid

@@ -1,4 +1,4 @@
-"""Listing 1,000 runs (the runs browser, issue 23): from each run's cached ``summary.json``, against
+"""Listing 1,000 runs (the runs browser): from each run's cached ``summary.json``, against
 rebuilding every summary from the run's journal and metrics (what a listing without the cache does).
 
 Each generated run is a finished 1 ps + 4 worker run: run.json, cluster.toml, a journal of role

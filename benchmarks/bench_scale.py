@@ -60,7 +60,7 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 try:
     from core.run.reader import RunReader
-except ImportError:  # the baseline, from before core/ became packages (issue 21)
+except ImportError:  # the baseline, from before core/ was split into packages
     from core.replay import RunReader
 reader = RunReader(Path(sys.argv[2]))
 count, last = [0], [time.monotonic()]

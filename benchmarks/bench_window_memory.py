@@ -15,7 +15,7 @@ GPUs so both are drawn. After each simulated hour: ``gc.collect()`` and the proc
 
 Reports RSS per hour, its slope after WARMUP_H hours (least squares, MiB/h) and max, the number
 of Python objects the collector tracks after each hour, and the speed-up over real time, as one
-JSON line last. Settings from the environment: HOURS (72; issue 25 asks for 3 days),
+JSON line last. Settings from the environment: HOURS (72: a window left open over 3 days),
 WARMUP_H (3), STEP_HZ (1), FRAME_S (60), LOGS (1; 0 sends no log lines), TRACEMALLOC (N: trace
 Python's allocations and print the N places that grew most from WARMUP_H to the end; slower, so
 not for the figures), TRIM (1: glibc's malloc_trim before each hour's RSS, to tell heap pages

@@ -271,7 +271,7 @@ def run_proof(args: argparse.Namespace, pre: dict[str, Any]) -> dict[str, Any]:
         wait_for(ready, args.start_timeout, "every role printed step lines", session.controller)
         # First TowerDeck against nvidia-smi, then the A/B phases without nvidia-smi running: its
         # own cost (a process per reading) must not be counted as TowerDeck's.
-        session.controller.set_sampling(True, args.sample_period).result(30)
+        session.controller.set_sampling(on=True, period_s=args.sample_period).result(30)
         say(f"comparing with nvidia-smi for {args.phase_s:g} s")
         paired = len(collector.pairs)
         time.sleep(args.phase_s)
@@ -286,7 +286,7 @@ def run_proof(args: argparse.Namespace, pre: dict[str, Any]) -> dict[str, Any]:
         for k in range(args.phases):
             sampling = k % 2 == 0  # A (on), B (off), A, B ...
             say(f"phase {k + 1} of {args.phases}: sampling {'on' if sampling else 'off'} for {args.phase_s:g} s")
-            session.controller.set_sampling(sampling).result(30)
+            session.controller.set_sampling(on=sampling).result(30)
             t0, ticks0 = time.time(), agent_ticks(session.run.path)
             time.sleep(args.phase_s)
             t1, ticks1 = time.time(), agent_ticks(session.run.path)

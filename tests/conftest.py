@@ -1,19 +1,26 @@
-"""Shared test set-up: runs never touch the user's data dir, roles find the venv's python."""
+"""Shared test set-up: runs never touch the user's data dir, roles find the venv's python.
+
+What tests import lives in tests/helpers (no test imports another test module or a conftest;
+tests/test_imports.py checks it); the fixtures of tests/helpers are registered here."""
 
 from __future__ import annotations
 
 import os
 import secrets
-import socket
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.helpers.ports import free_ports
+
+# Fixtures that tests in several folders use: ``launches`` (CLI launches ended after the test) and
+# ``small_disk`` (a tmpfs to fill). As plugins they reach every test without an import that a test's
+# parameter of the same name would shadow.
+pytest_plugins = ["tests.helpers.cli_launch", "tests.helpers.tmpfs"]
 
 # Roles run `python` from PATH: make it this interpreter's environment.
 os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
@@ -46,34 +53,6 @@ def gc_given_back() -> Iterator[None]:
         collector.release_all()
 
 
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """Ports that are free now (held open together so they differ)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 @pytest.fixture
 def ports() -> Iterator[list[int]]:
     yield free_ports(6)
-
-
-def run_cli(
-    *args: str, cwd: Path | None = None, timeout: float = 240, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run ``python main.py ARGS`` as a user would; returns the finished process."""
-    return subprocess.run(
-        [sys.executable, str(ROOT / "main.py"), *args],
-        cwd=cwd or ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )

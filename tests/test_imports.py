@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.helpers.project import ROOT
 
 PACKAGES = ("core", "gui")
 # core/ is usable from the CLI, tests and a remote host: no GUI toolkit, no TensorFlow (trainers
@@ -237,3 +237,45 @@ def test_every_package_imports_only_its_own_layer_or_below():
         LAYERS["core"]
     ), "a package of core/ is missing from LAYERS, or LAYERS names one that is gone"
     assert layer_violations(graph) == []
+
+
+# ---------------------------------------------------------------------------- the tests' own imports
+# What tests share lives in tests/helpers. A test module that imports another (``from
+# tests.core.test_launch import Launch``) runs that module's tests' imports and fixtures too, breaks
+# when its tests move, and hides where a helper lives; conftest modules are pytest's, not a library.
+
+
+def helper_import_offenders(mods: dict[str, Path]) -> list[str]:
+    """Each import, by one of ``mods`` (module name -> file), of a module under tests/ that is not
+    tests/helpers: a test module, a conftest, a helper kept beside the tests."""
+    found = []
+    for name, path in sorted(mods.items()):
+        for imported in sorted(imported_names(name, path, type_only_too=True)):
+            parts = imported.split(".")
+            if parts[0] == "tests" and len(parts) > 1 and parts[1] != "helpers":
+                found.append(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name} imports {imported}")
+    return found
+
+
+def test_the_helper_import_check_finds_a_test_importing_a_test_module(tmp_path):
+    source = tmp_path / "test_x.py"
+    source.write_text(
+        "from tests.helpers.ports import free_ports\n"
+        "from tests.core.test_launch import Launch\n"
+        "from ..conftest import ROOT\n"
+        "def test_y():\n    from tests.faults import harness\n"
+    )
+    assert helper_import_offenders({"tests.gui.test_x": source}) == [
+        "test_x.py imports tests.conftest",
+        "test_x.py imports tests.conftest.ROOT",
+        "test_x.py imports tests.core.test_launch",
+        "test_x.py imports tests.core.test_launch.Launch",
+        "test_x.py imports tests.faults",
+        "test_x.py imports tests.faults.harness",
+    ]
+
+
+def test_tests_and_benchmarks_import_shared_helpers_from_tests_helpers_only():
+    mods = {module_name(p): p for top in ("tests", "benchmarks") for p in sorted((ROOT / top).rglob("*.py"))}
+    assert "tests.core.test_launch" in mods and "tests.helpers.procs" in mods  # it reads the real tree
+    assert helper_import_offenders(mods) == []

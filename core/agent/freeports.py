@@ -1,6 +1,6 @@
 """``agent.pyz --free-ports N``: choose N distinct free TCP ports on this machine, print them.
 
-Counted tasks on Slurm (``tasks = 2``, issue 12) get their ports here, on the node that will
+Counted tasks on Slurm (``tasks = 2``: a count instead of addresses) get their ports here, on the node that will
 run them, as a one-shot step before the agent proper starts: the controller cannot know which
 ports are free on a node it has never seen. Every socket binds ``0.0.0.0`` port 0 (the kernel
 picks a free port, on every address, as a TensorFlow server binds) and all N stay bound until

@@ -170,7 +170,7 @@ def has_token(pid: int, token: str) -> bool:
         return False
 
 
-def role_tree(role: Role, table: ProcTable, scan_environ: bool) -> set[int]:
+def role_tree(role: Role, table: ProcTable, *, scan_environ: bool) -> set[int]:
     """Live (non-zombie) processes that belong to ``role``: its session, their descendants, and
     processes carrying its token (``scan_environ``), which finds children that called setsid()."""
     me = os.getpid()
@@ -200,7 +200,7 @@ def signal_tree(role: Role, number: int) -> None:
             os.kill(pid, number)
 
 
-def spawn(argv: list[str], cwd: str | None, env: dict[str, str], stdout_fd: int) -> subprocess.Popen[bytes]:
+def spawn(argv: list[str], *, cwd: str | None, env: dict[str, str], stdout_fd: int) -> subprocess.Popen[bytes]:
     """Start a role's main process in its own session, output to ``stdout_fd`` (the pump's pipe)."""
     return subprocess.Popen(
         argv,

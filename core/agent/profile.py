@@ -163,7 +163,7 @@ def role_python(argv0: str) -> str:
     return argv0 if os.path.basename(argv0).startswith("python") else sys.executable
 
 
-def start_trace(request: ProfileRequest, python: str, env: dict[str, str], cwd: str | None) -> Trace:
+def start_trace(request: ProfileRequest, *, python: str, env: dict[str, str], cwd: str | None) -> Trace:
     """Start the tracer; OSError when it cannot run (no such python, a full disk), OutsideProfiles
     when its folder leads out of ``profiles/`` (the tracer would write there)."""
     inside_profiles(request.logdir, "logdir")

@@ -103,7 +103,7 @@ def clamp_period(period_s: float) -> float:
     return min(MAX_PERIOD_S, max(MIN_PERIOD_S, period_s))
 
 
-def hello_fields(subreaper: bool, tensorboard: bool) -> dict[str, Any]:
+def hello_fields(*, subreaper: bool, tensorboard: bool) -> dict[str, Any]:
     """The fields of ``hello`` common to both modes (serve mode adds its own)."""
     return {
         "protocol": PROTOCOL,

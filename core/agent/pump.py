@@ -12,7 +12,7 @@ import os
 import select
 import signal
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from .processes import MAX_FD
 
@@ -81,8 +81,16 @@ def pump_output(in_fd: int, log_path: str, status_fd: int) -> None:
             return
 
 
-def start_pump(log_path: str) -> tuple[int, int, int]:
-    """Fork a log pump for one role: returns (pump pid, write end for the role, status read end).
+class Pump(NamedTuple):
+    """A started log pump: its pid, the pipe end the role writes its output to, the one its status is read from."""
+
+    pid: int
+    role_fd: int
+    status_fd: int
+
+
+def start_pump(log_path: str) -> Pump:
+    """Fork a log pump for one role.
 
     The pump is forked (not exec'd) so it needs no file on disk, whatever way the agent was
     started; it keeps only its two pipes, so it holds neither the agent's stdio nor another role's.
@@ -110,7 +118,7 @@ def start_pump(log_path: str) -> tuple[int, int, int]:
     os.close(out_r)
     os.close(status_w)
     os.set_blocking(status_r, False)
-    return pid, out_w, status_r
+    return Pump(pid=pid, role_fd=out_w, status_fd=status_r)
 
 
 def parse_pump_status(buf: bytes) -> tuple[list[dict[str, Any]], bytes]:

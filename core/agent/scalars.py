@@ -35,7 +35,7 @@ class ScalarFeed:
         self._roles: dict[str, _Followed] = {}
         self._import_error: str | None = None
 
-    def follow(self, role: str, attempt: int, tb_dir: str, cwd: str | None) -> str | None:
+    def follow(self, role: str, attempt: int, *, tb_dir: str, cwd: str | None) -> str | None:
         """Tail ``tb_dir`` (relative to the role's ``cwd``) for ``role``; an error message when
         this host cannot read TensorBoard files (said once per agent), else None."""
         directory = os.path.join(cwd or os.getcwd(), os.path.expanduser(tb_dir))

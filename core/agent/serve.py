@@ -205,13 +205,13 @@ def serve_in_step(args: argparse.Namespace) -> int:
         agent,
         listener,
         args,
-        lambda name: threading.Thread(target=relay, args=(name,), name="relay", daemon=True).start(),
+        before=lambda name: threading.Thread(target=relay, args=(name,), name="relay", daemon=True).start(),
     )
     return 0
 
 
 def serve_here(
-    agent: Agent, listener: socket.socket, args: argparse.Namespace, before: Callable[[str], None] | None = None
+    agent: Agent, listener: socket.socket, args: argparse.Namespace, *, before: Callable[[str], None] | None = None
 ) -> None:
     """Serve in this process, from the socket's directory: SIGTERM stops the roles, the pid file
     says who serves, and the socket and pid file go when it ends. ``before(name)`` runs once the

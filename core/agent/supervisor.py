@@ -41,7 +41,7 @@ from .protocol import (
     parse_command,
     parse_start,
 )
-from .pump import start_pump
+from .pump import Pump, start_pump
 from .sampling import GpuSampler, HostSampler
 from .scalars import ScalarFeed
 
@@ -84,7 +84,7 @@ class Agent:
 
     def hello(self, **serving: Any) -> None:
         """The first event of every connection (serve mode adds what an attaching controller needs)."""
-        self.emit("hello", **hello_fields(self.subreaper, self.scalars.available), **serving)
+        self.emit("hello", **hello_fields(subreaper=self.subreaper, tensorboard=self.scalars.available), **serving)
 
     def emit(self, event: str, **fields: Any) -> bool:
         """Write one event; False when it was not written (no controller, or output before ``resume``)."""
@@ -149,7 +149,7 @@ class Agent:
         self.exits.pop(name, None)
         token = secrets.token_hex(8)
         full_env = {**os.environ, **request.env, TOKEN_VAR: token}
-        pump: tuple[int, int, int] | None = None
+        pump: Pump | None = None
         try:
             os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
             open(log_path, "ab").close()  # exists before the tail opens it
@@ -157,27 +157,27 @@ class Agent:
             pass  # a full disk must not stop a restart: the pump retries, and reports it
         try:
             pump = start_pump(log_path)
-            proc = spawn(request.argv, request.cwd, full_env, pump[1])
+            proc = spawn(request.argv, cwd=request.cwd, env=full_env, stdout_fd=pump.role_fd)
         except (OSError, ValueError) as exc:  # ValueError: a NUL in argv, env or cwd (exec cannot take it)
             if pump is not None:
-                os.close(pump[1])  # the pump sees EOF and exits; reap() collects it
-                os.close(pump[2])
+                os.close(pump.role_fd)  # the pump sees EOF and exits; reap() collects it
+                os.close(pump.status_fd)
             message = f"cannot start {request.argv[0]!r}: {getattr(exc, 'strerror', None) or exc}"
             with contextlib.suppress(OSError, ValueError), open(log_path, "ab") as log:
                 log.write(f"[towerdeck] {message}\n".encode())
             self.emit("start_failed", role=name, attempt=attempt, error=message)
             return
-        os.close(pump[1])  # only the role holds the write end: EOF when its whole tree is gone
+        os.close(pump.role_fd)  # only the role holds the write end: EOF when its whole tree is gone
         role = Role(name, attempt, proc, log_path, token)
         role.start_argv0, role.start_env, role.start_cwd = request.argv[0], request.env, request.cwd
         role.skip_backlog = request.skip_backlog
-        role.pump_pid, role.pump_done, role.pump_status = pump[0], False, pump[2]
-        self.pumps[pump[0]] = role
+        role.pump_pid, role.pump_done, role.pump_status = pump.pid, False, pump.status_fd
+        self.pumps[pump.pid] = role
         self.roles[name] = role
         self.leaders[proc.pid] = role
         self.emit("started", role=name, attempt=attempt, pid=proc.pid, log=log_path)
         if request.tb_dir is not None:
-            problem = self.scalars.follow(name, attempt, request.tb_dir, request.cwd)
+            problem = self.scalars.follow(name, attempt, tb_dir=request.tb_dir, cwd=request.cwd)
             if problem is not None:
                 self.error(problem, op="start", role=name)
 
@@ -222,14 +222,14 @@ class Agent:
             role = self.roles.get(name)
             ended = self.exits.get(name)
             if role is not None and role.attempt == attempt:
-                self.replay(name, attempt, role.log_path, start, role.text_end())
+                self.replay(name, attempt, role.log_path, start=start, stop=role.text_end())
             elif ended is not None and ended["fields"]["attempt"] == attempt:
-                self.replay(name, attempt, ended["log"], start, ended["end"])
+                self.replay(name, attempt, ended["log"], start=start, stop=ended["end"])
         for ended in self.exits.values():  # every one: the controller ignores those it handled
             self.emit("exited", **ended["fields"])
         self.emit("resumed", roles=sorted(self.roles))
 
-    def replay(self, name: str, attempt: int, log_path: str, start: int, stop: int) -> None:
+    def replay(self, name: str, attempt: int, log_path: str, *, start: int, stop: int) -> None:
         """Emit ``output`` for bytes [start, stop) of a log file, as the live tail would have."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")  # as the live tail
         try:
@@ -285,7 +285,7 @@ class Agent:
             return
         python = role_python(role.start_argv0)
         try:
-            trace = start_trace(request, python, {**os.environ, **role.start_env}, role.start_cwd)
+            trace = start_trace(request, python=python, env={**os.environ, **role.start_env}, cwd=role.start_cwd)
         except OSError as exc:
             self.emit(
                 "profiled",

@@ -1,5 +1,14 @@
-"""The headless CLI, ``python main.py SUBCOMMAND``: ``main`` (the parser and the small commands),
-``launch`` (launch and attach with a printer thread), ``runs``, ``export``, ``gpus``,
-``tensorboard``, ``profile``, ``exits`` (exit codes, resolving a run by name), ``interrupts`` (Ctrl-C,
-SIGTERM and SIGHUP while a command waits).
+"""The headless CLI, ``python main.py SUBCOMMAND``.
+
+- ``main``: the parser and the small commands (validate, import, export --tfjob, ...)
+- ``launch``: ``launch`` and ``attach``, with the printer thread that follows a run
+- ``ctl``: ``ctl RUN ACTION``: control a running launch through its control socket, print its status
+- ``profile``: ``ctl RUN profile`` and ``ctl RUN why``
+- ``chaos``: ``ctl RUN chaos``: kill random roles one at a time, time the cluster's recovery
+- ``runs``: ``runs`` (the runs browser in a terminal) and ``runs compare``
+- ``tensorboard``: ``runs tensorboard RUN``
+- ``export``: ``export RUN --csv DIR``
+- ``gpus``: ``gpus``: which GPUs are free, here or on a cluster's hosts
+- ``exits``: exit codes, a cluster file's problems printed, resolving a run by name, small refusals
+- ``interrupts``: Ctrl-C, SIGTERM and SIGHUP while a command waits
 """

@@ -1,5 +1,6 @@
 """``ctl RUN ACTION``: control a running launch through its control socket (stop, kill, restart or
-signal roles, detach, profile, explain a slow worker) and print its status."""
+signal roles, detach, profile, explain a slow worker, kill random roles to prove recovery) and print
+its status."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from core.agent.processes import SIGNAL_HINT, signal_number
+from core.cli.chaos import add_chaos_arguments, cmd_chaos
 from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, resolve_run
 from core.cli.profile import add_profile_arguments, cmd_profile, cmd_why, usage_problem
 from core.diagnosis.wording import waiting_lines
@@ -39,12 +41,14 @@ def add_parser(sub: Any) -> None:
             "detach",
             "profile",
             "why",
+            "chaos",
         ),
     )
     p.add_argument("role", nargs="?", help="the role, e.g. worker:1 (for stop, kill, restart, signal, profile, why)")
     p.add_argument("signal", nargs="?", help="for signal: the signal name, e.g. STOP or CONT")
     p.add_argument("more_roles", nargs="*", metavar="ROLE", help="for profile: more roles")
     add_profile_arguments(p)  # core/cli/profile.py
+    add_chaos_arguments(p)  # core/cli/chaos.py
     p.add_argument("--json", action="store_true", help="for status: print the reply as JSON")
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
 
@@ -77,6 +81,8 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return cmd_profile(args, path, Path(str(sock)), out, err)
         if action == "why":
             return cmd_why(args, path, Path(str(sock)), out, err)
+        if action == "chaos":
+            return cmd_chaos(args, Path(str(sock)), out, err)
         reply = control.request(Path(str(sock)), payload)
     except control.NotRunning:
         print(terminal(_not_running(info)), file=err)  # run.json may have been edited by anyone
@@ -117,6 +123,8 @@ def print_status(reply: dict[str, Any], out: TextIO, err: TextIO) -> int:
         ),
         file=out,
     )
+    if reply.get("recovery"):  # under way, or how the last one ended
+        print(terminal(str(reply["recovery"])), file=out)
     try:
         # last_lines rides along in the reply (it is no RoleStatus field): a failed role's last output.
         roles = [(RoleStatus.from_json(r), r.get("last_lines") or []) for r in reply.get("roles") or []]
@@ -138,7 +146,7 @@ def print_status(reply: dict[str, Any], out: TextIO, err: TextIO) -> int:
         )
         if trouble := trouble_text(role, now):  # a crash loop or a failure, with its exit and error line
             print(terminal(f"  {'':<12} {trouble}"), file=out)
-        if role.waiting_for:  # diagnosis (issue 13)
+        if role.waiting_for:  # the diagnosis of a wait: for whom, why, the fix (core/diagnosis)
             waiting = {"waiting_for": role.waiting_for, "message": role.waiting_message, "fix": role.waiting_fix}
             for line in waiting_lines("", waiting):
                 print(terminal(f"  {line}"), file=out)

@@ -21,6 +21,7 @@ from core.run.events import (
     ClusterStateChanged,
     Event,
     GpuStatus,
+    RecoveryChanged,
     RoleCrashLoop,
     RoleOutput,
     RoleStalled,
@@ -104,6 +105,8 @@ class LaunchPrinter:
                 self._next_progress = time.time() + self.progress_s
                 for line in progress_lines(self.status(), self.spec):
                     yield f"{stamp}  {line}"
+            case RecoveryChanged():
+                yield f"{stamp}  cluster      {p.text()}"
             case RoleCrashLoop() if p.looping:
                 why = short_exit(p.exit) + (f" ({p.error})" if p.error else "")
                 of = f" of {p.attempts}" if p.attempts else ""
@@ -192,7 +195,7 @@ class PrinterThread:
     def _print_pending(self) -> None:
         events, output = self.inbox.drain()
         now = time.time()
-        for event in [*events, *(Event(now, role, RoleOutput(t)) for role, t in output.items())]:
+        for event in [*events, *(Event(now, role, piece) for role, pieces in output.items() for piece in pieces)]:
             try:
                 self.printer(event)
             except (OSError, ValueError):  # stdout closed (a pager quit): keep draining, print nothing

@@ -4,7 +4,9 @@
 roles of a running launch and prints the summary; ``python main.py ctl RUN why [ROLE]`` profiles a
 straggler (by default the slowest worker) and the median worker together and says why the one is
 slower; ``python main.py profile-summary PATH`` prints the summary of a stored capture (a capture
-folder, or a run directory: its latest capture), with the verdict when ``why`` made it.
+folder, or a run directory: its latest capture), with the verdict when ``why`` made it. All three
+print the capture's one breakdown (:mod:`core.profiling.breakdown`), kept with the capture: the
+figures the window's Profile tab shows too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from core.profiling.breakdown import breakdown_after, capture_breakdown
 from core.profiling.capture import (
     MAX_SECONDS,
     MAX_TIMEOUT_S,
@@ -26,11 +29,10 @@ from core.profiling.capture import (
     select,
 )
 from core.profiling.env import ProfileError
-from core.profiling.files import RECORD_NAME, read_record
-from core.profiling.summary import format_profiles, summarize
-from core.profiling.why import with_input_ops
+from core.profiling.files import RECORD_NAME
+from core.profiling.summary import format_profiles
 from core.profiling.why_record import WhyRecord, load_why
-from core.profiling.why_run import WhyRefused, why_slow
+from core.profiling.why_run import WhyAnswer, WhyRefused, why_slow
 from core.run import control
 from core.run.status import RoleStatus
 from core.run.status import agent_hosts as agent_hosts_of
@@ -153,6 +155,8 @@ def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, out
             timeout_s=args.timeout,
             unsafe=args.unsafe,
             control_socket=socket_path,
+            purpose="profile",
+            origin="cli",
         )
     except ProfileError as exc:
         print(terminal(f"profile: {exc}"), file=err)
@@ -160,7 +164,7 @@ def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, out
     except OSError as exc:  # the profiler environment cannot be started: not "the run is not running"
         print(terminal(f"profile: {exc}"), file=err)
         return EXIT_FAILED
-    return _report(result, out, err)
+    return report_capture(result, out, err)
 
 
 def cmd_why(args: argparse.Namespace, run_path: Path, socket_path: Path, out: TextIO, err: TextIO) -> int:
@@ -180,6 +184,7 @@ def cmd_why(args: argparse.Namespace, run_path: Path, socket_path: Path, out: Te
             unsafe=args.unsafe,
             agent_hosts=live.agent_hosts,
             control_socket=socket_path,
+            origin="cli",
         )
     except WhyRefused as exc:
         print(terminal(f"why: {exc}"), file=err)
@@ -195,15 +200,24 @@ def cmd_why(args: argparse.Namespace, run_path: Path, socket_path: Path, out: Te
         print(terminal(f"why: {answer.problem}"), file=err)
     if answer.verdict is None:
         return EXIT_FAILED
-    print(terminal(f"captured {answer.capture.seconds:g} s into {answer.capture.path}"), file=out)
-    for line in format_profiles(answer.profiles):
-        print(terminal(line), file=out)
-    for line in WhyRecord(answer.straggler, answer.median, answer.verdict).lines():
+    for line in why_lines(answer):
         print(terminal(line), file=out)
     return EXIT_OK
 
 
-def _report(result: Capture, out: TextIO, err: TextIO) -> int:
+def why_lines(answer: WhyAnswer) -> list[str]:
+    """What ``ctl RUN why`` prints of an answer with a verdict: the capture, the two workers side
+    by side (the capture's breakdown, the one the verdict was given on), the verdict and its
+    evidence."""
+    lines = [f"captured {answer.capture.seconds:g} s into {answer.capture.path}", *format_profiles(answer.profiles)]
+    if answer.verdict is not None:
+        lines += WhyRecord(answer.straggler, answer.median, answer.verdict).lines()
+    return lines
+
+
+def report_capture(result: Capture, out: TextIO, err: TextIO) -> int:
+    """What ``ctl RUN profile`` prints of a capture: each role not captured, then the capture's
+    breakdown (computed and kept with it); the exit code."""
     failed = [r for r in result.roles if not r.ok]
     for r in failed:
         print(terminal(f"profile: {r.error}"), file=err)
@@ -212,11 +226,14 @@ def _report(result: Capture, out: TextIO, err: TextIO) -> int:
         sizes = ", ".join(f"{r.role} {r.xplane_bytes / 1e6:.1f} MB" for r in result.roles if r.ok)
         print(terminal(f"captured {result.seconds:g} s into {result.path} ({sizes})"), file=out)
         try:
-            for line in format_profiles(summarize(xplanes)):
-                print(terminal(line), file=out)
+            found = breakdown_after(result)  # kept with the capture: what profile-summary shows later
         except ProfileError as exc:
             print(terminal(f"profile: captured, but {exc}"), file=err)
             return EXIT_FAILED
+        for line in format_profiles(found.profiles if found is not None else ()):
+            print(terminal(line), file=out)
+        if found is not None and found.problem and not result.problem:
+            print(terminal(f"profile: {found.problem}"), file=err)
     if result.problem:
         print(terminal(f"profile: {result.problem}"), file=err)
     return EXIT_FAILED if failed or result.problem else EXIT_OK
@@ -234,22 +251,23 @@ def cmd_profile_summary(args: argparse.Namespace, out: TextIO, err: TextIO) -> i
             return EXIT_USAGE
         path = captures[-1]
     try:
-        xplanes, _ = read_record(path)
-        if not xplanes:
-            print(terminal(f"profile-summary: no role was captured in {path} (see {path / RECORD_NAME})"), file=err)
-            return EXIT_FAILED
-        profiles = summarize(xplanes)  # a missing or damaged file is said before anything is printed
-        why = _stored_why(path, err)
-        print(terminal(f"profile {path}"), file=out)
-        if why is not None:  # the table counts input as the verdict did (tf.data's time on a CPU host)
-            profiles = [with_input_ops(p) for p in profiles]
-        for line in format_profiles(profiles):
-            print(terminal(line), file=out)
-        for line in why.lines() if why is not None else []:
-            print(terminal(line), file=out)
+        # A missing or damaged file is said before anything is printed.
+        found = capture_breakdown(path)
     except ProfileError as exc:
         print(terminal(f"profile-summary: {exc}"), file=err)
         return EXIT_FAILED
+    record = found.record
+    if not record.xplanes:
+        print(terminal(f"profile-summary: no role was captured in {path} (see {path / RECORD_NAME})"), file=err)
+        return EXIT_FAILED
+    if found.problem:
+        print(terminal(f"profile-summary: {found.problem}"), file=err)
+    why = _stored_why(path, err)
+    print(terminal(f"profile {path} ({record.describe()}): {', '.join(record.roles)}"), file=out)
+    for line in format_profiles(found.profiles):
+        print(terminal(line), file=out)
+    for line in why.lines() if why is not None else []:
+        print(terminal(line), file=out)
     return EXIT_OK
 
 

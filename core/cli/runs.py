@@ -1,4 +1,4 @@
-"""``runs`` (the runs browser in a terminal) and ``runs compare A B ...`` (issue 23).
+"""``runs`` (the runs browser in a terminal) and ``runs compare A B ...`` (runs side by side).
 
 ``runs`` lists every run under the runs root from each run's cached summary
 (:mod:`core.run.index`): name, cluster file, start, duration, outcome, roles, backend, last and
@@ -70,7 +70,9 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return cmd_compare(args, out, err)
     root = args.root or runs_root()
     summaries = runs_index.list_summaries(root)
-    chosen = runs_select.select(summaries, args.filter, args.outcome, args.sort, args.reverse)
+    chosen = runs_select.select(
+        summaries, text=args.filter, outcomes=args.outcome, sort=args.sort, reverse=args.reverse
+    )
     if args.json:
         for s in chosen:
             rates = summary_rates(s)

@@ -45,7 +45,7 @@ def launch_bytes(launch: RoleLaunch, inherited: Mapping[str, str]) -> dict[str, 
     return costs
 
 
-def _where(spec: ClusterSpec, task: Task, item: str, text: str) -> tuple[str, int | None]:
+def _where(spec: ClusterSpec, task: Task, item: str, *, text: str) -> tuple[str, int | None]:
     """The field and line of ``item`` (``env.NAME``, ``argv[N]``) in the cluster file, if it is
     written there (an inherited variable is not)."""
     candidates: list[tuple[str | int, ...]]
@@ -67,7 +67,7 @@ def _where(spec: ClusterSpec, task: Task, item: str, text: str) -> tuple[str, in
 
 
 def launch_size_problems(
-    spec: ClusterSpec, text: str, inherited: Mapping[str, str], limit: int | None = None
+    spec: ClusterSpec, text: str, *, inherited: Mapping[str, str], limit: int | None = None
 ) -> list[Problem]:
     """One problem when a role's command line and environment together pass ``limit`` (default:
     :func:`arg_max`), naming the role, the total and the largest part; none otherwise."""
@@ -89,7 +89,7 @@ def launch_size_problems(
     if not over:
         return []
     task, total, largest, largest_bytes = over[0]
-    field, line = _where(spec, task, largest, text)
+    field, line = _where(spec, task, largest, text=text)
     if largest.startswith("env.") and largest[4:] not in task.env and largest[4:] not in spec.env:
         largest += " (from the environment TowerDeck runs in)"
     more = f" (and {len(over) - 1} more role{'s' if len(over) > 2 else ''})" if len(over) > 1 else ""

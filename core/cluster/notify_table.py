@@ -23,6 +23,8 @@ NOTIFY_KINDS = {
     "run_finished": "the run ended: succeeded, failed or stopped",
     "role_failed": "a role failed for good (its restart policy gives up)",
     "crash_loop": "a role's attempts keep failing: it is restarted and fails again (once per loop)",
+    "recovered": "the cluster recovered from a failed role: restarted by strategy, training resumed",
+    "recovery_failed": "a recovery did not bring the cluster back (the recoveries in a row are spent)",
     "stalled": "a role stalled (no new step), or is stuck waiting for a peer that will not come",
     "host_lost": "the agent on a host, or the run's Slurm job, is lost",
 }
@@ -45,10 +47,10 @@ class NotifyConfig:
 
 
 class _Reader(Protocol):
-    def add(self, path: tuple[str | int, ...], message: str, hint: str = "", severity: str = ...) -> None: ...
+    def add(self, path: tuple[str | int, ...], message: str, hint: str = "", *, severity: str = ...) -> None: ...
     def unknown_keys(self, table: dict[str, Any], allowed: Any, path: tuple[str | int, ...]) -> None: ...
     def number(
-        self, value: Any, path: tuple[str | int, ...], minimum: float, integer: bool = False
+        self, value: Any, path: tuple[str | int, ...], minimum: float, *, integer: bool = False
     ) -> float | None: ...
     def command(self, value: Any, path: tuple[str | int, ...]) -> tuple[str, ...] | None: ...
 

@@ -60,7 +60,7 @@ class SlurmConfig:
     login: str | None = None
 
 
-def _string(value: Any, path: tuple[str | int, ...], add: AddProblem, example: str) -> str | None:
+def _string(value: Any, path: tuple[str | int, ...], *, add: AddProblem, example: str) -> str | None:
     if not isinstance(value, str):
         add(path, f"must be a string, not {kind(value)}", f"write it in quotes, e.g. {path[-1]} = {example}")
         return None
@@ -94,7 +94,7 @@ def parse_slurm(value: Any, add: AddProblem, path: tuple[str | int, ...] = ("slu
             )
     names: dict[str, str | None] = {}
     for key, example in (("partition", '"gpu"'), ("account", '"ml-team"')):
-        text = _string(value[key], (*path, key), add, example) if key in value else None
+        text = _string(value[key], (*path, key), add=add, example=example) if key in value else None
         if text is not None and not _NAME.match(text):
             add(
                 (*path, key),
@@ -129,7 +129,7 @@ def parse_slurm(value: Any, add: AddProblem, path: tuple[str | int, ...] = ("slu
         extra = _parse_extra_args(value["extra_args"], (*path, "extra_args"), add)
     login: str | None = None
     if "login" in value:
-        login = _string(value["login"], (*path, "login"), add, '"me@login-1"')
+        login = _string(value["login"], (*path, "login"), add=add, example='"me@login-1"')
         if login is not None and not _SSH_DESTINATION.match(login):
             add(
                 (*path, "login"),

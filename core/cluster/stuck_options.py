@@ -37,7 +37,7 @@ class StuckOptions:
 
 class _Reader(Protocol):
     def number(
-        self, value: Any, path: tuple[str | int, ...], minimum: float, integer: bool = False
+        self, value: Any, path: tuple[str | int, ...], minimum: float, *, integer: bool = False
     ) -> float | None: ...
     def string(self, value: Any, path: tuple[str | int, ...], choices: tuple[str, ...] = ()) -> str | None: ...
 
@@ -76,6 +76,7 @@ def start_stall_detail(
     options: StuckOptions,
     strategy: str,
     job: str,
+    *,
     running_for_s: float,
     has_step: bool,
     last_lines: Iterable[str],

@@ -117,7 +117,7 @@ def _args(spec: ClusterSpec, job: Job, name: str) -> list[str]:
     return argv
 
 
-def _container(spec: ClusterSpec, job: Job, name: str, image: str, workdir: str | None) -> dict[str, Any]:
+def _container(spec: ClusterSpec, job: Job, name: str, *, image: str, workdir: str | None) -> dict[str, Any]:
     task = _first(job)
     env: list[dict[str, Any]] = [
         {"name": TASK_INDEX_VAR, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{REPLICA_INDEX_LABEL}']"}}},
@@ -197,7 +197,7 @@ def to_tfjob(
             "restartPolicy": job.restart.policy,
             "template": {
                 "metadata": {"labels": {"app.kubernetes.io/managed-by": "towerdeck"}},
-                "spec": {"containers": [_container(spec, job, job_name, image, workdir)]},
+                "spec": {"containers": [_container(spec, job, job_name, image=image, workdir=workdir)]},
             },
         }
     run_policy: dict[str, Any] = {"cleanPodPolicy": "Running"}

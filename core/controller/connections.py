@@ -116,7 +116,9 @@ class HostConnections:
             given_up = [
                 t for t, thread in zip(made.values(), threads, strict=True) if thread.is_alive() or not attaching
             ]
-            closing = [threading.Thread(target=t.close, args=(1.0,), daemon=True) for t in given_up]
+            closing = [
+                threading.Thread(target=t.close, args=(1.0,), name=f"give-up-{t.host}", daemon=True) for t in given_up
+            ]
             for thread in closing:
                 thread.start()
             for thread in closing:
@@ -164,9 +166,11 @@ def link_factory(
         cluster = spec()
         config = cluster.host_config(host)
         if config.remote:
-            endpoint = remote_endpoint(config, ssh_config_path(cluster), remote_run_dir(config, run), on_disconnect)
+            endpoint = remote_endpoint(
+                config, ssh_config_path(cluster), remote_run_dir(config, run), on_disconnect=on_disconnect
+            )
         else:
-            endpoint = local_endpoint(host, agent_socket(run, host), log_path, on_disconnect)
+            endpoint = local_endpoint(host, agent_socket(run, host), log_path, on_disconnect=on_disconnect)
         return AgentLink(endpoint, sink, run.path, log_path, attach=attaching)
 
     return make

@@ -186,6 +186,8 @@ class ControlServer:
             "phase": str(status.phase),
             "result": status.result,
             "reason": control.cut_text(status.reason, control.STATUS_TEXT_BYTES),
+            "recovery": control.cut_text(status.recovery, control.STATUS_TEXT_BYTES),
+            "recovering": status.recovering,
             "roles": roles,
             "hosts": hosts,
             "slurm": c.slurm_state(),  # None unless the run is on Slurm

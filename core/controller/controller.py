@@ -31,7 +31,7 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from core.cluster.spec import ClusterSpec
 from core.controller import reattach
@@ -55,11 +55,12 @@ from core.controller.crashloop import CrashLoops
 from core.controller.intake import TelemetryIntake
 from core.controller.ops import RoleOps
 from core.controller.output_intake import RECEIVED_KEY, OutputIntake
+from core.controller.recovery import Recovery
 from core.controller.roles import RoleMachine
 from core.controller.slurm import SlurmHosting
 from core.controller.stalls import StallWatch
 from core.controller.stragglers import StragglerWatch
-from core.controller.supervised import SupervisedRole
+from core.controller.supervised import StateChange, SupervisedRole
 from core.controller.supervisor import Supervisor
 from core.diagnosis.rules import Diagnoser
 from core.remote.agent_requests import AgentRequests
@@ -74,6 +75,15 @@ STATUS_FIGURES_S = 0.25  # how often the status snapshot takes the roles' new fi
 # Items waiting for the controller thread (agent events, commands): past this the agent links wait
 # (their agents' pipes buffer; nothing is dropped) and a user's command is refused, said once.
 MAX_QUEUE = 100_000
+
+
+class RoleAddress(NamedTuple):
+    """Where a role runs, for a request to its agent: its role id, its host, its state, its address."""
+
+    role_id: str
+    host: str
+    state: RoleState
+    address: str
 
 
 @dataclass(frozen=True)
@@ -131,7 +141,13 @@ class Controller:
             return self.spec
 
         self._publisher = Publisher(journal=self._journal)
-        self._roles = RoleMachine(spec, run.path, self._publisher, on_changed=self._on_role_changed)
+        self._roles = RoleMachine(
+            spec,
+            run.path,
+            self._publisher,
+            on_changed=self._on_role_changed,
+            recovering=lambda peer: self._recovery.under_way(peer),
+        )
         self._diagnoser = Diagnoser(
             self._roles.names(), spec.strategy, success_policy=spec.stuck.success_policy, phase=str(ClusterPhase.IDLE)
         )
@@ -139,9 +155,12 @@ class Controller:
         factory = transport_factory or link_factory(current, run, on_disconnect=on_disconnect, attaching=attach)
         self._hosts = HostConnections(run, self._sink, self._interrupted, factory=factory, remote_hosts=remote)
         self._crash_loops = CrashLoops(current, self._roles)
-        self._stalls = StallWatch(current, self._roles, self._diagnoser, on_step=self._on_step)
+        self._stalls = StallWatch(current, self._roles, self._diagnoser, on_step=self._on_step, on_stall=self._on_stall)
         self._stragglers = StragglerWatch(spec, self._roles)
         self._ops = RoleOps(current, run, self._roles, self._hosts, self._stalls)
+        self._recovery = Recovery(
+            current, self._roles, self._ops, self._publisher, phase=lambda: self._supervisor.phase
+        )
         self._telemetry = TelemetryIntake(run, self._roles, self._hosts, self._stalls, self._publisher)
         self._slurm: SlurmHosting | None = None
         if spec.slurm is not None and transport_factory is None:
@@ -165,6 +184,7 @@ class Controller:
             self._ops,
             self._stalls,
             self._crash_loops,
+            self._recovery,
             self._publisher,
             self._diagnoser,
             check_ending=slurm.check_end if slurm is not None else lambda: None,
@@ -186,6 +206,10 @@ class Controller:
 
     def _on_step(self, role: SupervisedRole, step: int) -> None:
         self._crash_loops.healthy(role, f"attempt {role.attempt} made step {step}")
+        self._recovery.on_step(role, step)
+
+    def _on_stall(self, role: SupervisedRole, detail: str) -> None:
+        self._recovery.on_stall(role, detail)
 
     def _stopping(self) -> bool:
         """A stop was asked, or the run is ending: output floods are coalesced at once."""
@@ -252,7 +276,7 @@ class Controller:
         """Send a signal (e.g. ``STOP``, ``CONT``) to a role's process group."""
         return self.command(SignalRole(role, signal_name))
 
-    def set_sampling(self, on: bool, period_s: float | None = None) -> Future[str]:
+    def set_sampling(self, *, on: bool, period_s: float | None = None) -> Future[str]:
         """Turn every agent's samples (host, role and GPU figures) off or on, and optionally set
         their period (0.2 to 10 s): what the GPU proof alternates to measure their cost."""
         return self.command(SetSampling(on, period_s))
@@ -300,7 +324,7 @@ class Controller:
         with self._roles.lock:
             return self._roles.find(role).last_lines(n)
 
-    def history(self, role: str) -> list[tuple[float, RoleState, str]]:
+    def history(self, role: str) -> list[StateChange]:
         with self._roles.lock:
             return list(self._roles.find(role).history)
 
@@ -319,12 +343,13 @@ class Controller:
         """The run's ``slurm`` record; None for a run not on Slurm. Any thread."""
         return self._slurm.state() if self._slurm is not None else None
 
-    def agent_of(self, role: str) -> tuple[str, str, RoleState, str]:
-        """Where ``role`` runs, for a request to its agent: (its role id, its host, its state, its
-        address); KeyError naming the roles if there is no such role. Any thread."""
+    def agent_of(self, role: str) -> RoleAddress:
+        """Where ``role`` runs, for a request to its agent; KeyError naming the roles if there is no such role. Any thread."""
         with self._roles.lock:
             found = self._roles.find(role)
-            return found.task.role_id, found.host_key, found.state, found.task.address
+            return RoleAddress(
+                role_id=found.task.role_id, host=found.host_key, state=found.state, address=found.task.address
+            )
 
     def ask_agent(self, host: str, command: dict[str, Any], wait_s: float) -> dict[str, Any]:
         """Send ``host``'s agent a request (``profile``, ``read_file``) and wait up to ``wait_s``
@@ -332,7 +357,7 @@ class Controller:
         :class:`core.remote.agent_requests.AgentRequestError` (one line) when there is none."""
         transport = self._hosts.find(host)
         send = transport.send if transport is not None else (lambda _command: False)
-        return self._requests.ask(host, send, command, wait_s)
+        return self._requests.ask(host, send, command, wait_s=wait_s)
 
     def agent_shares_run_dir(self, host: str) -> Path | None:
         """The folder where ``host``'s agent works, where this machine sees it too (a Slurm node's,
@@ -551,7 +576,7 @@ class Controller:
         elif kind == "hello":
             self._hosts.hello(host, tails_tensorboard=event.get("tensorboard") is True)
             if self._attaching:
-                reattach.adopt(self.run, self._roles, self._ops, host, event)
+                reattach.adopt(self.run, self._roles, self._ops, host=host, hello=event)
         elif kind == "error":
             message = f"agent on {host}: {event.get('message')}"
             self._publisher.publish(warning(message, round(time.time(), 3), name if isinstance(name, str) else None))

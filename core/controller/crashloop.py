@@ -1,23 +1,33 @@
 """Crash loops: a role whose attempts keep failing is in a state of its own (Kubernetes users know
-it as CrashLoopBackOff), shown as such from its first failed attempt that the restart policy takes
-up until an attempt runs healthily.
+it as CrashLoopBackOff), shown as such from its first failed attempt that the restart policy (or a
+recovery) takes up until an attempt runs healthily.
 
 An attempt runs healthily when it makes a training step, or lives ``reset_after_s`` (the restart
-policy's own measure of a healthy stretch; a role that prints no step, such as a ps, is judged by
-that alone). The loop also ends when the policy gives up (the role has failed), or when the role
+policy's own measure of a healthy stretch). A role that prints no step (a ps, a
+ParameterServerStrategy worker) is judged by its time alone: :data:`UP_WITHOUT_STEPS_S`.
+
+One failure that ends a healthy attempt (a worker that trained for an hour, then the OOM killer or
+a lost machine) is a restart, not a loop: the role backs off or is recovered without the
+crash-looping mark; a second failure before it runs healthily again makes it one. The loop also ends when the policy gives up (the role has failed), or when the role
 is stopped or succeeds. Each start and end is a ``role_crash_loop`` event, journalled, so a run
 read back shows it too.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
+from core.cluster.roles import expects_steps
 from core.cluster.spec import ClusterSpec
 from core.controller.roles import RoleMachine
 from core.controller.supervised import SupervisedRole
 from core.run.events import RoleCrashLoop
 from core.run.status import RoleState
+
+# A role that prints no step and served this long was up, not crashing at start: a ps that
+# cannot start dies within seconds (a port taken, a bad flag), one lost after a minute was healthy.
+UP_WITHOUT_STEPS_S = 30.0
 
 
 class CrashLoops:
@@ -28,18 +38,27 @@ class CrashLoops:
         self._roles = roles
 
     def failed(
-        self, role: SupervisedRole, *, exit: str, error: str, restarting: bool, next_attempt_at: float | None
+        self,
+        role: SupervisedRole,
+        *,
+        exit: str,
+        error: str,
+        restarting: bool,
+        next_attempt_at: float | None,
+        attempts: int | None = None,
     ) -> None:
         """An attempt of ``role`` failed on its own: it loops while the policy restarts it (the next
-        attempt starts at ``next_attempt_at``); when the policy gives up, the loop ends in failure."""
+        attempt starts at ``next_attempt_at``); when the policy gives up, the loop ends in failure.
+        ``attempts``: the attempts it gets in all when a recovery, not its policy, restarts it."""
+        if restarting and role.crash is None and self._was_healthy(role):
+            return  # one failure after a healthy stretch: a restart, not a loop
         if restarting:
             policy = self._spec().jobs[role.task.job].restart
+            allowed = attempts_allowed(policy.max_restarts, attempt=role.attempt, policy_restarts=role.policy_restarts)
             looping = RoleCrashLoop(
                 looping=True,
                 attempt=role.attempt + 1,
-                attempts=attempts_allowed(
-                    policy.max_restarts, attempt=role.attempt, policy_restarts=role.policy_restarts
-                ),
+                attempts=attempts if attempts is not None else allowed,
                 exit=exit,
                 error=error,
                 next_attempt_at=next_attempt_at,
@@ -47,6 +66,20 @@ class CrashLoops:
             self._roles.note(role, looping)
         elif role.crash is not None:
             self._end(role, f"gave up: {exit}" + (f" ({error})" if error else ""))
+
+    def _was_healthy(self, role: SupervisedRole) -> bool:
+        """Whether the attempt that just ended had run healthily: made a step, or lived
+        ``reset_after_s``, or (a role that prints no step) :data:`UP_WITHOUT_STEPS_S`."""
+        if role.progress_at is not None:
+            return True
+        if role.started_at is None:
+            return False
+        ran_s = time.time() - role.started_at
+        spec = self._spec()
+        reset_after_s = spec.jobs[role.task.job].restart.reset_after_s
+        if reset_after_s > 0 and ran_s >= reset_after_s:
+            return True
+        return not expects_steps(spec.strategy, role.task.job) and ran_s >= UP_WITHOUT_STEPS_S
 
     def healthy(self, role: SupervisedRole, why: str) -> None:
         """The current attempt ran healthily (``why``: made step N, ran N s): the loop is over."""

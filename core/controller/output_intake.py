@@ -66,7 +66,7 @@ class OutputIntake:
                 role.partial = ""
                 role.telemetry.break_stream()
         offset = event.get("offset")
-        self._take_output(role, data, offset if isinstance(offset, int) else None, float(event.get("t") or 0))
+        self._take_output(role, data, offset=offset if isinstance(offset, int) else None, t=float(event.get("t") or 0))
 
     def take_held(self, role: SupervisedRole) -> None:
         """Parse and show the last lines of a role's newest coalesced chunk, if one waits."""
@@ -80,9 +80,9 @@ class OutputIntake:
             role.partial = ""  # what came before is not joined to these lines
             role.telemetry.break_stream()
         offset = end - len(output_bytes(tail)) if isinstance(end, int) else None
-        self._take_output(role, tail, offset, float(event.get("t") or 0))
+        self._take_output(role, tail, offset=offset, t=float(event.get("t") or 0))
 
-    def _take_output(self, role: SupervisedRole, data: str, offset: int | None, t: float) -> None:
+    def _take_output(self, role: SupervisedRole, data: str, *, offset: int | None, t: float) -> None:
         text = readable(data)
         name = role.task.role_id
         with self._roles.lock:

@@ -28,10 +28,10 @@ def restore(run: RunDir, roles: RoleMachine, diagnoser: Diagnoser) -> None:
         roles.restore(role, event)
         # When each role reached its state, e.g. how long ago a peer exited (the diagnosis's figures).
         seen_at = event.t if role.state in TERMINAL else time.time()
-        diagnoser.on_state(name, str(role.state), seen_at or time.time(), role.detail)
+        diagnoser.on_state(name, str(role.state), seen_at or time.time(), detail=role.detail)
 
 
-def adopt(run: RunDir, roles: RoleMachine, ops: RoleOps, host: str, hello: dict[str, Any]) -> None:
+def adopt(run: RunDir, roles: RoleMachine, ops: RoleOps, *, host: str, hello: dict[str, Any]) -> None:
     """Take over the roles an agent reports after a reattach.
 
     A role it runs is taken over (one still starting goes on to running); one that ended is

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from core.cluster.render import role_dir
 from core.cluster.spec import ClusterSpec, parse_role_id, role_id
-from core.controller.supervised import SupervisedRole
+from core.controller.supervised import StateChange, SupervisedRole
 from core.diagnosis.rules import Diagnosis
 from core.run.events import (
     Event,
@@ -78,10 +78,11 @@ TRANSITIONS: dict[Transition, dict[RoleState, frozenset[RoleState]]] = {
     Transition.LAUNCH: _from(_ALL - {RoleState.RUNNING}, {RoleState.STARTING}),
     Transition.RUN: _from({RoleState.STARTING}, {RoleState.RUNNING}),
     Transition.STOP: _from({RoleState.STARTING, RoleState.RUNNING}, {RoleState.STOPPING}),
+    # From STOPPING to BACKOFF: a role a recovery stopped waits for its group (core.controller.recovery).
     Transition.EXIT: {
         RoleState.STARTING: _ENDS,
         RoleState.RUNNING: _ENDS,
-        RoleState.STOPPING: frozenset({RoleState.STOPPED, RoleState.FAILED}),
+        RoleState.STOPPING: frozenset({RoleState.STOPPED, RoleState.FAILED, RoleState.BACKOFF}),
     },
     Transition.START_FAILED: _from({RoleState.STARTING}, {RoleState.FAILED}),
     Transition.CANCEL: _from({RoleState.PENDING, RoleState.BACKOFF}, {RoleState.STOPPED}),
@@ -103,7 +104,10 @@ class RoleMachine:
         publisher: Publisher,
         *,
         on_changed: Callable[[SupervisedRole, float], None],
+        recovering: Callable[[str], str | None] = lambda _peer: None,
     ) -> None:
+        """``on_changed``: told of every state change (the supervisor); ``recovering``: what the
+        recovery under way does about a role, in words, or None (a wait on it says so)."""
         # planned_tasks: a counted job's roles (tasks = N on Slurm) exist before the allocation
         # gives them a host and a port (core/controller/slurm.py places them then).
         self._roles: dict[str, SupervisedRole] = {
@@ -111,6 +115,7 @@ class RoleMachine:
         }
         self._publisher = publisher
         self._on_changed = on_changed
+        self._recovering = recovering
         # Guards what other threads read of the roles (their output tail, placement, history).
         self.lock = threading.RLock()
         self._board = StatusBoard(self._roles, time.time())
@@ -154,6 +159,10 @@ class RoleMachine:
     def set_phase(self, phase: ClusterPhase, result: str | None, reason: str) -> None:
         self._board.set_phase(phase, result, reason)
 
+    def set_recovery(self, text: str, *, recovering: bool) -> None:
+        """The recovery under way (or how the last one ended), in words, for the status."""
+        self._board.set_recovery(text, recovering=recovering)
+
     def refresh_figures(self, now: float, *, every_s: float) -> None:
         """Rebuild every role's figures in the snapshot (steps, stragglers, process figures), at
         most once every ``every_s``: a state change rebuilds its own role at once."""
@@ -181,7 +190,7 @@ class RoleMachine:
 
     def launch(self, role: SupervisedRole) -> None:
         """The attempt readied by :meth:`new_attempt` is being sent to the agent: STARTING."""
-        self._move(role, Transition.LAUNCH, RoleState.STARTING, f"attempt {role.attempt}")
+        self._move(role, Transition.LAUNCH, RoleState.STARTING, detail=f"attempt {role.attempt}")
 
     def started(self, role: SupervisedRole, pid: int, *, pid_started: float | None, journal_start: bool) -> None:
         """The agent started the attempt: its pid and the process's start time (no state change:
@@ -197,14 +206,14 @@ class RoleMachine:
 
     def run(self, role: SupervisedRole) -> None:
         role.running_at = None
-        self._move(role, Transition.RUN, RoleState.RUNNING, f"pid {role.pid}")
+        self._move(role, Transition.RUN, RoleState.RUNNING, detail=f"pid {role.pid}")
 
     def stop(self, role: SupervisedRole, detail: str, *, restart: bool = False) -> None:
         """A stop (or kill) was sent; ``restart``: start it again once it has stopped."""
         role.stop_requested = True
         role.restart_after_stop = restart
         if role.state != RoleState.STOPPING:
-            self._move(role, Transition.STOP, RoleState.STOPPING, detail)
+            self._move(role, Transition.STOP, RoleState.STOPPING, detail=detail)
 
     def exited(self, role: SupervisedRole, returncode: int | None, signal: int | None, *, now: float) -> None:
         """Its process ended: what it ended with (no state change yet: :meth:`settle` follows)."""
@@ -227,25 +236,25 @@ class RoleMachine:
         """Where an ended attempt leaves the role: SUCCEEDED, FAILED, STOPPED, or BACKOFF until
         ``backoff_until``; ``error``: why a failed attempt died."""
         role.backoff_until = backoff_until
-        self._move(role, Transition.EXIT, state, detail, error=error)
+        self._move(role, Transition.EXIT, state, detail=detail, error=error)
 
     def start_failed(self, role: SupervisedRole, detail: str, *, output: str = "") -> None:
         with self.lock:
             if output:
                 role.add_output(output)
             role.ended_at = time.time()
-        self._move(role, Transition.START_FAILED, RoleState.FAILED, detail, error=detail)
+        self._move(role, Transition.START_FAILED, RoleState.FAILED, detail=detail, error=detail)
 
     def cancel(self, role: SupervisedRole, detail: str) -> None:
         role.backoff_until = None
-        self._move(role, Transition.CANCEL, RoleState.STOPPED, detail)
+        self._move(role, Transition.CANCEL, RoleState.STOPPED, detail=detail)
 
     def lost(self, role: SupervisedRole, detail: str) -> None:
         with self.lock:
             role.ended_at = time.time()
             role.pid = None
         state = RoleState.STOPPED if role.stop_requested else RoleState.FAILED
-        self._move(role, Transition.LOST, state, detail)
+        self._move(role, Transition.LOST, state, detail=detail)
 
     def adopt(
         self, role: SupervisedRole, *, attempt: int, pid: int | None, pid_started: float | None, log_path: Path
@@ -259,13 +268,13 @@ class RoleMachine:
             role.log_path = log_path
             role.running_at = time.time() if role.state == RoleState.STARTING else None
         state = role.state if role.state in ALIVE else RoleState.RUNNING
-        self._move(role, Transition.ADOPT, state, "reattached")
+        self._move(role, Transition.ADOPT, state, detail="reattached")
 
     def vanish(self, role: SupervisedRole, detail: str) -> None:
         with self.lock:
             role.pid = None
             role.ended_at = time.time()
-        self._move(role, Transition.VANISH, RoleState.STOPPED, detail)
+        self._move(role, Transition.VANISH, RoleState.STOPPED, detail=detail)
 
     def restore(self, role: SupervisedRole, event: Event) -> None:
         """A reattach: the state the journal last recorded for the role, as it was (not a move:
@@ -275,7 +284,7 @@ class RoleMachine:
         self._board.role_changed(role.task.role_id, time.time())
 
     def _move(
-        self, role: SupervisedRole, transition: Transition, state: RoleState, detail: str, *, error: str = ""
+        self, role: SupervisedRole, transition: Transition, state: RoleState, *, detail: str, error: str = ""
     ) -> None:
         """The one place a role's state changes: checked against :data:`TRANSITIONS`, taken into the
         role's view as the journal's record of it will be when read back, then published."""
@@ -297,7 +306,7 @@ class RoleMachine:
         )
         with self.lock:
             role.apply(now, payload)
-            role.history.append((role.state_since, state, detail))
+            role.history.append(StateChange(since=role.state_since, state=state, detail=detail))
         self._board.role_changed(role.task.role_id, now)
         self._publisher.publish(Event(role.state_since, role.task.role_id, payload))
         self._on_changed(role, now)
@@ -318,7 +327,10 @@ class RoleMachine:
         """What roles wait for, as the diagnosis found it."""
         for d in diagnoses:
             role = self._roles.get(d.role)
-            if role is not None:
-                self.note(
-                    role, RoleWaiting(d.waiting, d.waiting_for, d.cause, d.certain, d.message, d.fix, d.line, d.since)
-                )
+            if role is None:
+                continue
+            fix, certain = d.fix, d.certain
+            if d.waiting and d.waiting_for and (under_way := self._recovering(d.waiting_for)):
+                # The diagnosis agrees with the recovery: the peer is being brought back, the wait ends.
+                fix, certain = f"nothing to do: {under_way}", False
+            self.note(role, RoleWaiting(d.waiting, d.waiting_for, d.cause, certain, d.message, fix, d.line, d.since))

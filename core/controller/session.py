@@ -92,7 +92,7 @@ class RunSource(Protocol):
         ...
 
 
-def load_checked(path: Path, err: TextIO, check_ports: bool = True) -> ClusterSpec | None:
+def load_checked(path: Path, err: TextIO, *, check_ports: bool = True) -> ClusterSpec | None:
     """Load and check a cluster file for launching here; prints problems to ``err``; None on errors."""
     spec, problems = load(path)
     if spec is not None:
@@ -125,7 +125,7 @@ class LaunchSession:
         self.run = run
         self.server = server
         self.lock = lock  # one controller per run (core.run.lock), held until close()
-        # [notify] (issue 23): the user's command hears of the run's notifications, off this thread.
+        # [notify]: the user's command hears of the run's notifications, off this thread.
         self.notifier = notifier_for(controller.spec, run)
         if self.notifier is not None:
             controller.subscribe(self.notifier.on_event)
@@ -140,6 +140,7 @@ class LaunchSession:
     def launch(
         cls,
         spec: ClusterSpec,
+        *,
         root: Path | None = None,
         path: Path | None = None,
         on_disconnect: str = "keep",
@@ -172,13 +173,13 @@ class LaunchSession:
         except OSError as exc:
             raise SessionError(f"cannot attach to {path}: {exc.strerror or exc}") from exc
         try:
-            return cls._attached(run, path, spec, lock)
+            return cls._attached(run, path, spec=spec, lock=lock)
         except BaseException:
             lock.release()
             raise
 
     @classmethod
-    def _attached(cls, run: RunDir, path: Path, spec: ClusterSpec | None, lock: RunLock) -> LaunchSession:
+    def _attached(cls, run: RunDir, path: Path, *, spec: ClusterSpec | None, lock: RunLock) -> LaunchSession:
         if spec is None:
             spec, problems = read_run_spec(path)
             if spec is None:
@@ -201,7 +202,7 @@ class LaunchSession:
         here: the window passes 0 and its notifier thread finishes on its own)."""
         self.server.close()
         if self.controller.done:
-            # The run is over: cache its summary for the runs browser (issue 23). It reads the
+            # The run is over: cache its summary, so that listing runs reads one small file. It reads the
             # run's metrics, so not on the caller's (maybe the GUI's) thread; not a daemon, so a
             # CLI exiting now still finishes it.
             threading.Thread(target=runs_index.write_summary, args=(self.run.path,), name="run-summary").start()

@@ -183,10 +183,10 @@ class SlurmHosting:
             self.allocation.client,
             str(self._record["job_id"]),
             node,
-            host,
-            agent_socket(self._run, host),
-            log_path,
-            self._on_disconnect,
+            host=host,
+            sock=agent_socket(self._run, host),
+            log=log_path,
+            on_disconnect=self._on_disconnect,
         )
         return SlurmLink(
             endpoint,
@@ -204,7 +204,7 @@ class SlurmHosting:
         if self.ended_by is not None:
             return self.ended_by
         ended = self.allocation.ended_now()
-        return ended[1] if ended is not None else None
+        return ended.text if ended is not None else None
 
     def check_end(self) -> str | None:
         """When a role ended unasked or an agent was lost: if Slurm ended the job, stop the run
@@ -214,7 +214,7 @@ class SlurmHosting:
         ended = self.allocation.ended_now()
         if ended is None:
             return None
-        self._ended(*ended)
+        self._ended(ended.slurm_state, ended.text)
         return self.ended_by
 
     def _ended(self, slurm_state: str, text: str) -> None:

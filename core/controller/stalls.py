@@ -26,12 +26,15 @@ class StallWatch:
         diagnoser: Diagnoser,
         *,
         on_step: Callable[[SupervisedRole, int], None],
+        on_stall: Callable[[SupervisedRole, str], None],
     ) -> None:
-        """``on_step``: told of each new step a role makes (a crash loop ends on it)."""
+        """``on_step``: told of each new step a role makes (a crash loop ends on it); ``on_stall``:
+        of each role newly stalled, with why (a recovery may take it)."""
         self._spec = spec
         self._roles = roles
         self._diagnoser = diagnoser
         self._on_step = on_step
+        self._on_stall = on_stall
 
     def progress(self, role: SupervisedRole, steps: list[int]) -> None:
         """A new step is progress; it clears a stall."""
@@ -60,6 +63,8 @@ class StallWatch:
             detail=detail,
         )
         self._roles.note(role, payload)
+        if stalled:
+            self._on_stall(role, detail)
 
     def check(self, now: float) -> None:
         """Judge every role (the tick). Roles that never print a step (ps, custom servers) are never
@@ -87,7 +92,12 @@ class StallWatch:
                 and not role.output_blocked
                 and (
                     why := start_stall_detail(
-                        spec.stuck, spec.strategy, role.task.job, now - role.started_at, False, role.last_lines(5)
+                        spec.stuck,
+                        spec.strategy,
+                        role.task.job,
+                        running_for_s=now - role.started_at,
+                        has_step=False,
+                        last_lines=role.last_lines(5),
                     )
                 )
             ):

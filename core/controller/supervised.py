@@ -6,7 +6,7 @@ from __future__ import annotations
 import collections
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from core.cluster.spec import Task
 from core.run.role_view import RoleView
@@ -16,6 +16,16 @@ from core.telemetry.tbevents import ScalarTailer
 
 TAIL_LINES = 200
 HISTORY_LIMIT = 1000
+
+
+class StateChange(NamedTuple):
+    """One entry of a role's state history: since when, the state, and how it came (an exit code)."""
+
+    since: float
+    state: RoleState
+    detail: str
+
+
 MAX_LINE_CHARS = 64 * 1024
 
 
@@ -28,11 +38,14 @@ class SupervisedRole(RoleView):
         self.policy_restarts = 0
         self.stop_requested = False
         self.restart_after_stop = False
+        self.held_for_recovery = (
+            False  # a recovery holds it: when it ends it waits for its group (core.controller.recovery)
+        )
         self.running_at: float | None = None
         self.backoff_until: float | None = None
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.partial = ""
-        self.history: collections.deque[tuple[float, RoleState, str]] = collections.deque(maxlen=HISTORY_LIMIT)
+        self.history: collections.deque[StateChange] = collections.deque(maxlen=HISTORY_LIMIT)
         self.telemetry = RoleTelemetry(patterns)
         self.stats = self.telemetry.stats  # the view's output figures are the parser's
         self.tensorboard: ScalarTailer | None = None

@@ -15,6 +15,7 @@ from core.cluster.spec import ClusterSpec
 from core.controller import policy
 from core.controller.crashloop import CrashLoops
 from core.controller.ops import RoleOps
+from core.controller.recovery import Recovery
 from core.controller.roles import RoleMachine
 from core.controller.stalls import StallWatch
 from core.controller.supervised import SupervisedRole
@@ -44,6 +45,7 @@ class Supervisor:
         ops: RoleOps,
         stalls: StallWatch,
         crash_loops: CrashLoops,
+        recovery: Recovery,
         publisher: Publisher,
         diagnoser: Diagnoser,
         *,
@@ -57,6 +59,7 @@ class Supervisor:
         self._ops = ops
         self._stalls = stalls
         self._crash_loops = crash_loops
+        self._recovery = recovery
         self._publisher = publisher
         self._diagnoser = diagnoser
         self._check_ending = check_ending
@@ -84,6 +87,8 @@ class Supervisor:
             ended=time.time() if phase == ClusterPhase.DONE else None,
         )
         self._roles.set_phase(phase, self.result, self.reason)
+        if phase != ClusterPhase.RUNNING:
+            self._recovery.abandon(f"the cluster is {phase}")
         payload = ClusterStateChanged(phase, self.result, self.reason)
         self._publisher.publish(Event(round(time.time(), 3), None, payload))
         self._roles.waits(self._diagnoser.on_phase(str(phase), time.time()))
@@ -98,7 +103,7 @@ class Supervisor:
         cluster's phase, then the diagnosis (a state that ends the run clears waits, never shows one)."""
         self._crash_loops.settled(role)
         self._evaluate()
-        self._roles.waits(self._diagnoser.on_state(role.task.role_id, str(role.state), now, role.detail))
+        self._roles.waits(self._diagnoser.on_state(role.task.role_id, str(role.state), now, detail=role.detail))
 
     def _evaluate(self) -> None:
         """Decide what the cluster does after a role changed state (see :func:`policy.evaluate`)."""
@@ -130,11 +135,28 @@ class Supervisor:
             if role.restart_after_stop and self.phase == ClusterPhase.RUNNING:
                 role.restart_after_stop = False
                 self._ops.launch(role)
+            elif self._recovery.holds(role) and role.held_for_recovery:
+                self._roles.settle(role, RoleState.BACKOFF, f"stopped ({how}) for the recovery; starts with its group")
             else:
                 self._roles.settle(role, RoleState.STOPPED, f"{self._ended_by() or 'stopped'} ({how})")
             return
         failed = returncode != 0 or signal is not None
-        error = error_line(role.last_lines(ERROR_LINES)) if failed else ""  # its traceback's last word
+        # Its traceback's last word; a process killed by a signal said nothing more than its last line.
+        error = error_line(role.last_lines(ERROR_LINES), last_line=signal is None) if failed else ""
+        said = how + (f" ({error})" if error else "")
+        # A failure is the recovery's to take (a new one, or its peer's under way); an end that is no
+        # failure waits for its group if a recovery holds it.
+        taken = self._recovery.on_failure(role, f"{role.task.role_id} {said}") if failed else self._recovery.holds(role)
+        if taken:
+            # Held for the recovery: it waits between attempts until its whole group has ended.
+            left = self._recovery.attempts_left()
+            attempts = role.attempt + 1 + left if failed else None  # this recovery's attempt, and those left
+            if failed:
+                self._crash_loops.failed(
+                    role, exit=how, error=error, restarting=True, next_attempt_at=None, attempts=attempts
+                )
+            self._roles.settle(role, RoleState.BACKOFF, f"{said}; recovering", error=error)
+            return
         decision = policy.decide_exit(
             self._spec().jobs[role.task.job].restart,
             policy.ExitFacts(
@@ -177,6 +199,7 @@ class Supervisor:
         """Deadlines: stalls, the diagnosis's own, the start grace, and back-offs ending."""
         self._stalls.check(now)
         self._crash_loops.tick(now)
+        self._recovery.tick(now)
         self._roles.waits(self._diagnoser.tick(now))
         for role in self._roles:
             if (

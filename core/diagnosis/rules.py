@@ -63,7 +63,7 @@ ALIVE_STATES = frozenset({"starting", "running", "stopping"})
 MAX_PARTIAL_CHARS = 64 * 1024  # a line longer than this is judged by its last 64 KiB
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Diagnosis:
     """What one role is waiting for, or (``waiting`` False) that it no longer waits.
 
@@ -211,7 +211,7 @@ class Diagnoser:
         self._waits.pop(role, None)
         return self._judge(t, [role])
 
-    def on_state(self, role: str, state: str, t: float, detail: str = "") -> list[Diagnosis]:
+    def on_state(self, role: str, state: str, t: float, *, detail: str = "") -> list[Diagnosis]:
         """``role`` entered ``state`` (a RoleState value) at ``t``; ``detail`` says how (exit code)."""
         if role not in self._roles:
             return []
@@ -254,7 +254,15 @@ class Diagnoser:
                     del self._current[role]
                     changed.append(
                         Diagnosis(
-                            role, False, old.waiting_for, old.cause, False, f"{role} no longer waits", "", "", now
+                            role=role,
+                            waiting=False,
+                            waiting_for=old.waiting_for,
+                            cause=old.cause,
+                            certain=False,
+                            message=f"{role} no longer waits",
+                            fix="",
+                            line="",
+                            since=now,
                         )
                     )
             elif old is None or (old.waiting_for, old.cause, old.certain) != (new.waiting_for, new.cause, new.certain):
@@ -273,10 +281,10 @@ class Diagnoser:
         if wait is not None:
             peer = wait.sign.peer or self._chief
             if peer is not None and peer != role and peer in self._roles:
-                return self._explicit(role, peer, wait, now)
+                return self._explicit(role, peer, wait, now=now)
         return self._silent(role, now)
 
-    def _explicit(self, role: str, peer: str, wait: _Wait, now: float) -> Diagnosis | None:
+    def _explicit(self, role: str, peer: str, wait: _Wait, *, now: float) -> Diagnosis | None:
         kind = wait.sign.kind
         theirs = self._state(peer)
         state = theirs.state if theirs is not None else "pending"
@@ -286,9 +294,9 @@ class Diagnoser:
             WORKER_LOST: "come back",
         }.get(kind, "answer its CreateSession")
         if kind == WORKER_LOST:
-            return self._worker_lost(role, peer, wait, now)
+            return self._worker_lost(role, peer, wait, now=now)
         if kind == RECOVERING:
-            return self._recovering(role, peer, wait, now)
+            return self._recovering(role, peer, wait, now=now)
         if theirs is not None and state in TERMINAL_STATES:
             how = how_it_ended(theirs.state, theirs.detail)
             since = ago(now - theirs.since)
@@ -310,7 +318,15 @@ class Diagnoser:
                 )
                 certain = False  # a session with device_filters would not need the chief
             return Diagnosis(
-                role, True, peer, kind, certain, message, self._fix(role, peer, state), wait.sign.line, wait.first_t
+                role=role,
+                waiting=True,
+                waiting_for=peer,
+                cause=kind,
+                certain=certain,
+                message=message,
+                fix=self._fix(role, peer, state),
+                line=wait.sign.line,
+                since=wait.first_t,
             )
         if state in ALIVE_STATES and now - wait.first_t < self.long_wait_s:
             return None  # the normal start-up wait
@@ -320,9 +336,19 @@ class Diagnoser:
         else:
             message = f"{role} is waiting for {peer} to {what}; {peer} is {state}."
             fix = f"{peer} must start for {role} to go on: see its state and log."
-        return Diagnosis(role, True, peer, kind, False, message, fix, wait.sign.line, wait.first_t)
+        return Diagnosis(
+            role=role,
+            waiting=True,
+            waiting_for=peer,
+            cause=kind,
+            certain=False,
+            message=message,
+            fix=fix,
+            line=wait.sign.line,
+            since=wait.first_t,
+        )
 
-    def _recovering(self, role: str, peer: str, wait: _Wait, now: float) -> Diagnosis | None:
+    def _recovering(self, role: str, peer: str, wait: _Wait, *, now: float) -> Diagnosis | None:
         """MonitoredSession lost ``peer`` and recreates its session, which needs ``peer`` again."""
         if wait.sign.peer is None:
             return None  # the error's details have not named the peer (yet)
@@ -336,24 +362,34 @@ class Diagnoser:
                 f"session, which needs {peer}); {peer} is {state}."
             )
             fix = f"Check {peer}'s log: is it serving? Check that {role} can reach it."
-            return Diagnosis(role, True, peer, RECOVERING, False, message, fix, wait.sign.line, wait.first_t)
+            return Diagnosis(
+                role=role,
+                waiting=True,
+                waiting_for=peer,
+                cause=RECOVERING,
+                certain=False,
+                message=message,
+                fix=fix,
+                line=wait.sign.line,
+                since=wait.first_t,
+            )
         message = (
             f"{role} lost {peer} and recreates its session, which needs {peer}; {peer} exited "
             f"({how_it_ended(theirs.state, theirs.detail)}) {ago(now - theirs.since)} ago: it will wait forever."
         )
         return Diagnosis(
-            role,
-            True,
-            peer,
-            RECOVERING,
-            True,
-            message,
-            self._fix(role, peer, theirs.state),
-            wait.sign.line,
-            wait.first_t,
+            role=role,
+            waiting=True,
+            waiting_for=peer,
+            cause=RECOVERING,
+            certain=True,
+            message=message,
+            fix=self._fix(role, peer, theirs.state),
+            line=wait.sign.line,
+            since=wait.first_t,
         )
 
-    def _worker_lost(self, role: str, peer: str, wait: _Wait, now: float) -> Diagnosis | None:
+    def _worker_lost(self, role: str, peer: str, wait: _Wait, *, now: float) -> Diagnosis | None:
         """ParameterServerStrategy's chief lost ``peer``: it trains on with the other workers, and
         waits for ``peer`` to come back; with no worker left alive it waits forever."""
         theirs = self._state(peer)
@@ -368,7 +404,17 @@ class Diagnoser:
                 f"{role} lost {peer} {ago(now - wait.first_t)} ago and waits for it to come back; {peer} is {state}."
             )
             fix = f"Check {peer}'s log and that {role} can reach it."
-            return Diagnosis(role, True, peer, WORKER_LOST, False, message, fix, wait.sign.line, wait.first_t)
+            return Diagnosis(
+                role=role,
+                waiting=True,
+                waiting_for=peer,
+                cause=WORKER_LOST,
+                certain=False,
+                message=message,
+                fix=fix,
+                line=wait.sign.line,
+                since=wait.first_t,
+            )
         if alive:
             return None  # the others train on
         message = (
@@ -379,7 +425,17 @@ class Diagnoser:
             f'Restart {peer} (the chief takes it back; or give the {job} job restart = {{ policy = "OnFailure" }} '
             f"so it comes back by itself), or stop {role}."
         )
-        return Diagnosis(role, True, peer, WORKER_LOST, True, message, fix, wait.sign.line, wait.first_t)
+        return Diagnosis(
+            role=role,
+            waiting=True,
+            waiting_for=peer,
+            cause=WORKER_LOST,
+            certain=True,
+            message=message,
+            fix=fix,
+            line=wait.sign.line,
+            since=wait.first_t,
+        )
 
     def _silent(self, role: str, now: float) -> Diagnosis | None:
         """A between-graph worker that printed no step since a role its session needs ended."""
@@ -408,7 +464,15 @@ class Diagnoser:
                 "TF_CPP_MIN_LOG_LEVEL=0)."
             )
             return Diagnosis(
-                role, True, peer, SILENT, False, message, self._fix(role, peer, theirs.state), "", theirs.since
+                role=role,
+                waiting=True,
+                waiting_for=peer,
+                cause=SILENT,
+                certain=False,
+                message=message,
+                fix=self._fix(role, peer, theirs.state),
+                line="",
+                since=theirs.since,
             )
         return None
 

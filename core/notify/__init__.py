@@ -2,9 +2,9 @@
 stuck or stalled, a host or Slurm job lost), turned into one JSON object each and handed to the
 user's own command (``[notify]`` in the cluster file).
 
-- ``events``: which controller events are notifications, and their JSON (:func:`classify`);
-- ``notifier``: :class:`Notifier`, the thread that runs the command (timeout, rate limit, reports);
-- ``reaper``: the small program the command runs under, which ends whatever the command started.
+- ``events``: which controller events are notifications, and their JSON (:func:`classify`)
+- ``notifier``: :class:`Notifier`, the thread that runs the command (timeout, rate limit, reports)
+- ``reaper``: the small program the command runs under, which ends whatever the command started
 
 The ``[notify]`` table itself is part of the cluster model: :mod:`core.cluster.notify_table`.
 

@@ -23,6 +23,7 @@ from core.run.events import (
     ClusterStateChanged,
     Event,
     HostStateChanged,
+    RecoveryChanged,
     RoleCrashLoop,
     RoleStalled,
     RoleStateChanged,
@@ -80,6 +81,10 @@ def classify(event: Event) -> Notification | None:
     if isinstance(p, RoleStateChanged) and p.state == RoleState.FAILED and event.role:
         after = f" after {p.restarts} restart{'s' if p.restarts != 1 else ''}" if p.restarts else ""
         return Notification("role_failed", f"{event.role} failed{after}", p.detail, event.t, role=event.role, data=data)
+    if isinstance(p, RecoveryChanged) and p.phase == "recovered":
+        return Notification("recovered", f"recovered from {p.cause}", p.text(), event.t, data=data)
+    if isinstance(p, RecoveryChanged) and p.phase == "failed":
+        return Notification("recovery_failed", f"recovery failed: {p.cause}", p.detail, event.t, data=data)
     if isinstance(p, RoleCrashLoop) and p.looping and p.attempt == 2 and event.role:
         why = short_exit(p.exit) + (f" ({p.error})" if p.error else "")
         of = f" of {p.attempts}" if p.attempts else ""

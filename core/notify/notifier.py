@@ -160,7 +160,9 @@ class Notifier:
     def _deliver(self, notification: Notification, folded: int, unsent: list[dict[str, Any]]) -> None:
         payload = notification.payload(self.run, folded, unsent)
         self.sent.append(payload)
-        error = run_command(self.config.command, json.dumps(payload) + "\n", self.config.timeout_s, self.cwd)
+        error = run_command(
+            self.config.command, json.dumps(payload) + "\n", timeout_s=self.config.timeout_s, cwd=self.cwd
+        )
         self._journal_record(
             {
                 "t": round(time.time(), 3),
@@ -213,7 +215,7 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(END_GRACE_S)
 
 
-def run_command(argv: tuple[str, ...], stdin_text: str, timeout_s: float, cwd: Path | None = None) -> str | None:
+def run_command(argv: tuple[str, ...], stdin_text: str, *, timeout_s: float, cwd: Path | None = None) -> str | None:
     """Run ``argv`` with ``stdin_text``; None on exit 0, else what went wrong (its exit code and
     last line of stderr, a timeout, or why it could not start).
 

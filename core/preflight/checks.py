@@ -87,7 +87,7 @@ def script_of(argv: tuple[str, ...]) -> str | None:
     return None
 
 
-def check_local(spec: ClusterSpec, text: str = "", check_ports: bool = True) -> list[Problem]:
+def check_local(spec: ClusterSpec, text: str = "", *, check_ports: bool = True) -> list[Problem]:
     """Problems launching ``spec`` on this machine; empty when it can start."""
     problems: list[Problem] = []
     if not spec.workdir.is_dir():
@@ -110,11 +110,11 @@ def check_local(spec: ClusterSpec, text: str = "", check_ports: bool = True) -> 
         path = _command_path(spec, task, text)
         if argv not in checked:
             checked.add(argv)
-            problems += _check_command(spec, task, argv, path, text)
+            problems += _check_command(spec, task, argv, path=path, text=text)
         if check_ports:
             problems += _check_port(task, text)
     # Each role's whole command line and environment (this one's, inherited here) against ARG_MAX.
-    problems += launch_size_problems(spec, text, os.environ)
+    problems += launch_size_problems(spec, text, inherited=os.environ)
     return problems + _check_notify(spec, text)
 
 
@@ -145,7 +145,7 @@ def _command_path(spec: ClusterSpec, task: Task, text: str) -> tuple[str | int, 
 
 
 def _check_command(
-    spec: ClusterSpec, task: Task, argv: tuple[str, ...], path: tuple[str | int, ...], text: str
+    spec: ClusterSpec, task: Task, argv: tuple[str, ...], *, path: tuple[str | int, ...], text: str
 ) -> list[Problem]:
     env_path = {**os.environ, **spec.env, **task.env}.get("PATH")
     field = path_text(path)

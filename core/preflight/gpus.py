@@ -168,15 +168,19 @@ class HostFeed:
         except OSError as exc:
             self._finish(f"cannot run {self.argv()[0]}: {exc.strerror or exc}")
             return
-        self._reader = threading.Thread(target=self._read, args=(remote,), name=f"gpus-{self.target.host}", daemon=True)
+        self._reader = threading.Thread(
+            target=self._read, kwargs={"remote": remote}, name=f"gpus-{self.target.host}", daemon=True
+        )
         self._reader.start()
 
-    def _read(self, remote: bool) -> None:
+    def _read(self, *, remote: bool) -> None:
         proc = self._proc
         assert proc is not None and proc.stdout is not None and proc.stderr is not None
         stderr: list[bytes] = []
         errors = proc.stderr
-        drain = threading.Thread(target=lambda: stderr.append(_read_all(errors)), daemon=True)
+        drain = threading.Thread(
+            target=lambda: stderr.append(_read_all(errors)), name=f"gpus-stderr-{self.target.host}", daemon=True
+        )
         drain.start()
         if remote and proc.stdin is not None:
             try:

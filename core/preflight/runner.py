@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ class HostCheck:
     for a ``warning`` (a task's GPU already busy), which does not stop a launch."""
 
     name: str
+    _: KW_ONLY
     ok: bool | None
     detail: str
     fix: str = ""
@@ -75,7 +76,7 @@ def _script_of(argv: tuple[str, ...]) -> str | None:
     return script if script is not None and "{" not in script else None
 
 
-def _request(spec: ClusterSpec, host: str, check_ports: bool, tf_timeout_s: float) -> dict[str, Any]:
+def _request(spec: ClusterSpec, host: str, *, check_ports: bool, tf_timeout_s: float) -> dict[str, Any]:
     config = spec.host_config(host)
     tasks = [t for t in spec.tasks() if t.host == host]
     commands = []
@@ -135,13 +136,13 @@ class PreflightCancelled(Exception):
 
 
 def check_host(
-    spec: ClusterSpec, host: str, timeout_s: float = 60.0, check_ports: bool = True, run: PreflightRun | None = None
+    spec: ClusterSpec, host: str, timeout_s: float = 60.0, *, check_ports: bool = True, run: PreflightRun | None = None
 ) -> HostPreflight:
     """Run the probe on ``host`` and turn its answer into checks; never raises (a cancelled run
     gives a ``reachable`` check that says so)."""
     started = time.monotonic()
     config = spec.host_config(host)
-    request = json.dumps(_request(spec, host, check_ports, max(5.0, timeout_s - 10.0)))
+    request = json.dumps(_request(spec, host, check_ports=check_ports, tf_timeout_s=max(5.0, timeout_s - 10.0)))
     if config.remote:
         # The agent's zipapp goes on stdin; its probe runs there from memory (core.remote.ssh.PROBE_BOOTSTRAP).
         argv = [*ssh_argv(config, ssh_config_path(spec), connect_timeout_s=min(10, int(timeout_s))), ""]
@@ -161,19 +162,21 @@ def check_host(
             raw.stderr.decode("utf-8", "replace"),
         )
     except PreflightCancelled:
-        check = HostCheck("reachable", False, f"cancelled while checking {destination}", "check the hosts again")
+        check = HostCheck(
+            "reachable", ok=False, detail=f"cancelled while checking {destination}", fix="check the hosts again"
+        )
         return HostPreflight(host, destination, (check,), time.monotonic() - started)
     except subprocess.TimeoutExpired:
         check = HostCheck(
             "reachable",
-            False,
-            f"no answer from {destination} within {timeout_s:g} s",
-            "check that the machine is up, or raise --timeout",
+            ok=False,
+            detail=f"no answer from {destination} within {timeout_s:g} s",
+            fix="check that the machine is up, or raise --timeout",
         )
         return HostPreflight(host, destination, (check,), time.monotonic() - started)
     except OSError as exc:
         check = HostCheck(
-            "reachable", False, f"cannot run {argv[0]}: {exc.strerror or exc}", "install OpenSSH's client"
+            "reachable", ok=False, detail=f"cannot run {argv[0]}: {exc.strerror or exc}", fix="install OpenSSH's client"
         )
         return HostPreflight(host, destination, (check,), time.monotonic() - started)
     elapsed = time.monotonic() - started
@@ -189,35 +192,40 @@ def check_host(
 def _failed(config: HostConfig, proc: subprocess.CompletedProcess[str]) -> tuple[HostCheck, ...]:
     if config.remote and proc.returncode == 255:
         failure = explain_failure(config, proc.stderr, proc.returncode)
-        return (HostCheck("reachable", False, failure.cause, failure.fix),)
-    reachable = HostCheck("reachable", True, "ssh works" if config.remote else "this machine")
+        return (HostCheck("reachable", ok=False, detail=failure.cause, fix=failure.fix),)
+    reachable = HostCheck("reachable", ok=True, detail="ssh works" if config.remote else "this machine")
     last = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
     if proc.returncode == 127 or "not found" in last:
         return (
             reachable,
             HostCheck(
                 "python",
-                False,
-                f"{config.python!r} was not found: {last}",
-                f'install python 3, or set python = "/full/path" under [hosts."{config.address}"]',
+                ok=False,
+                detail=f"{config.python!r} was not found: {last}",
+                fix=f'install python 3, or set python = "/full/path" under [hosts."{config.address}"]',
             ),
         )
-    return (reachable, HostCheck("python", False, f"the probe failed: {last}", "run it by hand to see why"))
+    return (
+        reachable,
+        HostCheck("python", ok=False, detail=f"the probe failed: {last}", fix="run it by hand to see why"),
+    )
 
 
 def _checks(config: HostConfig, answer: dict[str, Any]) -> tuple[HostCheck, ...]:
     where = f' under [hosts."{config.address}"]' if config.remote else ""
     checks = [
-        HostCheck("reachable", True, "ssh works" if config.remote else "this machine"),
-        HostCheck("python", True, f"{config.python if config.remote else 'python'} {answer.get('python')}"),
+        HostCheck("reachable", ok=True, detail="ssh works" if config.remote else "this machine"),
+        HostCheck("python", ok=True, detail=f"{config.python if config.remote else 'python'} {answer.get('python')}"),
     ]
     workdir = answer.get("workdir") or {}
     checks.append(
         HostCheck(
             "workdir",
-            bool(workdir.get("ok")),
-            str(workdir.get("path")) + ("" if workdir.get("ok") else " is not a directory"),
-            "" if workdir.get("ok") else f"create it there, or set workdir{where or ' (relative to the cluster file)'}",
+            ok=bool(workdir.get("ok")),
+            detail=str(workdir.get("path")) + ("" if workdir.get("ok") else " is not a directory"),
+            fix=""
+            if workdir.get("ok")
+            else f"create it there, or set workdir{where or ' (relative to the cluster file)'}",
         )
     )
     for item in answer.get("commands", []):
@@ -225,19 +233,22 @@ def _checks(config: HostConfig, answer: dict[str, Any]) -> tuple[HostCheck, ...]
         if not item.get("found"):
             checks.append(
                 HostCheck(
-                    "command", False, f"{argv0!r} was not found", "install it there, or give its full path in command"
+                    "command",
+                    ok=False,
+                    detail=f"{argv0!r} was not found",
+                    fix="install it there, or give its full path in command",
                 )
             )
             continue
-        checks.append(HostCheck("command", True, str(item["found"])))
+        checks.append(HostCheck("command", ok=True, detail=str(item["found"])))
         if item.get("script") is not None:
             ok = bool(item.get("script_ok"))
             checks.append(
                 HostCheck(
                     "script",
-                    ok,
-                    f"{item['script']}" + ("" if ok else f" does not exist in {workdir.get('path')}"),
-                    "" if ok else "copy the training script there, or fix the path (relative to workdir)",
+                    ok=ok,
+                    detail=f"{item['script']}" + ("" if ok else f" does not exist in {workdir.get('path')}"),
+                    fix="" if ok else "copy the training script there, or fix the path (relative to workdir)",
                 )
             )
         if item.get("missing_imports"):
@@ -245,47 +256,54 @@ def _checks(config: HostConfig, answer: dict[str, Any]) -> tuple[HostCheck, ...]
                 ", or start the command with {python} (the python TowerDeck runs on)" if not config.remote else " there"
             )
             missing = ", ".join(item["missing_imports"])
-            checks.append(HostCheck("imports", False, f"{argv0} cannot import {missing} ({item['script']} does)", fix))
+            checks.append(
+                HostCheck(
+                    "imports", ok=False, detail=f"{argv0} cannot import {missing} ({item['script']} does)", fix=fix
+                )
+            )
         if item.get("tf"):
-            checks.append(HostCheck("tensorflow", True, f"TensorFlow {item['tf']} ({argv0})"))
+            checks.append(HostCheck("tensorflow", ok=True, detail=f"TensorFlow {item['tf']} ({argv0})"))
         elif Path(str(argv0)).name.startswith("python"):
             checks.append(
                 HostCheck(
                     "tensorflow",
-                    False,
-                    f"{argv0} cannot import tensorflow: {item.get('tf_error')}",
-                    f"pip install tensorflow for {item['found']}, or point command at a python that has it",
+                    ok=False,
+                    detail=f"{argv0} cannot import tensorflow: {item.get('tf_error')}",
+                    fix=f"pip install tensorflow for {item['found']}, or point command at a python that has it",
                 )
             )
     for host, port, state in answer.get("ports", []):
         if state == "free":
-            checks.append(HostCheck(f"port {port}", True, f"{host}:{port} is free"))
+            checks.append(HostCheck(f"port {port}", ok=True, detail=f"{host}:{port} is free"))
         elif state == "busy":
             checks.append(
                 HostCheck(
                     f"port {port}",
-                    False,
-                    f"{host}:{port} is already in use",
-                    "stop what holds it there, or pick another port",
+                    ok=False,
+                    detail=f"{host}:{port} is already in use",
+                    fix="stop what holds it there, or pick another port",
                 )
             )
         else:
             checks.append(
                 HostCheck(
                     f"port {port}",
-                    False,
-                    f"cannot listen on {host}:{port}: {state}",
-                    "the task address must be an address of that machine",
+                    ok=False,
+                    detail=f"cannot listen on {host}:{port}: {state}",
+                    fix="the task address must be an address of that machine",
                 )
             )
     nvml = answer.get("nvml")
-    checks.append(HostCheck("nvml", None, nvml if nvml else f"no NVML ({answer.get('nvml_error')}); CPU only"))
+    checks.append(
+        HostCheck("nvml", ok=None, detail=nvml if nvml else f"no NVML ({answer.get('nvml_error')}); CPU only")
+    )
     return tuple(checks)
 
 
 def preflight(
     spec: ClusterSpec,
     timeout_s: float = 60.0,
+    *,
     check_ports: bool = True,
     max_parallel: int = 16,
     run: PreflightRun | None = None,
@@ -296,9 +314,13 @@ def preflight(
     wanted = wanted_gpus(spec)
     pool = ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(hosts))))
     try:
-        futures = [pool.submit(check_host, spec, host, timeout_s, check_ports, run) for host in hosts]
+        futures = [pool.submit(check_host, spec, host, timeout_s, check_ports=check_ports, run=run) for host in hosts]
         # The GPUs the tasks ask for, looked at on their hosts meanwhile (the `gpus` command's query).
-        gpus = pool.submit(_gpu_looks, spec, [h for h in hosts if h in wanted], timeout_s, run) if wanted else None
+        gpus = (
+            pool.submit(_gpu_looks, spec, [h for h in hosts if h in wanted], timeout_s=timeout_s, run=run)
+            if wanted
+            else None
+        )
         results = [f.result() for f in futures]
         if run is not None and run.cancelled:
             return results  # cancelled: the GPU look is not waited for
@@ -308,7 +330,9 @@ def preflight(
     return [_with_gpu_warnings(r, wanted.get(r.host, {}), looks.get(r.host)) for r in results]
 
 
-def _gpu_looks(spec: ClusterSpec, hosts: list[str], timeout_s: float, run: PreflightRun | None) -> dict[str, HostGpus]:
+def _gpu_looks(
+    spec: ClusterSpec, hosts: list[str], *, timeout_s: float, run: PreflightRun | None
+) -> dict[str, HostGpus]:
     targets = [GpuTarget(h, spec.host_config(h) if spec.host_config(h).remote else None) for h in hosts]
     stop = run.stopped if run is not None else None
     results = snapshot_all(targets, min(timeout_s, 30.0), ssh_config_path(spec), stop=stop)
@@ -319,7 +343,13 @@ def _with_gpu_warnings(result: HostPreflight, wanted: dict[int, list[str]], look
     if look is None:
         return result
     extra = tuple(
-        HostCheck("gpus", None, text, "pick free GPUs (`python main.py gpus FILE` shows them), or launch anyway", True)
+        HostCheck(
+            "gpus",
+            ok=None,
+            detail=text,
+            fix="pick free GPUs (`python main.py gpus FILE` shows them), or launch anyway",
+            warning=True,
+        )
         for text in busy_gpu_warnings(wanted, look)
     )
     return dataclasses.replace(result, checks=result.checks + extra) if extra else result
@@ -338,7 +368,7 @@ def slurm_preflight(spec: ClusterSpec) -> HostPreflight:
     return HostPreflight(
         "slurm",
         where,
-        tuple(HostCheck(c.name, c.ok, c.detail, c.fix) for c in checks),
+        tuple(HostCheck(c.name, ok=c.ok, detail=c.detail, fix=c.fix) for c in checks),
         time.monotonic() - started,
     )
 

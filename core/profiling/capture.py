@@ -279,11 +279,14 @@ def capture(
     timeout_s: float | None = None,
     unsafe: bool = False,
     control_socket: Path | None = None,
+    purpose: str = "profile",
+    origin: str = "",
 ) -> Capture:
     """Profile ``targets`` at once for ``seconds``; each role's outcome is in the result (and in
-    ``profile.json``). Targets ``by_agent`` are traced through the launcher at ``control_socket``.
-    Raises ProfileError only when nothing can be tried (another capture runs, no profiler
-    environment, the run's profiles folder cannot be written)."""
+    ``profile.json``, with why it was taken: ``purpose`` "profile" or "why", ``origin`` "window" or
+    "cli", which the capture lists show). Targets ``by_agent`` are traced through the launcher at
+    ``control_socket``. Raises ProfileError only when nothing can be tried (another capture runs,
+    no profiler environment, the run's profiles folder cannot be written)."""
     if not targets:
         raise ProfileError("no role to profile")
     if problem := limits_problem(seconds, timeout_s):
@@ -298,6 +301,8 @@ def capture(
             "roles": [t.role for t in targets],
             "seconds": seconds,
             "light": light,
+            "purpose": purpose,
+            **({"origin": origin} if origin else {}),
             "timeout_s": limit_s,
             **({"agent_timeout_s": agent_limit_s} if any(t.by_agent for t in targets) else {}),
         }

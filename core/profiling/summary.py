@@ -5,21 +5,30 @@ this module reads two of them: ``overview_page`` (the step table: each step's ti
 went, and xprof's bottleneck statement) and ``framework_op_stats`` (TensorFlow ops by self time).
 Step times exist only where the trainer marks its steps
 (``tf.profiler.experimental.Trace('train', step_num=s, _r=1)``).
+
+A role's breakdown is where the mean step's time went, with one adjustment (:func:`with_input_ops`):
+on a CPU-only host xprof's step table counts no input time, and a step waiting for its tf.data
+pipeline counts as "other"; there the self time of tf.data's op types is counted as input. Every
+view of a capture shows this one breakdown (:mod:`core.profiling.breakdown` computes it once and
+keeps it in the capture's ``profile.json``). xprof's own sentence on the bottleneck is shown as
+xprof's, and only where it agrees with the breakdown (:func:`xprof_advice`).
 """
 
 from __future__ import annotations
 
 import html
+import math
 import re
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from core.profiling.env import ProfileError, run_worker
 
 TOP_OPS = 8
+OTHER_PART = "other: Python, I/O, waiting"
 # Where a step's time went: our name, and the step table's columns summed into it.
 BREAKDOWN: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("input", ("infeedTimeMs",)),
@@ -29,9 +38,18 @@ BREAKDOWN: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("kernel launch", ("kernelLaunchTimeMs",)),
     ("compile", ("compileTimeMs",)),
     ("output", ("outfeedTimeMs",)),
-    ("other: Python, I/O, waiting", ("otherTimeMs",)),
+    (OTHER_PART, ("otherTimeMs",)),
 )
 ALWAYS_SHOWN = ("input", "host compute", "device compute", "communication")
+# tf.data's op types: their self time is the step's wait for input where the step table counts none.
+INPUT_OP_TYPES = ("Dataset", "IteratorGetNext", "IteratorGetNextSync", "IteratorGetNextAsOptional")
+# Op self times are summed over every thread of the process: tf.data's parallel map and prefetch
+# threads, the inter-op pool. A user reading "Dataset 93 ms/step" beside a 51 ms step needs this.
+OPS_HEADING = "top op types by self time"
+OPS_NOTE = "summed over threads: can exceed the step"
+# A step is input-bound from this share in input: xprof's own "HIGHLY input-bound" threshold (its
+# "moderately", 5%, would call a healthy worker whose tf.data takes 1 ms of 19 input-bound).
+INPUT_BOUND_SHARE = 0.2
 DIFFERENCE_RATIO = 2.0  # "the same op taking 2x on one worker"
 DIFFERENCE_FLOOR_MS = 0.05  # below this, a ratio is noise
 
@@ -52,9 +70,10 @@ class RoleProfile:
     role: str
     step_times_ms: tuple[float, ...] = ()
     breakdown_ms: Mapping[str, float] = field(default_factory=dict)  # mean per step
-    bottleneck: str = ""
+    bottleneck: str = ""  # xprof's sentence (TowerDeck's note when no step was marked)
     top_ops: tuple[OpTime, ...] = ()
     errors: tuple[str, ...] = ()
+    input_from_ops_ms: float = 0.0  # tf.data's time per step moved from "other" to "input"
 
     @property
     def steps(self) -> int:
@@ -69,9 +88,109 @@ class RoleProfile:
         return statistics.median(self.step_times_ms) if self.step_times_ms else None
 
     def op_ms(self, op_type: str) -> float:
-        """An op type's self time per step (per capture without step markers)."""
+        """An op type's self time per step (per capture without step markers), summed over threads."""
         total = sum(o.self_time_ms for o in self.top_ops if o.op_type == op_type)
         return total / self.steps if self.steps else total
+
+    def share(self, part: str) -> float | None:
+        """``part``'s share of the mean step (0..1), None without steps."""
+        step = self.mean_step_ms
+        return self.breakdown_ms.get(part, 0.0) / step if step else None
+
+    def to_json(self) -> dict[str, Any]:
+        """This profile as stored with its capture (:func:`from_json` reads it back)."""
+        return {
+            "role": self.role,
+            "step_times_ms": list(self.step_times_ms),
+            "breakdown_ms": dict(self.breakdown_ms),
+            "bottleneck": self.bottleneck,
+            "top_ops": [[o.op_type, o.occurrences, o.self_time_ms] for o in self.top_ops],
+            "errors": list(self.errors),
+            "input_from_ops_ms": self.input_from_ops_ms,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> RoleProfile:
+        """A stored profile; ValueError (what is wrong) when ``data`` is not one."""
+        if not isinstance(data, dict) or not isinstance(data.get("role"), str):
+            raise ValueError("a role's profile has no role name")
+        try:
+            return cls(
+                role=data["role"],
+                step_times_ms=tuple(_finite(t) for t in data["step_times_ms"]),
+                breakdown_ms={str(k): _finite(v) for k, v in dict(data["breakdown_ms"]).items()},
+                bottleneck=str(data["bottleneck"]),
+                top_ops=tuple(OpTime(str(t), int(n), _finite(ms)) for t, n, ms in data["top_ops"]),
+                errors=tuple(str(e) for e in data["errors"]),
+                input_from_ops_ms=_finite(data["input_from_ops_ms"]),
+            )
+        except KeyError as exc:
+            raise ValueError(f"{data['role']}'s profile has no {exc} field") from None
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{data['role']}'s profile is damaged ({exc})") from None
+
+
+def _finite(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a number")
+    return float(value)
+
+
+def with_input_ops(profile: RoleProfile) -> RoleProfile:
+    """``profile`` with its tf.data time counted as input where the step table counted none: on a
+    CPU-only host xprof counts a step's wait for its tf.data pipeline as "other". The self time of
+    tf.data's op types per step, up to the step's "other" time, is moved from "other" to "input"
+    (and noted in ``input_from_ops_ms``). A profile adjusted already, or with input of its own, is
+    returned as it is."""
+    breakdown = dict(profile.breakdown_ms)
+    if not profile.steps or breakdown.get("input", 0.0) > 0:
+        return profile
+    waited = min(sum(profile.op_ms(t) for t in INPUT_OP_TYPES), breakdown.get(OTHER_PART, 0.0))
+    if waited <= 0:
+        return profile
+    breakdown["input"] = waited
+    breakdown[OTHER_PART] = breakdown.get(OTHER_PART, 0.0) - waited
+    return replace(profile, breakdown_ms=breakdown, input_from_ops_ms=waited)
+
+
+def xprof_advice(profile: RoleProfile) -> str | None:
+    """xprof's sentence on the bottleneck when the breakdown agrees with it, else None. xprof judges
+    input from its step table alone: on a CPU-only host it calls every worker "POTENTIALLY
+    input-bound" (the wait for tf.data counted as "All Others"), the healthy one too. Only its
+    verdict on input can be checked against the breakdown; a sentence on anything else is not shown."""
+    statement = profile.bottleneck
+    share = profile.share("input")
+    if share is None or "input-bound" not in statement:
+        return None
+    says_input_bound = "NOT input-bound" not in statement
+    return statement if says_input_bound == (share >= INPUT_BOUND_SHARE) else None
+
+
+def largest_part(profile: RoleProfile) -> tuple[str, float] | None:
+    """The part of a step that took the most time, with its ms per step; None without steps."""
+    if not profile.steps or not profile.breakdown_ms:
+        return None
+    name = max(profile.breakdown_ms, key=lambda n: profile.breakdown_ms[n])
+    return name, profile.breakdown_ms[name]
+
+
+def role_notes(profile: RoleProfile) -> list[str]:
+    """What is said of one role under the table, in the CLI and the Profile tab alike: where most
+    of its step went (the breakdown's own words), then xprof's advice, as xprof's, where the
+    breakdown agrees with it; a capture without step markers says so."""
+    if not profile.steps:
+        lines = [f"{profile.role}: {profile.bottleneck or 'no steps in this capture'}"]
+    else:
+        lines = []
+        found = largest_part(profile)
+        if found is not None:
+            name, ms = found
+            share = 100 * (profile.share(name) or 0.0)
+            lines.append(f"{profile.role}: {share:.0f}% of a step is {name} ({ms:.2f} ms)")
+        if (advice := xprof_advice(profile)) is not None:
+            lines.append(f"{profile.role}: xprof says: {advice}")
+    lines.extend(f"{profile.role}: could not read {e}" for e in profile.errors)
+    return lines
 
 
 def _cell(row: Any, i: int) -> Any:
@@ -243,14 +362,33 @@ def table_rows(profiles: Sequence[RoleProfile]) -> list[Row]:
     ops = list(dict.fromkeys(o.op_type for p in profiles for o in p.top_ops))
     if ops:
         per = "ms/step" if all(p.steps for p in profiles) else "ms in capture"
-        rows.append(Row(f"top op types by self time ({per})"))
+        rows.append(Row(f"{OPS_HEADING} ({per}, {OPS_NOTE})"))
         rows += [row(op, [p.op_ms(op) if p.top_ops else None for p in profiles]) for op in ops[: TOP_OPS + 4]]
     return rows
 
 
+def input_note(profiles: Sequence[RoleProfile]) -> str | None:
+    """Whose input is tf.data's op time (:func:`with_input_ops`), in one line; None when no
+    role's is. A user who opens the capture in TensorBoard sees xprof count no input there."""
+    counted = [p.role for p in profiles if p.input_from_ops_ms > 0]
+    if not counted:
+        return None
+    return (
+        f"input of {', '.join(counted)}: the time of tf.data's ops ({', '.join(INPUT_OP_TYPES[:2])}...), "
+        "which xprof's step table counts as other on a CPU-only host"
+    )
+
+
+def profile_notes(profiles: Sequence[RoleProfile]) -> list[str]:
+    """What is said under the table, in the CLI and the Profile tab alike: where input was counted
+    from tf.data's ops, then each role's notes (:func:`role_notes`)."""
+    note = input_note(profiles)
+    return [*([note] if note else []), *(line for p in profiles for line in role_notes(p))]
+
+
 def format_profiles(profiles: Sequence[RoleProfile]) -> list[str]:
-    """Text for the CLI: one column per role, differences of 2x or more marked, then each role's
-    bottleneck sentence."""
+    """Text for the CLI: one column per role, differences of 2x or more marked, then what is said
+    under it (:func:`profile_notes`)."""
     if not profiles:
         return []
     roles = [p.role for p in profiles]
@@ -265,7 +403,5 @@ def format_profiles(profiles: Sequence[RoleProfile]) -> list[str]:
         label = r.label if r.label.startswith("step time") else f"  {r.label[: label_width - 3]}"
         cells = "".join(f"{_fmt(v):>{width}}" for v in r.values)
         lines.append(f"{label:<{label_width}}{cells}{f'  <- {r.mark}' if r.mark else ''}")
-    for p in profiles:
-        lines.append(f"{p.role}: {p.bottleneck or 'xprof named no bottleneck'}")
-        lines.extend(f"{p.role}: could not read {e}" for e in p.errors)
+    lines.extend(profile_notes(profiles))
     return lines

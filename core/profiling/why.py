@@ -6,7 +6,9 @@ The rules, in order (each a constant below):
 
 0. On a CPU-only host xprof's step table counts no input time: a step waiting for its tf.data
    pipeline counts as "other". There, the self time of tf.data's op types per step
-   (``INPUT_OP_TYPES``), up to the step's "other" time, is moved from "other" to "input".
+   (``INPUT_OP_TYPES``), up to the step's "other" time, is moved from "other" to "input"
+   (:func:`core.profiling.summary.with_input_ops`: the capture's one breakdown, which every view
+   shows, is computed so already).
 1. No step markers in either profile: the profiles cannot say where a step's time went.
 2. The straggler is not ``SLOWER_RATIO`` times slower than the median worker (its profile, else
    TowerDeck's step time): nothing to explain.
@@ -31,11 +33,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from core.cluster.spec import find_role
 from core.profiling.env import ProfileError
-from core.profiling.summary import BREAKDOWN, RoleProfile
+from core.profiling.summary import BREAKDOWN, OPS_NOTE, OTHER_PART, RoleProfile, with_input_ops
 from core.profiling.why_gpus import GpuFacts, gpu_trouble
 from core.run.status import RoleState, RoleStatus
 
@@ -44,8 +46,6 @@ EXPLAINS_SHARE = 0.5  # a part that grew by half the step-time difference explai
 BUSY_CPU_PERCENT = 90.0  # a host's CPU this busy slows every process on it
 OP_RATIO = 2.0  # an op type taking this many times longer is worth a line of evidence
 OP_FLOOR_MS = 0.05
-INPUT_OP_TYPES = ("Dataset", "IteratorGetNext", "IteratorGetNextSync", "IteratorGetNextAsOptional")
-OTHER_PART = "other: Python, I/O, waiting"
 HOST_PARTS = ("host compute", OTHER_PART)
 GPU_PARTS = ("device compute", "kernel launch", "communication")
 PART_WORDS = {
@@ -115,19 +115,6 @@ def _busy(h: HostFacts | None) -> bool:
     return (h.cpu_percent is not None and h.cpu_percent >= BUSY_CPU_PERCENT) or loaded
 
 
-def with_input_ops(profile: RoleProfile) -> RoleProfile:
-    """``profile`` with its tf.data time counted as input where the step table counted none (rule 0)."""
-    breakdown = dict(profile.breakdown_ms)
-    if not profile.steps or breakdown.get("input", 0.0) > 0:
-        return profile
-    waited = min(sum(profile.op_ms(t) for t in INPUT_OP_TYPES), breakdown.get(OTHER_PART, 0.0))
-    if waited <= 0:
-        return profile
-    breakdown["input"] = waited
-    breakdown[OTHER_PART] = breakdown.get(OTHER_PART, 0.0) - waited
-    return replace(profile, breakdown_ms=breakdown)
-
-
 def evidence_lines(slow: RoleProfile, median: RoleProfile, slow_facts: RoleFacts, median_facts: RoleFacts) -> list[str]:
     """The facts a verdict rests on, one line each: step times, each part of a step, hosts, GPUs,
     the op types that take twice as long."""
@@ -158,27 +145,16 @@ def evidence_lines(slow: RoleProfile, median: RoleProfile, slow_facts: RoleFacts
     for op in slow.top_ops:
         a, b = slow.op_ms(op.op_type), median.op_ms(op.op_type)
         if op.op_type in median_ops and a >= OP_FLOOR_MS and a >= OP_RATIO * b:
-            lines.append(f"op {op.op_type}: {a:.2f} ms/step on {slow.role}, {b:.2f} on {median.role}")
+            lines.append(f"op {op.op_type}: {a:.2f} ms/step on {slow.role}, {b:.2f} on {median.role} ({OPS_NOTE})")
     return lines
 
 
 def explain(slow: RoleProfile, median: RoleProfile, slow_facts: RoleFacts, median_facts: RoleFacts) -> Verdict:
     """The likely cause of ``slow`` being slower than ``median``, by the rules of this module."""
-    counted = [p for p in (slow, median) if with_input_ops(p) is not p]
+    # As stored with the capture already; the table's notes say where input was counted from
+    # tf.data's ops (core.profiling.summary.input_note), so the evidence need not.
     slow, median = with_input_ops(slow), with_input_ops(median)
-    evidence = tuple(
-        [
-            *evidence_lines(slow, median, slow_facts, median_facts),
-            *(
-                [
-                    f"input of {', '.join(p.role for p in counted)}: the time of tf.data's ops "
-                    f"({', '.join(INPUT_OP_TYPES[:2])}...) that the step table counted as other (a CPU-only host)"
-                ]
-                if counted
-                else []
-            ),
-        ]
-    )
+    evidence = tuple(evidence_lines(slow, median, slow_facts, median_facts))
     s_ms, m_ms = slow.mean_step_ms, median.mean_step_ms
     if s_ms is None or m_ms is None or m_ms <= 0:
         unmarked = ", ".join(p.role for p in (slow, median) if p.mean_step_ms is None) or median.role

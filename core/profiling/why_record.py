@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.profiling.env import ProfileError
-from core.profiling.files import write_whole
+from core.profiling.files import WHY_NAME, write_whole
 from core.profiling.why import Verdict
 
-WHY_NAME = "why.json"
+__all__ = ["WHY_NAME", "WhyRecord", "load_why", "save_why"]
 
 
 @dataclass(frozen=True)

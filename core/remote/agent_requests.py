@@ -49,7 +49,7 @@ class AgentRequests:
         return False
 
     def ask(
-        self, host: str, send: Callable[[dict[str, Any]], bool], command: dict[str, Any], wait_s: float
+        self, host: str, send: Callable[[dict[str, Any]], bool], command: dict[str, Any], *, wait_s: float
     ) -> dict[str, Any]:
         """Send ``command`` (given an id) to ``host``'s agent and wait for its answer;
         :class:`AgentRequestError` when none comes or the agent refuses."""

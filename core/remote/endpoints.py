@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ class Endpoint:
     """How to start, and how to reach again, the agent of one host."""
 
     host: str
+    _: KW_ONLY
     remote: bool
     first_argv: list[str]
     attach_argv: list[str]
@@ -46,17 +47,17 @@ def linger_args() -> list[str]:
     return ["--linger", f"{seconds:g}"] if 0 <= seconds < float("inf") else []
 
 
-def local_endpoint(host: str, sock: Path, log: Path, on_disconnect: str) -> Endpoint:
+def local_endpoint(host: str, sock: Path, log: Path, *, on_disconnect: str) -> Endpoint:
     agent = [sys.executable, "-u", str(artifact_file(sock.parent))]  # the zipapp, beside the socket
     return Endpoint(
         host,
-        False,
-        [*agent, "--serve", str(sock), "--log", str(log), "--on-disconnect", on_disconnect, *linger_args()],
-        [*agent, "--attach", str(sock)],
+        remote=False,
+        first_argv=[*agent, "--serve", str(sock), "--log", str(log), "--on-disconnect", on_disconnect, *linger_args()],
+        attach_argv=[*agent, "--attach", str(sock)],
     )
 
 
-def remote_endpoint(host: HostConfig, config: Path | None, run_dir: str, on_disconnect: str) -> Endpoint:
+def remote_endpoint(host: HostConfig, config: Path | None, run_dir: str, *, on_disconnect: str) -> Endpoint:
     """``run_dir`` is the run directory on that host (``~`` is expanded there, by python)."""
     base = ssh_argv(host, config)
     first = remote_python(
@@ -72,4 +73,11 @@ def remote_endpoint(host: HostConfig, config: Path | None, run_dir: str, on_disc
         *linger_args(),
     )
     attach = remote_python(host, ATTACH, run_dir)
-    return Endpoint(host.address, True, [*base, first], [*base, attach], agent_payload(), host)
+    return Endpoint(
+        host.address,
+        remote=True,
+        first_argv=[*base, first],
+        attach_argv=[*base, attach],
+        payload=agent_payload(),
+        config=host,
+    )

@@ -142,7 +142,7 @@ class AgentLink:
 
     # ------------------------------------------------------------------ internals
 
-    def _end(self, shutdown: bool, timeout_s: float) -> None:
+    def _end(self, *, shutdown: bool, timeout_s: float) -> None:
         self._save_seen(force=True)
         with self._lock:
             self._closing = True
@@ -355,7 +355,7 @@ class AgentLink:
         raw = output_bytes(data)
         start = end - len(raw)
         if self.endpoint.remote:  # the mirror takes what it has not got, wherever it is seen
-            self._mirror(role, attempt, raw, start, end)
+            self._mirror(role, attempt, raw, start=start, end=end)
         if end <= seen_end:
             return False  # already seen: a replay overlapping the live stream
         if start < seen_end:  # the chunk straddles what was seen: keep only the new part
@@ -375,7 +375,7 @@ class AgentLink:
                 self.seen[role] = (attempt, end)
                 self._seen_dirty = True
 
-    def _mirror(self, role: str, attempt: int, raw: bytes, start: int, end: int) -> None:
+    def _mirror(self, role: str, attempt: int, raw: bytes, *, start: int, end: int) -> None:
         mirrored = self._mirror_end(role, attempt)
         if end <= mirrored or start > mirrored:
             return  # had already, or a gap (never asked for): the mirror stays a prefix of the log
@@ -396,7 +396,7 @@ class AgentLink:
             data = json.loads(self._seen_file.read_text(encoding="utf-8"))
             self.seen = {k: (int(v[0]), int(v[1])) for k, v in data.items()}
 
-    def _save_seen(self, force: bool = False) -> None:
+    def _save_seen(self, *, force: bool = False) -> None:
         now = time.monotonic()
         if not self._seen_dirty or (not force and now - self._seen_saved_at < SEEN_SAVE_PERIOD_S):
             return

@@ -1,6 +1,6 @@
-"""Runs side by side (issue 23): the runs to compare (:func:`load_for_compare`), and each run's
-curves for the overlay. The side-by-side table ``runs compare`` prints and the window's compare view
-shows is :mod:`core.views.compare_table`.
+"""Runs side by side: the runs to compare (:func:`load_for_compare`), and each run's curves for
+the overlay. The side-by-side table ``runs compare`` prints and the window's compare view shows is
+:mod:`core.views.compare_table`.
 
 :func:`read_curves` streams each role's ``metrics.jsonl`` (else its TensorBoard loss scalars) into
 arrays, thinned to a bounded number of points, and :func:`read_scalars` every TensorBoard scalar tag
@@ -152,10 +152,10 @@ def read_scalars(path: Path, roles: Sequence[str], limit: int = MAX_CURVE_POINTS
                     and isinstance(value, (int, float))
                 ):
                     continue
-                columns = found.setdefault(tag, {}).setdefault(role, ([], [], []))
-                columns[0].append(float(step))
-                columns[1].append(float(wall))
-                columns[2].append(float(value))
+                steps, walls, values = found.setdefault(tag, {}).setdefault(role, ([], [], []))
+                steps.append(float(step))
+                walls.append(float(wall))
+                values.append(float(value))
     return {
         tag: {role: Scalar(*_thin([np.asarray(c) for c in cols], limit)) for role, cols in per_role.items()}
         for tag, per_role in found.items()

@@ -34,6 +34,7 @@ class EventKind(enum.StrEnum):
     ROLE_CRASH_LOOP = "role_crash_loop"
     ROLE_STRAGGLER = "role_straggler"
     CLUSTER_STATE = "cluster_state"
+    RECOVERY = "recovery"
     HOST_STATE = "host_state"
     GPU_STATUS = "gpu_status"
     SLURM = "slurm"
@@ -324,6 +325,57 @@ class ClusterStateChanged(_Payload):
 
 
 @dataclass(frozen=True)
+class RecoveryChanged(_Payload):
+    """A recovery of the cluster (core/controller/recovery.py): ``phase`` ``started`` (``cause``:
+    which role ended how; ``action``: what is restarted, ``roles``), ``recovered`` (the roles run
+    and training moved on: from ``resumed_step``, ``lost_steps`` behind the step before the
+    failure; ``checkpoint``, the checkpoint it restored when known) or ``failed`` (the budget of
+    ``of`` recoveries in a row is spent, or a role could not be restarted; ``detail`` says why).
+    ``number`` counts the recoveries in a row."""
+
+    KIND: ClassVar[EventKind] = EventKind.RECOVERY
+    phase: str
+    number: int = 0
+    of: int = 0
+    cause: str = ""
+    action: str = ""
+    roles: tuple[str, ...] = ()
+    step_before: int | None = None
+    resumed_step: int | None = None
+    lost_steps: int | None = None
+    checkpoint: str | None = None
+    detail: str = ""
+
+    @classmethod
+    def from_record(cls, r: Mapping[str, Any]) -> RecoveryChanged:
+        return cls(
+            phase=_str(r.get("phase")),
+            number=_int(r.get("number")) or 0,
+            of=_int(r.get("of")) or 0,
+            cause=_str(r.get("cause")),
+            action=_str(r.get("action")),
+            roles=tuple(str(n) for n in _list(r.get("roles"))),
+            step_before=_int(r.get("step_before")),
+            resumed_step=_int(r.get("resumed_step")),
+            lost_steps=_int(r.get("lost_steps")),
+            checkpoint=_opt_str(r.get("checkpoint")),
+            detail=_str(r.get("detail")),
+        )
+
+    def text(self) -> str:
+        """The one line a person reads: ``recovering: ps:0 killed by SIGKILL; restarting ps:0 and
+        chief:0 (recovery 1 of 3)``, ``recovered: resumed at step 1,240 (60 steps lost)``..."""
+        if self.phase == "started":
+            return f"recovering: {self.cause}; {self.action} (recovery {self.number} of {self.of})"
+        if self.phase == "recovered":
+            at = f"resumed at step {self.resumed_step:,}" if self.resumed_step is not None else "training goes on"
+            source = f" from {self.checkpoint}" if self.checkpoint else ""
+            lost = f"; {self.lost_steps:,} steps lost" if self.lost_steps else ""
+            return f"recovered: {at}{source}{lost}"
+        return f"recovery failed: {self.detail}"
+
+
+@dataclass(frozen=True)
 class HostStateChanged(_Payload):
     """How TowerDeck's link to a host's agent is doing: ``connecting``, ``connected``,
     ``reconnecting`` (``attempt``, ``retry_in_s``), ``disconnected`` or ``lost``, and why."""
@@ -484,6 +536,7 @@ Payload = (
     | RoleCrashLoop
     | RoleStraggler
     | ClusterStateChanged
+    | RecoveryChanged
     | HostStateChanged
     | GpuStatus
     | SlurmChanged
@@ -504,6 +557,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Payload | None]] = {
         RoleCrashLoop,
         RoleStraggler,
         ClusterStateChanged,
+        RecoveryChanged,
         HostStateChanged,
         GpuStatus,
         SlurmChanged,

@@ -14,7 +14,8 @@ Nothing the window must show is dropped:
   more than :data:`MAX_TELEMETRY_POINTS` points (the GUI far behind) are they thinned, every other
   point in the older half, keeping the first and the newest, and counted in
   :attr:`EventInbox.thinned_points`: the bounded series downsample so much anyway;
-- output text is coalesced per role and bounded; the run directory has all of it.
+- output text is coalesced per role (a piece per attempt, so a view can say where an attempt
+  begins) and bounded; the run directory has all of it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class EventInbox:
         self._events: collections.deque[Event] = collections.deque()
         # (kind, role or host) -> the points that arrived: metrics records, scalar points, or Sample events.
         self._telemetry: dict[tuple[str, str], list[object]] = {}
-        self._output: dict[str, collections.deque[str]] = {}
+        self._output: dict[str, collections.deque[tuple[int | None, str]]] = {}
         self._output_chars: dict[str, int] = {}
         self._skipped_chars: dict[str, int] = {}
         self.dropped_output_chars = 0
@@ -52,7 +53,7 @@ class EventInbox:
         payload = event.payload
         with self._lock:
             if isinstance(payload, RoleOutput) and event.role is not None:
-                self._put_output(event.role, payload.text)
+                self._put_output(event.role, payload.text, payload.attempt)
             elif isinstance(payload, Metrics) and event.role is not None:
                 if payload.samples:
                     self._merge((METRICS, event.role), list(payload.samples))
@@ -93,13 +94,13 @@ class EventInbox:
             budget -= len(taken[key]) * weight
         return taken
 
-    def _put_output(self, role: str, text: str) -> None:
+    def _put_output(self, role: str, text: str, attempt: int | None) -> None:
         parts = self._output.setdefault(role, collections.deque())
-        parts.append(text)
+        parts.append((attempt, text))
         size = self._output_chars.get(role, 0) + len(text)
         # Keep the newest output for the screen; the run directory has all of it.
         while size > MAX_OUTPUT_CHARS_PER_FRAME and len(parts) > 1:
-            dropped = len(parts.popleft())
+            dropped = len(parts.popleft()[1])
             size -= dropped
             self._skipped_chars[role] = self._skipped_chars.get(role, 0) + dropped
             self.dropped_output_chars += dropped
@@ -110,9 +111,10 @@ class EventInbox:
         with self._lock:
             return len(self._events) + sum(len(v) for v in self._telemetry.values())
 
-    def drain(self, max_points: int | None = None) -> tuple[list[Event], dict[str, str]]:
+    def drain(self, max_points: int | None = None) -> tuple[list[Event], dict[str, list[RoleOutput]]]:
         """Everything since the last drain: state events in order, then one merged telemetry
-        event per role and kind (host samples one by one, in order), and output text per role.
+        event per role and kind (host samples one by one, in order), and output per role: its text
+        in order, a piece per run of one attempt's chunks.
 
         With ``max_points``, at most that many telemetry points come out (the rest, in order, at
         the next drain): a reopened run's thousands of points per role reach the views over a few
@@ -124,7 +126,7 @@ class EventInbox:
                 telemetry, self._telemetry = self._telemetry, {}
             else:
                 telemetry = self._take(max_points)
-            output = {}
+            output: dict[str, list[RoleOutput]] = {}
             for role, parts in self._output.items():
                 skipped = self._skipped_chars.get(role, 0)
                 note = (
@@ -132,7 +134,7 @@ class EventInbox:
                     if skipped
                     else ""
                 )
-                output[role] = note + "".join(parts)
+                output[role] = _pieces(parts, note)
             self._output.clear()
             self._output_chars.clear()
             self._skipped_chars.clear()
@@ -146,3 +148,17 @@ class EventInbox:
             else:
                 events.append(Event(now, key, Scalars(records)))
         return events, output
+
+
+def _pieces(parts: collections.deque[tuple[int | None, str]], note: str) -> list[RoleOutput]:
+    """Consecutive chunks of one attempt as one piece; ``note`` before the first."""
+    runs: list[tuple[int | None, list[str]]] = []
+    for attempt, text in parts:
+        if runs and runs[-1][0] == attempt:
+            runs[-1][1].append(text)
+        else:
+            runs.append((attempt, [text]))
+    pieces = [RoleOutput("".join(texts), attempt=attempt) for attempt, texts in runs]
+    if note and pieces:
+        pieces[0] = RoleOutput(note + pieces[0].text, attempt=pieces[0].attempt)
+    return pieces

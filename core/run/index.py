@@ -1,4 +1,4 @@
-"""Every run under the runs root, one summary each, fast with thousands (issue 23).
+"""Every run under the runs root, one summary each, fast with thousands (a user keeps months of runs).
 
 A run's :class:`RunSummary` says what the runs browser (``runs`` and the window's Runs page)
 shows: name, cluster file, start, duration, outcome, roles, backend, last/best loss, restarts, and
@@ -178,7 +178,7 @@ def _role_ends(path: Path) -> tuple[dict[str, dict[str, Any]], str]:
     return ends, first_failure
 
 
-def _tail(path: Path, tail_only: bool) -> journal.JsonlTail:
+def _tail(path: Path, *, tail_only: bool) -> journal.JsonlTail:
     offset = 0
     if tail_only:
         with contextlib.suppress(OSError):
@@ -186,11 +186,11 @@ def _tail(path: Path, tail_only: bool) -> journal.JsonlTail:
     return journal.JsonlTail(path, offset)
 
 
-def training_records(role_path: Path, from_scalars: bool, tail_only: bool = False) -> Iterator[dict[str, Any]]:
+def training_records(role_path: Path, *, from_scalars: bool, tail_only: bool = False) -> Iterator[dict[str, Any]]:
     """A role's training records (``t``, ``step``, ``loss``, maybe ``step_time_s``), streamed: its
     ``metrics.jsonl`` (parsed from its output), or, ``from_scalars``, the loss tags of its
     ``scalars.jsonl`` (a trainer that reports only through TensorBoard)."""
-    tail = _tail(role_path / ("scalars.jsonl" if from_scalars else "metrics.jsonl"), tail_only)
+    tail = _tail(role_path / ("scalars.jsonl" if from_scalars else "metrics.jsonl"), tail_only=tail_only)
     while records := tail.read():
         for r in records:
             if not from_scalars:
@@ -217,13 +217,13 @@ def _figures(records: Iterable[dict[str, Any]], window: StepWindow) -> dict[str,
     return {"last_loss": last, "best_loss": best, "steps": last_step}
 
 
-def _role_figures(role_path: Path, tail_only: bool) -> tuple[dict[str, Any], StepWindow]:
-    """From the role's metrics, else from its TensorBoard loss scalars."""
+def _role_figures(role_path: Path, *, tail_only: bool) -> tuple[dict[str, Any], StepWindow]:
+    """From the role's metrics, else from its TensorBoard loss scalars; and its last 30 s of steps."""
     window = StepWindow()
-    figures = _figures(training_records(role_path, False, tail_only), window)
+    figures = _figures(training_records(role_path, from_scalars=False, tail_only=tail_only), window)
     if figures["steps"] is None:
         window = StepWindow()
-        figures = _figures(training_records(role_path, True, tail_only), window)
+        figures = _figures(training_records(role_path, from_scalars=True, tail_only=tail_only), window)
     return figures, window
 
 
@@ -464,7 +464,7 @@ def _from_data(path: Path, data: dict[str, Any], info: dict[str, Any] | None) ->
     )
 
 
-def summarize(path: Path, use_cache: bool = True) -> RunSummary | None:
+def summarize(path: Path, *, use_cache: bool = True) -> RunSummary | None:
     """One run's summary: the cache when valid; else built (and cached once the run is over).
     None when ``path`` holds no readable run.json."""
     if use_cache and (data := _cached(path)) is not None:
@@ -481,14 +481,14 @@ def summarize(path: Path, use_cache: bool = True) -> RunSummary | None:
     return _from_data(path, data, info)
 
 
-def list_summaries(root: Path, use_cache: bool = True, workers: int = 4) -> list[RunSummary]:
+def list_summaries(root: Path, *, use_cache: bool = True, workers: int = 4) -> list[RunSummary]:
     """Every run under ``root``, newest first. Summaries that must be rebuilt are built on a few
     threads (the work is file reading)."""
     if not root.is_dir():
         return []
     paths = [p for p in root.iterdir() if p.is_dir() and p.name != ARCHIVE_DIR]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        found = [s for s in pool.map(lambda p: summarize(p, use_cache), paths) if s is not None]
+        found = [s for s in pool.map(lambda p: summarize(p, use_cache=use_cache), paths) if s is not None]
     return sorted(found, key=lambda s: s.created, reverse=True)
 
 

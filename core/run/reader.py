@@ -29,6 +29,7 @@ from core.run.events import (
     ClusterStateChanged,
     Event,
     Metrics,
+    RecoveryChanged,
     RoleOutput,
     Sample,
     Scalars,
@@ -235,7 +236,7 @@ class RunReader:
                 self._read_events()
                 # The hosts' samples first: on opening a past run they are the heaviest for the
                 # window to take (each feeds 8 GPUs' series and tiles), so it takes them while
-                # this thread skims the roles' files, not after (issue 25).
+                # this thread skims the roles' files, not after: a day-long run opens sooner.
                 self._read_samples()
                 for role in self._roles.values():
                     if self._stop.is_set():
@@ -292,6 +293,8 @@ class RunReader:
                 elif isinstance(event.payload, ClusterStateChanged):
                     p = event.payload
                     self._board.set_phase(p.phase, p.result, p.reason)
+                elif isinstance(event.payload, RecoveryChanged):
+                    self._board.set_recovery(event.payload.text(), recovering=event.payload.phase == "started")
         for event in events:
             self._publisher.publish(event)
 
@@ -376,7 +379,15 @@ class RunReader:
             return
         self._status_problem = ""
         self._agent_hosts = agent_hosts(reply)
-        self._live_status = ClusterStatus(phase, reply.get("result"), str(reply.get("reason") or ""), tuple(roles))
+        recovery = reply.get("recovery")
+        self._live_status = ClusterStatus(
+            phase,
+            reply.get("result"),
+            str(reply.get("reason") or ""),
+            tuple(roles),
+            recovery if isinstance(recovery, str) else "",
+            reply.get("recovering") is True,
+        )
 
     def _say_status_problem(self, message: str) -> None:
         """Said once per change of the problem, never per poll."""

@@ -137,7 +137,7 @@ class RoleView:
         """The figures :meth:`status` shows: from the output, else from TensorBoard scalars."""
         return self._shown_stats()[0]
 
-    def status(self, now: float, *, window_end: float | None = None) -> RoleStatus:
+    def status(self, *, now: float, window_end: float | None = None) -> RoleStatus:
         """The immutable status; figures of the process only while it lives. ``window_end``: where
         the run's rate window ends (its newest training record, :func:`rate_window_end`)."""
         t = self.task
@@ -229,12 +229,12 @@ def apply_sample(views: Mapping[str, RoleView], record: dict[str, Any]) -> None:
 
 
 def cluster_status(
-    phase: ClusterPhase, result: str | None, reason: str, views: Iterable[RoleView], now: float
+    phase: ClusterPhase, result: str | None, reason: str, *, views: Iterable[RoleView], now: float
 ) -> ClusterStatus:
     """The cluster's status, built whole."""
     views = list(views)
     end = rate_window_end(views)
-    return ClusterStatus(phase, result, reason, tuple(v.status(now, window_end=end) for v in views))
+    return ClusterStatus(phase, result, reason, tuple(v.status(now=now, window_end=end) for v in views))
 
 
 def rate_window_end(views: Iterable[RoleView]) -> float | None:
@@ -258,6 +258,7 @@ class StatusBoard:
         self._phase = ClusterPhase.IDLE
         self._result: str | None = None
         self._reason = ""
+        self._recovery, self._recovering = "", False
         self._window_end: float | None = None
         self._roles: dict[str, RoleStatus] = {}
         self.current = ClusterStatus(ClusterPhase.IDLE, None, "", ())
@@ -272,18 +273,23 @@ class StatusBoard:
         else:
             self._swap()
 
+    def set_recovery(self, text: str, *, recovering: bool) -> None:
+        self._recovery, self._recovering = text, recovering
+        self._swap()
+
     def role_changed(self, name: str, now: float) -> None:
         view = self._views.get(name)
         if view is not None:
-            self._roles[name] = view.status(now, window_end=self._window_end)
+            self._roles[name] = view.status(now=now, window_end=self._window_end)
             self._swap()
 
     def refresh(self, now: float) -> None:
         views = self._views.values()
         self._window_end = rate_window_end(views)
-        self._roles = {v.task.role_id: v.status(now, window_end=self._window_end) for v in views}
+        self._roles = {v.task.role_id: v.status(now=now, window_end=self._window_end) for v in views}
         self._swap()
 
     def _swap(self) -> None:
         roles = tuple(self._roles[name] for name in self._views if name in self._roles)
-        self.current = ClusterStatus(self._phase, self._result, self._reason, roles)  # one reference swapped
+        # One reference swapped: a reader never sees half a status.
+        self.current = ClusterStatus(self._phase, self._result, self._reason, roles, self._recovery, self._recovering)

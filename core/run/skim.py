@@ -40,8 +40,8 @@ def prefetch(path: Path, points: int = SKIM_POINTS, tail_bytes: int = SKIM_TAIL_
     """Ask the kernel to start reading the bytes that :func:`skim` with the same arguments will
     read of ``path`` (``posix_fadvise(WILLNEED)``: nothing is read into Python, and it returns once
     the reads are queued). Call it for every file about to be skimmed, then skim them: on a cold page
-    cache, opening a day-long run read 1.4 s from the disk one request at a time, 0.8 s this way
-    (issue 25). A hint: a file it cannot open, or a system without the call, is left alone."""
+    cache, opening a day-long run read 1.4 s from the disk one request at a time, 0.8 s this way.
+    A hint: a file it cannot open, or a system without the call, is left alone."""
     advise = getattr(os, "posix_fadvise", None)
     if advise is None:
         return
@@ -103,7 +103,7 @@ def _spaced_lines(fd: int, stop: int, points: int) -> list[bytes]:
     Where the offsets are close (a worker's metrics: one every ~5 KB), the file is read in blocks of
     ``DENSE_BLOCK_BYTES`` that serve many offsets each; else one read per offset. Each read lets
     the GUI thread take the GIL, and the reader waits to get it back: 2,048 small reads per file
-    were most of opening a day-long run (issue 25)."""
+    were most of opening a day-long run."""
     lines: list[bytes] = []
     last_start = -1
     window = WINDOW_BYTES

@@ -115,7 +115,7 @@ class RoleStatus:
     stalled_for_s: float | None = None  # seconds since the last step, while stalled
     # Where step/loss come from: "output" (parsed lines) or "tb" (TensorBoard event files).
     loss_source: str | None = None
-    # Diagnosis (issue 13): the role this one waits for, why and the fix (core/diagnosis/rules.py).
+    # Why it waits, while it does: the role this one waits for, why and the fix (core/diagnosis/rules.py).
     waiting_for: str | None = None
     waiting_message: str = ""
     waiting_fix: str = ""
@@ -164,6 +164,10 @@ class ClusterStatus:
     result: str | None  # "succeeded", "failed", "stopped" once decided
     reason: str
     roles: tuple[RoleStatus, ...]
+    recovery: str = (
+        ""  # the running recovery in words, or how the last one ended (core.run.events.RecoveryChanged.text)
+    )
+    recovering: bool = False  # a recovery is under way
 
     def role(self, name: str) -> RoleStatus:
         return next(r for r in self.roles if r.role == name)

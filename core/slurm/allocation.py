@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from core.cluster.locality import is_local_host
 from core.cluster.slurm_table import SlurmConfig
@@ -39,7 +39,7 @@ class PlacementError(Exception):
 
 
 def nodes_for_hosts(
-    spec: ClusterSpec, job_id: str, nodes: Sequence[str], is_local: Callable[[str], bool] = is_local_host
+    spec: ClusterSpec, job_id: str, nodes: Sequence[str], *, is_local: Callable[[str], bool] = is_local_host
 ) -> dict[str, str]:
     """Each task host's node: itself when it is one of the allocation's nodes; with a one-node
     allocation and every other host local or loopback (``127.0.0.1``), that node. Raises
@@ -64,6 +64,13 @@ def nodes_for_hosts(
     return placed
 
 
+class JobEnded(NamedTuple):
+    """How Slurm ended (or is ending) a run's job: its state as squeue says it, and in words."""
+
+    slurm_state: str
+    text: str
+
+
 def placed_for_allocation(spec: ClusterSpec, host_nodes: dict[str, str]) -> ClusterSpec:
     """``spec`` as it runs in the allocation: every task host is reached through its node's step,
     never over SSH, on the filesystem the nodes share (where the run directory is)."""
@@ -81,7 +88,7 @@ def time_limit_text(config: SlurmConfig) -> str:
     return f"{config.time} min" if config.time.isdigit() else config.time
 
 
-def describe_end(job_id: str, state: str, config: SlurmConfig, end: JobEnd | None = None) -> str:
+def describe_end(job_id: str, state: str, config: SlurmConfig, *, end: JobEnd | None = None) -> str:
     """How Slurm ended the job, in the words a run's result and its roles' ends use."""
     if state == "CANCELLED":
         return f"cancelled by Slurm (job {job_id})"
@@ -107,7 +114,7 @@ class Allocation:
         self._post = post
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._ended: tuple[str, str] | None = None
+        self._ended: JobEnded | None = None
         self._lock = threading.Lock()
 
     def start(self, job_id: str | None = None) -> None:
@@ -116,8 +123,8 @@ class Allocation:
         self._thread = threading.Thread(target=self._watch, name="slurm-allocation", daemon=True)
         self._thread.start()
 
-    def ended_now(self) -> tuple[str, str] | None:
-        """(Slurm's state, in words) when the job has ended or is ending, else None. Asks squeue
+    def ended_now(self) -> JobEnded | None:
+        """Slurm's state, and in words, when the job has ended or is ending, else None. Asks squeue
         now: a role that died by a signal may be Slurm's doing, which the watcher sees later."""
         with self._lock:
             if self._ended is not None:
@@ -132,7 +139,7 @@ class Allocation:
             return None
         return self._end(info.state if info is not None else "")
 
-    def release(self, cancel: bool = True, grace_s: float = CANCEL_GRACE_S) -> str | None:
+    def release(self, *, cancel: bool = True, grace_s: float = CANCEL_GRACE_S) -> str | None:
         """Stop watching and, with ``cancel``, end the job gracefully (nothing left in squeue).
         Returns why the cancel failed, else None."""
         self._stop.set()
@@ -148,7 +155,7 @@ class Allocation:
 
     # ------------------------------------------------------------------ the watcher thread
 
-    def _end(self, seen_state: str = "") -> tuple[str, str]:
+    def _end(self, seen_state: str = "") -> JobEnded:
         assert self.job_id is not None
         end: JobEnd | None = None
         # A job being cancelled is COMPLETING for a moment before scontrol names its end.
@@ -159,7 +166,7 @@ class Allocation:
             if end is None:
                 time.sleep(0.1)
         state = end.state if end is not None else (seen_state if seen_state in ENDED_STATES else "ENDED")
-        ended = (state, describe_end(self.job_id, state, self.config, end))
+        ended = JobEnded(slurm_state=state, text=describe_end(self.job_id, state, self.config, end=end))
         with self._lock:
             self._ended = ended
         return ended

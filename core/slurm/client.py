@@ -20,7 +20,7 @@ import shlex
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
 from core.cluster.slurm_table import SlurmConfig
@@ -195,7 +195,7 @@ class SlurmClient:
             return list(command)
         return [*self._ssh_prefix, shlex.join(command)]
 
-    def run(self, command: Sequence[str], stdin_text: str | None = None, check: bool = True) -> str:
+    def run(self, command: Sequence[str], stdin_text: str | None = None, *, check: bool = True) -> str:
         """Run one Slurm command and return its stdout; :class:`SlurmError` when it fails."""
         argv = self.argv(command)
         conf = self.env.get("SLURM_CONF")
@@ -334,7 +334,7 @@ class SlurmClient:
                 )
             time.sleep(poll_s)
 
-    def cancel_step(self, step_id: str, graceful: bool = True) -> None:
+    def cancel_step(self, step_id: str, *, graceful: bool = True) -> None:
         """Cancel one step: SIGTERM (its handler runs) when ``graceful``, else SIGKILL."""
         self.run(["scancel", "--signal=TERM", step_id] if graceful else ["scancel", step_id], check=False)
 
@@ -344,6 +344,7 @@ class SlurmCheck:
     """One pre-flight check of Slurm: ``ok`` True or False, what was seen, and a fix when not ok."""
 
     name: str
+    _: KW_ONLY
     ok: bool
     detail: str
     fix: str = ""
@@ -356,39 +357,44 @@ def check_slurm(client: SlurmClient, config: SlurmConfig) -> list[SlurmCheck]:
     for command in ("sbatch", "srun", "squeue"):
         try:
             version = client.run([command, "--version"]).strip()
-            checks.append(SlurmCheck(command, True, version))
+            checks.append(SlurmCheck(command, ok=True, detail=version))
         except SlurmError as exc:
-            checks.append(SlurmCheck(command, False, exc.message, exc.fix))
+            checks.append(SlurmCheck(command, ok=False, detail=exc.message, fix=exc.fix))
     if not all(c.ok for c in checks):
         return checks
     try:
         rows = client.run(["sinfo", "-h", "-o", "%P|%a"]).split()
     except SlurmError as exc:
-        return [*checks, SlurmCheck("controller", False, exc.message, exc.fix)]
-    checks.append(SlurmCheck("controller", True, f"{len(rows)} partitions"))
+        return [*checks, SlurmCheck("controller", ok=False, detail=exc.message, fix=exc.fix)]
+    checks.append(SlurmCheck("controller", ok=True, detail=f"{len(rows)} partitions"))
     states = {row.split("|")[0]: row.split("|")[-1] for row in rows}
     wanted = config.partition or next((p.rstrip("*") for p in states if p.endswith("*")), None)
     state = states.get(wanted or "") or states.get(f"{wanted}*")
     if wanted is None:
-        checks.append(SlurmCheck("partition", False, "no default partition", "set [slurm] partition (`sinfo -s`)"))
+        checks.append(
+            SlurmCheck("partition", ok=False, detail="no default partition", fix="set [slurm] partition (`sinfo -s`)")
+        )
     elif state is None:
         names = ", ".join(p.rstrip("*") for p in states) or "none"
         checks.append(
             SlurmCheck(
                 "partition",
-                False,
-                f"no partition {wanted!r} (there are: {names})",
-                "set [slurm] partition to one of them",
+                ok=False,
+                detail=f"no partition {wanted!r} (there are: {names})",
+                fix="set [slurm] partition to one of them",
             )
         )
     elif state != "up":
         checks.append(
             SlurmCheck(
-                "partition", False, f"partition {wanted!r} is {state}", "wait for it, or choose another partition"
+                "partition",
+                ok=False,
+                detail=f"partition {wanted!r} is {state}",
+                fix="wait for it, or choose another partition",
             )
         )
     else:
-        checks.append(SlurmCheck("partition", True, f"{wanted} is up"))
+        checks.append(SlurmCheck("partition", ok=True, detail=f"{wanted} is up"))
     return checks
 
 

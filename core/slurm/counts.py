@@ -70,7 +70,7 @@ def place_counted(spec: ClusterSpec, nodes: Sequence[str], free_ports_on: FreePo
     taken = {(canonical_host(t.host), t.port): t.role_id for t in spec.explicit_tasks()}
     ports_of: dict[str, list[int]] = {}
     for node in dict.fromkeys(n for job_nodes in dealt.values() for n in job_nodes):  # first-use order
-        ports_of[node] = _ports_for(node, needed[node], free_ports_on, taken)
+        ports_of[node] = _ports_for(node, needed[node], free_ports_on=free_ports_on, taken=taken)
     jobs = dict(spec.jobs)
     next_port = {node: iter(ports) for node, ports in ports_of.items()}
     for name, job_nodes in dealt.items():
@@ -83,7 +83,7 @@ def place_counted(spec: ClusterSpec, nodes: Sequence[str], free_ports_on: FreePo
     return replace(spec, jobs=jobs)
 
 
-def _ports_for(node: str, count: int, free_ports_on: FreePortsOn, taken: dict[tuple[str, int], str]) -> list[int]:
+def _ports_for(node: str, count: int, *, free_ports_on: FreePortsOn, taken: dict[tuple[str, int], str]) -> list[int]:
     try:
         ports = list(free_ports_on(node, count))
     except (OSError, SlurmError, ValueError) as exc:
@@ -121,13 +121,13 @@ def parse_free_ports_answer(node: str, text: str) -> list[int]:
     return list(ports)
 
 
-def free_ports_argv(job_id: str, node: str, count: int, python: str, agent_path: Path) -> list[str]:
+def free_ports_argv(job_id: str, node: str, count: int, *, python: str, agent_path: Path) -> list[str]:
     """``srun --jobid=J --nodes=1 --ntasks=1 --nodelist=NODE --overlap ... agent.pyz --free-ports N``."""
     return step_argv(job_id, node, [python, str(agent_path), "--free-ports", str(count)], name=FREE_PORTS_STEP_NAME)
 
 
 def free_ports_on_slurm(
-    client: SlurmClient, job_id: str, python: str = sys.executable, agent_path: Path | None = None
+    client: SlurmClient, job_id: str, *, python: str = sys.executable, agent_path: Path | None = None
 ) -> FreePortsOn:
     """A ``free_ports_on`` for :func:`place_counted` that asks each node of job ``job_id``.
 
@@ -143,7 +143,7 @@ def free_ports_on_slurm(
 
     def free_ports_on(node: str, count: int) -> list[int]:
         try:
-            out = client.run(free_ports_argv(job_id, node, count, python, agent))
+            out = client.run(free_ports_argv(job_id, node, count, python=python, agent_path=agent))
         except SlurmError as exc:
             raise ValueError(f"{exc.message}; {exc.fix}") from exc
         return parse_free_ports_answer(node, out)

@@ -106,6 +106,7 @@ def slurm_endpoint(
     client: SlurmClient,
     job_id: str,
     node: str,
+    *,
     host: str,
     sock: Path,
     log: Path,
@@ -129,7 +130,13 @@ def slurm_endpoint(
         name=step_name_for(host),
     )
     attach = step_argv(job_id, node, [*agent, "--attach", str(sock)], name=f"{step_name_for(host)}-attach")
-    return Endpoint(host, False, client.argv(first), client.argv(attach), extra={"job_id": job_id, "node": node})
+    return Endpoint(
+        host,
+        remote=False,
+        first_argv=client.argv(first),
+        attach_argv=client.argv(attach),
+        extra={"job_id": job_id, "node": node},
+    )
 
 
 class SlurmLink(AgentLink):

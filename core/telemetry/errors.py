@@ -19,13 +19,16 @@ _EXCEPTION = re.compile(
     r"^(?:[A-Za-z_][\w]*\.)*(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)|KeyError|StopIteration"
     r"|GeneratorExit|AssertionError)\b(?::.*)?$"
 )
+_ABSL_ERROR = re.compile(r"^[EF]\d{4} ")
 _ABSL_PREFIX = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d+(?:\.\d+)?\s+\d+ [\w.]+:\d+\] ")
 
 
-def error_line(lines: Sequence[str]) -> str:
+def error_line(lines: Sequence[str], *, last_line: bool = True) -> str:
     """The exception line of the last traceback among ``lines`` (oldest first), else the last
     non-empty line; cut to :data:`MAX_ERROR_CHARS`. '' when there is nothing. A line redrawn with
-    carriage returns counts as what it shows last."""
+    carriage returns counts as what it shows last. ``last_line`` False (a process killed by a
+    signal, whose last line is whatever it printed before) stands in only an absl error or fatal
+    line (``E0000 ...``, ``F0000 ... Check failed``) for a missing traceback."""
     lines = [part for line in lines for part in line.splitlines()]
     start = _last_index(lines, TRACEBACK_START)
     if start is not None:  # the last traceback: a chain ("During handling...") ends in the one that killed it
@@ -35,6 +38,8 @@ def error_line(lines: Sequence[str]) -> str:
     for line in reversed(lines):
         text = line.strip()
         if text and not text.startswith("[towerdeck]"):
+            if not last_line and not _ABSL_ERROR.match(text):
+                return ""
             return _cut(_ABSL_PREFIX.sub("", text))
     return ""
 

@@ -360,7 +360,7 @@ class MetricParser:
             if "Cost:" in line:
                 self._classic(line, t, out)
             elif (at := line.find("loss = ")) >= 0:
-                self._tf1_loss(line, t, out, at)
+                self._tf1_loss(line, t, out, at=at)
             elif (at := line.find("global_step/sec")) >= 0:
                 m = _TF1_RATE(line, at)  # no match can start before the first "global_step/sec"
                 if m is not None:
@@ -462,7 +462,7 @@ class MetricParser:
             )
         )
 
-    def _tf1_loss(self, line: str, t: float, out: list[MetricSample], at: int) -> None:
+    def _tf1_loss(self, line: str, t: float, out: list[MetricSample], *, at: int) -> None:
         # Searched from the first "loss = " (``at``), where any match starts: "\b" first in the
         # regex keeps re from skipping ahead by its literal prefix, so a search from 0 tries every
         # position of an absl prefix.

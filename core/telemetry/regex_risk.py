@@ -58,7 +58,7 @@ def _flat(items: Any) -> list[tuple[Any, Any]]:
     return out
 
 
-def _scan(items: list[tuple[Any, Any]], in_repeat: bool) -> str | None:
+def _scan(items: list[tuple[Any, Any]], *, in_repeat: bool) -> str | None:
     """Repeats inside repeats, and alternations inside repeats (exponential)."""
     for op, av in items:
         found: str | None = None
@@ -66,19 +66,21 @@ def _scan(items: list[tuple[Any, Any]], in_repeat: bool) -> str | None:
             high, body = av[1], av[2]
             if high > 1 and in_repeat:
                 return "it repeats a repeat (e.g. (a+)+), which can take exponential time on one line"
-            found = _scan(_flat(body), in_repeat or high > 1)
+            found = _scan(_flat(body), in_repeat=in_repeat or high > 1)
         elif op is _constants.BRANCH:
             if in_repeat:
                 return "it repeats an alternation (e.g. (a|aa)+), which can take exponential time on one line"
             for branch in av[1]:
-                found = found or _scan(_flat(branch), in_repeat)
+                found = found or _scan(_flat(branch), in_repeat=in_repeat)
         elif op in (_constants.ATOMIC_GROUP, _constants.POSSESSIVE_REPEAT):
             body = av if op is _constants.ATOMIC_GROUP else av[2]
             found = _scan(_flat(body), in_repeat=False)  # no backtracking into it once it has matched
         elif op in (_constants.ASSERT, _constants.ASSERT_NOT):
-            found = _scan(_flat(av[1]), in_repeat)
+            found = _scan(_flat(av[1]), in_repeat=in_repeat)
         elif op is _constants.GROUPREF_EXISTS:
-            found = _scan(_flat(av[1]), in_repeat) or (_scan(_flat(av[2]), in_repeat) if av[2] else None)
+            found = _scan(_flat(av[1]), in_repeat=in_repeat) or (
+                _scan(_flat(av[2]), in_repeat=in_repeat) if av[2] else None
+            )
         if found:
             return found
     return None

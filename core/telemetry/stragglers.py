@@ -79,7 +79,7 @@ class StepTimes:
             and math.isfinite(printed_step_time_s)
             and printed_step_time_s > 0
         ):
-            self._add(t, printed_step_time_s, printed_step_time_s, 1.0)
+            self._add(t, printed_step_time_s, weight=printed_step_time_s, steps=1.0)
             return
         if not isinstance(step, (int, float)) or not math.isfinite(step):
             return
@@ -106,10 +106,11 @@ class StepTimes:
             return
         start = ends[0]
         if end[1] > start[1] and end[0] - start[0] >= DERIVED_SPAN_S:
-            self._add(end[0], (end[0] - start[0]) / (end[1] - start[1]), end[0] - start[0], end[1] - start[1])
+            took, steps = end[0] - start[0], end[1] - start[1]
+            self._add(end[0], took / steps, weight=took, steps=steps)
             ends[0] = end
 
-    def _add(self, t: float, step_time_s: float, weight: float, steps: float) -> None:
+    def _add(self, t: float, step_time_s: float, *, weight: float, steps: float) -> None:
         readings = self._readings
         readings.append((t, step_time_s, weight, steps))
         self._steps += steps

@@ -46,7 +46,7 @@ class WorkerStats:
 
     def add_records(self, records: Iterable[Mapping[str, Any]]) -> None:
         """:meth:`add` for records of metrics.jsonl (a sample's fields as a dict) without making the
-        samples: opening a day-long run takes ~170,000 (issue 25). A record whose keys are not
+        samples: opening a day-long run of 64 workers takes ~170,000 of them. A record whose keys are not
         exactly the sample's fields is skipped, as ``MetricSample(**record)`` refuses it."""
         take, fields = self.take, METRIC_FIELDS
         for r in records:

@@ -1,4 +1,4 @@
-"""The side-by-side table of 2-8 runs (issue 23) that ``runs compare`` prints (and writes as CSV)
+"""The side-by-side table of 2-8 runs that ``runs compare`` prints (and writes as CSV)
 and the window's compare view shows: :func:`compare_rows` reads each run's summary
 (:mod:`core.run.index`) and its ``cluster.toml``: cluster shape, command, env, launch style,
 strategy, TensorFlow version (when a role's log says it), the host each role was given, durations,

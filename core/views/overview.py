@@ -5,16 +5,24 @@ so the same model feeds the window's overview and its tests.
 The model is built from whatever role statuses the source gives (:class:`RoleLike`: the
 controller's ``RoleStatus`` satisfies it) and sorted the way people read role names:
 ``worker:2`` before ``worker:10`` (:func:`natural_key`).
+
+A role whose attempts keep failing is ``crash-looping`` (Kubernetes' CrashLoopBackOff), whatever
+its state between and during its attempts: never counted as running. A tile says so, and between
+attempts when the next begins (:attr:`RoleCell.notes`).
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from core.run.status import RoleStatus
+from core.views.conditions import trouble_text
+from core.views.empty import seconds_to_next_attempt
 from core.views.rates import StepRates
 
 __all__ = [
@@ -35,6 +43,7 @@ _DIGITS = re.compile(r"(\d+)")
 # What a person scans for first comes first: trouble, then work, then the quiet states.
 CATEGORY_ORDER = (
     "failed",
+    "crash-looping",
     "stalled",
     "waiting",
     "backoff",
@@ -80,10 +89,13 @@ class RoleLike(Protocol):
 
 
 def category(role: RoleLike) -> str:
-    """The state a person cares about: a running role that made no step for a while is
+    """The state a person cares about: a role whose attempts keep failing is ``crash-looping``
+    (running, starting or between attempts), a running role that made no step for a while is
     ``stalled``, one that waits on a peer (when the source knows it) is ``waiting``, one the
     straggler judge flagged is a ``straggler``."""
     state = str(role.state)
+    if getattr(role, "crash_looping", False) and state in ("starting", "running", "backoff", "stopping"):
+        return "crash-looping"
     if state == "running":
         if getattr(role, "waiting_for", None):
             return "waiting"
@@ -124,7 +136,36 @@ class RoleCell:
     batches_per_s: float | None  # its own updates (core.views.rates)
     gpus: tuple[int, ...]
     gpu_utilization_percent: float | None
-    note: str = ""  # why it is in its category, where the source says (a straggler's figures)
+    notes: tuple[str, ...] = ()  # lines under its name: "crash-looping", "next in 4 s", "waits for ps0"
+    trouble: str = ""  # what is wrong, in a sentence (its tooltip): core.views.conditions.trouble_text
+    straggler: str = ""  # a straggler's figures, for its tooltip (core.telemetry.stragglers)
+
+
+def _notes(role: RoleLike, category: str, now: float) -> tuple[str, ...]:
+    """What a tile says under its name when its state needs words: a crash loop and, between
+    attempts, when the next begins; a role between attempts; a role waiting on a peer; a straggler."""
+    notes: list[str] = []
+    if category == "crash-looping":
+        notes.append("crash-looping")
+    elif category == "backoff":
+        notes.append("restarting")
+    elif category == "waiting":
+        notes.append(f"waits for {short_role(str(getattr(role, 'waiting_for', '')))}")
+    elif category == "straggler":
+        notes.append("straggler")
+    if isinstance(role, RoleStatus):
+        left = seconds_to_next_attempt(role, now)
+        if left is not None:
+            notes.append(f"next in {left:.0f} s" if left >= 1 else "next now")
+    return tuple(notes)
+
+
+def _trouble(role: RoleLike, now: float) -> str:
+    return trouble_text(role, now) if isinstance(role, RoleStatus) else ""
+
+
+def _straggler(role: RoleLike) -> str:
+    return f"straggler: {role.straggler_detail}" if isinstance(role, RoleStatus) and role.straggler else ""
 
 
 @dataclass(frozen=True)
@@ -159,9 +200,11 @@ def _ordered_counts(categories: Iterable[str]) -> tuple[tuple[str, int], ...]:
     return tuple((c, counts[c]) for c in CATEGORY_ORDER if counts[c])
 
 
-def build_overview(roles: Sequence[RoleLike], rates: StepRates | None = None) -> Overview:
+def build_overview(roles: Sequence[RoleLike], now: float | None = None, *, rates: StepRates | None = None) -> Overview:
     """Group roles by host (hosts in natural order), roles by job (ps, chief, worker, evaluator,
-    then others) and task index; ``rates``: the run's (:func:`core.views.rates.status_rates`)."""
+    then others) and task index. ``now`` (default: the clock) dates a countdown to a next attempt;
+    ``rates``: the run's (:func:`core.views.rates.status_rates`)."""
+    now = time.time() if now is None else now
     rates = rates if rates is not None else StepRates()
     job_rank = {"ps": 0, "chief": 1, "master": 1, "worker": 2, "evaluator": 3}
     by_host: dict[str, list[RoleLike]] = {}
@@ -174,11 +217,13 @@ def build_overview(roles: Sequence[RoleLike], rates: StepRates | None = None) ->
             RoleCell(
                 role=r.role,
                 short=short_role(r.role),
-                category=category(r),
+                category=(cat := category(r)),
                 batches_per_s=rates.of(r.role),
                 gpus=tuple(r.gpus),
                 gpu_utilization_percent=r.gpu_utilization_percent,
-                note=str(getattr(r, "straggler_detail", "") or ""),
+                notes=_notes(r, cat, now),
+                trouble=_trouble(r, now),
+                straggler=_straggler(r),
             )
             for r in members
         )

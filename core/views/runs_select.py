@@ -1,4 +1,4 @@
-"""Ordering and narrowing the runs list (issue 23): what ``runs --sort/--outcome/--filter`` and
+"""Ordering and narrowing the runs list: what ``runs --sort/--outcome/--filter`` and
 the window's Runs page apply to :class:`core.run.index.RunSummary` values. ``speed`` is the run's
 global steps/s (:mod:`core.views.rates`)."""
 
@@ -36,6 +36,7 @@ def sort_key(key: str) -> Any:
 
 def select(
     summaries: Iterable[RunSummary],
+    *,
     text: str = "",
     outcomes: Iterable[str] = (),
     sort: str = "start",

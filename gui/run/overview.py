@@ -27,6 +27,7 @@ from core.views.rates import BATCHES, StepRates, cluster_text, rate_text, role_t
 STRAGGLER_COLOUR = "#00838f"  # teal: slow, not broken; apart from every state's colour
 CATEGORY_COLOURS = {
     "failed": "#c62828",
+    "crash-looping": "#f2a900",  # amber: not backoff's orange, failed's red or stalled's brown
     "stalled": "#b45309",
     "waiting": "#6a1b9a",
     "backoff": "#d9822b",
@@ -47,6 +48,7 @@ MAX_CELL = QtCore.QSize(112, 56)
 MIN_CELL = QtCore.QSize(40, 30)
 MIN_TEXT_PX = 8  # the smallest tile text, still legible
 MIN_BOX_W = 200  # 8 hosts side by side on a 1920-pixel screen; a long host name is elided
+DARK_TEXT_CATEGORIES = frozenset({"crash-looping"})  # white on amber does not read: dark text there
 
 
 @dataclass(frozen=True)
@@ -64,21 +66,24 @@ def _rate_texts(rate: float | None) -> tuple[str, ...]:
     return (f"{rate_text(rate)} {BATCHES}", f"{rate_text(rate)}/s")
 
 
-def _fit(font: QtGui.QFont, name: str, rate: str, box: QtCore.QRect) -> tuple[int, list[str]]:
-    """The largest pixel size (0: the font's own) at which a tile shows its name and rate."""
-    if not rate:
+def _fit(font: QtGui.QFont, name: str, rest: tuple[str, ...], box: QtCore.QRect) -> tuple[int, list[str]]:
+    """The largest pixel size (0: the font's own) at which a tile shows its name and the lines
+    under it (its rate; a state's words), stacked or on one line; a small tile drops the middle
+    lines, then shows only the last (the figure, or the countdown: what the tile is there for)."""
+    if not rest:
         return 0, [name]
     size = font.pixelSize() if font.pixelSize() > 0 else QtGui.QFontInfo(font).pixelSize()
     font = QtGui.QFont(font)
-    for pixels in range(size, MIN_TEXT_PX - 1, -1):
-        font.setPixelSize(pixels)
-        metrics = QtGui.QFontMetrics(font)
-        widest = max(metrics.horizontalAdvance(name), metrics.horizontalAdvance(rate))
-        if 2 * metrics.height() <= box.height() and widest <= box.width():
-            return pixels, [name, rate]
-        if metrics.horizontalAdvance(f"{name} {rate}") <= box.width():
-            return pixels, [f"{name} {rate}"]
-    return MIN_TEXT_PX, [rate]  # the tile's place and tooltip name it; the figure is what it is there for
+    for lines in ([name, *rest], [name, rest[-1]]) if len(rest) > 1 else ([name, *rest],):
+        for pixels in range(size, MIN_TEXT_PX - 1, -1):
+            font.setPixelSize(pixels)
+            metrics = QtGui.QFontMetrics(font)
+            widest = max(metrics.horizontalAdvance(line) for line in lines)
+            if len(lines) * metrics.height() <= box.height() and widest <= box.width():
+                return pixels, lines
+            if len(lines) == 2 and metrics.horizontalAdvance(" ".join(lines)) <= box.width():
+                return pixels, [" ".join(lines)]
+    return MIN_TEXT_PX, [rest[-1]]  # the tile's place and tooltip name it
 
 
 class ClusterOverview(QtWidgets.QWidget):
@@ -96,14 +101,14 @@ class ClusterOverview(QtWidgets.QWidget):
         self._layout: _Layout | None = None
         self.repaints = 0  # for tests and the frame benchmark: paints actually done
         self.painted_text: dict[str, str] = {}  # role -> the text its tile shows (for tests)
-        self._fitted: dict[tuple[str, str, int, int], tuple[int, list[str]]] = {}
+        self._fitted: dict[tuple[str, tuple[str, ...], int, int], tuple[int, list[str]]] = {}
         self.model_changes = 0  # set_roles calls that changed what is shown
 
     # -- inputs -------------------------------------------------------------------------------
     def set_roles(self, roles: Sequence[RoleLike], rates: StepRates | None = None) -> None:
         """Rebuild from the latest statuses and the run's rates; repaints only when something
         visible changed."""
-        model = build_overview(roles, rates)
+        model = build_overview(roles, rates=rates)
         if model != self._model:
             structure_changed = [h.host for h in model.hosts] != [h.host for h in self._model.hosts] or [
                 len(h.cells) for h in model.hosts
@@ -263,17 +268,28 @@ class ClusterOverview(QtWidgets.QWidget):
                 fill = QtCore.QRect(bar.x(), bar.y(), round(bar.width() * max(0.0, min(util, 100.0)) / 100), 4)
                 painter.setBrush(QtGui.QColor("#e8f5e9"))
                 painter.drawRect(fill)
-        painter.setPen(QtGui.QColor("white"))
+        painter.setPen(QtGui.QColor("#1f1f1f" if cell.category in DARK_TEXT_CATEGORIES else "white"))
         text_rect = rect.adjusted(3, 1, -3, -7 if cell.gpus else -1)
         lines = self._fit_tile_text(painter, cell, text_rect)
         self.painted_text[cell.role] = " ".join(lines)
-        if len(lines) == 2:
-            top, bottom = QtCore.Qt.AlignmentFlag.AlignTop, QtCore.Qt.AlignmentFlag.AlignBottom
-            painter.drawText(text_rect, QtCore.Qt.AlignmentFlag.AlignHCenter | top, lines[0])
-            font = painter.font()
-            font.setBold(False)
-            painter.setFont(font)
-            painter.drawText(text_rect, QtCore.Qt.AlignmentFlag.AlignHCenter | bottom, lines[1])
+        if len(lines) > 1:
+            # The name in bold on top, the lines under it plain, spread over the tile's height.
+            line_h = painter.fontMetrics().height()
+            gap = (text_rect.height() - len(lines) * line_h) / (len(lines) + 1) if len(lines) > 2 else 0
+            for i, line in enumerate(lines):
+                if len(lines) == 2:
+                    y = text_rect.top() if i == 0 else text_rect.bottom() - line_h + 1
+                else:
+                    y = round(text_rect.top() + gap + i * (line_h + gap))
+                painter.drawText(
+                    QtCore.QRect(text_rect.left(), y, text_rect.width(), line_h),
+                    QtCore.Qt.AlignmentFlag.AlignHCenter | QtCore.Qt.AlignmentFlag.AlignVCenter,
+                    line,
+                )
+                if i == 0:
+                    font = painter.font()
+                    font.setBold(False)
+                    painter.setFont(font)
         else:
             painter.drawText(text_rect, QtCore.Qt.AlignmentFlag.AlignCenter, lines[0])
         painter.setFont(self.font())
@@ -283,19 +299,20 @@ class ClusterOverview(QtWidgets.QWidget):
             painter.drawRoundedRect(rect.adjusted(-1, -1, 1, 1), 5, 5)
 
     def _fit_tile_text(self, painter: QtGui.QPainter, cell: RoleCell, text_rect: QtCore.QRect) -> list[str]:
-        """Set a bold font for the tile and say what it shows: its name and its own batches/s, on two
-        lines or one, in a smaller font where a small tile needs it; every tile shows its rate
-        (``w10 2.00/s`` on a 40-pixel tile at 64 workers), never only some of them."""
+        """Set a bold font for the tile and say what it shows: its name, its state's words and its
+        own batches/s, stacked or on one line, in a smaller font where a small tile needs it; every
+        tile shows its rate (``w10 2.00/s`` on a 40-pixel tile at 64 workers), never only some."""
         font = QtGui.QFont(self.font())
         font.setBold(True)
         texts = _rate_texts(cell.batches_per_s)
-        key = (cell.short, texts[0], text_rect.width(), text_rect.height())
+        key = (cell.short, (*cell.notes, texts[0]), text_rect.width(), text_rect.height())
         fitted = self._fitted.get(key)
         if fitted is None:
             own = QtGui.QFontInfo(font).pixelSize()
-            # The figure's name where it fits at the tile's own size, else the short form.
-            tries = [_fit(font, cell.short, text, text_rect) for text in texts]
-            fitted = next((t for t in tries if t[0] in (0, own) and len(t[1]) == 2), tries[-1])
+            tries = [_fit(font, cell.short, (*cell.notes, text) if text else cell.notes, text_rect) for text in texts]
+            # The figure's name where every line fits at the tile's own size, else the short form.
+            every = 2 + len(cell.notes)
+            fitted = next((t for t in tries[:-1] if t[0] in (0, own) and len(t[1]) == every), tries[-1])
             self._fitted[key] = fitted
             if len(self._fitted) > 4096:  # rates change: keep the cache small
                 self._fitted.clear()
@@ -330,8 +347,10 @@ class ClusterOverview(QtWidgets.QWidget):
                 QtWidgets.QToolTip.hideText()
             else:
                 lines = [f"{cell.role}: {cell.category}"]
-                if cell.note:
-                    lines.append(cell.note)
+                if cell.trouble:
+                    lines.append(cell.trouble)
+                if cell.straggler:
+                    lines.append(cell.straggler)
                 if said := role_text(self._model.rates, cell.role):
                     lines.append(said)
                 if cell.gpus:

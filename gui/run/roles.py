@@ -1,4 +1,5 @@
-"""The roles table and the banner above it: one row per role, failed and stalled roles standing out.
+"""The roles table and the banner above it: one row per role, failed, crash-looping and stalled
+roles standing out.
 
 Fed with the source's :class:`~core.run.status.ClusterStatus` once a frame; cells are only
 touched when their text changes, the table re-sorts only when a key in its sort column changes,
@@ -17,8 +18,11 @@ from PySide6 import QtCore, QtWidgets
 
 from core.cluster.spec import Task
 from core.run.status import ClusterStatus, RoleState, RoleStatus
+from core.views.conditions import crash_text, next_attempt_text, shown_attempt, trouble_text
+from core.views.empty import between_attempts_text, seconds_to_next_attempt
 from core.views.overview import natural_key
 from core.views.rates import BATCHES, StepRates, label, rate_text
+from gui.run.banner import BannerLine, TroubleBanner
 from gui.run.roles_model import GROUP_ROLE, GROUPINGS, NAME_ROLE, RoleRow, RolesModel, RolesProxy
 
 STATE_COLOURS = {
@@ -34,6 +38,8 @@ STATE_COLOURS = {
 STALLED_COLOUR = "#b45309"
 STRAGGLER_COLOUR = "#00838f"  # the overview's straggler tiles' (gui.run.overview)
 BATCHES_COLUMN = label(BATCHES).capitalize()  # "Batches/s (30 s)": its own updates (core.views.rates)
+CRASH_LOOP_COLOUR = "#8a5a00"  # the state's text: dark amber, on the row's light amber
+LOOPING_STATES = (RoleState.STARTING, RoleState.RUNNING, RoleState.BACKOFF, RoleState.STOPPING)
 COLUMNS = (
     "Role",
     "Host",
@@ -66,9 +72,22 @@ def fmt_duration(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def state_text(role: RoleStatus) -> str:
+def crash_looping(role: RoleStatus) -> bool:
+    """Whether the row reads crash-looping (as its tile does: core.views.overview.category)."""
+    return role.crash_looping and role.state in LOOPING_STATES
+
+
+def state_text(role: RoleStatus, now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    if crash_looping(role):  # the Exit column says how the last attempt ended, the banner why
+        of = f" of {role.attempts}" if role.attempts else ""
+        left = seconds_to_next_attempt(role, now)
+        when = "" if left is None else f" in {left:.0f} s" if left >= 1 else " now"
+        return f"crash-looping (attempt {shown_attempt(role)}{of}{when})"
+    if role.state == RoleState.BACKOFF:  # "between attempts: attempt 3 of 5 in 4 s"
+        return "backoff (" + between_attempts_text(role, now).removeprefix("between attempts: ") + ")"
     text = str(role.state)
-    if role.waiting_for and role.state == RoleState.RUNNING:  # diagnosis (issue 13)
+    if role.waiting_for and role.state == RoleState.RUNNING:  # running, but waiting for a peer
         text += f" (waiting for {role.waiting_for})"
     elif role.stalled and role.state == RoleState.RUNNING:
         text += f" (stalled {fmt_duration(role.stalled_for_s or 0)})"
@@ -86,7 +105,31 @@ def _num(value: float | int | None) -> tuple[Any, ...]:
     return (1,) if value is None else (0, value)
 
 
-def row_cells(role: RoleStatus, link_state: str | None, now: float, rates: StepRates | None = None) -> list[str]:
+def crash_banner(role: RoleStatus, now: float) -> str:
+    """The banner's line for a crash-looping role: ``<b>worker:1 crash-looping</b>: exit 1
+    (ZeroDivisionError: division by zero), attempt 3 of 5 · next attempt in 4 s``."""
+    words = crash_text(role)  # "crash-looping: exit 1 (...), attempt 3 of 5"
+    head, sep, rest = words.partition(": ")
+    if not sep:  # no exit or error known: "crash-looping, attempt 3 of 5"
+        head, rest = "crash-looping", words.removeprefix("crash-looping, ")
+    countdown = next_attempt_text(role, now)
+    return f"<b>{html(role.role)} {head}</b>: {html(rest)}" + (f" · {html(countdown)}" if countdown else "")
+
+
+def exit_cell(role: RoleStatus) -> str:
+    """How the role's last attempt that ended did, and why: ``exit code 1 (ZeroDivisionError:
+    division by zero)``. While an attempt runs, the one before it, if it failed (a crash loop's)."""
+    ended = role.exit_text
+    if role.state in (RoleState.FAILED, RoleState.BACKOFF) and role.last_error:
+        return f"{ended or role.last_exit} ({role.last_error})"
+    if ended:
+        return ended
+    if role.last_exit and role.state in LOOPING_STATES:
+        return f"{role.last_exit} ({role.last_error})" if role.last_error else role.last_exit
+    return ""
+
+
+def row_cells(role: RoleStatus, link_state: str | None, now: float, *, rates: StepRates | None = None) -> list[str]:
     """The table's cells for ``role``; ``link_state`` is its host's SSH link state, if any;
     ``rates``: the run's (:func:`core.views.rates.status_rates`)."""
     own = rates.of(role.role) if rates is not None else None
@@ -95,10 +138,10 @@ def row_cells(role: RoleStatus, link_state: str | None, now: float, rates: StepR
         role.role,
         role.host if link_state in (None, "connected") else f"{role.host} ({link_state})",
         str(role.pid or ""),
-        state_text(role),
+        state_text(role, now),
         fmt_duration(now - role.started_at) if role.started_at and alive else "",
         str(role.restarts),
-        role.exit_text,
+        exit_cell(role),
         "" if role.step is None else str(role.step),
         "" if role.loss is None else f"{role.loss:.4f}" + (" (tb)" if role.loss_source == "tb" else ""),
         "" if role.step_time_s is None else f"{role.step_time_s * 1000:.1f} ms",
@@ -124,7 +167,7 @@ NUMERIC_COLUMNS = tuple(
 )
 
 
-def sort_keys(role: RoleStatus, cells: list[str], now: float, own: float | None = None) -> list[tuple[Any, ...]]:
+def sort_keys(role: RoleStatus, cells: list[str], now: float, *, own: float | None = None) -> list[tuple[Any, ...]]:
     """One key per column: natural order for names, hosts and text, numeric for numbers.
 
     Only the text columns' keys are parsed (and cached): a frame builds 65 rows' keys."""
@@ -132,7 +175,7 @@ def sort_keys(role: RoleStatus, cells: list[str], now: float, own: float | None 
     numbers = (
         role.pid,
         # By start time (later = shorter uptime): a key that does not change every frame, which
-        # would re-sort the table 10 times a second (issue 19).
+        # would re-sort all 65 rows of a 64-worker run's table 10 times a second.
         -role.started_at if role.started_at and alive else None,
         role.restarts,
         role.step,
@@ -151,14 +194,17 @@ def sort_keys(role: RoleStatus, cells: list[str], now: float, own: float | None 
     return keys
 
 
-def role_row(role: RoleStatus, link_state: str | None, now: float, rates: StepRates | None = None) -> RoleRow:
+def role_row(role: RoleStatus, link_state: str | None, now: float, *, rates: StepRates | None = None) -> RoleRow:
     """How ``role`` reads in the table: cells, sort keys, colours and the state's tooltip."""
-    cells = row_cells(role, link_state, now, rates)
+    cells = row_cells(role, link_state, now, rates=rates)
     failed = role.state == RoleState.FAILED
-    stalled = (role.stalled or bool(role.waiting_for)) and role.state == RoleState.RUNNING  # issue 13
-    straggler = role.straggler and role.state == RoleState.RUNNING and not stalled
+    looping = crash_looping(role)
+    stalled = (role.stalled or bool(role.waiting_for)) and role.state == RoleState.RUNNING and not looping
+    straggler = role.straggler and role.state == RoleState.RUNNING and not stalled and not looping
     tooltip = (
-        f"{role.waiting_message}\nFix: {role.waiting_fix}"  # diagnosis (issue 13)
+        trouble_text(role, now)
+        if looping or failed
+        else f"{role.waiting_message}\nFix: {role.waiting_fix}"  # why it waits, and the fix
         if role.waiting_for
         else f"no new step for {fmt_duration(role.stalled_for_s or 0)}: hung? Kill it (Ctrl+K) or restart it"
         if stalled
@@ -170,13 +216,22 @@ def role_row(role: RoleStatus, link_state: str | None, now: float, rates: StepRa
         name=role.role,
         job=role.job,
         host=role.host,
-        state=str(role.state),
+        state="crash-looping" if looping else str(role.state),
         cells=cells,
-        sort_keys=sort_keys(role, cells, now, rates.of(role.role) if rates is not None else None),
+        sort_keys=sort_keys(role, cells, now, own=rates.of(role.role) if rates is not None else None),
         failed=failed,
-        emphasised=failed or stalled or straggler,
-        state_colour=STALLED_COLOUR if stalled else STRAGGLER_COLOUR if straggler else STATE_COLOURS[role.state],
+        emphasised=failed or stalled or looping or straggler,
+        state_colour=(
+            CRASH_LOOP_COLOUR
+            if looping
+            else STALLED_COLOUR
+            if stalled
+            else STRAGGLER_COLOUR
+            if straggler
+            else STATE_COLOURS[role.state]
+        ),
         state_tooltip=tooltip,
+        crash_looping=looping,
     )
 
 
@@ -187,7 +242,8 @@ def task_row(task: Task) -> RoleRow:
 
 
 class RolesView(QtWidgets.QWidget):
-    """The banner (failed and stalled roles, with why) above the roles table, which can be
+    """The banner (failed, crash-looping, stalled and waiting roles, with why; *Show log* on the
+    roles that died) above the roles table, which can be
     grouped by job or host, filtered and sorted by any column (see :mod:`gui.run.roles_model`).
 
     Signals: ``sig_selection_changed()`` when the selected roles change (by the user, or as rows
@@ -199,11 +255,7 @@ class RolesView(QtWidgets.QWidget):
     def __init__(self, last_lines: Callable[[str, int], list[str]]) -> None:
         super().__init__()
         self._last_lines = last_lines
-        self.banner = QtWidgets.QLabel()
-        self.banner.setWordWrap(True)
-        self.banner.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.banner.setStyleSheet("QLabel { background: #fde2e2; color: #7f1d1d; padding: 6px; }")
-        self.banner.hide()
+        self.banner = TroubleBanner()
         self.model = RolesModel(COLUMNS, STATE_COLUMN)
         self.proxy = RolesProxy(STATE_COLUMN, COLUMNS.index("Host"))
         self.proxy.setSourceModel(self.model)
@@ -219,7 +271,7 @@ class RolesView(QtWidgets.QWidget):
         self.table.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.ActionsContextMenu)
         header = self.table.header()
         # Not ResizeToContents: that measured every cell of all 65 rows at each frame's change
-        # (issue 19); columns are fitted after a reset and widened as a changed cell needs.
+        # of a 64-worker run; columns are fitted after a reset and widened as a changed cell needs.
         header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
         self._collapsed: set[str] = set()
@@ -347,9 +399,9 @@ class RolesView(QtWidgets.QWidget):
         """Show ``status``; ``rates``: the run's (:func:`core.views.rates.status_rates`)."""
         now = time.time()
         self._show_rows(
-            [role_row(role, host_states.get(role.host, {}).get("state"), now, rates) for role in status.roles]
+            [role_row(role, host_states.get(role.host, {}).get("state"), now, rates=rates) for role in status.roles]
         )
-        self._update_banner(status)
+        self._update_banner(status, now)
 
     def _show_rows(self, rows: list[RoleRow]) -> None:
         selected = self.selected_roles()
@@ -427,27 +479,35 @@ class RolesView(QtWidgets.QWidget):
         shown = sum(self.proxy.rowCount(parent) for parent in parents)
         self.count.setText(f"{shown} of {total} roles")
 
-    def _update_banner(self, status: ClusterStatus) -> None:
-        failed = [r for r in status.roles if r.state == RoleState.FAILED]
-        stalled = [r for r in status.roles if r.stalled and r.state == RoleState.RUNNING]
-        waiting = [r for r in status.roles if r.waiting_for and r.state == RoleState.RUNNING]  # issue 13
-        if not failed and not stalled and not waiting:
-            self.banner.hide()
-            return
-        parts = [  # diagnosis (issue 13): who waits for whom, and the fix
-            f"<b>{r.role} is waiting for {r.waiting_for}</b>: {html(r.waiting_message)}<br>Fix: {html(r.waiting_fix)}"
-            for r in waiting
-        ]
-        parts += [
-            f"<b>{r.role} is stalled</b>: no new training step for {fmt_duration(r.stalled_for_s or 0)} "
-            f"(last step {r.step}). Hung? Select it and kill (Ctrl+K) or restart (Ctrl+R)."
-            for r in stalled
-        ]
-        for role in failed:
-            lines = self._last_lines(role.role, 3)
-            text = f"<b>{role.role} failed</b>: {html(role.detail or role.exit_text)}"
-            if lines:
-                text += "<br><tt>" + "<br>".join(html(line) for line in lines) + "</tt>"
-            parts.append(text)
-        self.banner.setText("<br>".join(parts))
-        self.banner.show()
+    def _update_banner(self, status: ClusterStatus, now: float) -> None:
+        lines: list[BannerLine] = []
+        for role in status.roles:  # a role that died, with why, and a way to its error
+            if role.state == RoleState.FAILED:
+                text = f"<b>{role.role} failed</b>: {html(trouble_text(role, now).removeprefix('failed: '))}"
+                if not role.last_error:  # no line of its own says why: its last lines may
+                    last = self._last_lines(role.role, 3)
+                    if last:
+                        text += "<br><tt>" + "<br>".join(html(line) for line in last) + "</tt>"
+                lines.append(BannerLine(role.role, text, "failed", show_log=True))
+        for role in status.roles:
+            if crash_looping(role):
+                lines.append(BannerLine(role.role, crash_banner(role, now), "crash-looping", show_log=True))
+        for r in status.roles:
+            if r.stalled and r.state == RoleState.RUNNING and not crash_looping(r):
+                lines.append(
+                    BannerLine(
+                        r.role,
+                        f"<b>{r.role} is stalled</b>: no new training step for {fmt_duration(r.stalled_for_s or 0)} "
+                        f"(last step {r.step}). Hung? Select it and kill (Ctrl+K) or restart (Ctrl+R).",
+                    )
+                )
+        for r in status.roles:  # who waits for whom, and the fix
+            if r.waiting_for and r.state == RoleState.RUNNING and not crash_looping(r):
+                lines.append(
+                    BannerLine(
+                        r.role,
+                        f"<b>{r.role} is waiting for {r.waiting_for}</b>: {html(r.waiting_message)}"
+                        f"<br>Fix: {html(r.waiting_fix)}",
+                    )
+                )
+        self.banner.set_lines(lines)

@@ -3,7 +3,7 @@
 :class:`RolesModel` holds one :class:`RoleRow` per role, under a group row per job or host (or
 flat). A frame's new status only emits ``dataChanged`` for the cells that changed (one signal a row,
 with the roles that changed), and one signal a group carrying the sort key's role for the rows
-whose key in the sort column changed: the proxy re-sorts only then (issue 19: a full-width
+whose key in the sort column changed: the proxy re-sorts only then (a full-width
 signal a group re-sorted and re-measured all 65 rows 10 times a second). So a steady 65-row table
 costs next to nothing, and the views' selection (persistent indexes) and
 scroll position survive. Only a change of the set of roles or of the grouping resets the model;
@@ -49,6 +49,7 @@ class RoleRow:
     emphasised: bool = False  # failed, stalled or waiting: the state cell in bold
     state_colour: str | None = None
     state_tooltip: str = ""
+    crash_looping: bool = False  # the whole row on light amber, as failed rows are on pink
 
     def group(self, grouping: str) -> str:
         return self.job if grouping == "job" else self.host if grouping == "host" else ""
@@ -66,6 +67,7 @@ class _Group:
 
 
 FAILED_BACKGROUND = QtGui.QColor("#fde2e2")
+CRASH_LOOP_BACKGROUND = QtGui.QColor("#fff1c7")
 GROUP_BACKGROUND = QtGui.QColor("#eef2f7")
 
 
@@ -145,16 +147,18 @@ class RolesModel(QtCore.QAbstractItemModel):
         """dataChanged on the changed cells of one row, without the sort key's role: the proxy
         then neither re-sorts nor measures anything but those cells (see :meth:`set_rows`)."""
         columns = [c for c, (a, b) in enumerate(zip(old.cells, new.cells, strict=True)) if a != b]
-        if old.failed != new.failed:  # the row's background
-            columns = [0, len(self._columns) - 1]
-        elif (old.emphasised, old.state_colour, old.state_tooltip) != (
+        if (old.emphasised, old.state_colour, old.state_tooltip) != (
             new.emphasised,
             new.state_colour,
             new.state_tooltip,
-        ):
+        ) and self._state_column not in columns:
             columns.append(self._state_column)
-        if columns:
-            self.dataChanged.emit(self.index(i, min(columns), parent), self.index(i, max(columns), parent), LOOK_ROLES)
+        # A new background (failed, crash-looping) repaints the whole row, but only the cells whose
+        # text changed are measured: the row turns amber as its Exit cell fills, which must widen.
+        span = [0, len(self._columns) - 1] if (old.failed, old.crash_looping) != (new.failed, new.crash_looping) else []
+        if columns or span:
+            first, last = min(columns + span), max(columns + span)
+            self.dataChanged.emit(self.index(i, first, parent), self.index(i, last, parent), LOOK_ROLES)
         self.changed_cells += [(c, new.cells[c]) for c in columns]
 
     def _layout_of(self, rows: list[RoleRow]) -> list[tuple[str, list[str]]]:
@@ -256,6 +260,8 @@ class RolesModel(QtCore.QAbstractItemModel):
             return row.name
         if role == R.BackgroundRole and row.failed:
             return FAILED_BACKGROUND
+        if role == R.BackgroundRole and row.crash_looping:
+            return CRASH_LOOP_BACKGROUND
         if column == self._state_column:
             if role == R.ForegroundRole and row.state_colour:
                 return QtGui.QColor(row.state_colour)

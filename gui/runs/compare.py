@@ -1,4 +1,4 @@
-"""Compare runs (issue 23): 2-8 runs' curves overlaid, each run one colour, above the side-by-side
+"""Compare runs: 2-8 runs' curves overlaid, each run one colour, above the side-by-side
 table of :func:`core.views.compare_table.compare_rows` with the rows that differ highlighted.
 
 Per run and plot (loss, step time, and any TensorBoard scalar the roles wrote; by step or by
@@ -189,7 +189,7 @@ class CompareView(QtWidgets.QWidget):
             parts.append(f'<span style="color:{colour}"><b>{summary.id}</b> ({summary.shape()}; {style})</span>')
             for name, widget in self.plots.items():
                 if name == SPEED_PLOT:
-                    self._draw_speed(widget, colour, self.speeds[i], summary, by_time=by_time)
+                    self._draw_speed(widget, colour, points=self.speeds[i], summary=summary, by_time=by_time)
                     continue
                 if name == SCALAR_PLOT:
                     per_role = self.scalars[i].get(self.tag_box.currentText(), {})
@@ -203,7 +203,7 @@ class CompareView(QtWidgets.QWidget):
         self.key.setText(" · ".join(parts) if parts else "no training metrics in these runs")
 
     def _draw_speed(
-        self, widget: pg.PlotWidget, colour: str, points: list[RatePoint], summary: RunSummary, *, by_time: bool
+        self, widget: pg.PlotWidget, colour: str, *, points: list[RatePoint], summary: RunSummary, by_time: bool
     ) -> None:
         """One line a run: its global steps/s over the window that ended at each moment."""
         shown = [p for p in points if p.rates.global_steps_per_s is not None and (by_time or p.step is not None)]

@@ -1,4 +1,4 @@
-"""The window's Runs page (issue 23): every run under the runs root in a sortable, filterable table.
+"""The window's Runs page: every run under the runs root in a sortable, filterable table.
 
 The rows are :class:`core.run.index.RunSummary` values, loaded off the GUI thread
 (:func:`gui.offthread.run_off_thread`) from each run's cached summary. The page asks the window,

@@ -33,6 +33,8 @@ class WindowCommands(Protocol):
 
     def show_log(self) -> None: ...
 
+    def show_last_error(self) -> None: ...
+
     def show_tab(self, index: int) -> None: ...
 
     def choose_run(self) -> None: ...
@@ -81,6 +83,12 @@ class WindowActions:
             "SIGKILL the selected roles",
         )
         self.show_log = action("Show log", commands.show_log, "Ctrl+G", "Show the selected role's output")
+        self.last_error = action(
+            "Go to last error",
+            commands.show_last_error,
+            "Ctrl+Shift+E",
+            "Open the selected role's log at its last error line",
+        )
         self.open_run = action("Open run directory...", commands.choose_run, "Ctrl+Shift+O")
         self.attach = action(
             "Attach to this run",
@@ -117,7 +125,7 @@ class WindowActions:
         cluster.addSeparator()
         cluster.addAction(self.preflight)
         self.role_menu = menu.addMenu("&Role")
-        for a in (self.stop, self.restart, self.kill, self.show_log):
+        for a in self.role_actions():
             self.role_menu.addAction(a)
         self.view_menu = menu.addMenu("&View")
         for a in self.tabs:
@@ -138,7 +146,7 @@ class WindowActions:
 
     def role_actions(self) -> tuple[QtGui.QAction, ...]:
         """The actions on the selected roles (the roles table's context menu has them too)."""
-        return (self.stop, self.restart, self.kill, self.show_log)
+        return (self.stop, self.restart, self.kill, self.show_log, self.last_error)
 
     def add_page_actions(self, editor: ClusterEditor, pages: QtWidgets.QTabWidget, monitor: QtWidgets.QWidget) -> None:
         """The cluster editor's file actions in the File menu; the page shortcuts in the View menu."""

@@ -22,7 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--run", metavar="RUN", help="open a run directory (a path, a run id from `runs`, or 'latest'), past or live"
     )
     parser.add_argument(
-        "--tab", choices=("cluster", "training", "gpus", "placement", "logs"), help="the page or tab to show first"
+        "--tab",
+        choices=("cluster", "training", "gpus", "placement", "logs", "profile"),
+        help="the page or tab to show first",
     )
     parser.add_argument(
         "--screenshot",
@@ -96,6 +98,9 @@ def main(argv: list[str]) -> int:
         window.launch()
     if args.tab == "cluster":
         window.pages.setCurrentWidget(window.editor)
+    elif args.tab == "profile":  # the run's captures, the latest chosen
+        window.pages.setCurrentWidget(window.monitor)
+        window.tabs.setCurrentWidget(window.profiler.panel)
     elif args.tab:
         window.pages.setCurrentWidget(window.monitor)
         window.tabs.setCurrentIndex(["training", "gpus", "placement", "logs"].index(args.tab))

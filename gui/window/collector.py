@@ -4,7 +4,8 @@ CPython collects on whichever thread allocates when a generation's threshold is 
 window's process the controller, agent-link and reader threads allocate all the time (JSON
 parsing), so a collection could run there and destroy Qt objects left in a cycle (a pyqtgraph
 ``PlotItem``'s ``QMenu``): the destructor took a Qt lock and waited for the GIL while the GUI
-thread, holding the GIL, waited for that lock, and the window froze for good (issue 19).
+thread, holding the GIL, waited for that lock, and the window froze for good (seen under load
+with a 64-worker run).
 
 :func:`hold` turns automatic collection off and starts a GUI-thread timer that collects by
 generation as CPython would (``pyqtgraph.GarbageCollector`` does the same, without a way back):

@@ -27,7 +27,7 @@ FORMATS = {".png": "PNG image (*.png)", ".svg": "SVG drawing (*.svg)"}
 def _close_paths_safely(correct: Callable[..., None]) -> Callable[..., None]:
     """pyqtgraph 0.14's SVG exporter reads every token of a path as ``x,y`` and raises on the
     ``Z`` (close path) that Qt writes for rectangles (a ViewBox's background): every SVG export of
-    a plot failed, ours and the right-click dialog's (pyqtgraph issue #3485). Hide the ``Z``s from
+    a plot failed, ours and the right-click dialog's (reported upstream: pyqtgraph/pyqtgraph#3485). Hide the ``Z``s from
     it and put them back after."""
     if getattr(correct, "towerdeck_patched", False):
         return correct

@@ -22,7 +22,17 @@ from PySide6 import QtCore, QtWidgets
 
 from core.cluster.spec import ClusterSpec
 from core.controller.session import RunSource
-from core.run.events import Event, GpuStatus, HostStateChanged, Metrics, Sample, Scalars, SlurmChanged, WarningMessage
+from core.run.events import (
+    Event,
+    GpuStatus,
+    HostStateChanged,
+    Metrics,
+    RoleStateChanged,
+    Sample,
+    Scalars,
+    SlurmChanged,
+    WarningMessage,
+)
 from core.run.inbox import EventInbox
 from core.run.status import ClusterStatus
 from core.telemetry.pci import tf_devices_by_bus
@@ -52,7 +62,7 @@ CATCH_UP_MIN_S = 0.005  # ... and has at least this, else the frame starts the n
 SLOW_REFRESH_S = 1.0  # placement tables and TF devices: they change slowly and cost more
 # Past FIGURES_SCALE_ROLES roles, the roles table's and the overview's figures (step, loss, CPU,
 # uptime) are redrawn once every FIGURES_EVERY_S; a change of any role's state, of the set of roles
-# or of a host's link, at once. Issue 19: at 65 roles, redrawing both ten times a second (every
+# or of a host's link, at once. At 65 roles, redrawing both ten times a second (every
 # step count changes every frame) was most of the GUI thread under load (py-spy --native: 30-40 %
 # in QTreeView's paint, 15-20 % in the overview's), and a monitor's figures are read at 1 Hz.
 FIGURES_SCALE_ROLES = 16
@@ -190,12 +200,12 @@ class FramePump(QtCore.QObject):
     def _on_catch_up(self) -> None:
         """Another slice of a backlog between two frames, once the event loop has turned: a
         reopened run's telemetry goes in as fast as the GUI thread can take it, not one slice a
-        frame (issue 25: the window idled 60 ms of every 100 while the backlog waited).
+        frame (the window idled 60 ms of every 100 while a day-long run's backlog waited).
 
         A slice ends before the next frame is due, and then leaves the next slice to that frame:
         Qt fires the timers that are due together, so a slice that ran into the frame's time, or
         one due when the frame was, ran back to back with the frame and its paint, and the window
-        answered nothing for 100-160 ms opening a day-long run (issue 25)."""
+        answered nothing for 100-160 ms opening a day-long run."""
         if time.monotonic() - self._frame_ended < CATCH_UP_AFTER_FRAME_MS / 1000:
             # Due with the frame, it would run in the same turn right after it: after its paint.
             self.catch_up_timer.start(CATCH_UP_AFTER_FRAME_MS)
@@ -232,8 +242,9 @@ class FramePump(QtCore.QObject):
                 self._dispatch(event)
             if samples:
                 self.gpus.add_samples(samples)
-            for role, text in output.items():
-                self.logs.add_output(role, text)
+            for role, pieces in output.items():
+                for piece in pieces:
+                    self.logs.add_output(role, piece.text, attempt=piece.attempt)
             if not events or time.monotonic() >= deadline:
                 break
         return bool(events)
@@ -244,6 +255,8 @@ class FramePump(QtCore.QObject):
         match p:
             case Metrics() if event.role:
                 self.training.add_samples(event.role, p.samples)
+            case RoleStateChanged() if event.role:
+                self.logs.note_role_state(event.role, event.t, p)  # the Logs tab's attempt dividers
             case Scalars() if event.role:
                 self.training.add_scalars(event.role, p.points)
             case Sample():
@@ -322,6 +335,7 @@ class FramePump(QtCore.QObject):
             # A counted job's roles (no host until the allocation places them) under "Slurm".
             planned = self.spec.planned_tasks() if self.spec else []
             self.overview.set_roles([PlannedRole(t.role_id, t.job, t.host or "Slurm") for t in planned])
+            self.training.set_status(None)
             self._on_status(None)
             self._sync_role_lists([t.role_id for t in tasks])
             return
@@ -341,7 +355,8 @@ class FramePump(QtCore.QObject):
         rates = status_rates(status.roles, self.spec)  # one set of figures for every view (core.views.rates)
         self.roles.show_status(status, self.host_states, rates)
         self.overview.set_roles(status.roles, rates)
-        self.training.set_status(status.roles, rates)
+        self.training.set_status(status.roles, rates=rates)
+        self.logs.set_status(status.roles, time.time())
         self._sync_role_lists([r.role for r in status.roles])
 
     def _figures_due(self, status: ClusterStatus) -> bool:
@@ -350,7 +365,10 @@ class FramePump(QtCore.QObject):
         now = time.monotonic()
         states = (
             status.phase,
-            tuple((r.role, r.host, r.state, r.attempt, r.stalled, r.straggler, r.waiting_for) for r in status.roles),
+            tuple(
+                (r.role, r.host, r.state, r.attempt, r.stalled, r.straggler, r.waiting_for, r.crash_looping)
+                for r in status.roles
+            ),
             tuple((host, h.get("state")) for host, h in self.host_states.items()),
         )
         shown = self._figures_shown

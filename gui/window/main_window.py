@@ -34,6 +34,7 @@ from core.run.status import ClusterPhase, ClusterStatus
 from gui.editor import ClusterEditor
 from gui.offthread import Relay, run_off_thread
 from gui.run.overview import ClusterOverview
+from gui.run.recovery_banner import RecoveryBanner
 from gui.run.roles import RolesView
 from gui.run.tabs.gpus import GpuPanel
 from gui.run.tabs.logs import LogPanel
@@ -140,6 +141,7 @@ class MainWindow(QtWidgets.QMainWindow):
         for action in self.controls.role_actions():
             self.table.addAction(action)
         self.roles.sig_selection_changed.connect(self._on_selection_changed)
+        self.roles.banner.sig_show_log.connect(self.show_error_log)
         self.table.doubleClicked.connect(lambda _index: self.show_log())
 
         self.training: TrainingPanel = TrainingPanel()
@@ -169,7 +171,14 @@ class MainWindow(QtWidgets.QMainWindow):
         self.split.addWidget(self.roles)
         self.split.addWidget(self.tabs)
         self.split.setSizes([150, 200, 450])
-        self.monitor: QtWidgets.QSplitter = self.split
+        # The run page: a recovery under way (or how the last ended) above the split, in one line.
+        self.recovery_banner: RecoveryBanner = RecoveryBanner()
+        self.monitor: QtWidgets.QWidget = QtWidgets.QWidget()
+        monitor_layout = QtWidgets.QVBoxLayout(self.monitor)
+        monitor_layout.setContentsMargins(0, 0, 0, 0)
+        monitor_layout.setSpacing(0)
+        monitor_layout.addWidget(self.recovery_banner)
+        monitor_layout.addWidget(self.split, 1)
         # Two pages: the cluster as a form, and the run (roles above, telemetry tabs below).
         self.pages: QtWidgets.QTabWidget = QtWidgets.QTabWidget()
         self.pages.setDocumentMode(True)
@@ -230,6 +239,7 @@ class MainWindow(QtWidgets.QMainWindow):
         # A status that says done is over too: the controller publishes DONE a moment before its
         # ``done`` is set, and no event may follow to refresh the actions (Launch stayed disabled).
         over = status is not None and status.phase in (ClusterPhase.DONE, ClusterPhase.DETACHED)
+        self.recovery_banner.show_status(status)
         source = self.source
         self.controls.enable(
             live=source is not None and not source.done and not over,
@@ -329,9 +339,11 @@ class MainWindow(QtWidgets.QMainWindow):
     def _show_new_run(self) -> None:
         """Another run is bound: its TensorBoard goes with the one it showed, the views start empty."""
         self.tensorboard.stop()
+        self.profiler.stop_tensorboard()  # the Profile tab's, on a capture of the run it showed
         self.frame.reset()
         self._set_title()
         self.frame.refresh_table()
+        self.profiler.follow_run()
 
     def _landed(self) -> None:
         """A launch or attach is over: a close asked for meanwhile goes on now."""
@@ -394,6 +406,28 @@ class MainWindow(QtWidgets.QMainWindow):
             self.logs.show_role(roles[0])
         self.tabs.setCurrentWidget(self.logs)
 
+    def show_last_error(self) -> None:
+        """The shown log's role (on the Logs tab), else the selected role's, at its last error line."""
+        roles = self.selected_roles()
+        on_logs = self.pages.currentWidget() is self.monitor and self.tabs.currentWidget() is self.logs
+        role = self.logs.current if on_logs and self.logs.current else roles[0] if roles else self.logs.current
+        if role is None:
+            self.statusBar().showMessage("Select a role to see its last error", 10000)
+            return
+        self.show_error_log(role)
+
+    def show_error_log(self, role: str) -> None:
+        """The Logs tab on ``role``, its cursor on the line that says why it failed (the error its
+        status gives, else its last error line): the banner's *Show log*."""
+        self.select_role(role)
+        self.logs.show_role(role)
+        self.pages.setCurrentWidget(self.monitor)
+        self.tabs.setCurrentWidget(self.logs)
+        status = self.frame.last_status
+        error = next((r.last_error for r in status.roles if r.role == role), "") if status else ""
+        if not self.logs.go_to_last_error(error):
+            self.statusBar().showMessage(f"{role}: no error line in the output this window has", 10000)
+
     def _on_selection_changed(self) -> None:
         roles = self.selected_roles()
         self.overview.select_role(roles[0] if roles else None)
@@ -435,6 +469,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.frame.stop()
         self.host_check.cancel()  # its probes and the ssh under them end now
         self.tensorboard.stop()
+        self.profiler.stop_tensorboard()
         # The run is closed off the GUI thread (a reader's join, the control socket's); that
         # thread finishes it before the process exits.
         self.binding.let_go()

@@ -7,17 +7,25 @@ GUI thread, where every failure is one line in the status bar. One capture at a 
 *Profile* while one runs is refused with a message. A role of an SSH host or a Slurm node is traced
 there by its agent, asked through this window's own control socket as ``ctl RUN profile`` asks
 (the controller fetches the files into the same ``RUN/profiles/<timestamp>/<job>-<task>/``).
+
+The tab's *Open in TensorBoard* serves the chosen capture in the profiler environment's TensorBoard
+(:func:`core.profiling.tensorboard.start_capture`), started on a worker thread and opened in the
+browser; one at a time per window, stopped (its whole process group) when another capture is
+opened, the window shows another run, or it closes.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6 import QtCore, QtGui
 
 from core.profiling.capture import Capture, capture, select
-from gui.offthread import Relay, run_off_thread
+from core.profiling.tensorboard import profile_url, start_capture
+from core.run.tensorboard import TensorBoardServer
+from gui.offthread import Relay, run_off_thread, start_thread
 from gui.run.tabs.profile import ProfilePanel
 
 if TYPE_CHECKING:
@@ -39,6 +47,11 @@ class ProfileAction(QtCore.QObject):
         self.seconds = PROFILE_SECONDS
         self.last_message = ""
         self.panel = ProfilePanel()
+        self.panel.sig_open_tensorboard.connect(self.open_tensorboard)
+        self.tensorboard: TensorBoardServer | None = None  # serving ``tensorboard_for``
+        self.tensorboard_for: Path | None = None  # the capture asked for last (None: none wanted now)
+        self.tensorboard_error: str | None = None
+        self.open_browser = True  # tests turn it off
         window.tabs.addTab(self.panel, "Profile")
         window.tabs.currentChanged.connect(lambda _i: self._on_tab())
         self.action = QtGui.QAction("Profile", window)
@@ -55,6 +68,14 @@ class ProfileAction(QtCore.QObject):
         if self.window.tabs.currentWidget() is self.panel:
             source = self.window.source
             self.panel.set_run(source.path if source is not None else None)
+
+    def follow_run(self) -> None:
+        """The window shows another run: the tab lists its captures now when it is in view (the
+        window may open on it, as the last session left it), else when it is next shown."""
+        if self.window.tabs.currentWidget() is self.panel:
+            self._on_tab()
+        else:
+            self.panel.set_run(None)  # nothing of the run shown before is left to see
 
     def refusal(self, needs_selection: bool = True) -> str | None:
         """Why the selected roles cannot be profiled now, in one line; None when they can. A second
@@ -91,7 +112,9 @@ class ProfileAction(QtCore.QObject):
         self._say(f"profiling {self.busy} for {seconds:g} s...")
         run_off_thread(
             self.relay,
-            lambda: capture(run_path, targets, seconds=seconds, control_socket=control_socket),
+            lambda: capture(
+                run_path, targets, seconds=seconds, control_socket=control_socket, purpose="profile", origin="window"
+            ),
             self._on_captured,
             name="profile-capture",
         )
@@ -123,9 +146,62 @@ class ProfileAction(QtCore.QObject):
             self._say(f"profile: {'; '.join(failed) or 'no role was captured'}")
         source = self.window.source
         if source is not None and source.path == result.path.parent.parent:
+            self.panel.cache.pop(result.path, None)  # shown while it was being taken: read it again
             self.panel.set_run(source.path, show=result.path)
             self.window.tabs.setCurrentWidget(self.panel)
 
     def _say(self, message: str) -> None:
         self.last_message = message
         self.window.statusBar().showMessage(message, MESSAGE_MS)
+
+    # ------------------------------------------------------------------ TensorBoard on a capture
+
+    def open_tensorboard(self, folder: Path) -> None:
+        """Serve ``folder`` (a capture) in TensorBoard's Profile tab, off the GUI thread, and open it."""
+        server = self.tensorboard
+        if server is not None and self.tensorboard_for == folder and server.alive():
+            self._show_tensorboard(server)
+            return
+        self.stop_tensorboard()
+        self.tensorboard_for = folder
+        self.tensorboard_error = None
+        self.panel.set_tensorboard_note(f"starting TensorBoard on {folder.name}...", busy=True)
+        run_off_thread(
+            self.relay,
+            lambda: start_capture(folder),
+            lambda done, error: self._on_tensorboard(folder, done, error),
+            name="profile-tensorboard-start",
+        )
+
+    def _on_tensorboard(self, folder: Path, server: object, error: BaseException | None) -> None:
+        if not isinstance(server, TensorBoardServer):
+            if self.tensorboard_for == folder:
+                self.tensorboard_error = f"TensorBoard: {error}"
+                self.panel.set_tensorboard_note("")
+                self._say(self.tensorboard_error)
+            return
+        if self.tensorboard_for != folder:  # another capture, another run, or the window closed meanwhile
+            _stop_off_thread(server)
+            return
+        self.tensorboard = server
+        self._show_tensorboard(server)
+
+    def _show_tensorboard(self, server: TensorBoardServer) -> None:
+        url = profile_url(server)
+        self.panel.set_tensorboard_note(f"TensorBoard: {url}")
+        self._say(f"TensorBoard's Profile tab on {url}")
+        if self.open_browser:
+            QtGui.QDesktopServices.openUrl(QtCore.QUrl(url))
+
+    def stop_tensorboard(self) -> None:
+        """Stop the capture's TensorBoard, if any (one starting is stopped when it is up)."""
+        server, self.tensorboard, self.tensorboard_for = self.tensorboard, None, None
+        self.panel.set_tensorboard_note("")
+        if server is not None:
+            _stop_off_thread(server)
+
+
+def _stop_off_thread(server: TensorBoardServer) -> None:
+    """SIGTERM now; the wait, and SIGKILL past the grace, off the GUI thread."""
+    server.terminate()
+    start_thread(threading.Thread(target=server.stop, name="profile-tensorboard-stop", daemon=True))

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.profiling.env import ProfileError
-from core.profiling.why import straggler_and_median, with_input_ops
+from core.profiling.files import CaptureRecord
+from core.profiling.why import straggler_and_median
 from core.profiling.why_run import WhyAnswer, why_slow
 from gui.offthread import Relay, run_off_thread
 from gui.run.tabs.profile import CaptureSummary
@@ -79,7 +80,13 @@ class WhyAction(QtCore.QObject):
         run_off_thread(
             self.relay,
             lambda: why_slow(
-                roles, run_path, straggler, seconds=seconds, agent_hosts=agent_hosts, control_socket=control_socket
+                roles,
+                run_path,
+                straggler,
+                seconds=seconds,
+                agent_hosts=agent_hosts,
+                control_socket=control_socket,
+                origin="window",
             ),
             self.show_answer,
             name="why-capture",
@@ -102,10 +109,21 @@ class WhyAction(QtCore.QObject):
             return  # the window moved on to another run meanwhile
         panel = self.window.profiler.panel
         if result.profiles:
-            failures = tuple((r.role, r.error or "not captured") for r in result.capture.roles if not r.ok)
-            # The table counts input as the verdict does (tf.data's time on a CPU-only host).
-            profiles = tuple(with_input_ops(p) for p in result.profiles)
-            panel.cache[folder] = CaptureSummary(folder, profiles, failures, result.verdict)
+            # The capture's breakdown, as kept with it: the figures the verdict was given on.
+            failures = [(r.role, r.error or "not captured") for r in result.capture.roles if not r.ok]
+            xplanes = result.capture.xplanes()
+            record = CaptureRecord(
+                folder,
+                xplanes,
+                failures,
+                asked=(result.straggler, result.median),
+                seconds=result.capture.seconds,
+                purpose="why",
+                origin="window",
+            )
+            panel.cache[folder] = CaptureSummary(
+                folder, result.profiles, tuple(failures), result.verdict, record=record
+            )
         panel.set_run(source.path, show=folder)
         self.window.tabs.setCurrentWidget(panel)
 

@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 from core.agent import artifact, artifact_file, probe_source
-from tests.conftest import ROOT
+from tests.helpers.project import ROOT
 
 PACKAGE = ROOT / "core" / "agent"
 

@@ -15,7 +15,7 @@ import pytest
 
 from core.agent.profile import MAX_CHUNK_BYTES, parse_profile, profile_path, read_chunk
 from core.remote.agent_requests import AgentRequestError, AgentRequests
-from tests.core.test_agent import AgentProcess, start
+from tests.helpers.agent_process import AgentProcess, start
 
 GOOD = {"id": "p1", "role": "worker:1", "address": "10.0.0.2:2222", "seconds": 2, "logdir": "profiles/t/worker-1"}
 
@@ -117,9 +117,9 @@ def test_an_agent_without_the_profile_op_is_called_too_old_and_silence_is_a_time
         return True
 
     with pytest.raises(AgentRequestError, match=r"^the agent on h is too old to profile \(no 'profile' op\)"):
-        replies.ask("h", old_agent, {"op": "profile"}, 5)
+        replies.ask("h", old_agent, {"op": "profile"}, wait_s=5)
     with pytest.raises(AgentRequestError, match=r"^no answer from the agent on h in 0.2 s$"):
-        replies.ask("h", lambda command: True, {"op": "profile"}, 0.2)
+        replies.ask("h", lambda command: True, {"op": "profile"}, wait_s=0.2)
     # A late answer is taken off the controller's queue and dropped.
     assert replies.offer("h", {"ev": "profiled", "id": "gone"}) is True
     assert replies.offer("h", {"ev": "sample"}) is False
@@ -240,5 +240,5 @@ def test_a_profile_folder_through_a_link_is_refused(run_dir: Path, tmp_path: Pat
     (run_dir / "profiles" / "away").symlink_to(tmp_path / "elsewhere")
     request = ProfileRequest("p", "worker:0", "127.0.0.1:1", 1.0, True, "profiles/away/run-1", 5.0)
     with pytest.raises(OutsideProfiles, match="logdir 'profiles/away/run-1' leads outside profiles/"):
-        start_trace(request, sys.executable, {}, None)
+        start_trace(request, python=sys.executable, env={}, cwd=None)
     assert not (tmp_path / "elsewhere" / "run-1").exists()

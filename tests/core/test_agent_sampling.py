@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.core.test_agent import AgentProcess
+from tests.helpers.agent_process import AgentProcess
+from tests.helpers.project import ROOT
 
 FAKE_NVML = str(ROOT / "tests" / "helpers" / "fake_nvml.py")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.core.test_agent import AgentProcess, start
+from tests.helpers.agent_process import AgentProcess, start
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, free_ports, run_cli
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT, run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 from core.cluster.spec import load
-from tests.conftest import ROOT, run_cli
+from tests.helpers.project import ROOT, run_cli
 
 DEMO = ROOT / "resources" / "demo_cluster.toml"
 EXAMPLES = [

@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ROOT, free_ports, run_cli
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import ROOT, run_cli
 
 F_SETPIPE_SZ, F_GETPIPE_SZ = 1031, 1032  # Linux fcntl commands
 

@@ -29,9 +29,10 @@ from core.run import control
 from core.run.events import Event
 from core.run.reader import RunReader
 from core.run.status import RoleState
-from tests.conftest import free_ports, run_cli
 from tests.helpers.control_clients import Dripper, bad_listener, connect, exchange, read_reply, wait_for
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import run_cli
 
 SCALE = int(os.environ.get("TOWERDECK_FUZZ_SCALE", "1"))
 

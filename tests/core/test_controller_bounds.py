@@ -14,7 +14,8 @@ from core.controller import controller as controller_module
 from core.controller.controller import Controller
 from core.run.events import Event
 from core.run.rundir import RunDir
-from tests.core.test_journal import light_cluster, wait_for
+from tests.helpers.clusters import light_cluster
+from tests.helpers.waits import wait_for
 
 
 def test_a_slow_controller_holds_back_its_agents_and_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

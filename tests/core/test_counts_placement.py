@@ -136,7 +136,7 @@ def test_placement_is_even_distinct_and_deterministic(counts: dict[str, int], no
 
 
 def test_free_ports_argv_is_one_srun_step_on_the_node() -> None:
-    argv = free_ports_argv("42", "node-1", 3, "/usr/bin/python3", Path("/home/me/agent.pyz"))
+    argv = free_ports_argv("42", "node-1", 3, python="/usr/bin/python3", agent_path=Path("/home/me/agent.pyz"))
     assert argv[:2] == ["srun", "--job-name=towerdeck-free-ports"]
     assert {"--jobid=42", "--nodes=1", "--ntasks=1", "--nodelist=node-1", "--overlap"} <= set(argv)
     assert argv[argv.index("--") + 1 :] == ["/usr/bin/python3", "/home/me/agent.pyz", "--free-ports", "3"]
@@ -180,6 +180,8 @@ def test_through_a_login_node_the_step_is_one_quoted_remote_command() -> None:
     from core.slurm.client import SlurmClient
 
     client = SlurmClient(ssh_prefix=["ssh", "-oBatchMode=yes", "--", "me@login-1"])
-    argv = client.argv(free_ports_argv("42", "node-1", 2, "python3", Path("/home/me/my runs/agent.pyz")))
+    argv = client.argv(
+        free_ports_argv("42", "node-1", 2, python="python3", agent_path=Path("/home/me/my runs/agent.pyz"))
+    )
     assert argv[:4] == ["ssh", "-oBatchMode=yes", "--", "me@login-1"] and len(argv) == 5
     assert "'/home/me/my runs/agent.pyz' --free-ports 2" in argv[4]

@@ -17,8 +17,10 @@ from core.controller.crashloop import attempts_allowed
 from core.run.reader import RunReader
 from core.run.status import RoleState
 from core.views.conditions import crash_text, next_attempt_text, short_exit, trouble_text
-from tests.conftest import ROOT, free_ports, run_cli
-from tests.core.test_launch import Launch, write_cluster
+from tests.helpers.cli_launch import Launch
+from tests.helpers.clusters import write_cluster
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT, run_cli
 from tests.helpers.statuses import role_status
 
 CRASHER = ROOT / "tests" / "helpers" / "crasher.py"

@@ -12,8 +12,9 @@ from core.controller.controller import Controller
 from core.run import journal
 from core.run.csv_export import COLUMNS, _Snapshot, export_csv, read_csv
 from core.run.rundir import RunDir
-from tests.conftest import ROOT, run_cli
-from tests.core.test_journal import light_cluster, wait_for
+from tests.helpers.clusters import light_cluster
+from tests.helpers.project import ROOT, run_cli
+from tests.helpers.waits import wait_for
 
 OLD_RUN = ROOT / "tests" / "fixtures" / "run_c23e87e"
 

@@ -21,8 +21,9 @@ import pytest
 
 from core.run import index as runs_index
 from core.run import leftover, pids
-from tests.conftest import ROOT, free_ports
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import of_run
+from tests.helpers.project import ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -77,7 +77,7 @@ def test_the_issue_case_from_the_first_wait_to_the_certain_one_and_its_clearing(
     # The first check finds no variables while the chief runs: normal, nothing to say.
     assert d.on_output("worker:1", READY_LOG, 12.0) == []
     # The chief exits: the wait is now for a role that is gone.
-    [early] = d.on_state("worker:0", "succeeded", 20.0, "exit code 0")
+    [early] = d.on_state("worker:0", "succeeded", 20.0, detail="exit code 0")
     assert early.role == "worker:1" and early.waiting_for == "worker:0" and early.cause == MODEL_READY
     assert early.certain is False and "worker:0 exited (succeeded, exit code 0) 0 s ago" in early.message
     # TensorFlow says it waits for worker:0: certain, with how long ago the chief went.
@@ -107,7 +107,7 @@ def test_the_issue_case_from_the_first_wait_to_the_certain_one_and_its_clearing(
 
 def test_a_line_split_across_chunks_is_recognised():
     d = started(Diagnoser(ROLES))
-    d.on_state("worker:0", "failed", 5.0, "exit code 1")
+    d.on_state("worker:0", "failed", 5.0, detail="exit code 1")
     line = line_with("CreateSession still waiting", CREATE_LOG) + "\n"
     assert d.on_output("worker:1", line[:40], 6.0) == []
     [diagnosis] = d.on_output("worker:1", line[40:], 6.1)
@@ -130,7 +130,7 @@ def test_a_step_clears_the_wait_and_a_peer_that_is_alive_is_a_normal_wait_until_
 def test_silent_wait_after_grace_and_not_when_steps_came_after():
     d = started(Diagnoser(ROLES, grace_s=10))
     d.on_step("worker:1", 5.0)
-    d.on_state("worker:0", "succeeded", 20.0, "exit code 0")
+    d.on_state("worker:0", "succeeded", 20.0, detail="exit code 0")
     assert d.tick(29.9) == []
     [silent] = d.tick(30.0)
     assert silent.cause == SILENT and silent.waiting_for == "worker:0" and not silent.certain
@@ -140,7 +140,7 @@ def test_silent_wait_after_grace_and_not_when_steps_came_after():
     assert "most likely waiting for worker:0" in silent.message
     # A worker that trained on after the chief left is not waiting.
     d2 = started(Diagnoser(ROLES, grace_s=10))
-    d2.on_state("worker:0", "succeeded", 20.0, "exit code 0")
+    d2.on_state("worker:0", "succeeded", 20.0, detail="exit code 0")
     for t in range(21, 41, 2):
         d2.on_step("worker:1", float(t))
         assert d2.tick(t + 1.5) == []
@@ -151,7 +151,7 @@ def test_silent_wait_after_grace_and_not_when_steps_came_after():
     assert late.cause == SILENT and "has printed no step for 33 s" in late.message
     # A ps that stopped while workers run: they wait for it.
     d3 = started(Diagnoser(ROLES, grace_s=10))
-    d3.on_state("ps:0", "stopped", 20.0, "stopped (killed by SIGTERM)")
+    d3.on_state("ps:0", "stopped", 20.0, detail="stopped (killed by SIGTERM)")
     waits = d3.tick(31.0)
     assert {w.role: w.waiting_for for w in waits} == {"worker:0": "ps:0", "worker:1": "ps:0"}
     assert all(w.fix.startswith("Restart ps:0") for w in waits)
@@ -179,15 +179,30 @@ def test_rules_for_chiefs_steps_and_start_stalls():
     assert chief_success(policy, {"chief:0": "running", "worker:0": "succeeded"}) is None
     assert chief_success(StuckOptions(), {"worker:0": "succeeded"}) is None
     options = StuckOptions(start_stall_after_s=30)
-    assert start_stall_detail(options, "between_graph", "worker", 29.9, False, ["x"]) is None
-    assert start_stall_detail(options, "between_graph", "worker", 31, True, ["x"]) is None
-    assert start_stall_detail(options, "between_graph", "ps", 31, False, ["x"]) is None
-    assert start_stall_detail(StuckOptions(start_stall_after_s=0), "custom", "worker", 1e9, False, []) is None
+    assert (
+        start_stall_detail(options, "between_graph", "worker", running_for_s=29.9, has_step=False, last_lines=["x"])
+        is None
+    )
+    assert (
+        start_stall_detail(options, "between_graph", "worker", running_for_s=31, has_step=True, last_lines=["x"])
+        is None
+    )
+    assert (
+        start_stall_detail(options, "between_graph", "ps", running_for_s=31, has_step=False, last_lines=["x"]) is None
+    )
+    assert (
+        start_stall_detail(
+            StuckOptions(start_stall_after_s=0), "custom", "worker", running_for_s=1e9, has_step=False, last_lines=[]
+        )
+        is None
+    )
     last = line_with("Started server", CREATE_LOG)
-    detail = start_stall_detail(options, "between_graph", "worker", 31, False, [last, "  "])
+    detail = start_stall_detail(
+        options, "between_graph", "worker", running_for_s=31, has_step=False, last_lines=[last, "  "]
+    )
     assert detail == f"no step in 31 s since it started; last printed: {last.strip()!r}"
     assert (
-        start_stall_detail(options, "custom", "worker", 31, False, [])
+        start_stall_detail(options, "custom", "worker", running_for_s=31, has_step=False, last_lines=[])
         == "no step in 31 s since it started; it printed nothing"
     )
 
@@ -263,7 +278,7 @@ def test_the_diagnoser_never_crashes_and_its_state_matches_what_it_said(actions,
         if what == "out":
             changes = d.on_output(role, value, t)
         elif what == "state":
-            changes = d.on_state(role, value, t, "exit code 0")
+            changes = d.on_state(role, value, t, detail="exit code 0")
         elif what == "step":
             changes = d.on_step(role, t)
         else:
@@ -298,7 +313,7 @@ def test_the_coordination_leader_naming_a_straggler_that_exited_waits_forever():
     d = mwms_started()
     # worker:1 is still starting: the leader's wait for it is the normal start-up one.
     assert d.on_output("worker:0", PEER_MISSING_LOG, 10.0) == []
-    [wait] = d.on_state("worker:1", "stopped", 14.0, "stopped (killed by SIGTERM)")
+    [wait] = d.on_state("worker:1", "stopped", 14.0, detail="stopped (killed by SIGTERM)")
     assert wait.role == "worker:0" and wait.waiting_for == "worker:1" and wait.cause == COORDINATION_CONNECT
     assert wait.certain and wait.since == 10.0
     assert wait.message == (
@@ -321,7 +336,7 @@ def test_the_coordination_leader_naming_a_straggler_that_exited_waits_forever():
 
 def test_the_coordination_wait_split_anywhere_and_a_straggler_that_connects_in_time():
     d = mwms_started()
-    d.on_state("worker:1", "stopped", 2.0, "stopped (killed by SIGTERM)")
+    d.on_state("worker:1", "stopped", 2.0, detail="stopped (killed by SIGTERM)")
     text = PEER_MISSING_LOG
     said = []
     for i in range(0, len(text), 7):
@@ -359,7 +374,7 @@ def test_the_ps_chief_that_lost_its_last_worker_waits_forever():
     d = ps_started(roles)
     # The line comes before the worker's exit is seen: nothing certain yet (a restart comes back).
     assert d.on_output("chief:0", PS_CHIEF_LOG, 20.0) == []
-    [wait] = d.on_state("worker:0", "stopped", 21.0, "stopped (killed by SIGTERM)")
+    [wait] = d.on_state("worker:0", "stopped", 21.0, detail="stopped (killed by SIGTERM)")
     assert wait.role == "chief:0" and wait.waiting_for == "worker:0" and wait.cause == WORKER_LOST and wait.certain
     assert wait.message == (
         "chief:0 lost worker:0, which exited (stopped, killed by SIGTERM) 0 s ago, and no worker is left: it waits "
@@ -378,7 +393,7 @@ def test_a_ps_chief_that_lost_one_worker_of_two_trains_on():
     d.on_output("chief:0", PS_CHIEF_LOG, 20.0)
     assert d.on_state("worker:0", "stopped", 21.0) == []
     assert d.tick(25.0 + d.long_wait_s) == []  # worker:1 still works for it
-    [wait] = d.on_state("worker:1", "failed", 200.0, "exit code 1")
+    [wait] = d.on_state("worker:1", "failed", 200.0, detail="exit code 1")
     assert wait.waiting_for == "worker:0" and wait.certain and "no worker is left" in wait.message
     # A worker lost for long that TowerDeck sees running (unreachable, say): said after long_wait_s.
     d2 = ps_started(PS)
@@ -405,7 +420,7 @@ def test_a_session_recreated_after_a_ps_error_names_the_ps_and_is_certain_once_i
     # ps:0 gone for good: the new session can never be made.
     d2 = started(Diagnoser(ROLES))
     d2.on_output("worker:0", RECOVER_LOG, 11.0)
-    [wait] = d2.on_state("ps:0", "stopped", 12.0, "stopped (killed by SIGTERM)")
+    [wait] = d2.on_state("ps:0", "stopped", 12.0, detail="stopped (killed by SIGTERM)")
     assert wait.role == "worker:0" and wait.waiting_for == "ps:0" and wait.certain
     assert wait.message == (
         "worker:0 lost ps:0 and recreates its session, which needs ps:0; ps:0 exited "

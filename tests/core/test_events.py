@@ -23,6 +23,8 @@ from core.run.events import (
     GpuStatus,
     HostStateChanged,
     Metrics,
+    RecoveryChanged,
+    RoleCrashLoop,
     RoleOutput,
     RolePid,
     RoleStalled,
@@ -35,7 +37,7 @@ from core.run.events import (
     payload_from_record,
 )
 from core.run.status import ClusterPhase, RoleState
-from tests.conftest import ROOT
+from tests.helpers.project import ROOT
 
 OLD_RUN = ROOT / "tests" / "fixtures" / "run_c23e87e"  # written by commit c23e87e, before events were typed
 
@@ -108,8 +110,9 @@ payloads = st.one_of(
         restarts=st.integers(0, 100),
         returncode=opt_int,
         signal=opt_int,
+        error=texts,
     ),
-    st.builds(RolePid, pid=opt_int, attempt=st.integers(0, 100), log=texts),
+    st.builds(RolePid, pid=opt_int, attempt=st.integers(0, 100), log=texts, pid_started=opt_float),
     st.builds(RoleOutput, text=texts, attempt=opt_int, offset=opt_int),
     st.builds(
         RoleStalled,
@@ -132,6 +135,30 @@ payloads = st.one_of(
         since=opt_float,
     ),
     st.builds(ClusterStateChanged, phase=st.sampled_from(ClusterPhase), result=st.none() | texts, reason=texts),
+    st.builds(
+        RoleCrashLoop,
+        looping=st.booleans(),
+        attempt=st.integers(0, 9),
+        attempts=opt_int,
+        exit=texts,
+        error=texts,
+        next_attempt_at=opt_float,
+        detail=texts,
+    ),
+    st.builds(
+        RecoveryChanged,
+        phase=st.sampled_from(["started", "recovered", "failed"]),
+        number=st.integers(0, 9),
+        of=st.integers(0, 9),
+        cause=texts,
+        action=texts,
+        roles=st.lists(texts, max_size=3).map(tuple),
+        step_before=opt_int,
+        resumed_step=opt_int,
+        lost_steps=opt_int,
+        checkpoint=st.none() | texts,
+        detail=texts,
+    ),
     st.builds(HostStateChanged, host=texts, state=texts, reason=texts, attempt=opt_int, retry_in_s=opt_float),
     st.builds(GpuStatus, host=texts, status=st.none() | texts, count=opt_int),
     st.builds(

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from core.agent.gpuquery import towerdeck_role
-from tests.conftest import ROOT, run_cli
+from tests.helpers.project import ROOT, run_cli
 from tests.helpers.textcheck import raw_controls
 
 FAKE_NVML = str(ROOT / "tests" / "helpers" / "fake_nvml.py")
@@ -147,7 +147,7 @@ def test_preflight_warns_when_a_tasks_gpu_is_busy_without_failing(
 ):
     from core.cluster.spec import parse_text
     from core.preflight.runner import format_table, preflight
-    from tests.conftest import free_ports
+    from tests.helpers.ports import free_ports
 
     p = free_ports(3)
     text = f"""

@@ -6,7 +6,6 @@ import dataclasses
 import json
 import shutil
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -20,39 +19,12 @@ from core.run.events import Event
 from core.run.reader import RunReader
 from core.run.rundir import RunDir
 from core.run.status import ClusterStatus
-from tests.conftest import ROOT, free_ports
+from tests.helpers.clusters import light_cluster
+from tests.helpers.project import ROOT
+from tests.helpers.waits import wait_for
 
 TRAINERS = ROOT / "resources" / "trainers"
 OLD_RUN = ROOT / "tests" / "fixtures" / "run_c23e87e"  # written by commit c23e87e (telemetry journalled)
-
-LIGHT = """
-name = "light"
-strategy = "between_graph"
-launch_style = "flags"
-workdir = "{trainers}"
-command = ["python", "-u", "light_trainer.py", "--steps={steps}", "--rate_hz={rate}"]
-stop_grace_s = 3
-[jobs.ps]
-tasks = ["127.0.0.1:{p[0]}"]
-[jobs.worker]
-tasks = [{workers}]
-"""
-
-
-def light_cluster(tmp_path: Path, workers: int = 2, steps: int = 60, rate: float = 30.0) -> Path:
-    ports = free_ports(workers + 1)
-    listed = ", ".join(f'"127.0.0.1:{p}"' for p in ports[1:])
-    path = tmp_path / "light.toml"
-    path.write_text(LIGHT.format(trainers=TRAINERS, steps=steps, rate=rate, p=ports, workers=listed))
-    return path
-
-
-def wait_for(condition, timeout_s: float = 60.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 # ---------------------------------------------------------------------------- streaming reads

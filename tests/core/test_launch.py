@@ -7,64 +7,24 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, free_ports, run_cli
+from tests.helpers.cli_launch import Launch, run_dir_of, states
+from tests.helpers.clusters import between_graph, write_cluster
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import ROOT, run_cli
 
 pytestmark = pytest.mark.slow
 TRAINERS = ROOT / "resources" / "trainers"
-STUBBORN = ROOT / "tests" / "helpers" / "stubborn.py"
-
-
-def write_cluster(tmp_path: Path, body: str, ports: list[int], **values: Any) -> Path:
-    """Write a cluster file from ``body`` (str.format: {trainers}, {p[0]}, literal braces doubled)."""
-    text = body.format(trainers=TRAINERS, stubborn=STUBBORN, marker=tmp_path, p=ports, **values)
-    path = tmp_path / "cluster.toml"
-    path.write_text(text)
-    return path
-
-
-BETWEEN_GRAPH = """
-name = "bg"
-strategy = "between_graph"
-launch_style = "flags"
-workdir = "{trainers}"
-command = ["python", "-u", "between_graph.py", "--train_steps={steps}", "--step_sleep={sleep}", "--log_every=10"]
-stop_grace_s = 3
-[jobs.ps]
-tasks = ["127.0.0.1:{p[0]}"]
-[jobs.worker]
-tasks = ["127.0.0.1:{p[1]}", "127.0.0.1:{p[2]}"]
-restart = {{ policy = "{policy}", max_restarts = 2, backoff_s = 0.5 }}
-"""
-
-
-def between_graph(
-    tmp_path: Path, steps: int = 200, sleep: float = 0.0, policy: str = "Never"
-) -> tuple[Path, list[int]]:
-    ports = free_ports(3)
-    return write_cluster(tmp_path, BETWEEN_GRAPH, ports, steps=steps, sleep=sleep, policy=policy), ports
 
 
 def losses(log: Path, pattern: str) -> list[float]:
     return [float(m) for m in re.findall(pattern, log.read_text())]
-
-
-def run_dir_of(result: subprocess.CompletedProcess[str]) -> Path:
-    m = re.search(r"run directory: (\S+)", result.stdout)
-    assert m, result.stdout
-    return Path(m.group(1))
-
-
-def states(run_dir: Path, role: str) -> list[str]:
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    return [e["state"] for e in events if e["kind"] == "role_state" and e["role"] == role]
 
 
 def assert_ports_free(ports: list[int]) -> None:
@@ -161,78 +121,6 @@ tasks = ["127.0.0.1:{p[0]}", "127.0.0.1:{p[1]}"]
 
 # ------------------------------------------------------------------------------------------
 # A live cluster: faults and control
-
-
-class Launch:
-    """``python main.py launch`` running in the background, controlled like a user would."""
-
-    def __init__(self, cluster: Path, run_dir: Path) -> None:
-        self.run_dir = run_dir
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(ROOT / "main.py"),
-                "launch",
-                str(cluster),
-                "--run-dir",
-                str(run_dir),
-                "--progress-every",
-                "1",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-
-    def status(self) -> dict[str, Any]:
-        result = run_cli("ctl", str(self.run_dir), "status", "--json", timeout=30)
-        assert result.returncode == 0, result.stderr
-        return json.loads(result.stdout)
-
-    def role(self, name: str) -> dict[str, Any]:
-        return next(r for r in self.status()["roles"] if r["role"] == name)
-
-    def wait_role(self, name: str, state: str, timeout_s: float = 60, attempt: int | None = None) -> dict[str, Any]:
-        deadline = time.time() + timeout_s
-        while time.time() < deadline:
-            if (self.run_dir / "run.json").exists() and "control_socket" in (self.run_dir / "run.json").read_text():
-                role = self.role(name)
-                if role["state"] == state and (attempt is None or role["attempt"] == attempt):
-                    return role
-            time.sleep(0.3)
-        raise AssertionError(f"{name} never reached {state}: {self.status()}")
-
-    def wait_output(self, name: str, pattern: str, attempt: int = 1, timeout_s: float = 60) -> None:
-        log = self.run_dir / "roles" / name.replace(":", "-") / f"attempt-{attempt}.log"
-        deadline = time.time() + timeout_s
-        while time.time() < deadline:
-            if log.exists() and re.search(pattern, log.read_text(errors="replace")):
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"{pattern!r} never appeared in {log}")
-
-    def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return run_cli("ctl", str(self.run_dir), *args, timeout=30)
-
-    def finish(self, timeout_s: float = 120) -> tuple[int, str]:
-        out, _ = self.proc.communicate(timeout=timeout_s)
-        return self.proc.returncode, out
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-
-
-@pytest.fixture
-def launches():
-    started: list[Launch] = []
-    yield started
-    for launch in started:
-        launch.kill()
 
 
 def test_sigkilled_worker_is_restarted_with_on_failure_and_the_run_succeeds(tmp_path: Path, launches: list[Launch]):

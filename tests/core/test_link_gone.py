@@ -30,7 +30,12 @@ def run_link(tmp_path: Path, gone: Any) -> tuple[list[dict[str, Any]], threading
             lost.set()
 
     link = AgentLink(
-        Endpoint("node1", False, FIRST, ATTACH), sink, tmp_path, tmp_path / "agent.log", give_up_s=300.0, gone=gone
+        Endpoint("node1", remote=False, first_argv=FIRST, attach_argv=ATTACH),
+        sink,
+        tmp_path,
+        tmp_path / "agent.log",
+        give_up_s=300.0,
+        gone=gone,
     )
     link.start()
     return events, lost, link

@@ -12,9 +12,10 @@ from core.controller.session import LaunchSession
 from core.run import control
 from core.run.reader import RunReader
 from core.run.status import RoleState, RoleStatus
-from tests.conftest import run_cli
-from tests.core.test_journal import light_cluster, wait_for
+from tests.helpers.clusters import light_cluster
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import run_cli
+from tests.helpers.waits import wait_for
 
 
 def test_a_reader_of_a_live_launch_shows_the_launch_s_own_status(tmp_path: Path) -> None:

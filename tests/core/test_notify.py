@@ -19,10 +19,11 @@ from core.controller.session import LaunchSession
 from core.notify import Notification, Notifier
 from core.run import journal
 from core.run.events import Event
-from tests.conftest import ROOT, free_ports, run_cli
-from tests.core.test_journal import TRAINERS, wait_for
-from tests.core.test_launch import Launch, launches  # noqa: F401 - the fixture
+from tests.helpers.cli_launch import Launch
 from tests.helpers.events import make_event
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT, TRAINERS, run_cli
+from tests.helpers.waits import wait_for
 
 SINK = ROOT / "tests" / "helpers" / "notify_sink.py"
 
@@ -190,7 +191,7 @@ def test_a_failing_command_is_reported_not_raised(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------- real runs
 
 
-def test_a_killed_role_sends_its_json_to_the_command(tmp_path: Path, launches: list[Launch]) -> None:  # noqa: F811
+def test_a_killed_role_sends_its_json_to_the_command(tmp_path: Path, launches: list[Launch]) -> None:
     out = tmp_path / "got.jsonl"
     cluster = cluster_file(tmp_path, [sys.executable, str(SINK), str(out)])
     launch = Launch(cluster, tmp_path / "run")
@@ -256,7 +257,7 @@ def test_a_hanging_command_is_killed_and_reported_while_the_run_goes_on(tmp_path
     assert not os.path.exists(out)  # it never got past its sleep
 
 
-def test_attach_notifies_too(tmp_path: Path, launches: list[Launch]) -> None:  # noqa: F811
+def test_attach_notifies_too(tmp_path: Path, launches: list[Launch]) -> None:
     out = tmp_path / "got.jsonl"
     cluster = cluster_file(tmp_path, [sys.executable, str(SINK), str(out)], steps=200)
     launch = Launch(cluster, tmp_path / "run")

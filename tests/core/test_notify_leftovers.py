@@ -16,8 +16,9 @@ import pytest
 
 from core.cluster.notify_table import NotifyConfig
 from core.notify import Notification, Notifier
-from tests.conftest import ROOT, free_ports, run_cli
-from tests.faults.harness import wait_for
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT, run_cli
+from tests.helpers.waits import wait_for
 
 SINK = ROOT / "tests" / "helpers" / "notify_sink.py"
 

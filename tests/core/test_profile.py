@@ -26,9 +26,10 @@ import psutil
 import pytest
 
 from core.profiling.env import start_worker
-from tests.conftest import ROOT, free_ports, run_cli
-from tests.core.test_launch import TRAINERS, Launch
+from tests.helpers.cli_launch import Launch
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import ROOT, TRAINERS, run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,6 @@ TensorFlow) ``ctl RUN why`` on a between-graph cluster whose worker:1 sleeps in 
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from pathlib import Path
@@ -12,22 +11,17 @@ from pathlib import Path
 import pytest
 
 from core.profiling.env import ProfileError
-from core.profiling.summary import OpTime, RoleProfile
+from core.profiling.summary import OpTime, input_note
 from core.profiling.why import HostFacts, RoleFacts, explain, straggler_and_median, with_input_ops
 from core.run.status import RoleStatus
-from tests.conftest import free_ports, run_cli
-from tests.core.test_launch import TRAINERS, Launch
+from tests.helpers.captures import write_record
+from tests.helpers.cli_launch import Launch
+from tests.helpers.clusters import WHY_CLUSTER, WHY_TRAINER, toml_list
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import TRAINERS, run_cli
+from tests.helpers.role_profiles import OTHER, profile
 from tests.helpers.statuses import role_status
-
-OTHER = "other: Python, I/O, waiting"
-
-
-def profile(role: str, step_ms: float, steps: int = 10, ops: tuple[OpTime, ...] = (), **parts: float) -> RoleProfile:
-    names = {"input": "input", "host": "host compute", "device": "device compute", "comm": "communication"}
-    breakdown = {names.get(k, OTHER): v for k, v in parts.items()}
-    return RoleProfile(role, (step_ms,) * steps, breakdown, top_ops=ops)
-
 
 SLOW_FACTS = RoleFacts("worker:1", host="h1")
 MEDIAN_FACTS = RoleFacts("worker:0", host="h0")
@@ -110,8 +104,17 @@ def test_tf_data_time_counted_as_other_on_a_cpu_host_becomes_input() -> None:
     assert with_input_ops(slow).breakdown_ms[OTHER] == pytest.approx(0.0)
     verdict = explain(slow, median, SLOW_FACTS, MEDIAN_FACTS)
     assert verdict.sentence == "worker:1 spends 100% of each step in input (median worker worker:0: 3%)"
-    assert any(line.startswith("input of worker:1, worker:0: the time of tf.data's ops") for line in verdict.evidence)
-    assert "op Dataset: 94.50 ms/step on worker:1, 0.30 on worker:0" in verdict.evidence
+    # Said once, under the table every view shows (the breakdown's note), not again as evidence.
+    assert input_note([with_input_ops(slow), with_input_ops(median)]) == (
+        "input of worker:1, worker:0: the time of tf.data's ops (Dataset, IteratorGetNext...), "
+        "which xprof's step table counts as other on a CPU-only host"
+    )
+    assert not any(line.startswith("input of ") for line in verdict.evidence)
+    # An op's self time is summed over threads (tf.data's own): 94.5 ms in a 50.7 ms step, said so.
+    assert (
+        "op Dataset: 94.50 ms/step on worker:1, 0.30 on worker:0 (summed over threads: can exceed the step)"
+        in verdict.evidence
+    )
 
 
 def worker(name: str, step_time_s: float | None, state: str = "running", job: str = "worker") -> RoleStatus:
@@ -158,24 +161,6 @@ def test_refusals_are_one_line(roles: list[RoleStatus], name: str | None, messag
 
 # ---------------------------------------------------------------- real TensorFlow
 
-TRAINER = ["python", "-u", "between_graph.py", "--train_steps=100000000", "--log_every=50", "--step_sleep=0.005"]
-CLUSTER = """
-name = "why"
-strategy = "between_graph"
-launch_style = "flags"
-workdir = "{trainers}"
-command = {command}
-stop_grace_s = 3
-[jobs.ps]
-tasks = ["127.0.0.1:{p[0]}"]
-[jobs.worker]
-tasks = ["127.0.0.1:{p[1]}", {{ address = "127.0.0.1:{p[2]}", command = {slow} }}]
-"""
-
-
-def toml_list(items: list[str]) -> str:
-    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
-
 
 def wait_for_step_times(launch: Launch, timeout_s: float) -> dict[str, float]:
     """Both workers' step times once TowerDeck has one for each."""
@@ -194,9 +179,9 @@ def wait_for_step_times(launch: Launch, timeout_s: float) -> dict[str, float]:
 def test_why_names_the_worker_with_a_slow_input_pipeline_and_input_as_the_cause(tmp_path: Path) -> None:
     ports = free_ports(3)
     cluster = tmp_path / "cluster.toml"
-    dataset = [*TRAINER, "--input=dataset"]
+    dataset = [*WHY_TRAINER, "--input=dataset"]
     cluster.write_text(
-        CLUSTER.format(
+        WHY_CLUSTER.format(
             trainers=TRAINERS,
             p=ports,
             command=toml_list(dataset),
@@ -239,7 +224,7 @@ def test_why_names_the_worker_with_a_slow_input_pipeline_and_input_as_the_cause(
     assert_nothing_left(ports, marker="\0never-matches\0", timeout_s=30)
 
 
-def test_profile_summary_prints_the_verdict_kept_with_a_why_capture(tmp_path: Path, monkeypatch) -> None:
+def test_profile_summary_prints_the_verdict_kept_with_a_why_capture(tmp_path: Path) -> None:
     import io
     from argparse import Namespace
 
@@ -248,19 +233,18 @@ def test_profile_summary_prints_the_verdict_kept_with_a_why_capture(tmp_path: Pa
 
     captures = tmp_path / "run" / "profiles"
     roles = [{"role": r, "ok": True, "xplane": f"{r[-1]}/x.xplane.pb"} for r in ("worker:1", "worker:0")]
-    for name in ("20261125-120000", "20261125-120100"):
-        (captures / name).mkdir(parents=True)
-        (captures / name / "profile.json").write_text(json.dumps({"requested": {}, "roles": roles}))
     dataset = (OpTime("IteratorGetNext", 10, 500.0),)
     slow = profile("worker:1", 100.0, ops=dataset, host=50.0, other=50.0)
     median = profile("worker:0", 40.0, host=30.0, other=10.0)
+    # The capture's breakdown as kept with it (tf.data's time counted as input), xprof not asked again.
+    for name in ("20261125-120000", "20261125-120100"):
+        write_record(captures / name, roles, breakdown=[with_input_ops(slow), with_input_ops(median)])
     verdict = explain(slow, median, SLOW_FACTS, MEDIAN_FACTS)
     assert verdict.cause == "input"
     why = captures / "20261125-120000"
     save_why(why, WhyRecord("worker:1", "worker:0", verdict))
     assert load_why(why) == WhyRecord("worker:1", "worker:0", verdict)
     assert load_why(captures / "20261125-120100") is None
-    monkeypatch.setattr(cli_profile, "summarize", lambda xplanes: [slow, median])
 
     def summary(path: Path) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()

@@ -14,7 +14,7 @@ from core.cluster.render import render
 from core.cluster.spec import load
 from core.preflight.checks import check_local
 from core.preflight.runner import check_host
-from tests.conftest import free_ports
+from tests.helpers.ports import free_ports
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, without the project's packages
 

@@ -11,8 +11,8 @@ import pytest
 from core.run import reader as reader_module
 from core.run import skim
 from core.run.reader import RunReader
-from tests.core.test_journal import wait_for
 from tests.helpers.past_run import generate_run
+from tests.helpers.waits import wait_for
 
 
 def test_every_skimmed_file_is_prefetched_before_the_first_is_skimmed(

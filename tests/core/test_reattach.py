@@ -21,9 +21,9 @@ from core.cluster.spec import load
 from core.controller.controller import Controller
 from core.run.events import Event
 from core.run.rundir import RunDir
-from tests.conftest import ROOT, run_cli
-from tests.core.test_launch import between_graph
+from tests.helpers.clusters import between_graph
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import ROOT, run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,8 @@ import pytest
 
 from core.cluster.spec import load
 from core.controller.session import LaunchSession
-from tests.core.test_runs_browser import cluster_file, launching, role_pids
+from tests.helpers.cli_launch import launching, role_pids
+from tests.helpers.clusters import cluster_file
 from tests.helpers.procs import assert_nothing_left
 
 

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import os
-import shutil
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,41 +17,11 @@ import pytest
 from core.run import index as runs_index
 from core.run.compare import load_for_compare, read_curves
 from core.views import runs_select
-from tests.conftest import ROOT, free_ports, run_cli
-from tests.core.test_journal import TRAINERS, wait_for
-
-CLUSTER = """
-name = "{name}"
-workdir = "{trainers}"
-command = ["python", "-u", "light_trainer.py", "--steps={steps}", "--rate_hz=40"]
-stop_grace_s = 3
-{env}
-[jobs.ps]
-tasks = ["127.0.0.1:{ps}"]
-[jobs.worker]
-tasks = [{workers}]
-restart = "Never"
-{worker_command}
-"""
-
-
-def cluster_file(
-    tmp_path: Path, name: str, workers: int, steps: int = 30, env: str = "", worker_command: str = ""
-) -> Path:
-    ports = free_ports(workers + 1)
-    path = tmp_path / f"{name}.toml"
-    path.write_text(
-        CLUSTER.format(
-            name=name,
-            trainers=TRAINERS,
-            steps=steps,
-            env=env,
-            ps=ports[0],
-            workers=", ".join(f'"127.0.0.1:{p}"' for p in ports[1:]),
-            worker_command=worker_command,
-        )
-    )
-    return path
+from tests.helpers.cli_launch import launching, role_pids
+from tests.helpers.clusters import cluster_file
+from tests.helpers.project import run_cli
+from tests.helpers.run_copies import make_runs
+from tests.helpers.waits import wait_for
 
 
 def listed(*args: str) -> list[dict[str, Any]]:
@@ -127,22 +92,6 @@ def test_bad_compare_and_list_input_is_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2 and "invalid choice" in result.stderr
 
 
-@contextlib.contextmanager
-def launching(path: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
-    """``python main.py launch PATH ARGS`` in the background; killed after if still running."""
-    launcher = subprocess.Popen(
-        [sys.executable, str(ROOT / "main.py"), "launch", str(path), "--progress-every", "0", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        yield launcher
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.wait()
-
-
 def test_live_run_is_running_then_stopped_and_never_deleted(tmp_path: Path) -> None:
     with launching(cluster_file(tmp_path, "forever", 1, steps=0)) as launcher:
         wait_for(lambda: [r["outcome"] for r in listed()] == ["running"], what="the run listed as running")
@@ -179,35 +128,7 @@ def test_launcher_killed_leaves_a_left_run(tmp_path: Path) -> None:
     runs_index.delete_run(run_dir)  # nobody holds it: it may go
 
 
-def role_pids(run_dir: Path) -> list[int]:
-    pids: list[int] = []
-    journal = run_dir / "events.jsonl"
-    if not journal.is_file():  # the run is listed (run.json, its lock) a moment before its first event
-        return pids
-    for line in journal.read_text().splitlines():
-        record = json.loads(line)
-        if record.get("kind") == "role_pid":
-            pids.append(int(record["pid"]))
-    return pids
-
-
 # ---------------------------------------------------------------------------- 1,000 runs
-
-
-def make_runs(template: Path, root: Path, count: int) -> list[Path]:
-    """``count`` copies of a real finished run, each with its own id, start and figures."""
-    root.mkdir(parents=True, exist_ok=True)
-    info = json.loads((template / "run.json").read_text())
-    paths = []
-    for i in range(count):
-        path = root / f"run-{i:04d}"
-        shutil.copytree(template, path, ignore=shutil.ignore_patterns("summary.json", "*.log", "agents"))
-        outcome = ("succeeded", "failed", "stopped")[i % 3]
-        (path / "run.json").write_text(
-            json.dumps({**info, "id": path.name, "created": 1.0e9 + i, "ended": 1.0e9 + i + 60, "result": outcome})
-        )
-        paths.append(path)
-    return paths
 
 
 def test_a_thousand_runs_list_from_their_cache(tmp_path: Path) -> None:
@@ -231,7 +152,7 @@ def test_a_thousand_runs_list_from_their_cache(tmp_path: Path) -> None:
     took_s = time.perf_counter() - started
     assert [s.last_loss for s in again] == [s.last_loss for s in first] and again[0].last_loss == loss
     assert took_s < 10  # generous: the figure is in benchmarks/bench_runs.py
-    chosen = runs_select.select(again, "", ["failed"])
+    chosen = runs_select.select(again, outcomes=["failed"])
     assert len(chosen) == 333 and all(s.outcome == "failed" for s in chosen)
     # A run.json rewritten after the cache (here: its result) makes the cache stale: rebuilt.
     info = json.loads((paths[0] / "run.json").read_text())

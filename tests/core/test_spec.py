@@ -11,7 +11,7 @@ import pytest
 from core.cluster.render import render, tf_config
 from core.cluster.spec import RestartPolicy, dumps, load, locate, parse_role_id, parse_text
 from core.preflight.checks import check_local, port_in_use
-from tests.conftest import ROOT
+from tests.helpers.project import ROOT
 
 GOOD = """\
 name = "t"

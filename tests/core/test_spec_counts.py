@@ -8,8 +8,8 @@ import pytest
 
 from core.cluster.spec import UnplacedTasksError, dumps, parse_text
 from core.cluster.tfjob import to_tfjob
-from tests.conftest import run_cli
-from tests.export.tfjob_rules import check
+from tests.helpers.project import run_cli
+from tests.helpers.tfjob_rules import check
 
 COUNTED = """\
 name = "counted"

@@ -15,7 +15,7 @@ from core.cli.main import main as cli_main
 from core.cluster.arglimits import launch_size_problems
 from core.cluster.spec import parse_text
 from core.cluster.spec.reader import MAX_STRING_BYTES
-from tests.conftest import free_ports
+from tests.helpers.ports import free_ports
 
 
 def cli(*args: str) -> tuple[int, str, str]:
@@ -158,10 +158,10 @@ def test_an_inherited_variable_can_be_the_largest_part(tmp_path: Path):
     [port] = free_ports(1)
     spec, _ = parse_text(f'strategy = "custom"\ncommand = ["true"]\n[jobs.worker]\ntasks = ["127.0.0.1:{port}"]\n')
     assert spec is not None
-    [problem] = launch_size_problems(spec, "", {"HUGE": "z" * 100_000}, limit=64 * 1024)
+    [problem] = launch_size_problems(spec, "", inherited={"HUGE": "z" * 100_000}, limit=64 * 1024)
     assert problem.field == "env.HUGE" and problem.line is None
     assert "env.HUGE (from the environment TowerDeck runs in)" in problem.message
-    assert launch_size_problems(spec, "", {"HUGE": "z" * 100_000}, limit=1 << 20) == []
+    assert launch_size_problems(spec, "", inherited={"HUGE": "z" * 100_000}, limit=1 << 20) == []
 
 
 # ------------------------------------------------------------------------------------------

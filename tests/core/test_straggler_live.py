@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, free_ports
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import ROOT, TRAINERS
 
 pytestmark = pytest.mark.slow
 
-TRAINERS = ROOT / "resources" / "trainers"
 SLOW_AFTER_S = 25.0
 SLOW_FOR_S = 35.0
 CLUSTER = """name = "straggler"

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import free_ports, run_cli
-from tests.core.test_launch import Launch, launches, write_cluster
+from tests.helpers.cli_launch import Launch
+from tests.helpers.clusters import write_cluster
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import run_cli
+from tests.helpers.waits import wait_for
 
 pytestmark = pytest.mark.slow
-__all__ = ["launches"]  # the fixture, shared with test_launch
 
 STUCK = """
 name = "stuck"
@@ -52,18 +53,6 @@ def stuck_cluster(tmp_path: Path, extra: str = "", log_level: int = 0) -> tuple[
 def events(run_dir: Path, kind: str) -> list[dict[str, Any]]:
     lines = (run_dir / "events.jsonl").read_text().splitlines()
     return [e for e in map(json.loads, lines) if e["kind"] == kind]
-
-
-def wait_for(predicate: Any, timeout_s: float, what: str, context: Any = None) -> Any:
-    """``predicate()`` once it is true; else fails naming ``what``, with ``context()`` (what the
-    roles said, say) so a failure in CI can be read without rerunning it."""
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}" + (f"\n{context()}" if context is not None else ""))
 
 
 def test_non_chief_waiting_for_an_exited_chief_is_diagnosed_with_the_peer_and_the_fix(
@@ -190,7 +179,7 @@ def test_workers_whose_ps_was_stopped_are_diagnosed_as_waiting_for_it(tmp_path: 
     from core.controller.controller import Controller
     from core.run.events import Event
     from core.run.rundir import RunDir
-    from tests.core.test_launch import between_graph
+    from tests.helpers.clusters import between_graph
 
     cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.02)
     spec, problems = load(cluster)

@@ -12,10 +12,10 @@ import re
 
 import pytest
 
-from tests.conftest import free_ports
-from tests.core.test_launch import write_cluster
-from tests.core.test_stuck import wait_for
+from tests.helpers.clusters import write_cluster
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.waits import wait_for
 
 pytestmark = pytest.mark.slow
 

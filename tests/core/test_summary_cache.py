@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from core.cli.main import main as cli_main
 from core.run import index as runs_index
 from core.views.rates import summary_rates
-from tests.conftest import free_ports, run_cli
+from tests.helpers.ports import free_ports
+from tests.helpers.project import run_cli
 
 TRAINERS = Path(__file__).resolve().parent.parent.parent / "resources" / "trainers"
 CLUSTER = """

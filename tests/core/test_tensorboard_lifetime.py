@@ -23,8 +23,8 @@ import psutil
 import pytest
 
 from core.run.tensorboard import HOME_PREFIX, clean_stale_homes
-from tests.conftest import ROOT
-from tests.faults.harness import wait_for
+from tests.helpers.project import ROOT
+from tests.helpers.waits import wait_for
 
 FIXTURE = ROOT / "tests" / "fixtures" / "run_c23e87e"
 

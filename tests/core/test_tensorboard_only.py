@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from core.run import journal
-from tests.conftest import ROOT, free_ports, run_cli
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT, run_cli
 
 pytestmark = pytest.mark.slow
 TRAINERS = ROOT / "resources" / "trainers"

@@ -21,23 +21,12 @@ from core.cluster.spec import load
 from core.run import journal
 from core.run.csv_export import export_csv, read_csv
 from core.run.tensorboard import event_dirs
-from tests.conftest import ROOT, free_ports, run_cli
+from tests.helpers.clusters import TENSORBOARD_CLUSTER
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT, run_cli
 
 pytestmark = pytest.mark.slow
 TRAINERS = ROOT / "resources" / "trainers"
-
-CLUSTER = """
-name = "tb"
-strategy = "multi_worker_mirrored"
-launch_style = "tf_config"
-workdir = "{trainers}"
-command = ["python", "-u", "tb_only_trainer.py", "--logdir={{tb_dir}}", "--steps=40", "--step_sleep=0.01"]
-stop_grace_s = 3
-[jobs.worker]
-tasks = ["127.0.0.1:{p[0]}", "127.0.0.1:{p[1]}"]
-[hosts."10.254.0.9"]
-ssh = "nobody@10.254.0.9"
-"""
 
 
 def _get(url: str) -> object:
@@ -47,7 +36,7 @@ def _get(url: str) -> object:
 
 def test_runs_tensorboard_serves_the_roles_event_files_and_leaves_nothing(tmp_path: Path) -> None:
     cluster = tmp_path / "tb.toml"
-    cluster.write_text(CLUSTER.format(trainers=TRAINERS, p=free_ports(2)))
+    cluster.write_text(TENSORBOARD_CLUSTER.format(trainers=TRAINERS, p=free_ports(2)))
     run = tmp_path / "run"
     launched = run_cli("launch", str(cluster), "--run-dir", str(run), "--progress-every", "0")
     assert launched.returncode == 0, launched.stdout + launched.stderr

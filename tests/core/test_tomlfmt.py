@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.cluster.spec.write import data_to_toml as dumps
-from tests.conftest import ROOT
+from tests.helpers.project import ROOT
 from tests.helpers.textcheck import raw_controls
 
 scalars = (

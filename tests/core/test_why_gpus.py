@@ -15,8 +15,8 @@ import pytest
 
 from core.profiling.why import RoleFacts, explain
 from core.profiling.why_gpus import GpuFacts, look_at_gpus
-from tests.conftest import ROOT
-from tests.core.test_profile_why import profile
+from tests.helpers.project import ROOT
+from tests.helpers.role_profiles import profile
 from tests.helpers.statuses import role_status
 
 FAKE_NVML = str(ROOT / "tests" / "helpers" / "fake_nvml.py")

@@ -11,8 +11,8 @@ import pytest
 
 from core.cluster.spec import load
 from core.cluster.tfjob import to_tfjob
-from tests.conftest import ROOT, run_cli
-from tests.export.tfjob_rules import check
+from tests.helpers.project import ROOT, run_cli
+from tests.helpers.tfjob_rules import check
 
 DEMO = ROOT / "resources" / "demo_cluster.toml"
 PS_CLUSTER = ROOT / "resources" / "parameter_server_cluster.toml"

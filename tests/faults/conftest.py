@@ -1,17 +1,15 @@
-"""The fault tests launch clusters the way tests/core/test_launch.py does; its fixture is shared.
-``clis``: the CLI processes a test started (tests/faults/harness.py), ended after it with whatever
-agents and roles it left running (keep mode outlives a failed test)."""
+"""``clis``: the CLI processes a fault test started (tests/helpers/cli_process.py), ended after it
+with whatever agents and roles it left running (keep mode outlives a failed test). The fault tests
+launch clusters as tests/core/test_launch.py does, with the ``launches`` fixture of
+tests/helpers/cli_launch.py (registered in tests/conftest.py)."""
 
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.core.test_launch import launches
-from tests.faults.harness import Cli
-from tests.ssh.conftest import kill_strays
-
-__all__ = ["clis", "launches"]
+from tests.helpers.cli_process import Cli
+from tests.helpers.ssh_server import kill_strays
 
 
 @pytest.fixture

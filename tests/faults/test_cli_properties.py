@@ -27,9 +27,10 @@ from hypothesis import strategies as st
 from core.cli.main import main as cli_main
 from core.run.csv_export import read_csv
 from core.telemetry.metrics import MetricParser, MetricPattern
-from tests.conftest import ROOT, free_ports, run_cli
-from tests.faults.test_bad_input import FLAG_WORDS, JSONISH, SEED_TEXTS, TOKENS, mutated
+from tests.helpers.bad_input import FLAG_WORDS, JSONISH, SEED_TEXTS, TOKENS, mutated
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import ROOT, run_cli
 from tests.helpers.textcheck import formula_cells_in, raw_controls
 
 SCALE = int(os.environ.get("TOWERDECK_FUZZ_SCALE", "1"))

@@ -10,51 +10,17 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.core.test_agent import AgentProcess, start
-from tests.core.test_launch import Launch, between_graph
+from tests.helpers.agent_process import AgentProcess, start
+from tests.helpers.cli_launch import Launch
+from tests.helpers.clusters import between_graph
+from tests.helpers.project import ROOT
+from tests.helpers.tmpfs import fill
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 64 MiB tmpfs with 4096 inodes, unmounted afterwards (the tests run as root, as CI does)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64m,nr_inodes=4096", "tmpfs", str(mount)], capture_output=True
-    )
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {result.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        for _ in range(20):  # a process of the test may still hold a file for a moment
-            if subprocess.run(["umount", str(mount)], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.5)
-        else:
-            subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    """Fill ``disk`` to the last byte; returns the filler file (delete it to free the space)."""
-    filler = disk / "filler"
-    chunk = b"\0" * (1 << 20)
-    with open(filler, "wb", buffering=0) as f:
-        with contextlib.suppress(OSError):
-            while True:
-                f.write(chunk)
-        with contextlib.suppress(OSError):
-            while True:
-                f.write(b"\0" * 4096)
-    return filler
 
 
 def fill_inodes(disk: Path) -> Path:

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from core.cli.launch import LaunchPrinter, PrinterThread
-from tests.conftest import free_ports, run_cli
 from tests.helpers.events import make_event
+from tests.helpers.ports import free_ports
+from tests.helpers.project import run_cli
 
 # Each writes a last line with no newline, then a UTF-8 sequence cut short (the first two bytes
 # of the three of "€"), and exits.

@@ -18,10 +18,11 @@ import pytest
 from core.cli.launch import LaunchPrinter
 from core.cli.main import main as cli_main
 from core.run import control
-from tests.conftest import free_ports, run_cli
-from tests.core.test_agent import AgentProcess
-from tests.core.test_launch import Launch
+from tests.helpers.agent_process import AgentProcess
+from tests.helpers.cli_launch import Launch
 from tests.helpers.events import make_event
+from tests.helpers.ports import free_ports
+from tests.helpers.project import run_cli
 
 
 def cli(*args: str) -> tuple[int, str, str]:

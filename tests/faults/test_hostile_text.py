@@ -19,8 +19,9 @@ from core.cli.ctl import print_status
 from core.cli.main import main as cli_main
 from core.run.csv_export import export_csv, read_csv
 from core.run.status import RoleState, RoleStatus
-from tests.conftest import ROOT, free_ports, run_cli
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import ROOT, run_cli
 from tests.helpers.textcheck import formula_cells, formula_cells_in, raw_controls
 
 OLD_RUN = ROOT / "tests" / "fixtures" / "run_c23e87e"

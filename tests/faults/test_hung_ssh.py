@@ -20,8 +20,9 @@ import psutil
 import pytest
 
 from core.cli.exits import EXIT_INTERRUPTED
-from tests.faults.harness import Cli, wait_for
+from tests.helpers.cli_process import Cli
 from tests.helpers.silent_ssh import SilentSshHost, kill_clients
+from tests.helpers.waits import wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh") is None, reason="needs the OpenSSH client")
 

@@ -14,12 +14,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import ROOT, free_ports
-from tests.core.test_launch import Launch
-from tests.faults.flood_role import payload
+from tests.helpers.cli_launch import Launch
+from tests.helpers.flood_role import payload
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT
 
 pytestmark = pytest.mark.slow
-FLOOD = ROOT / "tests" / "faults" / "flood_role.py"
+FLOOD = ROOT / "tests" / "helpers" / "flood_role.py"
 SIZES = {"noline": 50_000_000, "garbage": 20_000_000, "lines": 300_000_000}
 
 

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.cluster.render import RoleLaunch
-from tests.conftest import free_ports, run_cli
+from tests.helpers.ports import free_ports
+from tests.helpers.project import run_cli
 
 DUMPER = """
 import json, os, sys

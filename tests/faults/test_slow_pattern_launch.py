@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from core.cli.exits import EXIT_INTERRUPTED
-from tests.faults.harness import Cli, launch_roles, wait_for
+from tests.helpers.cli_process import Cli, launch_roles
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.waits import wait_for
 
 POLYNOMIAL = r"(?P<step>.*x.*y.*z.*w.*v)"
 

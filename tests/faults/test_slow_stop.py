@@ -15,7 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.faults.harness import Cli, launch_roles, role_cluster, wait_for
+from tests.helpers.cli_process import Cli, launch_roles, role_cluster
+from tests.helpers.waits import wait_for
 
 pytestmark = pytest.mark.slow
 

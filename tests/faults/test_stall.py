@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import free_ports
-from tests.core.test_launch import Launch, between_graph, write_cluster
+from tests.helpers.cli_launch import Launch
+from tests.helpers.clusters import between_graph, write_cluster
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
 
 pytestmark = pytest.mark.slow

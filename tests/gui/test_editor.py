@@ -16,7 +16,9 @@ from PySide6 import QtCore, QtWidgets
 
 from core.cli import main as cli
 from core.cluster.spec import dumps, load, parse_data, parse_text
-from tests.conftest import ROOT, free_ports
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT
+from tests.helpers.widgets import type_into
 
 pytestmark = [
     pytest.mark.qt_log_level_fail("WARNING"),
@@ -39,13 +41,6 @@ def editor(qtbot, settings):
     ed.resize(1300, 850)
     ed.show()
     return ed
-
-
-def type_into(qtbot, widget: QtWidgets.QLineEdit, text: str) -> None:
-    widget.setFocus()
-    widget.selectAll()
-    qtbot.keyClick(widget, QtCore.Qt.Key.Key_Delete)
-    qtbot.keyClicks(widget, text)
 
 
 def type_cell(qtbot, table: QtWidgets.QTableWidget, row: int, col: int, text: str) -> None:

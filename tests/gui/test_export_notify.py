@@ -16,8 +16,9 @@ import pytest
 from core.cluster.spec import load
 from core.run import journal
 from core.run.csv_export import read_csv
-from tests.conftest import ROOT, free_ports
 from tests.helpers.events import make_event
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT
 
 SINK = ROOT / "tests" / "helpers" / "notify_sink.py"
 
@@ -143,11 +144,11 @@ def test_open_in_tensorboard_and_it_stops_with_the_window(qtbot, tmp_path: Path)
     import psutil
 
     from gui.window.main_window import MainWindow
-    from tests.conftest import run_cli
-    from tests.core.test_tensorboard_serve import CLUSTER, TRAINERS
+    from tests.helpers.clusters import TENSORBOARD_CLUSTER
+    from tests.helpers.project import TRAINERS, run_cli
 
     cluster = tmp_path / "tb.toml"
-    cluster.write_text(CLUSTER.format(trainers=TRAINERS, p=free_ports(2)))
+    cluster.write_text(TENSORBOARD_CLUSTER.format(trainers=TRAINERS, p=free_ports(2)))
     run = tmp_path / "run"
     launched = run_cli("launch", str(cluster), "--run-dir", str(run), "--progress-every", "0")
     assert launched.returncode == 0, launched.stdout + launched.stderr

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from core.cluster.spec import parse_text
-from tests.conftest import free_ports
 from tests.helpers.gui_waits import GuiThreadWaits, see_locks
 from tests.helpers.past_run import generate_run
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
 
 WORKERS, DAY_S = 16, 86_400  # a day of 1 Hz metrics each (157 MB): the reader's first pass takes ~1 s

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from core.cluster.spec import parse_text
-from tests.conftest import free_ports
+from tests.helpers.ports import free_ports
 
 pytestmark = pytest.mark.slow
 FLOOD_BYTES = 20 * 1024 * 1024

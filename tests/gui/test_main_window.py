@@ -10,21 +10,15 @@ from pathlib import Path
 import pytest
 
 from core.cluster.spec import load
-from tests.conftest import ROOT, free_ports
-from tests.core.test_launch import between_graph, states
-from tests.faults.test_disk_full import small_disk
+from tests.helpers.cli_launch import states
+from tests.helpers.clusters import between_graph
 from tests.helpers.heartbeat import Heartbeat
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import ROOT
+from tests.helpers.widgets import cell
 
 pytestmark = pytest.mark.slow
-__all__ = ["small_disk"]  # a fixture, used by name
-
-
-def cell(window, role: str, column: str) -> str:
-    try:
-        return window.roles.cell(role, column)
-    except KeyError as e:
-        raise AssertionError(f"no row for {role}") from e
 
 
 def state(window, role: str) -> str:
@@ -172,7 +166,8 @@ def test_a_failed_role_stands_out_with_its_reason_and_last_lines(qtbot, tmp_path
     window.show()
     window.launch()
     qtbot.waitUntil(lambda: state(window, "worker:0") == "failed", timeout=30_000)
-    assert cell(window, "worker:0", "Exit") == "exit code 3"
+    # The Exit column says why beside how: the exception line, else the last line printed.
+    qtbot.waitUntil(lambda: cell(window, "worker:0", "Exit") == "exit code 3 (bad shard 7)", timeout=5_000)
     qtbot.waitUntil(lambda: "bad shard 7" in window.banner.text(), timeout=5_000)
     assert window.banner.isVisible() and "worker:0 failed" in window.banner.text()
     from PySide6 import QtCore
@@ -314,8 +309,8 @@ def test_fill_the_form_by_pasting_a_command_line_then_launch_and_edit_while_runn
     from PySide6 import QtCore, QtWidgets
 
     from gui.window.main_window import MainWindow
-    from tests.core.test_launch import TRAINERS
-    from tests.gui.test_editor import type_into
+    from tests.helpers.project import TRAINERS
+    from tests.helpers.widgets import type_into
 
     ports = free_ports(3)
     window = MainWindow(None, runs_root=tmp_path / "runs")
@@ -436,7 +431,7 @@ def test_a_hung_worker_is_marked_stalled_and_killed_from_the_window(qtbot, tmp_p
 
 def test_a_full_run_disk_is_a_clear_warning_and_training_goes_on(qtbot, tmp_path: Path, small_disk: Path):
     from gui.window.main_window import MainWindow
-    from tests.faults.test_disk_full import fill
+    from tests.helpers.tmpfs import fill
 
     cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01)
     spec, _ = load(cluster)

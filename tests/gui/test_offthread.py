@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from PySide6 import QtCore
 
-from tests.conftest import ROOT
+from tests.helpers.project import ROOT
 
 
 @pytest.mark.timeout(60)

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 from core.views.rates import BATCHES, EXAMPLES, GLOBAL, label, rate_text
-from tests.conftest import ROOT, free_ports, run_cli
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import TRAINERS, run_cli
 
 pytestmark = pytest.mark.slow
 
-TRAINERS = ROOT / "resources" / "trainers"
 # Two workers that count their own steps (custom), 10 and 5 a second for 35 s, batches of 32.
 CLUSTER = """name = "speed"
 strategy = "custom"

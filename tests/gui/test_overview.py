@@ -12,37 +12,15 @@ from core.run.status import RoleState, RoleStatus
 from core.telemetry.step_window import StepSums
 from core.views.overview import build_overview, natural_key, short_role
 from core.views.rates import rate_text, status_rates
-
-
-def status(role: str, host: str, state: RoleState = RoleState.RUNNING, **extra: object) -> RoleStatus:
-    job, _, index = role.partition(":")
-    base = RoleStatus(
-        role=role,
-        job=job,
-        index=int(index),
-        host=host,
-        address=f"{host}:2222",
-        state=state,
-        state_since=0.0,
-        pid=1,
-        attempt=1,
-        restarts=0,
-        returncode=None,
-        signal=None,
-        started_at=0.0,
-        ended_at=None,
-        detail="",
-        log_path=None,
-    )
-    return dataclasses.replace(base, **extra)  # type: ignore[arg-type]
+from tests.helpers.statuses import hosted_status
 
 
 def big_cluster(workers: int = 64, hosts: int = 8) -> list[RoleStatus]:
     """1 ps + ``workers`` workers spread round-robin over 127.0.0.1..``hosts``, each worker with one GPU."""
-    roles = [status("ps:0", "127.0.0.1")]
+    roles = [hosted_status("ps:0", "127.0.0.1")]
     for i in range(workers):
         roles.append(
-            status(
+            hosted_status(
                 f"worker:{i}",
                 f"127.0.0.{i % hosts + 1}",
                 # 10 step times printed over the window, their mean 1 / (10 + i / 10) s: that many batches/s
@@ -71,7 +49,7 @@ def test_model_groups_by_host_with_jobs_in_order_and_trouble_first():
     roles = big_cluster(64, 8)
     roles[5] = dataclasses.replace(roles[5], state=RoleState.FAILED)  # worker:4 on 127.0.0.5
     roles[10] = dataclasses.replace(roles[10], stalled=True)  # worker:9 on 127.0.0.2
-    model = build_overview(roles, status_rates(roles, None))
+    model = build_overview(roles, rates=status_rates(roles, None))
     assert [h.host for h in model.hosts] == [f"127.0.0.{i}" for i in range(1, 9)]
     first = model.hosts[0]
     assert [c.role for c in first.cells] == ["ps:0"] + [f"worker:{i}" for i in range(0, 64, 8)]
@@ -133,7 +111,13 @@ def test_overview_of_the_demo_cluster_uses_big_tiles(qtbot):
     qtbot.addWidget(view)
     view.resize(900, 300)
     view.show()
-    view.set_roles([status("ps:0", "127.0.0.1"), status("worker:0", "127.0.0.1"), status("worker:1", "127.0.0.1")])
+    view.set_roles(
+        [
+            hosted_status("ps:0", "127.0.0.1"),
+            hosted_status("worker:0", "127.0.0.1"),
+            hosted_status("worker:1", "127.0.0.1"),
+        ]
+    )
     rect = view.cell_rect("worker:1")
     assert rect is not None and rect.size() == MAX_CELL
     assert view.legend_text() == "3 running"
@@ -189,5 +173,11 @@ def test_tiles_paint_the_current_state_after_a_launch(qtbot):
 
     view.set_roles([PlannedRole(r, r.partition(":")[0], "127.0.0.1") for r in ("ps:0", "worker:0", "worker:1")])
     assert colour_of("worker:0") == CATEGORY_COLOURS["pending"]
-    view.set_roles([status("ps:0", "127.0.0.1"), status("worker:0", "127.0.0.1"), status("worker:1", "127.0.0.1")])
+    view.set_roles(
+        [
+            hosted_status("ps:0", "127.0.0.1"),
+            hosted_status("worker:0", "127.0.0.1"),
+            hosted_status("worker:1", "127.0.0.1"),
+        ]
+    )
     assert colour_of("worker:0") == CATEGORY_COLOURS["running"]

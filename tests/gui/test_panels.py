@@ -10,8 +10,9 @@ import pytest
 
 from core.cluster.spec import parse_text
 from core.views.rates import StepRates
-from tests.conftest import ROOT, free_ports
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import ROOT
 
 FAKE_NVML = str(ROOT / "tests" / "helpers" / "fake_nvml.py")
 
@@ -204,7 +205,7 @@ def test_a_restarted_worker_draws_a_new_segment_not_a_zigzag(qtbot):
     assert smooth[breaks[0] + 1] == y[breaks[0] + 1]  # the EMA starts afresh after the gap
     # The run's rates come with the roles' status (core.views.rates), one text for every view.
     assert panel.rate_label.text() == "no steps yet"
-    panel.set_status((), StepRates(global_steps_per_s=12.5))
+    panel.set_status((), rates=StepRates(global_steps_per_s=12.5))
     panel.refresh(force=True)
     assert panel.rate_label.text() == "12.5 global steps/s (mean over the last 30 s)"
 

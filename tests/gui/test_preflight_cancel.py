@@ -11,7 +11,7 @@ from pathlib import Path
 
 from core.cluster.spec import ClusterSpec, load
 from core.preflight.runner import PreflightRun, preflight
-from tests.conftest import free_ports
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import with_marker
 
 

@@ -8,10 +8,14 @@ from gui.window.preflight import FAILED, WARNING, PreflightDialog
 
 
 def test_warnings_are_marked_and_do_not_make_a_host_unready(qtbot):
-    busy = HostCheck("gpus", None, "GPU 1 (for worker:0) is busy: pid 42 alice 3.0 GiB", "pick free GPUs", True)
+    busy = HostCheck(
+        "gpus", ok=None, detail="GPU 1 (for worker:0) is busy: pid 42 alice 3.0 GiB", fix="pick free GPUs", warning=True
+    )
     results = [
-        HostPreflight("node1", "node1", (HostCheck("reachable", True, "ssh works"), busy), 0.1),
-        HostPreflight("node2", "node2", (HostCheck("reachable", False, "cannot reach node2", "check it"),), 0.1),
+        HostPreflight("node1", "node1", (HostCheck("reachable", ok=True, detail="ssh works"), busy), 0.1),
+        HostPreflight(
+            "node2", "node2", (HostCheck("reachable", ok=False, detail="cannot reach node2", fix="check it"),), 0.1
+        ),
     ]
     dialog = PreflightDialog(None, results)
     qtbot.addWidget(dialog)

@@ -45,7 +45,7 @@ def test_a_waiting_role_reads_waiting_for_its_peer_with_the_fix(qtbot):
     diagnoser = Diagnoser(["ps:0", "worker:0", "worker:1"])
     for name in ("ps:0", "worker:0", "worker:1"):
         diagnoser.on_state(name, "running", 0.0)
-    diagnoser.on_state("worker:0", "succeeded", 10.0, "exit code 0")
+    diagnoser.on_state("worker:0", "succeeded", 10.0, detail="exit code 0")
     [diagnosis] = [d for d in diagnoser.on_output("worker:1", FIXTURE.read_text(), 42.0) if d.certain]
 
     view = RolesView(lambda role, n: [])

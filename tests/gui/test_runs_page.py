@@ -12,9 +12,11 @@ import pytest
 from core.cluster.spec import load
 from core.run import index as runs_index
 from core.views.rates import GLOBAL, label, summary_rates
-from tests.conftest import free_ports, run_cli
-from tests.core.test_runs_browser import cluster_file, launching, role_pids
+from tests.helpers.cli_launch import launching, role_pids
+from tests.helpers.clusters import cluster_file
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -185,7 +187,7 @@ def test_tensorboard_only_runs_compare_on_their_scalars(qtbot, tmp_path: Path) -
     """Real TensorFlow runs that print no loss line (TF2's usual way): their loss and speed come
     from their TensorBoard scalars, and the compare view offers every tag they wrote."""
     from gui.runs.compare import SCALAR_PLOT, CompareView
-    from tests.core.test_journal import TRAINERS
+    from tests.helpers.project import TRAINERS
 
     ids = []
     for name, workers in (("tb1", 1), ("tb2", 2)):
@@ -219,7 +221,7 @@ def test_a_thousand_runs_load_off_the_gui_thread_and_sort(qtbot, tmp_path: Path)
     from PySide6 import QtCore
 
     from gui.window.main_window import MainWindow
-    from tests.core.test_runs_browser import make_runs
+    from tests.helpers.run_copies import make_runs
 
     template = tmp_path / "template"
     assert run_cli("launch", str(cluster_file(tmp_path, "tmpl", 2)), "--run-dir", str(template)).returncode == 0

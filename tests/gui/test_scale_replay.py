@@ -13,7 +13,7 @@ from core.controller.controller import Controller
 from core.run import journal
 from core.run.events import Event
 from core.run.rundir import RunDir
-from tests.core.test_journal import light_cluster
+from tests.helpers.clusters import light_cluster
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from tests.telemetry.test_spread import step_times
+from tests.helpers.step_times import step_times
 
 
 def test_spread_plot_draws_median_bands_and_named_slowest(qtbot):

@@ -19,9 +19,10 @@ from core.profiling.summary import RoleProfile
 from core.profiling.why import Verdict
 from core.profiling.why_run import WhyAnswer
 from gui.run.tabs.profile import CaptureSummary, ProfilePanel
-from tests.core.test_profile_why import CLUSTER, TRAINER, profile, toml_list
-from tests.gui.test_overview import status
+from tests.helpers.clusters import WHY_CLUSTER, WHY_TRAINER, toml_list
 from tests.helpers.past_run import generate_run
+from tests.helpers.role_profiles import profile
+from tests.helpers.statuses import hosted_status
 
 VERDICT = Verdict(
     "input",
@@ -75,7 +76,13 @@ def test_a_right_click_on_a_tile_selects_its_role_and_asks_for_its_menu(qtbot) -
     qtbot.addWidget(view)
     view.resize(600, 200)
     view.show()
-    view.set_roles([status("ps:0", "127.0.0.1"), status("worker:0", "127.0.0.1"), status("worker:1", "127.0.0.1")])
+    view.set_roles(
+        [
+            hosted_status("ps:0", "127.0.0.1"),
+            hosted_status("worker:0", "127.0.0.1"),
+            hosted_status("worker:1", "127.0.0.1"),
+        ]
+    )
     qtbot.waitUntil(lambda: view.cell_rect("worker:1") is not None)
     rect = view.cell_rect("worker:1")
     assert rect is not None
@@ -137,15 +144,15 @@ def test_an_answer_shows_its_verdict_in_the_profile_tab_and_the_status_bar(windo
 def test_the_worker_with_a_slow_input_pipeline_is_explained_from_the_window(qtbot, tmp_path) -> None:
     from core.cluster.spec import load
     from gui.window.main_window import MainWindow
-    from tests.conftest import free_ports
-    from tests.core.test_launch import TRAINERS
+    from tests.helpers.ports import free_ports
     from tests.helpers.procs import assert_nothing_left
+    from tests.helpers.project import TRAINERS
 
     ports = free_ports(3)
-    dataset = [*TRAINER, "--input=dataset"]
+    dataset = [*WHY_TRAINER, "--input=dataset"]
     slow = toml_list([*dataset, "--input_sleep_s=0.05"])
     cluster = tmp_path / "cluster.toml"
-    cluster.write_text(CLUSTER.format(trainers=TRAINERS, p=ports, command=toml_list(dataset), slow=slow))
+    cluster.write_text(WHY_CLUSTER.format(trainers=TRAINERS, p=ports, command=toml_list(dataset), slow=slow))
     spec, _ = load(cluster)
     window = MainWindow(spec, runs_root=tmp_path / "runs")
     qtbot.addWidget(window)
@@ -180,7 +187,8 @@ def test_the_worker_with_a_slow_input_pipeline_is_explained_from_the_window(qtbo
         assert panel.shown is not None and [p.role for p in panel.shown.profiles] == ["worker:1", "worker:0"]
         assert float(panel.cell("input", "worker:1")) > 0  # the table counts input as the verdict does
         if shot := os.environ.get("TOWERDECK_WHY_SHOT"):
-            window.split.setSizes([110, 100, 690])  # room for the verdict and the table
+            window.resize(1600, 1000)  # the README's screenshots' size
+            window.split.setSizes([110, 100, 790])  # room for the verdict and the table
             qtbot.wait(300)
             window.grab().save(shot)
         for role in ("worker:0", "worker:1"):

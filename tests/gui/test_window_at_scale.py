@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from core.cluster.spec import load
-from tests.conftest import ROOT, free_ports
 from tests.helpers.gcwatch import collection_threads
 from tests.helpers.heartbeat import Heartbeat
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.project import ROOT
 
 pytestmark = pytest.mark.slow
 

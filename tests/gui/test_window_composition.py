@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.helpers.project import ROOT
 
 WINDOW = ROOT / "gui" / "window"
 WINDOW_NAMES = {"window", "main_window", "host"}  # what the parts call the window they are given

@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers.project import ROOT
 
 pytestmark = pytest.mark.slow
 

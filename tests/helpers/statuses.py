@@ -33,3 +33,8 @@ def role_status(role: str, **fields: Any) -> RoleStatus:
     values["state"] = RoleState(str(values["state"]))
     values["gpus"] = tuple(values.get("gpus") or ())
     return RoleStatus(**values)
+
+
+def hosted_status(role: str, host: str, state: RoleState = RoleState.RUNNING, **fields: Any) -> RoleStatus:
+    """A :class:`RoleStatus` of ``role`` on ``host`` (its port 2222), started at time 0 as pid 1."""
+    return role_status(role, host=host, address=f"{host}:2222", state=state, pid=1, started_at=0.0, **fields)

@@ -31,6 +31,27 @@ def mounted_tmpfs(mount: Path, size: str = "16m") -> Iterator[Path]:
             time.sleep(0.2)
 
 
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 MiB tmpfs with 4096 inodes, unmounted afterwards (the tests run as root, as CI does)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64m,nr_inodes=4096", "tmpfs", str(mount)], capture_output=True
+    )
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {result.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        for _ in range(20):  # a process of the test may still hold a file for a moment
+            if subprocess.run(["umount", str(mount)], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.5)
+        else:
+            subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
 def make_read_only(mount: Path) -> None:
     """Remount the tmpfs at ``mount`` read-only (as a file system remounted after errors is)."""
     subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True, capture_output=True)

@@ -18,13 +18,13 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.conftest import free_ports
+from tests.helpers.ports import free_ports
+from tests.helpers.slurm_cluster import SlurmCluster
 
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo")
 PARTITION = "debug"
@@ -32,22 +32,6 @@ NODE = "localhost"
 NODE_CPUS = 8
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
-
-
-@dataclass(frozen=True)
-class SlurmCluster:
-    """A running test Slurm: point client commands at it with ``env``."""
-
-    conf: Path
-    dir: Path
-    partition: str
-    node: str
-    cpus: int
-
-    @property
-    def env(self) -> dict[str, str]:
-        """The variables a Slurm client command needs to reach this cluster."""
-        return {"SLURM_CONF": str(self.conf)}
 
 
 def _which(name: str) -> str | None:

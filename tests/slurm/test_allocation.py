@@ -32,20 +32,20 @@ def local(host: str) -> bool:
 
 
 def test_loopback_tasks_go_to_the_only_node() -> None:
-    assert nodes_for_hosts(spec("127.0.0.1", "127.0.0.1", "localhost"), "7", ["n01"], local) == {
+    assert nodes_for_hosts(spec("127.0.0.1", "127.0.0.1", "localhost"), "7", ["n01"], is_local=local) == {
         "127.0.0.1": "n01",
         "localhost": "n01",
     }
 
 
 def test_node_names_map_to_themselves() -> None:
-    placed = nodes_for_hosts(spec("n01", "n01", "n02"), "7", ["n01", "n02"], local)
+    placed = nodes_for_hosts(spec("n01", "n01", "n02"), "7", ["n01", "n02"], is_local=local)
     assert placed == {"n01": "n01", "n02": "n02"}
 
 
 def test_loopback_tasks_with_two_nodes_are_refused_naming_the_task_and_the_fix() -> None:
     with pytest.raises(PlacementError) as caught:
-        nodes_for_hosts(spec("127.0.0.1", "127.0.0.1", "127.0.0.1"), "7", ["n01", "n02"], local)
+        nodes_for_hosts(spec("127.0.0.1", "127.0.0.1", "127.0.0.1"), "7", ["n01", "n02"], is_local=local)
     text = str(caught.value)
     assert "task ps:0 is on '127.0.0.1', which is not a node of Slurm job 7 (its nodes: n01, n02)" in text
     assert "fix: write each task's host as one of the allocation's nodes" in text
@@ -53,7 +53,7 @@ def test_loopback_tasks_with_two_nodes_are_refused_naming_the_task_and_the_fix()
 
 def test_a_host_outside_the_allocation_is_named_even_beside_local_ones() -> None:
     with pytest.raises(PlacementError, match=r"task worker:1 is on 'gpu09', which is not a node of Slurm job 7"):
-        nodes_for_hosts(spec("127.0.0.1", "127.0.0.1", "gpu09"), "7", ["n01"], local)
+        nodes_for_hosts(spec("127.0.0.1", "127.0.0.1", "gpu09"), "7", ["n01"], is_local=local)
 
 
 def test_placed_hosts_are_reached_through_their_step_never_over_ssh() -> None:

@@ -18,40 +18,12 @@ import psutil
 import pytest
 
 from core.slurm.client import SlurmClient
-from tests.conftest import ROOT, free_ports, run_cli
-from tests.slurm.conftest import SlurmCluster
-from tests.ssh.conftest import assert_nothing_left_under, kill_strays
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT, run_cli
+from tests.helpers.slurm_cluster import SlurmCluster, left_in_squeue, slurm_record, write_slurm_cluster
+from tests.helpers.ssh_server import assert_nothing_left_under, kill_strays
 
 pytestmark = pytest.mark.slow
-
-CLUSTER = """
-name = "bg-slurm-cli"
-strategy = "between_graph"
-launch_style = "flags"
-workdir = "{trainers}"
-command = ["python", "-u", "between_graph.py", "--train_steps={steps}", "--log_every=10"]
-stop_grace_s = 3
-[jobs.ps]
-tasks = ["127.0.0.1:{p[0]}"]
-[jobs.worker]
-tasks = ["127.0.0.1:{p[1]}", "127.0.0.1:{p[2]}"]
-[slurm]
-partition = "{partition}"
-time = "10"
-nodes = 1
-{extra}
-"""
-
-
-def write_cluster(tmp_path: Path, slurm: SlurmCluster, steps: int, extra: str = "") -> tuple[Path, list[int]]:
-    ports = free_ports(3)
-    path = tmp_path / "cluster.toml"
-    path.write_text(
-        CLUSTER.format(
-            trainers=ROOT / "resources" / "trainers", p=ports, steps=steps, partition=slurm.partition, extra=extra
-        )
-    )
-    return path, ports
 
 
 class Launcher:
@@ -108,26 +80,15 @@ def launched() -> Iterator[list[Launcher]]:
             launcher.proc.wait()
 
 
-def slurm_record(run_dir: Path) -> dict:
-    try:
-        return json.loads((run_dir / "run.json").read_text()).get("slurm") or {}
-    except (OSError, ValueError):
-        return {}
-
-
 def training(run_dir: Path) -> bool:
     log = run_dir / "roles" / "worker-1" / "attempt-1.log"
     return log.is_file() and "Step" in log.read_text()
 
 
-def left_in_squeue(client: SlurmClient, job_id: str) -> str:
-    return client.run(["squeue", "-h", f"--jobs={job_id}", "--states=PENDING,RUNNING,COMPLETING"], check=False)
-
-
 def test_launch_through_slurm_trains_to_success_and_cancels_the_allocation(
     slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
 ) -> None:
-    path, ports = write_cluster(tmp_path, slurm, steps=200)
+    path, ports = write_slurm_cluster(tmp_path, slurm, steps=200)
     run_dir = tmp_path / "run"
     result = run_cli("launch", str(path), "--run-dir", str(run_dir), timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -151,7 +112,7 @@ def test_launch_through_slurm_trains_to_success_and_cancels_the_allocation(
 def test_scancel_from_outside_mid_run_says_cancelled_by_slurm_and_leaves_nothing(
     slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path, launched: list[Launcher]
 ) -> None:
-    path, ports = write_cluster(tmp_path, slurm, steps=100000)
+    path, ports = write_slurm_cluster(tmp_path, slurm, steps=100000)
     run_dir = tmp_path / "run"
     launcher = Launcher("launch", str(path), "--run-dir", str(run_dir))
     launched.append(launcher)
@@ -177,7 +138,7 @@ def test_scancel_from_outside_mid_run_says_cancelled_by_slurm_and_leaves_nothing
 def test_a_held_job_shows_its_pending_reason_and_ctrl_c_cancels_it(
     slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path, launched: list[Launcher]
 ) -> None:
-    path, ports = write_cluster(tmp_path, slurm, steps=200, extra='extra_args = ["--hold"]')
+    path, ports = write_slurm_cluster(tmp_path, slurm, steps=200, extra='extra_args = ["--hold"]')
     run_dir = tmp_path / "run"
     launcher = Launcher("launch", str(path), "--run-dir", str(run_dir))
     launched.append(launcher)
@@ -217,7 +178,7 @@ def sruns_of(job_id: str) -> list[psutil.Process]:
 def test_attach_after_the_launcher_is_sigkilled_takes_the_roles_over_and_stop_leaves_nothing(
     slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path, launched: list[Launcher]
 ) -> None:
-    path, ports = write_cluster(tmp_path, slurm, steps=100000)
+    path, ports = write_slurm_cluster(tmp_path, slurm, steps=100000)
     run_dir = tmp_path / "run"
     launcher = Launcher("launch", str(path), "--run-dir", str(run_dir))
     launched.append(launcher)
@@ -266,7 +227,7 @@ def test_attach_after_the_launcher_is_sigkilled_takes_the_roles_over_and_stop_le
 def test_validate_remote_checks_slurm_and_names_a_wrong_partition(
     slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
 ) -> None:
-    path, _ = write_cluster(tmp_path, slurm, steps=200)
+    path, _ = write_slurm_cluster(tmp_path, slurm, steps=200)
     good = run_cli("validate", "--remote", str(path), timeout=60)
     assert good.returncode == 0, good.stdout + good.stderr
     for check in ("sbatch", "srun", "squeue", "controller", "partition"):
@@ -284,7 +245,7 @@ def test_a_run_past_its_slurm_time_limit_says_timed_out_by_slurm(
     slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
 ) -> None:
     """One minute is Slurm's smallest limit (and slurmctld checks limits about every 30 s)."""
-    path, ports = write_cluster(tmp_path, slurm, steps=10000000)
+    path, ports = write_slurm_cluster(tmp_path, slurm, steps=10000000)
     path.write_text(path.read_text().replace('time = "10"', 'time = "1"'))
     run_dir = tmp_path / "run"
     result = run_cli("launch", str(path), "--run-dir", str(run_dir), timeout=400)
@@ -305,7 +266,7 @@ def test_a_run_past_its_slurm_time_limit_says_timed_out_by_slurm(
 def test_a_task_on_a_host_outside_the_allocation_is_refused_and_the_allocation_cancelled(
     slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
 ) -> None:
-    path, ports = write_cluster(tmp_path, slurm, steps=200)
+    path, ports = write_slurm_cluster(tmp_path, slurm, steps=200)
     path.write_text(path.read_text().replace(f'"127.0.0.1:{ports[2]}"', f'"gpu09:{ports[2]}"'))
     run_dir = tmp_path / "run"
     result = run_cli("launch", str(path), "--run-dir", str(run_dir), timeout=120)
@@ -323,7 +284,7 @@ def test_a_task_on_a_host_outside_the_allocation_is_refused_and_the_allocation_c
 def test_an_sbatch_refusal_is_a_clear_error_not_a_traceback(
     slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
 ) -> None:
-    path, _ = write_cluster(tmp_path, slurm, steps=200)
+    path, _ = write_slurm_cluster(tmp_path, slurm, steps=200)
     path.write_text(path.read_text().replace(f'partition = "{slurm.partition}"', 'partition = "nope"'))
     result = run_cli("launch", str(path), "--run-dir", str(tmp_path / "run"), timeout=120)
     assert result.returncode == 1, result.stdout + result.stderr

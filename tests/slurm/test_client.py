@@ -10,7 +10,7 @@ import pytest
 
 from core.cluster.slurm_table import SlurmConfig
 from core.slurm.client import SlurmCheck, SlurmClient, SlurmError, check_slurm, job_name_for, step_argv
-from tests.slurm.conftest import SlurmCluster
+from tests.helpers.slurm_cluster import SlurmCluster
 
 
 @pytest.fixture
@@ -160,7 +160,7 @@ def test_preflight_names_a_missing_partition_and_passes_a_good_one(slurm: SlurmC
     ]
     assert good[0].detail.startswith("slurm")
     default = check_slurm(client, SlurmConfig())
-    assert default[-1] == SlurmCheck("partition", True, f"{slurm.partition} is up")
+    assert default[-1] == SlurmCheck("partition", ok=True, detail=f"{slurm.partition} is up")
     bad = check_slurm(client, SlurmConfig(partition="gpu"))[-1]
     assert not bad.ok and bad.detail == f"no partition 'gpu' (there are: {slurm.partition})"
     assert "set [slurm] partition" in bad.fix

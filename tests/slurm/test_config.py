@@ -100,7 +100,7 @@ def test_core_slurm_and_tfjob_import_neither_qt_nor_tensorflow() -> None:
     import subprocess
     import sys
 
-    from tests.conftest import ROOT
+    from tests.helpers.project import ROOT
 
     code = (
         "import sys; import core.slurm.client, core.cluster.slurm_table, core.slurm.transport, core.cluster.tfjob; "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from tests.slurm.conftest import SlurmCluster
+from tests.helpers.slurm_cluster import SlurmCluster
 
 
 def test_srun_runs_a_task_with_its_exit_code(slurm: SlurmCluster) -> None:

@@ -11,8 +11,8 @@ import pytest
 
 from core.cluster.slurm_table import SlurmConfig
 from core.slurm.client import SlurmClient, job_name_for
-from tests.conftest import ROOT, run_cli
-from tests.slurm.conftest import SlurmCluster
+from tests.helpers.project import ROOT, run_cli
+from tests.helpers.slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.slow
 DOUBLE = {"TOWERDECK_NVML_MODULE": str(ROOT / "tests" / "helpers" / "fake_nvml.py"), "FAKE_NVML_GPUS": "2"}

@@ -15,10 +15,11 @@ from core.remote.transport import EventSink
 from core.run.rundir import RunDir
 from core.slurm.client import SlurmClient, job_name_for
 from core.slurm.transport import SlurmTransport
-from tests.conftest import ROOT, free_ports
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import listening
-from tests.slurm.conftest import SlurmCluster
-from tests.ssh.conftest import assert_nothing_left_under
+from tests.helpers.project import ROOT
+from tests.helpers.slurm_cluster import SlurmCluster
+from tests.helpers.ssh_server import assert_nothing_left_under
 
 pytestmark = pytest.mark.slow
 

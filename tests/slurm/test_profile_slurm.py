@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_ports, run_cli
-from tests.core.test_launch import TRAINERS, Launch
-from tests.core.test_profile_why import CLUSTER, TRAINER, toml_list
-from tests.slurm.conftest import SlurmCluster
-from tests.ssh.conftest import assert_nothing_left_under
-from tests.ssh.test_remote_profile import why_verdict
+from tests.helpers.cli_launch import Launch
+from tests.helpers.clusters import WHY_CLUSTER, WHY_TRAINER, toml_list
+from tests.helpers.ports import free_ports
+from tests.helpers.project import TRAINERS, run_cli
+from tests.helpers.role_profiles import why_verdict
+from tests.helpers.slurm_cluster import SlurmCluster
+from tests.helpers.ssh_server import assert_nothing_left_under
 
 pytestmark = pytest.mark.slow
 
@@ -33,11 +34,11 @@ def test_why_traces_slurm_roles_through_their_nodes_agent_and_names_input(
     slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
 ) -> None:
     ports = free_ports(3)
-    dataset = [*TRAINER, "--input=dataset"]
+    dataset = [*WHY_TRAINER, "--input=dataset"]
     cluster = tmp_path / "cluster.toml"
     slow = toml_list([*dataset, "--input_sleep_s=0.05"])
     cluster.write_text(
-        CLUSTER.format(trainers=TRAINERS, p=ports, command=toml_list(dataset), slow=slow)
+        WHY_CLUSTER.format(trainers=TRAINERS, p=ports, command=toml_list(dataset), slow=slow)
         + SLURM.format(partition=slurm.partition)
     )
     launch = Launch(cluster, tmp_path / "run")

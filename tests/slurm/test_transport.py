@@ -16,7 +16,7 @@ from core.cluster.slurm_table import SlurmConfig
 from core.slurm.client import SlurmClient
 from core.slurm.transport import SlurmTransport
 from tests.helpers.procs import with_marker
-from tests.slurm.conftest import SlurmCluster
+from tests.helpers.slurm_cluster import SlurmCluster
 
 
 @pytest.fixture

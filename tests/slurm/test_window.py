@@ -8,9 +8,8 @@ import pytest
 
 from core.cluster.spec import load
 from core.slurm.client import SlurmClient
-from tests.slurm.conftest import SlurmCluster
-from tests.slurm.test_cli import left_in_squeue, slurm_record, write_cluster
-from tests.ssh.conftest import assert_nothing_left_under
+from tests.helpers.slurm_cluster import SlurmCluster, left_in_squeue, slurm_record, write_slurm_cluster
+from tests.helpers.ssh_server import assert_nothing_left_under
 
 pytestmark = pytest.mark.slow
 
@@ -19,9 +18,9 @@ def test_the_window_shows_the_slurm_job_and_its_nodes_and_stop_all_cancels_it(
     qtbot, slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
 ) -> None:
     from gui.window.main_window import MainWindow
-    from tests.gui.test_main_window import cell
+    from tests.helpers.widgets import cell
 
-    path, ports = write_cluster(tmp_path, slurm, steps=100000)
+    path, ports = write_slurm_cluster(tmp_path, slurm, steps=100000)
     spec, problems = load(path)
     assert spec is not None, problems
     window = MainWindow(spec, runs_root=tmp_path / "runs")

@@ -8,49 +8,21 @@ a missing sshd fails them.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tests.conftest import free_ports
+from tests.helpers.ports import free_ports
+from tests.helpers.ssh_server import SshServer, client_config_text, kill_strays
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 HOSTS = ("127.0.0.2", "127.0.0.3")
-
-
-@dataclass(frozen=True)
-class SshServer:
-    port: int
-    dir: Path
-    config: Path  # the client config: Host * with IdentityFile, UserKnownHostsFile, Port; alias node3
-    user_key: Path
-    known_hosts: Path
-    log: Path
-
-    def client_config(self, name: str, identity: Path | None = None, known_hosts: Path | None = None) -> Path:
-        """Another client config (a wrong key, an empty known_hosts)."""
-        path = self.dir / name
-        path.write_text(_client_config(self.port, identity or self.user_key, known_hosts or self.known_hosts))
-        return path
-
-
-def _client_config(port: int, identity: Path, known_hosts: Path) -> str:
-    return (
-        "Host node3\n  HostName 127.0.0.3\n\n"
-        f"Host *\n  Port {port}\n  User {os.environ.get('USER', 'root') or 'root'}\n"
-        f"  IdentityFile {identity}\n  IdentitiesOnly yes\n  IdentityAgent none\n"
-        f"  UserKnownHostsFile {known_hosts}\n  GlobalKnownHostsFile /dev/null\n"
-        "  LogLevel ERROR\n"
-    )
 
 
 def _keygen(path: Path) -> None:
@@ -94,47 +66,12 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
                 raise RuntimeError(f"sshd did not start: {log.read_text()}") from None
             time.sleep(0.05)
     config = base / "ssh_config"
-    config.write_text(_client_config(port, base / "user_key", known))
+    config.write_text(client_config_text(port, base / "user_key", known))
     try:
         yield SshServer(port, base, config, base / "user_key", known, log)
     finally:
         proc.terminate()
         proc.wait(10)
-
-
-def processes_under(path: Path) -> list[psutil.Process]:
-    """Live processes started for a test: cwd or TOWERDECK_RUN_DIR under ``path``."""
-    found = []
-    text = str(path)
-    for p in psutil.process_iter(["status"]):
-        try:
-            if p.info["status"] == psutil.STATUS_ZOMBIE or p.pid == os.getpid():
-                continue
-            if p.cwd().startswith(text) or p.environ().get("TOWERDECK_RUN_DIR", "").startswith(text):
-                found.append(p)
-        except psutil.Error:
-            continue
-    return found
-
-
-def assert_nothing_left_under(path: Path, ports: list[int], timeout_s: float = 10.0) -> None:
-    from tests.helpers.procs import listening
-
-    deadline = time.time() + timeout_s
-    while True:
-        procs, held = processes_under(path), listening(ports)
-        if not procs and not held:
-            return
-        if time.time() > deadline:
-            raise AssertionError(f"left behind: {[(p.pid, p.cmdline()) for p in procs]}, ports {held}")
-        time.sleep(0.1)
-
-
-def kill_strays(path: Path) -> None:
-    """After a test, whatever it failed to end: keep-mode agents and roles outlive a failed test."""
-    for p in processes_under(path):
-        with contextlib.suppress(psutil.Error):
-            p.kill()
 
 
 @pytest.fixture(autouse=True)

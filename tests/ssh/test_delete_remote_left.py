@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from core.run import index as runs_index
-from tests.conftest import ROOT, free_ports
-from tests.ssh.conftest import SshServer, assert_nothing_left_under
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT
+from tests.helpers.ssh_server import SshServer, assert_nothing_left_under
 
 pytestmark = pytest.mark.slow
 TRAINERS = ROOT / "resources" / "trainers"

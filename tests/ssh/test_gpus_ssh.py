@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, free_ports, run_cli
+from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
-from tests.ssh.conftest import SshServer
+from tests.helpers.project import ROOT, run_cli
+from tests.helpers.ssh_server import SshServer
 
 pytestmark = pytest.mark.slow
 FAKE_NVML = ROOT / "tests" / "helpers" / "fake_nvml.py"

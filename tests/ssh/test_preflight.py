@@ -10,8 +10,9 @@ import pytest
 
 from core.cluster.spec import parse_text
 from core.preflight.runner import preflight
-from tests.conftest import ROOT, free_ports, run_cli
-from tests.ssh.conftest import SshServer
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT, run_cli
+from tests.helpers.ssh_server import SshServer
 
 pytestmark = pytest.mark.slow
 TRAINERS = ROOT / "resources" / "trainers"

@@ -14,10 +14,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import free_ports
-from tests.faults.fault_role import badutf8_lines
-from tests.faults.harness import FAULT_ROLE, Cli, wait_for
-from tests.ssh.conftest import SshServer, assert_nothing_left_under
+from tests.helpers.cli_process import FAULT_ROLE, Cli
+from tests.helpers.fault_role import badutf8_lines
+from tests.helpers.ports import free_ports
+from tests.helpers.ssh_server import SshServer, assert_nothing_left_under
+from tests.helpers.waits import wait_for
 
 pytestmark = pytest.mark.slow
 

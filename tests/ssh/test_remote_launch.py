@@ -18,61 +18,13 @@ from core.cluster.spec import parse_text
 from core.controller.controller import Controller
 from core.run.events import Event
 from core.run.rundir import RunDir
-from tests.conftest import ROOT, free_ports, run_cli
-from tests.ssh.conftest import SshServer, assert_nothing_left_under
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT, run_cli
+from tests.helpers.remote_clusters import write_remote_cluster
+from tests.helpers.ssh_server import SshServer, assert_nothing_left_under
 
 pytestmark = pytest.mark.slow
 TRAINERS = ROOT / "resources" / "trainers"
-
-CLUSTER = """
-name = "remote-bg"
-strategy = "between_graph"
-launch_style = "flags"
-workdir = "{trainers}"
-command = ["{python}", "-u", "between_graph.py", "--train_steps={steps}", "--step_sleep={sleep}", "--log_every=10"]
-stop_grace_s = 3
-{ssh_config_line}
-
-[env]
-TF_CPP_MIN_LOG_LEVEL = "1"
-
-[hosts."127.0.0.2"]
-ssh = "127.0.0.2"
-python = "{python}"
-run_root = "{root2}"
-
-[hosts."127.0.0.3"]
-ssh = "node3"
-python = "{python}"
-run_root = "{root3}"
-
-[jobs.ps]
-tasks = ["127.0.0.2:{p[0]}"]
-
-[jobs.worker]
-tasks = ["127.0.0.2:{p[1]}", "127.0.0.3:{p[2]}"]
-"""
-
-
-def write_cluster(
-    tmp_path: Path, sshd: SshServer, steps: int = 100, sleep: float = 0.0, config: bool = True
-) -> tuple[Path, list[int]]:
-    ports = [free_ports(1, "127.0.0.2")[0], free_ports(1, "127.0.0.2")[0], free_ports(1, "127.0.0.3")[0]]
-    while ports[0] == ports[1]:
-        ports[1] = free_ports(1, "127.0.0.2")[0]
-    text = CLUSTER.format(
-        trainers=TRAINERS,
-        python=sys.executable,
-        steps=steps,
-        sleep=sleep,
-        p=ports,
-        root2=tmp_path / "host2",
-        root3=tmp_path / "host3",
-        ssh_config_line=f'ssh_config = "{sshd.config}"' if config else "",
-    )
-    path = tmp_path / "cluster.toml"
-    path.write_text(text)
-    return path, ports
 
 
 def ssh_children() -> list[psutil.Process]:
@@ -80,7 +32,7 @@ def ssh_children() -> list[psutil.Process]:
 
 
 def test_launch_one_ps_two_workers_across_two_ssh_hosts_to_success(tmp_path: Path, sshd: SshServer):
-    cluster, ports = write_cluster(tmp_path, sshd)
+    cluster, ports = write_remote_cluster(tmp_path, sshd)
     result = run_cli("launch", str(cluster), "--run-dir", str(tmp_path / "run"), timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "succeeded" in result.stdout
@@ -106,7 +58,7 @@ def test_launch_one_ps_two_workers_across_two_ssh_hosts_to_success(tmp_path: Pat
 
 
 def test_killed_ssh_connection_mid_run_reconnects_without_gap_or_duplicate(tmp_path: Path, sshd: SshServer):
-    cluster, ports = write_cluster(tmp_path, sshd, steps=400, sleep=0.02)
+    cluster, ports = write_remote_cluster(tmp_path, sshd, steps=400, sleep=0.02)
     spec, problems = parse_text(cluster.read_text(), cluster)
     assert spec is not None, problems
     run = RunDir.create(spec, path=tmp_path / "run")

@@ -7,76 +7,27 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, free_ports, run_cli
-from tests.core.test_launch import Launch
-from tests.core.test_profile_why import toml_list
-from tests.ssh.conftest import SshServer, assert_nothing_left_under
+from tests.helpers.cli_launch import Launch
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT, run_cli
+from tests.helpers.remote_clusters import write_remote_profile_cluster
+from tests.helpers.role_profiles import why_verdict
+from tests.helpers.ssh_server import SshServer, assert_nothing_left_under
 
 pytestmark = pytest.mark.slow
 TRAINERS = ROOT / "resources" / "trainers"
-
-CLUSTER = """
-name = "remote-profile"
-strategy = "between_graph"
-launch_style = "flags"
-workdir = "{trainers}"
-command = {command}
-stop_grace_s = 3
-ssh_config = "{ssh_config}"
-
-[env]
-TF_CPP_MIN_LOG_LEVEL = "1"
-
-[hosts."127.0.0.2"]
-ssh = "127.0.0.2"
-python = "{python}"
-run_root = "{root2}"
-
-[jobs.ps]
-tasks = ["127.0.0.1:{p[0]}"]
-
-[jobs.worker]
-tasks = ["127.0.0.1:{p[1]}", {{ address = "127.0.0.2:{p[2]}", command = {slow} }}]
-"""
-TRAINER = [sys.executable, "-u", "between_graph.py", "--train_steps=100000000", "--log_every=50"]
-DATASET = [*TRAINER, "--step_sleep=0.005", "--input=dataset"]
-SLOW = [*DATASET, "--input_sleep_s=0.05"]  # worker:1, the remote one, waits for its input
-
-
-def write_cluster(tmp: Path, sshd: SshServer, ports: list[int]) -> Path:
-    cluster = tmp / "cluster.toml"
-    cluster.write_text(
-        CLUSTER.format(
-            trainers=TRAINERS,
-            python=sys.executable,
-            ssh_config=sshd.config,
-            root2=tmp / "host2",
-            p=ports,
-            command=toml_list(DATASET),
-            slow=toml_list(SLOW),
-        )
-    )
-    return cluster
-
-
-def why_verdict(text: str) -> tuple[int, int]:
-    """The straggler's and the median worker's input shares from a verdict naming input for worker:1."""
-    m = re.fullmatch(r"worker:1 spends (\d+)% of each step in input \(median worker worker:0: (\d+)%\)", text)
-    assert m, text
-    return int(m[1]), int(m[2])
 
 
 @pytest.fixture(scope="module")
 def launch(tmp_path_factory: pytest.TempPathFactory, sshd: SshServer) -> Iterator[tuple[Launch, Path, list[int]]]:
     tmp = tmp_path_factory.mktemp("remote-profile")
     ports = [*free_ports(2), free_ports(1, "127.0.0.2")[0]]
-    running = Launch(write_cluster(tmp, sshd, ports), tmp / "run")
+    running = Launch(write_remote_profile_cluster(tmp, sshd, ports), tmp / "run")
     try:
         for role in ("worker:0", "worker:1"):
             running.wait_role(role, "running", timeout_s=180)

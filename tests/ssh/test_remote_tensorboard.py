@@ -14,8 +14,9 @@ from core.cluster.spec import parse_text
 from core.controller.controller import Controller
 from core.run import journal
 from core.run.rundir import RunDir
-from tests.conftest import ROOT, free_ports
-from tests.ssh.conftest import SshServer, assert_nothing_left_under
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT
+from tests.helpers.ssh_server import SshServer, assert_nothing_left_under
 
 TRAINERS = ROOT / "resources" / "trainers"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from core.cluster.spec import load
-from tests.gui.test_main_window import cell
-from tests.ssh.conftest import SshServer, assert_nothing_left_under
-from tests.ssh.test_remote_launch import write_cluster
+from tests.helpers.remote_clusters import write_remote_cluster
+from tests.helpers.ssh_server import SshServer, assert_nothing_left_under
+from tests.helpers.widgets import cell
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +21,7 @@ def test_window_checks_remote_hosts_then_launches_across_them(qtbot, tmp_path: P
     from gui.window.main_window import MainWindow
     from gui.window.preflight import PreflightDialog
 
-    cluster, ports = write_cluster(tmp_path, sshd, steps=100000, sleep=0.01)
+    cluster, ports = write_remote_cluster(tmp_path, sshd, steps=100000, sleep=0.01)
     broken = tmp_path / "broken.toml"
     broken.write_text(cluster.read_text().replace("between_graph.py", "no_such_trainer.py"))
     spec, problems = load(broken)

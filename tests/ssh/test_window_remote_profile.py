@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from core.cluster.spec import load
-from tests.conftest import free_ports
-from tests.ssh.conftest import SshServer, assert_nothing_left_under
-from tests.ssh.test_remote_profile import why_verdict, write_cluster
+from tests.helpers.ports import free_ports
+from tests.helpers.remote_clusters import write_remote_profile_cluster
+from tests.helpers.role_profiles import why_verdict
+from tests.helpers.ssh_server import SshServer, assert_nothing_left_under
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +24,7 @@ def test_profile_and_why_on_a_remote_worker_from_the_window(qtbot, tmp_path: Pat
     from gui.window.main_window import MainWindow
 
     ports = [*free_ports(2), free_ports(1, "127.0.0.2")[0]]
-    spec, problems = load(write_cluster(tmp_path, sshd, ports))
+    spec, problems = load(write_remote_profile_cluster(tmp_path, sshd, ports))
     assert spec is not None, problems
     window = MainWindow(spec, runs_root=tmp_path / "runs")
     qtbot.addWidget(window)

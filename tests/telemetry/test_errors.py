@@ -52,3 +52,13 @@ def test_without_a_traceback_the_last_line_stands_in_without_its_absl_prefix() -
 def test_any_output_gives_one_short_line(lines: list[str]) -> None:
     line = error_line(lines)
     assert len(line) <= MAX_ERROR_CHARS and "\n" not in line.strip("\n")
+
+
+def test_a_process_killed_by_a_signal_has_no_error_line_but_a_traceback_or_a_fatal_one() -> None:
+    assert error_line(["Step: 40", "Step: 41"], last_line=False) == ""
+    assert error_line(["Step: 40", "F0000 00:00:1795.1 7 check.cc:1] Check failed: x"], last_line=False) == (
+        "Check failed: x"
+    )
+    assert (
+        error_line(["Traceback (most recent call last):", "KeyboardInterrupt"], last_line=False) == "KeyboardInterrupt"
+    )

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from benchmarks.bench_metrics import CHUNK_CHARS, synthetic_log
 from core.telemetry.metrics import MAX_PARTIAL_LINE_CHARS, MetricParser, MetricPattern, MetricSample
-from tests.telemetry.metrics_reference import ReferenceParser
-from tests.telemetry.test_metrics import ALL_FORMATS
+from tests.helpers.metric_lines import ALL_FORMATS
+from tests.helpers.metrics_reference import ReferenceParser
 
 # Lines at the edges of the dispatch: digits then "/" without a bar, ANSI, Unknown totals, a
 # format's marker without its line, NaN/inf, other units, "Cost:" with a Keras-looking start.

@@ -19,7 +19,8 @@ from core.telemetry.placement import (
     format_summary,
     short_device,
 )
-from tests.conftest import ROOT, free_ports, run_cli
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT, run_cli
 
 WORKER0_CPU = "/job:worker/replica:0/task:0/device:CPU:0"
 PS0_CPU = "/job:ps/replica:0/task:0/device:CPU:0"

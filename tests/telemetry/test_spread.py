@@ -11,18 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.views.spread import BinnedWorkers, slowest
-
-
-def step_times(
-    workers: int, steps: int, slow: str | None = None, slow_from: int = 0, bins: int = 1024
-) -> BinnedWorkers:
-    acc = BinnedWorkers(bins=bins, origin=0.0)
-    for step in range(steps):
-        for w in range(workers):
-            name = f"worker:{w}"
-            base = 0.1 + 0.001 * w
-            acc.add(name, float(step), base * (2.0 if name == slow and step >= slow_from else 1.0))
-    return acc
+from tests.helpers.step_times import step_times
 
 
 def test_spread_has_the_median_and_a_band_that_holds_the_straggler():

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from core.agent import tbtail
 from core.telemetry.tbevents import ScalarPoint, ScalarTailer
-from tests.conftest import ROOT, free_ports, run_cli
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT, run_cli
 
 # A trainer stand-in: reads commands on stdin and writes them with a real TensorFlow summary writer.
 #   "TAG STEP VALUE"  add one scalar      "flush"  flush, then print "flushed"      EOF  close, exit

@@ -13,7 +13,7 @@ from typing import Any
 from core.run.status import RoleState, RoleStatus
 from core.views.gpu_figures import GpuFigures
 from core.views.training import LOSS, MAX_TAGS, TrainingFigures
-from tests.conftest import ROOT
+from tests.helpers.project import ROOT
 
 
 def _metrics(steps: range, loss: float = 1.0) -> list[dict[str, Any]]:

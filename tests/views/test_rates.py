@@ -139,7 +139,7 @@ def test_every_reader_of_the_same_records_gives_the_same_figures(
     views = {role: RoleView(Task("worker", int(role[-1]), "127.0.0.1", 2222), path) for role in runs}
     for role, rs in runs.items():
         views[role].add_metrics(rs)
-    status = cluster_status(ClusterPhase.DONE, None, "", views.values(), 0.0)
+    status = cluster_status(ClusterPhase.DONE, None, "", views=views.values(), now=0.0)
     live = step_rates(
         (RateInput(r.role, r.job, r.window, 16) for r in status.roles),
         strategy=strategy,

@@ -1,6 +1,6 @@
 """The training tab takes metrics records as they are, not a MetricSample each (issue 25: ~170,000
 when a day-long run reopens); its curves and figures are those the sample-by-sample code gave. The
-reference below is that code; the records are those of tests/telemetry/test_worker_stats_records.py,
+reference below is that code; the records are those of tests/helpers/metric_records.py,
 damaged ones included. The figures are the tab's Qt-free model (core/views): no widget is built."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from core.telemetry.metrics import MetricSample
 from core.telemetry.worker_stats import WorkerStats
 from core.views.series import Series
 from core.views.training import SERIES_CAPACITY, TrainingFigures
-from tests.telemetry.test_worker_stats_records import _damaged, _record, _state
+from tests.helpers.metric_records import DAMAGED, RECORD, stats_state
 
 
 def _reference(batches: list[list[dict[str, Any]]]) -> tuple[WorkerStats, Series | None, Series | None]:
@@ -51,13 +51,13 @@ def _points(series: Series | None) -> str:
     return repr([series.points(segment=k) for k in range(series.segment_count())] + [series.points()])
 
 
-@given(batches=st.lists(st.lists(st.one_of(_record, _record, _damaged), max_size=25), min_size=1, max_size=3))
+@given(batches=st.lists(st.lists(st.one_of(RECORD, RECORD, DAMAGED), max_size=25), min_size=1, max_size=3))
 @settings(max_examples=80, deadline=None)
 def test_the_tab_s_curves_and_figures_are_those_of_a_sample_at_a_time(batches: list[list[dict[str, Any]]]) -> None:
     figures = TrainingFigures()
     for batch in batches:
         figures.add_samples("worker:0", batch)
     stats, loss, step_time = _reference(batches)
-    assert _state(figures.stats["worker:0"]) == _state(stats)
+    assert stats_state(figures.stats["worker:0"]) == stats_state(stats)
     assert _points(figures.loss.get("worker:0")) == _points(loss)
     assert _points(figures.step_time.get("worker:0")) == _points(step_time)

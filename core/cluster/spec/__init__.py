@@ -11,7 +11,9 @@ The parts, each importable alone:
   :class:`HostConfig`, :class:`RestartPolicy`), the schema's keys and defaults;
 - ``addresses``: ``host:port``, SSH destinations, host and program names;
 - ``locate``: the line of a key path in a file's text;
-- ``reader``, ``validate``, ``parse``: a file's text or table -> a spec and its problems;
+- ``reader``: reading a table's values with a problem for each bad one;
+- ``validate``: the checks across fields (roles, ports, GPUs, policies);
+- ``parse``: a file's text or table -> a spec and its problems;
 - ``write``: a spec or a table -> TOML that reads like a hand-written file (the one writer).
 """
 

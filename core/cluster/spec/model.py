@@ -16,6 +16,7 @@ from pathlib import Path
 
 from core.cluster.locality import is_local_host
 from core.cluster.notify_table import NotifyConfig
+from core.cluster.recovery_table import RecoveryConfig
 from core.cluster.slurm_table import SlurmConfig
 from core.cluster.stuck_options import KEYS as STUCK_KEYS
 from core.cluster.stuck_options import StuckOptions
@@ -44,8 +45,9 @@ TOP_KEYS = {
     "ssh_config": "an ssh client config file to use instead of ~/.ssh/config (relative to the cluster file)",
     "slurm": "run on Slurm: [slurm] partition, time, nodes, account, extra_args, login",
     "notify": "run your command with each notification: [notify] command, events, timeout_s",
+    "recovery": "how a failed role is recovered: [recovery] mode, max_recoveries, backoff_s, checkpoint_dir",
 }
-TOP_KEYS.update(STUCK_KEYS)  # diagnosis (issue 13): start_stall_after_s, success_policy
+TOP_KEYS.update(STUCK_KEYS)  # when it counts as stuck: start_stall_after_s, success_policy
 HOST_KEYS = {
     "ssh": "the SSH destination: user@host, host:port or an alias from your ssh config",
     "python": "the python on that machine that runs the agent (default python3)",
@@ -208,9 +210,10 @@ class ClusterSpec:
     # A role that has printed a step and then prints no new one for this long is marked stalled
     # (hung collective, SIGSTOP, deadlock). 0 turns the check off.
     stall_after_s: float = DEFAULT_STALL_AFTER_S
-    # Diagnosis of stuck clusters (issue 13): start_stall_after_s, success_policy.
+    # When a cluster counts as stuck (core/cluster/stuck_options.py): start_stall_after_s, success_policy.
     stuck: StuckOptions = field(default_factory=StuckOptions)
     notify: NotifyConfig | None = None  # [notify]: the user's command for notifications (core/notify)
+    recovery: RecoveryConfig = field(default_factory=RecoveryConfig)  # [recovery] (core/cluster/recovery_table.py)
 
     def host_config(self, host: str, is_local: Callable[[str], bool] = is_local_host) -> HostConfig:
         """How to reach ``host``: its [hosts] entry, else SSH to it unless ``is_local(host)``.

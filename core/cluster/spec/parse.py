@@ -14,6 +14,7 @@ from typing import Any
 
 from core.cluster.notify_table import parse_notify
 from core.cluster.problems import ERROR, Problem
+from core.cluster.recovery_table import RecoveryConfig, parse_recovery
 from core.cluster.slurm_table import parse_slurm
 from core.cluster.spec.addresses import is_host_name
 from core.cluster.spec.model import (
@@ -92,7 +93,7 @@ def parse_data(
     grace = r.number(data.get("stop_grace_s", 5.0), ("stop_grace_s",), 0.0)
     start_s = r.number(data.get("start_s", 1.0), ("start_s",), 0.0)
     stall_after_s = r.number(data.get("stall_after_s", DEFAULT_STALL_AFTER_S), ("stall_after_s",), 0.0)
-    stuck = parse_stuck_options(data, r)  # diagnosis (issue 13)
+    stuck = parse_stuck_options(data, r)  # when the cluster counts as stuck: start_stall_after_s, success_policy
 
     jobs_data = data.get("jobs")
     jobs: dict[str, Job] = {}
@@ -104,7 +105,9 @@ def parse_data(
         r.unknown_keys(jobs_data, JOB_ORDER, ("jobs",))
         for job_name in JOB_ORDER:
             if job_name in jobs_data:
-                job = parse_job(r, job_name, jobs_data[job_name], command is not None, "slurm" in data)
+                job = parse_job(
+                    r, job_name, jobs_data[job_name], has_command=command is not None, slurm="slurm" in data
+                )
                 if job is not None:
                     jobs[job_name] = job
         if "worker" not in jobs_data:
@@ -151,7 +154,8 @@ def parse_data(
     # [slurm] is checked by core.cluster.slurm_table, which reports through the same reader.
     slurm = parse_slurm(data["slurm"], r.add) if "slurm" in data else None
     notify = parse_notify(data["notify"], r) if "notify" in data else None
-    check_semantics(r, jobs, strategy, style, command)
+    recovery = parse_recovery(data["recovery"], r) if "recovery" in data else RecoveryConfig()
+    check_semantics(r, jobs, strategy=strategy, style=style, command=command)
     every_task_has_one = all(t.command for j in jobs.values() for t in j.tasks) and all(
         j.command for j in jobs.values() if j.counted
     )
@@ -178,6 +182,7 @@ def parse_data(
         slurm=slurm,
         stuck=stuck,
         notify=notify,
+        recovery=recovery,
     )
     return spec, r.problems
 

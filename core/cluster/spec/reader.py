@@ -39,7 +39,7 @@ class Reader:
         self.text = text
         self.problems: list[Problem] = []
 
-    def add(self, path: tuple[str | int, ...], message: str, hint: str = "", severity: str = ERROR) -> None:
+    def add(self, path: tuple[str | int, ...], message: str, hint: str = "", *, severity: str = ERROR) -> None:
         self.problems.append(Problem(path_text(path), message, hint, severity, locate(self.text, path)))
 
     def unknown_keys(self, table: dict[str, Any], allowed: Any, path: tuple[str | int, ...]) -> None:
@@ -66,7 +66,7 @@ class Reader:
             return None
         return value
 
-    def number(self, value: Any, path: tuple[str | int, ...], minimum: float, integer: bool = False) -> float | None:
+    def number(self, value: Any, path: tuple[str | int, ...], minimum: float, *, integer: bool = False) -> float | None:
         ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
         if isinstance(value, bool) or not ok_type:
             self.add(

@@ -105,7 +105,7 @@ def parse_patterns(r: Reader, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def parse_job(r: Reader, job_name: str, value: Any, has_command: bool, slurm: bool = False) -> Job | None:
+def parse_job(r: Reader, job_name: str, value: Any, *, has_command: bool, slurm: bool = False) -> Job | None:
     """One ``[jobs.NAME]`` table (or its ``jobs.NAME = [...]`` shorthand); None when unusable.
 
     With ``slurm`` (the file has a ``[slurm]`` table) ``tasks`` may be a count: a counted job.
@@ -128,7 +128,9 @@ def parse_job(r: Reader, job_name: str, value: Any, has_command: bool, slurm: bo
         r.add((*path, "tasks"), "missing", f'add tasks = ["127.0.0.1:2222"] under [jobs.{job_name}]')
         return None
     if isinstance(tasks_value, int) and not isinstance(tasks_value, bool):
-        return _counted_job(r, job_name, tasks_value, slurm, restart, job_gpus, job_command, job_env)
+        return _counted_job(
+            r, job_name, tasks_value, slurm=slurm, restart=restart, gpus=job_gpus, command=job_command, env=job_env
+        )
     if not isinstance(tasks_value, list) or not tasks_value:
         hint = 'e.g. tasks = ["127.0.0.1:2222"]' + (", or a count of tasks, e.g. tasks = 2" if slurm else "")
         r.add((*path, "tasks"), "must be a non-empty list of host:port", hint)
@@ -166,6 +168,7 @@ def _counted_job(
     r: Reader,
     job_name: str,
     count: int,
+    *,
     slurm: bool,
     restart: RestartPolicy,
     gpus: tuple[int, ...] | None,
@@ -230,7 +233,7 @@ def on_this_machine(host: str) -> bool:
 
 
 def check_semantics(
-    r: Reader, jobs: dict[str, Job], strategy: str, style: str, command: tuple[str, ...] | None
+    r: Reader, jobs: dict[str, Job], *, strategy: str, style: str, command: tuple[str, ...] | None
 ) -> None:
     """Rules between parts: each address once (each port once on this machine), the jobs a
     strategy needs, GPUs given twice."""
@@ -274,7 +277,7 @@ def check_semantics(
                 ("launch_style",),
                 "ParameterServerStrategy reads the cluster from TF_CONFIG, which launch_style 'flags' does not set",
                 'use launch_style = "tf_config" (or "both")',
-                WARNING,
+                severity=WARNING,
             )
     if strategy == "between_graph" and "ps" not in jobs and jobs:
         r.add(
@@ -287,7 +290,7 @@ def check_semantics(
             ("jobs", "ps"),
             "MultiWorkerMirroredStrategy uses all-reduce and no parameter servers",
             'remove [jobs.ps], or use strategy = "parameter_server"',
-            WARNING,
+            severity=WARNING,
         )
     by_host: dict[tuple[str, int], str] = {}
     for job in jobs.values():
@@ -299,7 +302,7 @@ def check_semantics(
                         ("jobs", job.name, "tasks", task.index),
                         f"GPU {gpu} on {task.host} is also given to {by_host[key]}",
                         "give each task its own GPUs unless they are meant to share",
-                        WARNING,
+                        severity=WARNING,
                     )
                 else:
                     by_host[key] = task.role_id

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from core.cluster.notify_table import notify_to_data
+from core.cluster.recovery_table import recovery_to_data
 from core.cluster.slurm_table import slurm_to_data
 from core.cluster.spec.model import DEFAULT_RESET_AFTER_S, DEFAULT_STALL_AFTER_S, JOB_ORDER, ClusterSpec, RestartPolicy
 from core.cluster.stuck_options import stuck_options_to_data
@@ -51,7 +52,7 @@ def to_data(spec: ClusterSpec, relative_to: Path | None = None) -> dict[str, Any
     data["start_s"] = spec.start_s
     if spec.stall_after_s != DEFAULT_STALL_AFTER_S:
         data["stall_after_s"] = spec.stall_after_s
-    data.update(stuck_options_to_data(spec.stuck))  # diagnosis (issue 13)
+    data.update(stuck_options_to_data(spec.stuck))  # when the cluster counts as stuck, where not the default
     if spec.metric_patterns:
         data["metric_patterns"] = list(spec.metric_patterns)
     if spec.env:
@@ -109,6 +110,8 @@ def to_data(spec: ClusterSpec, relative_to: Path | None = None) -> dict[str, Any
         data["slurm"] = slurm_to_data(spec.slurm)
     if spec.notify is not None:
         data["notify"] = notify_to_data(spec.notify)
+    if recovery := recovery_to_data(spec.recovery):
+        data["recovery"] = recovery
     return data
 
 
@@ -196,12 +199,12 @@ def cluster_sections(path: tuple[str, ...]) -> bool:
 def data_to_toml(data: dict[str, Any], sections: Callable[[tuple[str, ...]], bool] = cluster_sections) -> str:
     """``data`` as TOML; ``sections(path)`` says which tables get a ``[header]`` (others are inline)."""
     out: list[str] = []
-    _section(data, (), sections, out)
+    _section(data, (), sections=sections, out=out)
     return "\n".join(out).strip("\n") + "\n"
 
 
 def _section(
-    table: dict[str, Any], path: tuple[str, ...], sections: Callable[[tuple[str, ...]], bool], out: list[str]
+    table: dict[str, Any], path: tuple[str, ...], *, sections: Callable[[tuple[str, ...]], bool], out: list[str]
 ) -> None:
     inline = {k: v for k, v in table.items() if not (isinstance(v, dict) and sections((*path, k)))}
     nested = {k: v for k, v in table.items() if k not in inline}
@@ -211,10 +214,10 @@ def _section(
     for key, value in inline.items():
         out.append(f"{_key(key)} = {_value(value, len(_key(key)) + 3)}")
     for key, value in nested.items():
-        _section(value, (*path, key), sections, out)
+        _section(value, (*path, key), sections=sections, out=out)
 
 
-def _value(value: Any, indent_used: int = 0, single_line: bool = False) -> str:
+def _value(value: Any, indent_used: int = 0, *, single_line: bool = False) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):

@@ -6,7 +6,7 @@ Past ``grid_from`` GPUs (default 8: more cards than a screen holds) the panel le
 :class:`~gui.run.gpu_grid.GpuGrid`, a small tile per GPU grouped by host, and shows the full card of
 the GPU clicked there only; every GPU's history is kept either way, so a card opens with it.
 
-Cards are made when shown, and at most ``CARDS_PER_FRAME`` a frame (issue 19: a plot widget
+Cards are made when shown, and at most ``CARDS_PER_FRAME`` a frame (a plot widget
 costs 50-300 ms on a loaded machine, and the first frame on the GPUs tab of a 64-GPU run made
 17 of them at once, 6.7 s without turning the event loop). The samples go to the history
 whether or not a card exists, so a card made later opens with all of it.

@@ -1,34 +1,44 @@
 """The Profile tab: a run's stored profile captures, and for the chosen one its roles side by side.
 
-The list is the run's ``RUN/profiles/<time>`` folders (:func:`core.profiling.capture.list_captures`).
-A capture's summary comes from xprof in the profiler environment (seconds, in a subprocess): it is
-computed off the GUI thread under a hard time limit and kept per capture folder, so choosing a
-capture again shows it at once. The table has one column per role: steps, mean and median step
-time, where a step's time went, and the top op types, the rows the CLI prints too
+The list is the run's ``RUN/profiles/<time>`` folders (:func:`core.profiling.capture.list_captures`),
+each named by when it was taken, why (*profile* or *why*, from the window or the CLI), the trace's
+length and the roles captured (read from its ``profile.json`` off the GUI thread). A capture's
+figures are its one breakdown (:func:`core.profiling.breakdown.capture_breakdown`: kept with the
+capture, else computed by xprof in the profiler environment, seconds, off the GUI thread under a
+hard time limit), the same figures ``profile-summary`` and ``ctl RUN why`` print; they are kept
+per capture folder, so choosing a capture again shows it at once. The table has one column per
+role: steps, mean and median step time, where a step's time went, and the top op types (their self
+time summed over threads, which can exceed the step), the rows the CLI prints too
 (:func:`core.profiling.summary.table_rows`); a cell that stands out (2x or more) is bold on amber,
-with the ratio in its tooltip. Each role's bottleneck sentence is under the table. A capture made by
-*Why is this worker slow?* shows its verdict and the evidence above the table, also when it is
-reopened later (the verdict is kept with the capture: ``why.json``, :mod:`core.profiling.why_record`).
+with the ratio in its tooltip. Under the table, what the CLI prints under its own
+(:func:`core.profiling.summary.profile_notes`): whose input is tf.data's op time, where most of
+each role's step went, and xprof's advice, as xprof's, where the breakdown agrees with it. A capture made by *Why is this worker slow?* shows its
+verdict and the evidence above the table, also when it is reopened later (the verdict is kept
+with the capture: ``why.json``, :mod:`core.profiling.why_record`). *Open in TensorBoard* asks for
+the chosen capture in TensorBoard's Profile tab (``sig_open_tensorboard``: the window's profile
+action serves it, :func:`core.profiling.tensorboard.start_capture`).
 """
 
 from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from core.profiling.breakdown import SUMMARY_TIMEOUT_S, capture_breakdown
 from core.profiling.capture import list_captures
 from core.profiling.env import ProfileError
-from core.profiling.files import read_record
-from core.profiling.summary import RoleProfile, summarize, table_rows
-from core.profiling.why import Verdict, with_input_ops
+from core.profiling.files import CaptureRecord, read_record
+from core.profiling.summary import OPS_HEADING, OPS_NOTE, RoleProfile, profile_notes, table_rows
+from core.profiling.why import Verdict
 from core.profiling.why_record import load_why
 from gui.offthread import Relay, run_off_thread
 
-SUMMARY_TIMEOUT_S = 120.0  # xprof reads a 5 MB profile in under a second; past this it is stuck
+__all__ = ["SUMMARY_TIMEOUT_S", "CaptureEntry", "CaptureSummary", "ProfilePanel", "list_entries", "summarize_capture"]
+LIST_WIDTH = 240
 DIFFERENCE_COLOUR = "#fde68a"
 VERDICT_STYLE = "QLabel { background: #fff7e0; border: 1px solid #e0c070; padding: 6px; }"
 SECTION_COLOUR = "#eef2f7"
@@ -36,30 +46,62 @@ SECTION_COLOUR = "#eef2f7"
 
 @dataclass(frozen=True)
 class CaptureSummary:
-    """What the tab shows of one capture: each captured role's profile, and the roles that were
-    asked for but not captured, with why."""
+    """What the tab shows of one capture: each captured role's profile (the capture's breakdown),
+    and the roles that were asked for but not captured, with why."""
 
     folder: Path
     profiles: tuple[RoleProfile, ...]
     failures: tuple[tuple[str, str], ...] = ()
     verdict: Verdict | None = None  # why the first role is slower than the second
     why_problem: str | None = None  # the capture's why.json is there but unreadable
+    record: CaptureRecord | None = None  # what was asked: why, from where, how long
+    problem: str | None = None  # the breakdown could not be kept with the capture
 
 
 def summarize_capture(folder: Path) -> CaptureSummary:
-    """The summary of one stored capture (runs xprof: call it off the GUI thread), with the
+    """The summary of one stored capture (may run xprof: call it off the GUI thread), with the
     verdict kept beside it when *Why* made it (the straggler's column first)."""
-    xplanes, failures = read_record(folder)
-    profiles = summarize(xplanes, timeout_s=SUMMARY_TIMEOUT_S) if xplanes else []
+    found = capture_breakdown(folder, timeout_s=SUMMARY_TIMEOUT_S)
+    record = found.record
+    base = CaptureSummary(folder, found.profiles, tuple(record.failures), record=record, problem=found.problem)
     try:
         why = load_why(folder)
     except ProfileError as exc:
-        return CaptureSummary(folder, tuple(profiles), tuple(failures), why_problem=str(exc))
+        return replace(base, why_problem=str(exc))
     if why is None:
-        return CaptureSummary(folder, tuple(profiles), tuple(failures))
-    # As when the verdict was given: input counted as the rules count it, the straggler first.
-    profiles = sorted((with_input_ops(p) for p in profiles), key=lambda p: p.role != why.straggler)
-    return CaptureSummary(folder, tuple(profiles), tuple(failures), why.verdict)
+        return base
+    profiles = tuple(sorted(found.profiles, key=lambda p: p.role != why.straggler))
+    return replace(base, profiles=profiles, verdict=why.verdict)
+
+
+@dataclass(frozen=True)
+class CaptureEntry:
+    """One capture in the list: its folder, and the words it is listed by."""
+
+    folder: Path
+    text: str
+    tooltip: str
+
+
+def list_entries(run_path: Path) -> list[CaptureEntry]:
+    """The run's captures, oldest first, each named by when, why, how long and which roles (reads
+    each record: call it off the GUI thread)."""
+    entries = []
+    for folder in list_captures(run_path):
+        try:
+            record = read_record(folder)
+        except ProfileError as exc:
+            entries.append(CaptureEntry(folder, f"{folder.name}\nunreadable record", str(exc)))
+            continue
+        if not record.finished:
+            roles = f"being captured: {', '.join(record.asked)}"
+        else:
+            roles = ", ".join(record.roles) if record.roles else "no role captured"
+        tooltip = f"{folder}\nasked: {', '.join(record.asked)}" + "".join(
+            f"\nnot captured: {why}" for _role, why in record.failures
+        )
+        entries.append(CaptureEntry(folder, f"{record.when()}\n{record.describe()}\n{roles}", tooltip))
+    return entries
 
 
 def marked_differences(profiles: Sequence[RoleProfile]) -> dict[str, tuple[str, str]]:
@@ -74,6 +116,8 @@ def _ms(value: float | None) -> str:
 class ProfilePanel(QtWidgets.QWidget):
     """The run's captures on the left; the chosen capture's roles side by side on the right."""
 
+    sig_open_tensorboard = QtCore.Signal(object)  # the capture folder (a Path) to show in TensorBoard
+
     def __init__(self) -> None:
         super().__init__()
         self.relay = Relay(self)
@@ -84,12 +128,25 @@ class ProfilePanel(QtWidgets.QWidget):
         self._listing = False
         self._relist = False
         self._wanted: Path | None = None  # the capture to show once the list has it
+        self._tensorboard_busy = False  # a TensorBoard is starting for this window
 
         self.captures = QtWidgets.QListWidget()
-        self.captures.setMaximumWidth(170)
+        self.captures.setMaximumWidth(LIST_WIDTH)
+        self.captures.setMinimumWidth(LIST_WIDTH * 3 // 4)
+        self.captures.setWordWrap(True)
+        self.captures.setAlternatingRowColors(True)
         self.captures.currentItemChanged.connect(lambda item, _old: self._on_chosen(item))
         self.message = QtWidgets.QLabel("no profile yet: select roles and use Role > Profile")
         self.message.setWordWrap(True)
+        self.tensorboard = QtWidgets.QPushButton("Open in TensorBoard")
+        self.tensorboard.setToolTip(
+            "Show the selected capture in TensorBoard's Profile tab (trace viewer, op stats, input pipeline), "
+            "served on 127.0.0.1 from the profiler environment"
+        )
+        self.tensorboard.setEnabled(False)
+        self.tensorboard.clicked.connect(lambda _c=False: self._ask_tensorboard())
+        self.tensorboard_note = QtWidgets.QLabel("")
+        self.tensorboard_note.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         self.verdict = QtWidgets.QLabel("")
         self.verdict.setWordWrap(True)
         self.verdict.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -105,8 +162,12 @@ class ProfilePanel(QtWidgets.QWidget):
         self.bottlenecks.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         self.bottlenecks.setAlignment(QtCore.Qt.AlignmentFlag.AlignTop)
 
+        head = QtWidgets.QHBoxLayout()
+        head.addWidget(self.message, 1)
+        head.addWidget(self.tensorboard_note)
+        head.addWidget(self.tensorboard)
         right = QtWidgets.QVBoxLayout()
-        right.addWidget(self.message)
+        right.addLayout(head)
         right.addWidget(self.verdict)
         right.addWidget(self.table, 1)
         right.addWidget(self.bottlenecks)
@@ -133,7 +194,7 @@ class ProfilePanel(QtWidgets.QWidget):
         self._listing, self._relist = True, False
         run_off_thread(
             self.relay,
-            lambda: list_captures(path),
+            lambda: list_entries(path),
             lambda found, error: self._on_listed(path, found, error),
             name="profile-list",
         )
@@ -146,12 +207,21 @@ class ProfilePanel(QtWidgets.QWidget):
         if error is not None or not isinstance(found, list):
             self.message.setText(f"could not list the captures of {path}: {error}")
             return
-        names = [self.captures.item(i).data(QtCore.Qt.ItemDataRole.UserRole) for i in range(self.captures.count())]
-        for folder in found:
-            if folder not in names:
-                item = QtWidgets.QListWidgetItem(folder.name)
-                item.setData(QtCore.Qt.ItemDataRole.UserRole, folder)
+        items = {
+            self.captures.item(i).data(QtCore.Qt.ItemDataRole.UserRole): self.captures.item(i)
+            for i in range(self.captures.count())
+        }
+        for entry in found:
+            if not isinstance(entry, CaptureEntry):
+                continue
+            item = items.get(entry.folder)
+            if item is None:
+                item = QtWidgets.QListWidgetItem()
+                item.setData(QtCore.Qt.ItemDataRole.UserRole, entry.folder)
                 self.captures.addItem(item)
+            # A capture listed while it was being taken is named again once it is over.
+            item.setText(entry.text)
+            item.setToolTip(entry.tooltip)
         wanted = self._wanted
         self._wanted = None
         if wanted is not None:
@@ -163,10 +233,35 @@ class ProfilePanel(QtWidgets.QWidget):
         """Select ``folder`` in the list (its summary follows)."""
         for i in range(self.captures.count()):
             if self.captures.item(i).data(QtCore.Qt.ItemDataRole.UserRole) == folder:
-                self.captures.setCurrentRow(i)
+                if self.captures.currentRow() == i:  # no change to hear of: shown again (it may be over now)
+                    self._on_chosen(self.captures.item(i))
+                else:
+                    self.captures.setCurrentRow(i)
                 return
 
+    def selected_folder(self) -> Path | None:
+        """The capture selected in the list, if any."""
+        item = self.captures.currentItem()
+        folder = item.data(QtCore.Qt.ItemDataRole.UserRole) if item is not None else None
+        return folder if isinstance(folder, Path) else None
+
+    def list_texts(self) -> list[str]:
+        """Each listed capture as the list names it (what a test or a reader checks)."""
+        return [self.captures.item(i).text() for i in range(self.captures.count())]
+
+    def _ask_tensorboard(self) -> None:
+        folder = self.selected_folder()
+        if folder is not None:
+            self.sig_open_tensorboard.emit(folder)
+
+    def set_tensorboard_note(self, text: str, *, busy: bool = False) -> None:
+        """Say where the capture is served (or why not); ``busy`` while TensorBoard starts."""
+        self._tensorboard_busy = busy
+        self.tensorboard_note.setText(text)
+        self.tensorboard.setEnabled(not busy and self.selected_folder() is not None)
+
     def _on_chosen(self, item: QtWidgets.QListWidgetItem | None) -> None:
+        self.tensorboard.setEnabled(item is not None and not self._tensorboard_busy)
         if item is None:
             return
         folder = item.data(QtCore.Qt.ItemDataRole.UserRole)
@@ -192,6 +287,11 @@ class ProfilePanel(QtWidgets.QWidget):
             if is_current:
                 self._clear(f"profile {folder.name}: {error}")
             return
+        if done.record is not None and not done.record.finished:
+            # Not kept: its roles' files are still being written. Listed again when it is over.
+            if is_current:
+                self._clear(f"profile {folder.name}: being captured ({done.record.describe()}); its figures follow")
+            return
         self.cache[folder] = done
         if is_current:
             self.show_summary(done)
@@ -201,6 +301,7 @@ class ProfilePanel(QtWidgets.QWidget):
     def _clear(self, message: str) -> None:
         self.shown = None
         self.message.setText(message)
+        self.table.clearSpans()
         self.table.clear()
         self.table.setRowCount(0)
         self.table.setColumnCount(0)
@@ -213,17 +314,21 @@ class ProfilePanel(QtWidgets.QWidget):
         self.shown = summary
         profiles = summary.profiles
         failed = "; ".join(f"{why}" for _role, why in summary.failures)
-        head = f"profile {summary.folder.name}: " + ", ".join(p.role for p in profiles) if profiles else ""
-        notes = (head, f"not captured: {failed}" if failed else "", summary.why_problem or "")
+        how = f" ({summary.record.describe()})" if summary.record is not None else ""
+        head = f"profile {summary.folder.name}{how}: " + ", ".join(p.role for p in profiles) if profiles else ""
+        notes = (head, f"not captured: {failed}" if failed else "", summary.why_problem or "", summary.problem or "")
         self.message.setText(" | ".join(t for t in notes if t))
         self._show_verdict(summary)
         self._fill_table(profiles)
-        lines = [
-            f"<b>{html.escape(p.role)}</b>: {html.escape(p.bottleneck or 'xprof named no bottleneck')}"
-            for p in profiles
-        ]
-        lines += [f"<b>{html.escape(p.role)}</b>: could not read {html.escape(e)}" for p in profiles for e in p.errors]
+        lines = []
+        for line in profile_notes(profiles):
+            who, _, said = line.partition(": ")
+            lines.append(f"<b>{html.escape(who)}</b>: {html.escape(said)}")
         self.bottlenecks.setText("<br>".join(lines))
+
+    def notes_text(self) -> list[str]:
+        """What is said of each role under the table, as plain lines."""
+        return profile_notes(self.shown.profiles) if self.shown is not None else []
 
     def _show_verdict(self, summary: CaptureSummary) -> None:
         verdict = summary.verdict
@@ -246,6 +351,7 @@ class ProfilePanel(QtWidgets.QWidget):
     def _fill_table(self, profiles: Sequence[RoleProfile]) -> None:
         rows = table_rows(profiles)
         columns = [p.role for p in profiles]
+        self.table.clearSpans()
         self.table.clear()
         self.table.setColumnCount(1 + len(columns))
         self.table.setHorizontalHeaderLabels(["", *columns])
@@ -273,13 +379,24 @@ class ProfilePanel(QtWidgets.QWidget):
         return item
 
     def _section(self, row: int, label: str) -> None:
-        item = self._set(row, 0, label)
+        ops = label.startswith(OPS_HEADING)
+        # The op times' note on a line of its own: the heading's row is only as wide as the table's
+        # few columns, and the note is what makes "Dataset 127 ms/step" in a 52 ms step readable.
+        item = self._set(row, 0, label.replace(f", {OPS_NOTE})", f")\n{OPS_NOTE}") if ops else label)
         font = item.font()
         font.setItalic(True)
         item.setFont(font)
+        if ops:
+            item.setToolTip(
+                f"Each op type's self time per step, {OPS_NOTE}: tf.data's parallel threads and TensorFlow's "
+                "inter-op threads run ops at once, so a role's ops can add up to more than its step."
+            )
+            self.table.setRowHeight(row, 2 * self.table.fontMetrics().lineSpacing() + 6)
         for c in range(self.table.columnCount()):
             cell = self.table.item(row, c) or self._set(row, c, "")
             cell.setBackground(QtGui.QColor(SECTION_COLOUR))
+        # A heading spans the row: its words need not widen the labels' column.
+        self.table.setSpan(row, 0, 1, self.table.columnCount())
 
     @staticmethod
     def _highlight(item: QtWidgets.QTableWidgetItem, mark: str) -> None:

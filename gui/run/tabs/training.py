@@ -17,6 +17,7 @@ spread's keys have *Profile* and *Why is this worker slow?* (:mod:`gui.run.tabs.
 
 from __future__ import annotations
 
+import html
 import math
 import time
 from typing import Any
@@ -27,6 +28,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.run.status import RoleStatus
 from core.views.curves import IncrementalEma, series_xy
+from core.views.empty import no_curve_text
 from core.views.overview import natural_key
 from core.views.rates import StepRates
 from core.views.series import Series
@@ -45,7 +47,7 @@ SPREAD_FROM = 8
 SLOWEST_SHOWN = 3
 # Workers whose curves (three plot items each) one frame may make: a live 64-worker launch with
 # *Every worker* ticked made all 65 workers' curves in one frame, a second and more without an
-# event loop turn on a loaded machine (issue 19). The rest come in the next frames.
+# event loop turn on a loaded machine. The rest come in the next frames.
 CURVES_PER_FRAME = 4
 
 
@@ -72,6 +74,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self._time_pens: dict[str, tuple[bool, int]] = {}  # per worker: straggler?, colour
         self.spread_from = SPREAD_FROM
         self._spread_drawn: tuple[object, ...] | None = None
+        self.empty_note = ""  # why a worker has no curve (core.views.empty.no_curve_text), from the status
         self._build()
 
     def _build(self) -> None:
@@ -191,9 +194,21 @@ class TrainingPanel(QtWidgets.QWidget):
             self.plot_choice.addItem(text)
         self._list_new_workers()
 
-    def set_status(self, roles: tuple[RoleStatus, ...], rates: StepRates | None = None) -> None:
-        """Take the roles' status (the stragglers are marked) and the run's rates (shown)."""
-        self.figures.apply_status(roles, rates)
+    def set_status(
+        self, roles: tuple[RoleStatus, ...] | None, now: float | None = None, *, rates: StepRates | None = None
+    ) -> None:
+        """Take the roles' status (None before a launch): the stragglers are marked, the run's rates
+        (``rates``) shown, and the key says why a worker has no curve (none has stepped yet, it
+        waits for a ps, it is between attempts), never "no worker ticked" of a run whose workers
+        have not reported."""
+        if roles is not None:
+            self.figures.apply_status(roles, rates)
+        plotted = self.figures.plotted_roles()
+        ticked = len(set(self.visible_roles()) & set(plotted))
+        note = no_curve_text(roles, plotted=plotted, ticked=ticked, now=time.time() if now is None else now)
+        if note != self.empty_note:
+            self.empty_note = note
+            self._dirty = True
 
     def _list_new_workers(self) -> None:
         workers = self.figures.workers
@@ -223,6 +238,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self.workers.clear()
         self.rate_label.setText("no steps yet")
         self._spread_drawn = None
+        self.empty_note = ""
 
     def _on_metric_changed(self, text: str) -> None:
         self.loss_plot.setTitle("Loss by step" if text in ("", LOSS) else f"{text} by step")
@@ -358,7 +374,7 @@ class TrainingPanel(QtWidgets.QWidget):
         """One coloured name per shown worker (dashed stragglers say so), above the plots."""
         stragglers = self.figures.stragglers
         shown = [(i, role) for i, role in enumerate(self.figures.plotted_roles()) if role in visible]
-        key = (tuple(shown), tuple(sorted(stragglers & visible)))
+        key = (tuple(shown), tuple(sorted(stragglers & visible)), self.empty_note)
         if key == self._key_drawn:
             return
         self._key_drawn = key
@@ -367,6 +383,8 @@ class TrainingPanel(QtWidgets.QWidget):
             f"{' (straggler, dashed)' if role in stragglers else ''}</span>"
             for i, role in shown
         ]
+        if self.empty_note:
+            parts.append(html.escape(self.empty_note))
         self.key.setText(" · ".join(parts) if parts else "no worker ticked")
 
     def key_text(self) -> str:

@@ -1,6 +1,6 @@
-"""Running the CLI under a hard limit for the runtime fault tests: every command starts in its own
-session and a run past its limit has its whole process group killed, so a hang fails the test
-instead of stalling the suite."""
+"""The CLI run under a hard limit (:class:`Cli`), and clusters of fault roles launched with it
+(tests/helpers/fault_role.py): every command starts in its own session and a run past its limit
+has its whole process group killed, so a hang fails the test instead of stalling the suite."""
 
 from __future__ import annotations
 
@@ -9,14 +9,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ROOT, free_ports
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT
 
-FAULT_ROLE = ROOT / "tests" / "faults" / "fault_role.py"
+FAULT_ROLE = ROOT / "tests" / "helpers" / "fault_role.py"
 
 
 def cli_argv(*args: str) -> list[str]:
@@ -63,18 +62,6 @@ class Cli:
             self.kill_group()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.communicate(timeout=10)
-
-
-def wait_for(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """Poll ``condition`` until it is truthy (its value is returned) or fail naming ``what``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def role_cluster(tmp_path: Path, *commands: list[str], extra: str = "", host: str = "127.0.0.1") -> Path:

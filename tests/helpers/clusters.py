@@ -1,0 +1,142 @@
+"""Cluster files the tests write: the example trainers' between-graph cluster, light-trainer
+clusters, the "why is this worker slow" cluster, and TOML text for a command list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.helpers.ports import free_ports
+from tests.helpers.project import ROOT, TRAINERS
+
+STUBBORN = ROOT / "tests" / "helpers" / "stubborn.py"
+
+
+def write_cluster(tmp_path: Path, body: str, ports: list[int], **values: Any) -> Path:
+    """Write a cluster file from ``body`` (str.format: {trainers}, {p[0]}, literal braces doubled)."""
+    text = body.format(trainers=TRAINERS, stubborn=STUBBORN, marker=tmp_path, p=ports, **values)
+    path = tmp_path / "cluster.toml"
+    path.write_text(text)
+    return path
+
+
+BETWEEN_GRAPH = """
+name = "bg"
+strategy = "between_graph"
+launch_style = "flags"
+workdir = "{trainers}"
+command = ["python", "-u", "between_graph.py", "--train_steps={steps}", "--step_sleep={sleep}", "--log_every=10"]
+stop_grace_s = 3
+[jobs.ps]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[1]}", "127.0.0.1:{p[2]}"]
+restart = {{ policy = "{policy}", max_restarts = 2, backoff_s = 0.5 }}
+[recovery]
+mode = "{recovery}"
+"""
+
+
+def between_graph(
+    tmp_path: Path, steps: int = 200, sleep: float = 0.0, policy: str = "Never", recovery: str = "role"
+) -> tuple[Path, list[int]]:
+    """The between-graph example; recovery ``role`` by default (each job's own restart policy, what
+    these tests are about), ``auto`` for the cluster's recovery by strategy."""
+    ports = free_ports(3)
+    values = {"steps": steps, "sleep": sleep, "policy": policy, "recovery": recovery}
+    return write_cluster(tmp_path, BETWEEN_GRAPH, ports, **values), ports
+
+
+# A light-trainer cluster of 1 ps and ``workers`` workers.
+LIGHT = """
+name = "light"
+strategy = "between_graph"
+launch_style = "flags"
+workdir = "{trainers}"
+command = ["python", "-u", "light_trainer.py", "--steps={steps}", "--rate_hz={rate}"]
+stop_grace_s = 3
+[jobs.ps]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.worker]
+tasks = [{workers}]
+"""
+
+
+def light_cluster(tmp_path: Path, workers: int = 2, steps: int = 60, rate: float = 30.0) -> Path:
+    ports = free_ports(workers + 1)
+    listed = ", ".join(f'"127.0.0.1:{p}"' for p in ports[1:])
+    path = tmp_path / "light.toml"
+    path.write_text(LIGHT.format(trainers=TRAINERS, steps=steps, rate=rate, p=ports, workers=listed))
+    return path
+
+
+# A named light-trainer cluster (the runs list tells runs apart by name).
+NAMED_LIGHT = """
+name = "{name}"
+workdir = "{trainers}"
+command = ["python", "-u", "light_trainer.py", "--steps={steps}", "--rate_hz=40"]
+stop_grace_s = 3
+{env}
+[jobs.ps]
+tasks = ["127.0.0.1:{ps}"]
+[jobs.worker]
+tasks = [{workers}]
+restart = "Never"
+{worker_command}
+"""
+
+
+def cluster_file(
+    tmp_path: Path, name: str, workers: int, steps: int = 30, env: str = "", worker_command: str = ""
+) -> Path:
+    ports = free_ports(workers + 1)
+    path = tmp_path / f"{name}.toml"
+    path.write_text(
+        NAMED_LIGHT.format(
+            name=name,
+            trainers=TRAINERS,
+            steps=steps,
+            env=env,
+            ps=ports[0],
+            workers=", ".join(f'"127.0.0.1:{p}"' for p in ports[1:]),
+            worker_command=worker_command,
+        )
+    )
+    return path
+
+
+# worker:1 of WHY_CLUSTER adds its own input flags to these.
+WHY_TRAINER = ["python", "-u", "between_graph.py", "--train_steps=100000000", "--log_every=50", "--step_sleep=0.005"]
+
+
+WHY_CLUSTER = """
+name = "why"
+strategy = "between_graph"
+launch_style = "flags"
+workdir = "{trainers}"
+command = {command}
+stop_grace_s = 3
+[jobs.ps]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[1]}", {{ address = "127.0.0.1:{p[2]}", command = {slow} }}]
+"""
+
+
+def toml_list(items: list[str]) -> str:
+    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+
+
+# Two workers writing only TensorBoard files, and a host no one can reach.
+TENSORBOARD_CLUSTER = """
+name = "tb"
+strategy = "multi_worker_mirrored"
+launch_style = "tf_config"
+workdir = "{trainers}"
+command = ["python", "-u", "tb_only_trainer.py", "--logdir={{tb_dir}}", "--steps=40", "--step_sleep=0.01"]
+stop_grace_s = 3
+[jobs.worker]
+tasks = ["127.0.0.1:{p[0]}", "127.0.0.1:{p[1]}"]
+[hosts."10.254.0.9"]
+ssh = "nobody@10.254.0.9"
+"""

@@ -1,0 +1,182 @@
+"""Calls that read: a function of core/, gui/ or main.py that takes a flag (a ``bool``, or
+``bool | None``) or more than three parameters takes the flags and the fourth and later
+parameters by keyword only, so that ``decide_exit(ON_FAILURE, 1, None, 5.0, 0, True, True)`` or
+``role_tree(role, table, True)`` cannot be written: the reader of a call sees what each value is.
+
+``self`` and ``cls`` do not count. Signatures others define are left as they are: dunder methods
+and Qt's overrides (``paintEvent``, ``headerData``: a lowerCamelCase name without an underscore).
+Read from the source, like tests/test_imports.py.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.helpers.project import ROOT
+
+MAX_POSITIONAL = 3
+
+# Functions that still take flags or more than three parameters positionally. Each is in a module
+# other engineers were changing when this test was written (core/cli, core/profiling, core/views,
+# core/run/inbox.py, gui/), or is called positionally from one; their signatures change with those
+# modules. Empty the list as they are done: an entry that keeps the rule, or is gone, fails
+# test_the_pending_list_names_only_functions_that_still_break_the_rule, so it cannot go stale.
+PENDING: dict[str, set[str]] = {
+    # Called positionally from the modules below: gui/editor/widget.py (parse_data), core/cli/main.py
+    # (to_tfjob), core/cli/gpus.py (start_feeds), core/profiling/tensorboard.py
+    # (serve), core/views/training.py (WorkerStats.take).
+    "core/cluster/spec/parse.py": {"parse_data"},
+    "core/cluster/tfjob.py": {"to_tfjob"},
+    "core/preflight/gpus.py": {"start_feeds"},
+    "core/run/tensorboard.py": {"serve"},
+    "core/telemetry/worker_stats.py": {"WorkerStats.take"},
+    # core/cli
+    "core/cli/chaos.py": {"_whole", "cmd_chaos"},
+    "core/cli/gpus.py": {"_slurm", "_show"},
+    "core/cli/launch.py": {"_print_summary", "_supervise"},
+    "core/cli/profile.py": {"cmd_profile", "cmd_why"},
+    # core/profiling
+    "core/profiling/capture.py": {"check", "_ask"},
+    "core/profiling/remote.py": {"profile_through_agent", "fetch_file"},
+    "core/profiling/why.py": {"evidence_lines", "explain"},
+    "core/profiling/xprof_worker.py": {"capture"},
+    # core/views
+    "core/views/curves.py": {"_resume"},
+    "core/views/logs.py": {"_keep"},
+    "core/views/placement.py": {"misplaced"},
+    "core/views/series.py": {"Series.points", "_reduce"},
+    # gui/
+    "gui/editor/file_actions.py": {"EditorFileActions._flush", "EditorFileActions._build_actions.action"},
+    "gui/editor/job.py": {"JobEditor._write_row", "JobEditor._on_policy_changed"},
+    "gui/editor/problems.py": {"ProblemList.show_problems"},
+    "gui/editor/widget.py": {"ClusterEditor.set_running", "ClusterEditor._flush"},
+    "gui/run/gpu_grid.py": {"GpuGrid._paint_tile"},
+    "gui/run/overview.py": {"_fit"},
+    "gui/run/roles_model.py": {"RolesModel._emit_row_changes"},
+    "gui/run/tabs/logs.py": {"LogPanel.find_text", "LogPanel._on_follow_toggled", "LogPanel._on_wrap_toggled"},
+    "gui/run/tabs/placement.py": {"PlacementPanel.show_summary"},
+    "gui/run/tabs/plotting.py": {"fit_to_pixels"},
+    "gui/run/tabs/profile.py": {"ProfilePanel._set"},
+    "gui/run/tabs/spread.py": {"refresh_from"},
+    "gui/run/tabs/training.py": {
+        "TrainingPanel._on_log_scale_toggled",
+        "TrainingPanel.refresh",
+        "TrainingPanel._label_worker",
+        "_dash",
+    },
+    "gui/runs/compare.py": {"CompareView._draw_run"},
+    "gui/window/actions.py": {"WindowActions.__init__.action"},
+    "gui/window/frame.py": {"FramePump._refresh_visible"},
+    "gui/window/profile_action.py": {"ProfileAction.refusal"},
+}
+# A slot connected to a Qt signal is called with the signal's values by position
+# (``toggled(bool)`` calls ``_on_follow_toggled(checked)``): connect a lambda that names the value,
+# e.g. ``toggled.connect(lambda on: self._on_follow_toggled(on=on))``, when such a slot is done.
+
+
+def _is_flag(annotation: ast.expr | None) -> bool:
+    """``bool``, ``"bool"`` or ``bool | None`` (either order)."""
+    if annotation is None:
+        return False
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        return annotation.value.replace(" ", "") in ("bool", "bool|None", "None|bool")
+    if isinstance(annotation, ast.Name):
+        return annotation.id == "bool"
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        sides = (annotation.left, annotation.right)
+        return any(_is_flag(s) for s in sides) and all(
+            _is_flag(s) or (isinstance(s, ast.Constant) and s.value is None) for s in sides
+        )
+    return False
+
+
+def _exempt(name: str) -> bool:
+    """Dunder methods, and Qt's virtual methods (lowerCamelCase, no underscore), keep their signatures."""
+    dunder = name.startswith("__") and name.endswith("__")
+    qt_override = name[0].islower() and any(c.isupper() for c in name) and "_" not in name
+    return dunder or qt_override
+
+
+def _functions(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Every function with its qualified name (``Class.method``, ``outer.inner``)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield prefix + node.name, node
+            yield from _functions(node, f"{prefix}{node.name}.")
+        elif isinstance(node, ast.ClassDef):
+            yield from _functions(node, f"{prefix}{node.name}.")
+        else:
+            yield from _functions(node, prefix)
+
+
+def breaking_the_rule(source: str) -> dict[str, str]:
+    """Qualified name -> why, for each function of ``source`` that takes a flag or a fourth
+    parameter positionally."""
+    found = {}
+    for qualname, node in _functions(ast.parse(source)):
+        if _exempt(node.name):
+            continue
+        positional = [*node.args.posonlyargs, *node.args.args]
+        if positional and positional[0].arg in ("self", "cls"):
+            positional = positional[1:]
+        flags = [a.arg for a in positional if _is_flag(a.annotation)]
+        if flags:
+            found[qualname] = f"flags {', '.join(flags)} positional"
+        elif len(positional) > MAX_POSITIONAL:
+            found[qualname] = f"{len(positional)} positional parameters ({', '.join(a.arg for a in positional)})"
+    return found
+
+
+def source_files() -> list[Path]:
+    return [*sorted((ROOT / "core").rglob("*.py")), *sorted((ROOT / "gui").rglob("*.py")), ROOT / "main.py"]
+
+
+def test_the_rule_finds_flags_and_a_fourth_parameter_and_leaves_what_others_define() -> None:
+    source = """
+def decide(policy, code, signal, backoff_s, restarts, stopped: bool, gave_up: bool): ...
+def role_tree(role, table, scan_environ: bool): ...
+def maybe(role, known: bool | None = None): ...
+def four(a, b, c, d): ...
+def fine(a, b, c, *, d, flag: bool = False): ...
+def annotated(a, b: "bool"): ...
+class View:
+    def status(self, straggler: bool, now: float): ...
+    def paintEvent(self, event, a, b, c): ...
+    def __init__(self, a, b, c, d): ...
+    def _move(self, role, transition, state, *, detail): ...
+    def outer(self):
+        def inner(a, b, c, d): ...
+"""
+    assert breaking_the_rule(source) == {
+        "decide": "flags stopped, gave_up positional",
+        "role_tree": "flags scan_environ positional",
+        "maybe": "flags known positional",
+        "four": "4 positional parameters (a, b, c, d)",
+        "annotated": "flags b positional",
+        "View.status": "flags straggler positional",
+        "View.outer.inner": "4 positional parameters (a, b, c, d)",
+    }
+
+
+def test_core_gui_and_main_take_flags_and_a_fourth_parameter_by_keyword() -> None:
+    found = []
+    for path in source_files():
+        rel = path.relative_to(ROOT).as_posix()
+        pending = PENDING.get(rel, set())
+        for qualname, why in breaking_the_rule(path.read_text(encoding="utf-8")).items():
+            if qualname not in pending:
+                found.append(f"{rel}: {qualname}: {why}")
+    assert found == [], "make these keyword-only (def f(a, b, *, flag: bool)) and name them at every call:\n" + (
+        "\n".join(found)
+    )
+
+
+def test_the_pending_list_names_only_functions_that_still_break_the_rule() -> None:
+    stale = []
+    for rel, names in sorted(PENDING.items()):
+        path = ROOT / rel
+        still = breaking_the_rule(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        stale += [f"{rel}: {name}" for name in sorted(names - set(still))]
+    assert stale == [], "these keep the rule now (or are gone): take them off PENDING:\n" + "\n".join(stale)
