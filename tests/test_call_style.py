@@ -25,12 +25,11 @@ MAX_POSITIONAL = 3
 # test_the_pending_list_names_only_functions_that_still_break_the_rule, so it cannot go stale.
 PENDING: dict[str, set[str]] = {
     # Called positionally from the modules below: gui/editor/widget.py (parse_data), core/cli/main.py
-    # (to_tfjob), core/cli/gpus.py (start_feeds), core/cli/runs.py (select), core/profiling/tensorboard.py
+    # (to_tfjob), core/cli/gpus.py (start_feeds), core/profiling/tensorboard.py
     # (serve), core/views/training.py (WorkerStats.take).
     "core/cluster/spec/parse.py": {"parse_data"},
     "core/cluster/tfjob.py": {"to_tfjob"},
     "core/preflight/gpus.py": {"start_feeds"},
-    "core/run/select.py": {"select"},
     "core/run/tensorboard.py": {"serve"},
     "core/telemetry/worker_stats.py": {"WorkerStats.take"},
     # core/cli

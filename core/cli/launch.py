@@ -27,6 +27,7 @@ from core.run.events import (
     RoleOutput,
     RoleStalled,
     RoleStateChanged,
+    RoleStraggler,
     RoleWaiting,
     Sample,
     SlurmChanged,
@@ -35,9 +36,11 @@ from core.run.events import (
 from core.run.status import TERMINAL, ClusterPhase, ClusterStatus, RoleState
 from core.textsafe import terminal, terminal_lines
 from core.views.conditions import short_exit, trouble_text
+from core.views.rates import BATCHES, cluster_text, rate_text, status_rates
 from core.views.slurm_text import slurm_lines
 
 if TYPE_CHECKING:  # launching needs these; `ctl`, `runs`, `validate` do not wait for their imports
+    from core.cluster.spec import ClusterSpec
     from core.controller.controller import Controller
     from core.controller.session import LaunchSession
 
@@ -56,10 +59,18 @@ class LaunchPrinter:
     or clear the user's terminal."""
 
     def __init__(
-        self, out: TextIO, follow: list[str], status: Callable[[], ClusterStatus] | None = None, progress_s: float = 5.0
+        self,
+        out: TextIO,
+        follow: list[str],
+        status: Callable[[], ClusterStatus] | None = None,
+        progress_s: float = 5.0,
+        *,
+        spec: ClusterSpec | None = None,
     ) -> None:
+        """``spec``: the run's cluster (its strategy and batch sizes define the rates shown)."""
         self.out = out
         self.status = status
+        self.spec = spec
         self.progress_s = progress_s
         self._next_progress = time.time() + progress_s
         self.follow_all = "all" in follow
@@ -93,7 +104,7 @@ class LaunchPrinter:
             # Paced by this machine's clock: a sample's own time is its host's, which may be off.
             case Sample() if self.status is not None and self.progress_s > 0 and time.time() >= self._next_progress:
                 self._next_progress = time.time() + self.progress_s
-                for line in progress_lines(self.status()):
+                for line in progress_lines(self.status(), self.spec):
                     yield f"{stamp}  {line}"
             case RecoveryChanged():
                 yield f"{stamp}  cluster      {p.text()}"
@@ -106,6 +117,10 @@ class LaunchPrinter:
                 yield f"{stamp}  {event.role:<12} CRASH-LOOP {why}; attempt {p.attempt}{of}{wait}"
             case RoleCrashLoop():
                 yield f"{stamp}  {event.role:<12} crash loop over: {p.detail}"
+            case RoleStraggler() if p.straggler:
+                yield f"{stamp}  {event.role:<12} STRAGGLER  {p.detail}"
+            case RoleStraggler():
+                yield f"{stamp}  {event.role:<12} straggler no more: {p.detail}"
             case RoleStalled():
                 if p.stalled and p.step is None:  # never printed a step
                     message = f"STALLED    {p.detail} (start_stall_after_s)"
@@ -204,10 +219,13 @@ def _discard(_event: Event) -> None:
     pass
 
 
-def progress_lines(status: ClusterStatus) -> list[str]:
-    """One compact line per running training role: step, loss, step time, CPU, RSS, GPU."""
+def progress_lines(status: ClusterStatus, spec: ClusterSpec | None = None) -> list[str]:
+    """One compact line per running training role: step, loss, step time, its own batches/s, CPU,
+    RSS, GPU; then the cluster's global steps/s and examples/s (core.views.rates, with ``spec``'s
+    strategy and batch sizes). A straggler flag is said when it starts and ends, not here."""
     lines = []
     now = time.time()
+    rates = status_rates(status.roles, spec)
     for r in status.roles:
         if r.crash_looping:  # between attempts, or in one that has not run healthily yet
             lines.append(f"{r.role:<12}  {trouble_text(r, now)}")
@@ -219,6 +237,8 @@ def progress_lines(status: ClusterStatus) -> list[str]:
         tb = " (tb)" if r.loss_source == "tb" else ""  # read from TensorBoard files, not the output
         parts.append(f"loss{tb} {r.loss:.4f}" if r.loss is not None else "loss -")
         parts.append(f"{r.step_time_s * 1000:.1f} ms/step" if r.step_time_s is not None else "- ms/step")
+        if r.role in rates.batches_per_s:
+            parts.append(f"{rate_text(rates.of(r.role))} {BATCHES}")
         if r.cpu_percent is not None:
             parts.append(f"cpu {r.cpu_percent:.0f}%")
         if r.rss_bytes is not None:
@@ -226,14 +246,11 @@ def progress_lines(status: ClusterStatus) -> list[str]:
         gpus = ",".join(str(g) for g in r.gpus) or "-"
         util = f" {r.gpu_utilization_percent:.0f}%" if r.gpu_utilization_percent is not None else ""
         parts.append(f"gpu {gpus}{util}")
-        if r.straggler:
-            parts.append("STRAGGLER")
         if r.stalled:
             parts.append(f"STALLED for {r.stalled_for_s or 0:.0f} s (`ctl RUN kill {r.role}` to kill it)")
         lines.append("  ".join(parts))
-    rates = [r.steps_per_sec for r in status.roles if r.state == RoleState.RUNNING and r.steps_per_sec is not None]
-    if len(rates) > 1:
-        lines.append(f"{'cluster':<12}  {sum(rates):.1f} batches/s over {len(rates)} roles")
+    if any(r.state == RoleState.RUNNING for r in status.roles) and (said := cluster_text(rates)):
+        lines.append(f"{'cluster':<12}  {said}")
     return lines
 
 
@@ -370,11 +387,15 @@ def _print_summary(
     status: ClusterStatus, controller: Controller, elapsed_s: float, path: Path, tail: int, out: TextIO
 ) -> None:
     print("\n" + terminal(f"{status.result or 'ended'} after {elapsed_s:.1f} s: {status.reason}"), file=out)
+    rates = status_rates(status.roles, controller.spec)
+    if said := cluster_text(rates):
+        print(f"  speed at the end: {said}", file=out)
     for role in status.roles:
         extra = f" ({role.restarts} restart{'s' if role.restarts != 1 else ''})" if role.restarts else ""
         # A role Slurm ended says so (its detail), not only the signal that ended it.
         how = role.detail if "by Slurm" in role.detail else role.exit_text
-        print(terminal(f"  {role.role:<12} {role.state!s:<10} {how}{extra}"), file=out)
+        own = f", {rate_text(rates.of(role.role))} {BATCHES}" if rates.of(role.role) is not None else ""
+        print(terminal(f"  {role.role:<12} {role.state!s:<10} {how}{extra}{own}"), file=out)
     for role in status.roles:
         if role.state == RoleState.FAILED:
             print("\n" + terminal(f"last output of {role.role} ({role.log_path}):"), file=out)
@@ -386,7 +407,9 @@ def _print_summary(
 def _supervise(session: LaunchSession, args: argparse.Namespace, out: TextIO, err: TextIO, started: float) -> int:
     """Wait for a launched or reattached run to end: Ctrl-C or SIGTERM stops it, twice kills."""
     controller, run = session.controller, session.run
-    printer = PrinterThread(LaunchPrinter(out, args.follow, controller.status, args.progress_every))
+    printer = PrinterThread(
+        LaunchPrinter(out, args.follow, controller.status, args.progress_every, spec=controller.spec)
+    )
     session.subscribe(printer.inbox.put)
     interrupts = 0
 

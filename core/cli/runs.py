@@ -2,9 +2,10 @@
 
 ``runs`` lists every run under the runs root from each run's cached summary
 (:mod:`core.run.index`): name, cluster file, start, duration, outcome, roles, backend, last and
-best loss, mean steps/s, restarts; ``--outcome`` and ``--filter`` narrow it, ``--sort`` orders it,
-``--json`` prints it for scripts. ``runs compare`` prints 2-8 runs side by side with the rows that
-differ marked (:mod:`core.run.compare`), and ``--csv FILE`` writes the same table.
+best loss, global steps/s over the run's last 30 s (:mod:`core.views.rates`), restarts;
+``--outcome`` and ``--filter`` narrow it, ``--sort`` orders it, ``--json`` prints it for scripts.
+``runs compare`` prints 2-8 runs side by side with the rows that differ marked
+(:mod:`core.views.compare_table`), and ``--csv FILE`` writes the same table.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from typing import TextIO
 from core.cli.exits import EXIT_OK, EXIT_USAGE, resolve_run
 from core.cli.tensorboard import cmd_runs_tensorboard
 from core.run import index as runs_index
-from core.run import select as runs_select
 from core.run.rundir import runs_root
 from core.textsafe import terminal
+from core.views import runs_select
+from core.views.rates import summary_rates
 from core.views.runs_table import COLUMNS, row_cells
 
 
@@ -68,10 +70,22 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return cmd_compare(args, out, err)
     root = args.root or runs_root()
     summaries = runs_index.list_summaries(root)
-    chosen = runs_select.select(summaries, args.filter, args.outcome, args.sort, args.reverse)
+    chosen = runs_select.select(
+        summaries, text=args.filter, outcomes=args.outcome, sort=args.sort, reverse=args.reverse
+    )
     if args.json:
         for s in chosen:
-            print(json.dumps(s.to_json(), default=str), file=out)
+            rates = summary_rates(s)
+            data = {
+                **s.to_json(),
+                "rates": {
+                    "window_s": rates.window_s,
+                    "global_steps_per_s": rates.global_steps_per_s,
+                    "examples_per_s": rates.examples_per_s,
+                    "batches_per_s": dict(rates.batches_per_s),
+                },
+            }
+            print(json.dumps(data, default=str), file=out)
         return EXIT_OK
     if not summaries:
         print(terminal(f"no runs in {root}"), file=out)
@@ -95,6 +109,7 @@ def print_list(summaries: list[runs_index.RunSummary], out: TextIO) -> None:
 
 def cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from core.run import compare as runs_compare  # numpy: only for compare, not for every listing
+    from core.views import compare_table
 
     if not runs_compare.MIN_RUNS <= len(args.run) <= runs_compare.MAX_RUNS:
         print(
@@ -114,12 +129,12 @@ def cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ValueError as exc:
         print(terminal(f"runs compare: {exc}"), file=err)
         return EXIT_USAGE
-    rows = runs_compare.compare_rows(summaries)
-    runs_compare.print_table(rows, out)
+    rows = compare_table.compare_rows(summaries)
+    compare_table.print_table(rows, out)
     if args.csv is not None:
         try:
             with open(args.csv, "w", encoding="utf-8", newline="") as handle:
-                runs_compare.write_csv(rows, handle)
+                compare_table.write_csv(rows, handle)
         except OSError as exc:
             print(terminal(f"--csv {args.csv}: {exc.strerror or exc}; give a writable file path"), file=err)
             return EXIT_USAGE

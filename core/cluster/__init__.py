@@ -9,6 +9,7 @@ nor any transport.
 - ``render``: a task's command line and environment, in its launch style
 - ``arglimits``: what exec lets a role be given (ARG_MAX)
 - ``roles``: which role is the chief, which roles train
+- ``batch_size``: a role's batch size, where its command says it (for examples/s)
 - ``stuck_options``: the ``[stuck]``-related keys and their pure rules
 - ``recovery_table``: the ``[recovery]`` table, and the pure rule of what a recovery restarts
 - ``slurm_table``: the ``[slurm]`` table

@@ -15,6 +15,7 @@ state of their own, wired by the controller, which only dispatches.
 - ``output_intake``: output lines, metrics, coalescing a flood
 - ``intake``: samples, scalars, log-write trouble
 - ``stalls``: no new step
+- ``stragglers``: straggler flags raised and cleared on the tick
 - ``slurm``: a run held by a Slurm allocation
 - ``session``: a launch or attach (run directory, lock, control server, notifier); the :class:`RunSource` protocol
 - ``control_server``: answers the control socket

@@ -11,7 +11,8 @@ part that owns it:
 - :mod:`~core.controller.ops`: starting, stopping and signalling a role through its agent;
 - :mod:`~core.controller.connections`: one transport per host;
 - :mod:`~core.controller.output_intake`, :mod:`~core.controller.intake`, :mod:`~core.controller.stalls`:
-  output, samples and scalars taken in, and stalls judged;
+  output, samples and scalars taken in, and stalls judged; :mod:`~core.controller.stragglers`:
+  straggler flags raised and cleared;
 - :mod:`~core.controller.slurm`: the allocation of a run on Slurm;
 - :mod:`~core.controller.reattach`: taking over a run whose launcher is gone.
 
@@ -59,6 +60,7 @@ from core.controller.recovery import Recovery
 from core.controller.roles import RoleMachine
 from core.controller.slurm import SlurmHosting
 from core.controller.stalls import StallWatch
+from core.controller.stragglers import StragglerWatch
 from core.controller.supervised import StateChange, SupervisedRole
 from core.controller.supervisor import Supervisor
 from core.diagnosis.rules import Diagnoser
@@ -155,6 +157,7 @@ class Controller:
         self._hosts = HostConnections(run, self._sink, self._interrupted, factory=factory, remote_hosts=remote)
         self._crash_loops = CrashLoops(current, self._roles)
         self._stalls = StallWatch(current, self._roles, self._diagnoser, on_step=self._on_step, on_stall=self._on_stall)
+        self._stragglers = StragglerWatch(spec, self._roles)
         self._ops = RoleOps(current, run, self._roles, self._hosts, self._stalls)
         # The checkpoint directory is watched on its own thread; what changed is told on this one.
         self._checkpoints = CheckpointBook(current, run.path, self._publisher)
@@ -331,7 +334,7 @@ class Controller:
 
     def status(self) -> ClusterStatus:
         """The latest immutable snapshot, built by the controller's thread; never waits. A running
-        role whose step time is far above the others' is marked as a straggler."""
+        role the straggler judge flagged is marked as a straggler (core.controller.stragglers)."""
         return self._roles.status()
 
     def placement(self, role: str) -> dict[str, Any]:
@@ -458,6 +461,7 @@ class Controller:
                     now = time.time()
                     self._supervisor.tick(now)
                     self._checkpoints.tick(now)
+                    self._stragglers.check(now)
                     self._roles.refresh_figures(now, every_s=STATUS_FIGURES_S)
             except Exception as exc:  # never let one bad event kill the controller
                 self._publisher.publish(warning(f"internal error: {exc!r}", round(time.time(), 3)))

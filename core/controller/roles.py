@@ -29,7 +29,16 @@ from core.cluster.render import role_dir
 from core.cluster.spec import ClusterSpec, parse_role_id, role_id
 from core.controller.supervised import StateChange, SupervisedRole
 from core.diagnosis.rules import Diagnosis
-from core.run.events import Event, RoleCrashLoop, RolePid, RoleStalled, RoleStateChanged, RoleWaiting, warning
+from core.run.events import (
+    Event,
+    RoleCrashLoop,
+    RolePid,
+    RoleStalled,
+    RoleStateChanged,
+    RoleStraggler,
+    RoleWaiting,
+    warning,
+)
 from core.run.publish import Publisher
 from core.run.role_view import StatusBoard
 from core.run.status import ALIVE, ClusterPhase, ClusterStatus, RoleState
@@ -304,8 +313,9 @@ class RoleMachine:
 
     # ------------------------------------------------------------------ conditions beside the state
 
-    def note(self, role: SupervisedRole, condition: RoleStalled | RoleWaiting | RoleCrashLoop) -> None:
-        """A condition of the role that is not its state (stalled, waiting for a peer, crash-looping):
+    def note(self, role: SupervisedRole, condition: RoleStalled | RoleWaiting | RoleCrashLoop | RoleStraggler) -> None:
+        """A condition of the role that is not its state (stalled, waiting for a peer, crash-looping,
+        a straggler):
         into its view and its line of the status, then published (and journalled)."""
         event = Event(round(time.time(), 3), role.task.role_id, condition)
         with self.lock:

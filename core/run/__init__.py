@@ -11,9 +11,8 @@
 - ``control``: the control socket's protocol and client
 - ``inbox``: the lossless event inbox the window and the CLI drain
 - ``lock``: one controller per run
-- ``index``: the runs list, one cached summary per run
-- ``select``: ordering and narrowing the runs list
-- ``compare``: runs side by side
+- ``index``: the runs list, one cached summary per run (with each role's last 30 s of steps)
+- ``compare``: the runs to compare, and their curves
 - ``csv_export``: a run's figures as CSV files
 - ``pids``: a stored pid is still the process it was
 - ``leftover``: what of a run its launcher left still running: roles, agents

@@ -1,138 +1,30 @@
-"""Runs side by side: the table ``runs compare`` prints and the window's compare view
-shows, and each run's curves for the overlay.
+"""Runs side by side: the runs to compare (:func:`load_for_compare`), and each run's curves for
+the overlay. The side-by-side table ``runs compare`` prints and the window's compare view shows is
+:mod:`core.views.compare_table`.
 
-:func:`compare_rows` reads each run's summary (:mod:`core.run.index`) and its ``cluster.toml``:
-cluster shape, command, env, launch style, strategy, TensorFlow version (when a role's log says it),
-the host each role was given, durations, final/best loss, throughput, restarts, exit codes. A row
-whose values are not all equal is marked ``differs``. :func:`read_curves` streams each role's
-``metrics.jsonl`` (else its TensorBoard loss scalars) into arrays, thinned to a bounded number of
-points, and :func:`read_scalars` every TensorBoard scalar tag the roles wrote.
+:func:`read_curves` streams each role's ``metrics.jsonl`` (else its TensorBoard loss scalars) into
+arrays, thinned to a bounded number of points, and :func:`read_scalars` every TensorBoard scalar tag
+the roles wrote.
 """
 
 from __future__ import annotations
 
-import contextlib
-import csv
 import math
-import os
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from core.cluster.render import role_dir
-from core.cluster.spec import ClusterSpec
 from core.run import journal
-from core.run.index import RunSummary, duration_text, summarize, training_records
-from core.run.rundir import read_run_spec, started_text
-from core.textsafe import csv_row, terminal
+from core.run.index import RunSummary, summarize, training_records
 
 MIN_RUNS, MAX_RUNS = 2, 8
 MAX_CURVE_POINTS = 4096
 RATE_WINDOW_S = 1.0  # derived step times: measured over at least this much wall time  # per role and series: more than a plot's width, far less than a day's steps
-_TF_VERSION = re.compile(rb"\bTensorFlow(?: version)?[ :=]+v?(\d+\.\d+(?:\.\d+)?)", re.IGNORECASE)
-_LOG_HEAD_BYTES = 64 * 1024
-
-
-@dataclass(frozen=True)
-class CompareRow:
-    """One line of the side-by-side table: its label and one value per run."""
-
-    label: str
-    values: tuple[str, ...]
-
-    @property
-    def differs(self) -> bool:
-        return len(set(self.values)) > 1
-
-
-def _number(value: float | None, digits: int = 4) -> str:
-    if value is None or not math.isfinite(value):
-        return "-"
-    return f"{value:.{digits}g}"
-
-
-def _tf_version(path: Path, roles: Sequence[str]) -> str:
-    """The TensorFlow version a role printed in the head of its first log, if any did."""
-    seen: set[str] = set()
-    for role in roles:
-        with contextlib.suppress(OSError), open(role_dir(path, role) / "attempt-1.log", "rb") as f:
-            match = _TF_VERSION.search(f.read(_LOG_HEAD_BYTES))
-            if match:
-                seen.add(match.group(1).decode())
-    return ", ".join(sorted(seen)) if seen else "not recorded"
-
-
-def _spec(path: Path) -> ClusterSpec | None:
-    with contextlib.suppress(Exception):
-        spec, _ = read_run_spec(path)
-        return spec
-    return None
-
-
-def _role_hosts(spec: ClusterSpec | None) -> dict[str, str]:
-    if spec is None:
-        return {}
-    with contextlib.suppress(Exception):  # counted jobs never placed have no hosts
-        return {t.role_id: f"{t.host}:{t.port}" for t in spec.tasks()}
-    return {}
-
-
-def compare_rows(summaries: Sequence[RunSummary]) -> list[CompareRow]:
-    """The side-by-side table of ``summaries`` (one column each, in order)."""
-    specs = [_spec(s.path) for s in summaries]
-    hosts = [_role_hosts(spec) for spec in specs]
-
-    def row(label: str, values: Sequence[str]) -> CompareRow:
-        return CompareRow(label, tuple(values))
-
-    def from_spec(get: str) -> list[str]:
-        out = []
-        for spec in specs:
-            if spec is None:
-                out.append("?")
-            elif get == "command":
-                out.append(" ".join(spec.command))
-            elif get == "env":
-                out.append(" ".join(f"{k}={v}" for k, v in sorted(spec.env.items())) or "-")
-            else:
-                out.append(str(getattr(spec, get)))
-        return out
-
-    rows = [
-        row("run", [s.id for s in summaries]),
-        row("name", [s.name for s in summaries]),
-        row("cluster file", [s.cluster_file or "-" for s in summaries]),
-        row("started", [started_text(s.created) for s in summaries]),
-        row("duration", [duration_text(s.duration_s) for s in summaries]),
-        row("outcome", [s.outcome_text() for s in summaries]),
-        row("cluster shape", [s.shape() for s in summaries]),
-        row("backend", [s.backend for s in summaries]),
-        row("command", from_spec("command")),
-        row("env", from_spec("env")),
-        row("launch style", from_spec("launch_style")),
-        row("strategy", from_spec("strategy")),
-        row("TensorFlow", [_tf_version(s.path, s.roles) for s in summaries]),
-        row("final loss", [_number(s.last_loss) for s in summaries]),
-        row("best loss", [_number(s.best_loss) for s in summaries]),
-        row("steps/s (mean)", [_number(s.steps_per_s, 3) for s in summaries]),
-        row("restarts", [str(s.restarts) for s in summaries]),
-    ]
-    every_role: list[str] = []
-    for s in summaries:
-        every_role += [r for r in s.roles if r not in every_role]
-    for role in every_role:
-        figures = [s.role_figures.get(role) for s in summaries]
-        rows.append(row(f"{role} host", [h.get(role, "-") for h in hosts]))
-        rows.append(row(f"{role} exit", [f"{f.state} {f.exit}" if f else "-" for f in figures]))
-        if any(f is not None and f.steps is not None for f in figures):
-            rows.append(row(f"{role} final loss", [_number(f.last_loss) if f else "-" for f in figures]))
-            rows.append(row(f"{role} steps/s", [_number(f.steps_per_s, 3) if f else "-" for f in figures]))
-    return rows
 
 
 def load_for_compare(paths: Sequence[Path]) -> list[RunSummary]:
@@ -147,39 +39,6 @@ def load_for_compare(paths: Sequence[Path]) -> list[RunSummary]:
             raise ValueError(f"{path} has no readable run.json")
         summaries.append(summary)
     return summaries
-
-
-def print_table(rows: Sequence[CompareRow], out: TextIO, width: int = 30) -> None:
-    """The table for a terminal: ``*`` marks a row whose values differ; long values are cut."""
-
-    def cut(text: str, same: int) -> str:
-        if len(text) <= width:
-            return text
-        if same > width // 2:  # the values differ far in: show where they do
-            text = "…" + text[same - 8 :]
-        return text if len(text) <= width else text[: width - 1] + "…"
-
-    # Names, commands and env values are the users' (a cluster named "\x1b]0;TITLE\x07" would
-    # retitle the terminal): shown escaped, and cut after escaping so the columns stay aligned.
-    labels = [terminal(r.label) for r in rows]
-    label_width = max(len(label) for label in labels)
-    for r, label in zip(rows, labels, strict=True):
-        mark = "*" if r.differs else " "
-        values = [terminal(v) for v in r.values]
-        same = len(os.path.commonprefix(values)) if r.differs else 0  # noqa: RUF071 - characters meant
-        cells = "  ".join(f"{cut(v, same):<{width}}" for v in values).rstrip()
-        print(f"{mark} {label:<{label_width}}  {cells}", file=out)
-    differing = sum(r.differs for r in rows)
-    print(f"\n* {differing} of {len(rows)} rows differ", file=out)
-
-
-def write_csv(rows: Sequence[CompareRow], handle: TextIO) -> None:
-    """``field,differs,<run 1>,<run 2>,...``: the first row names the runs. Cluster names, commands
-    and env values are the users': no cell is left a formula (core.textsafe.csv_cell)."""
-    writer = csv.writer(handle)
-    writer.writerow(csv_row(["field", "differs", *rows[0].values]))
-    for r in rows[1:]:
-        writer.writerow(csv_row([r.label, "yes" if r.differs else "no", *r.values]))
 
 
 FloatArray = npt.NDArray[np.float64]
@@ -264,6 +123,17 @@ def read_curves(path: Path, roles: Sequence[str], limit: int = MAX_CURVE_POINTS)
             s, t_, loss_, st = _thin([step_a, t_a, np.asarray(losses), filled], limit)
             curves[role] = Curves(s, t_, loss_, st)
     return curves
+
+
+def rate_records(path: Path, roles: Sequence[str]) -> Mapping[str, Iterator[dict[str, Any]]]:
+    """Each role's training records, streamed, as the runs list's summary reads them (its metrics,
+    else its TensorBoard loss scalars): what :func:`core.views.rates.rate_series` windows."""
+    streams: dict[str, Iterator[dict[str, Any]]] = {}
+    for role in roles:
+        role_path = role_dir(path, role)
+        has_steps = any(r.get("step") is not None for r in training_records(role_path, from_scalars=False))
+        streams[role] = training_records(role_path, from_scalars=not has_steps)
+    return streams
 
 
 def read_scalars(path: Path, roles: Sequence[str], limit: int = MAX_CURVE_POINTS) -> dict[str, dict[str, Scalar]]:

@@ -33,6 +33,7 @@ class EventKind(enum.StrEnum):
     ROLE_STALLED = "role_stalled"
     ROLE_WAITING = "role_waiting"
     ROLE_CRASH_LOOP = "role_crash_loop"
+    ROLE_STRAGGLER = "role_straggler"
     CLUSTER_STATE = "cluster_state"
     RECOVERY = "recovery"
     CHECKPOINTS = "checkpoints"
@@ -248,6 +249,32 @@ class RoleStalled(_Payload):
             step=_int(r.get("step")),
             stall_after_s=_float(r.get("stall_after_s")),
             attempt=_int(r.get("attempt")) or 0,
+            detail=_str(r.get("detail")),
+        )
+
+
+@dataclass(frozen=True)
+class RoleStraggler(_Payload):
+    """The straggler judge (:mod:`core.telemetry.stragglers`) flagged a worker (``straggler``), or
+    cleared its flag: its median step time over the window, its peers', their ratio, how long that
+    held; ``detail`` says it in words."""
+
+    KIND: ClassVar[EventKind] = EventKind.ROLE_STRAGGLER
+    straggler: bool
+    step_time_s: float | None = None
+    peers_step_time_s: float | None = None
+    ratio: float | None = None
+    held_s: float = 0.0
+    detail: str = ""
+
+    @classmethod
+    def from_record(cls, r: Mapping[str, Any]) -> RoleStraggler:
+        return cls(
+            straggler=r.get("straggler") is True,
+            step_time_s=_float(r.get("step_time_s")),
+            peers_step_time_s=_float(r.get("peers_step_time_s")),
+            ratio=_float(r.get("ratio")),
+            held_s=_float(r.get("held_s")) or 0.0,
             detail=_str(r.get("detail")),
         )
 
@@ -549,6 +576,7 @@ Payload = (
     | RoleStalled
     | RoleWaiting
     | RoleCrashLoop
+    | RoleStraggler
     | ClusterStateChanged
     | RecoveryChanged
     | CheckpointsChanged
@@ -570,6 +598,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Payload | None]] = {
         RoleStalled,
         RoleWaiting,
         RoleCrashLoop,
+        RoleStraggler,
         ClusterStateChanged,
         RecoveryChanged,
         CheckpointsChanged,

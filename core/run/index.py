@@ -1,8 +1,9 @@
 """Every run under the runs root, one summary each, fast with thousands (a user keeps months of runs).
 
 A run's :class:`RunSummary` says what the runs browser (``runs`` and the window's Runs page)
-shows: name, cluster file, start, duration, outcome, roles, backend, last/best loss, mean steps/s,
-restarts, checkpoints. Building it reads the run's journal and every role's ``metrics.jsonl`` (or, for a
+shows: name, cluster file, start, duration, outcome, roles, backend, last/best loss, restarts,
+checkpoints, and what each training role did over the run's last 30 s
+(:class:`~core.telemetry.step_window.StepSums`), of which :func:`core.views.rates.summary_rates` makes its global steps/s, batches/s and examples/s. Building it reads the run's journal and every role's ``metrics.jsonl`` (or, for a
 trainer that reports only through TensorBoard, the loss tags of its ``scalars.jsonl``), so it is cached
 in ``summary.json`` in the run directory: written (atomically) when the launch session finishes
 the run (:func:`write_summary`, called from :meth:`core.controller.session.LaunchSession.close`), and rebuilt
@@ -28,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.cluster.batch_size import batch_sizes
 from core.cluster.render import role_dir
 from core.cluster.spec import ClusterSpec
 from core.run import journal
@@ -35,12 +37,14 @@ from core.run.checkpoints import run_checkpoints
 from core.run.rundir import RUN_FILE, created_time, launcher_alive, read_run_json, read_run_spec
 from core.telemetry.checkpoints import Checkpoint
 from core.telemetry.loss_tags import is_loss_tag
+from core.telemetry.step_window import StepSums, StepWindow
+from core.telemetry.worker_stats import printed_step_time
 
 if TYPE_CHECKING:  # core.run.leftover imports the agent's modules: not for every listing
     from core.run.leftover import Agent
 
 SUMMARY_FILE = "summary.json"
-SUMMARY_VERSION = 2  # 2: with the run's checkpoints
+SUMMARY_VERSION = 3  # 2: the rates' windows (step_window, batch_size, strategy) instead of a mean steps/s; 3: and the run's checkpoints
 SUMMARY_CHECKPOINTS = 100  # the newest checkpoints a summary lists (ctl RUN checkpoints lists them all)
 LIVE_TAIL_BYTES = 256 * 1024
 ARCHIVE_DIR = "archived"  # under the runs root; it holds no run.json, so listings skip it
@@ -49,7 +53,8 @@ OUTCOMES = ("succeeded", "failed", "stopped", "running", "left")
 
 @dataclass(frozen=True)
 class RoleFigures:
-    """One role's end: final state, exit code (or ``signal N``), restarts, its training figures."""
+    """One role's end: final state, exit code (or ``signal N``), restarts, its training figures,
+    its last 30 s of steps (the run's window) and its batch size."""
 
     state: str = "?"
     exit: str = "-"
@@ -57,7 +62,8 @@ class RoleFigures:
     last_loss: float | None = None
     best_loss: float | None = None
     steps: int | None = None
-    steps_per_s: float | None = None
+    window: StepSums | None = None
+    batch_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -77,9 +83,9 @@ class RunSummary:
     backend: str  # "local", "SSH a, b", "Slurm job 123"
     last_loss: float | None
     best_loss: float | None
-    steps_per_s: float | None
     restarts: int
     role_figures: dict[str, RoleFigures] = field(default_factory=dict)
+    strategy: str = "between_graph"  # how its trainers replicate: what their printed steps mean
     # run.json's id where it differs from the folder's name (a copied or renamed run folder), else "".
     recorded_id: str = ""
     # Where the run's checkpoints are and the newest of them (core.run.checkpoints.RunCheckpoints.to_json).
@@ -198,37 +204,32 @@ def training_records(role_path: Path, *, from_scalars: bool, tail_only: bool = F
                 yield {"t": r.get("wall_time"), "step": r.get("step"), "loss": r.get("value")}
 
 
-def _figures(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Last and best loss, steps and steps/s. Steps/s counts only forward steps over the time they
-    took, so a restart that repeats steps neither inflates nor zeroes it."""
+def _figures(records: Iterable[dict[str, Any]], window: StepWindow) -> dict[str, Any]:
+    """Last and best loss and the last step; the records' steps into ``window``, as the live run's
+    were (the same records, taken in the same order by the same code)."""
     last = best = None
-    steps_done = 0.0
-    seconds = 0.0
-    prev: tuple[float, float] | None = None
     last_step: int | None = None
     for r in records:
         loss = _finite(r.get("loss"))
         if loss is not None:
             last = loss
             best = loss if best is None else min(best, loss)
+        window.take(r.get("t"), r.get("step"), printed_step_time(r.get("step_time_s"), r.get("steps_per_sec")))  # type: ignore[arg-type]
         step, t = _finite(r.get("step")), _finite(r.get("t"))
         if step is None or t is None:
             continue
         last_step = int(step)
-        if prev is not None and step > prev[0] and t >= prev[1]:
-            steps_done += step - prev[0]
-            seconds += t - prev[1]
-        prev = (step, t)
-    rate = steps_done / seconds if seconds > 0 else None
-    return {"last_loss": last, "best_loss": best, "steps": last_step, "steps_per_s": rate}
+    return {"last_loss": last, "best_loss": best, "steps": last_step}
 
 
-def _role_figures(role_path: Path, *, tail_only: bool) -> dict[str, Any]:
-    """From the role's metrics, else from its TensorBoard loss scalars."""
-    figures = _figures(training_records(role_path, from_scalars=False, tail_only=tail_only))
+def _role_figures(role_path: Path, *, tail_only: bool) -> tuple[dict[str, Any], StepWindow]:
+    """From the role's metrics, else from its TensorBoard loss scalars; and its last 30 s of steps."""
+    window = StepWindow()
+    figures = _figures(training_records(role_path, from_scalars=False, tail_only=tail_only), window)
     if figures["steps"] is None:
-        figures = _figures(training_records(role_path, from_scalars=True, tail_only=tail_only))
-    return figures
+        window = StepWindow()
+        figures = _figures(training_records(role_path, from_scalars=True, tail_only=tail_only), window)
+    return figures, window
 
 
 def _backend(spec: ClusterSpec | None, info: dict[str, Any]) -> str:
@@ -270,19 +271,28 @@ def build(path: Path, info: dict[str, Any] | None = None) -> dict[str, Any]:
         spec, _ = read_run_spec(path)
     roles = [str(r) for r in info.get("roles") or []] or (spec.role_ids() if spec else [])
     ends, first_failure = _role_ends(path)
+    sizes: dict[str, int | None] = {}
+    with contextlib.suppress(Exception):  # batch sizes only where the command says them
+        sizes = dict(batch_sizes(spec)) if spec is not None else {}
     figures: dict[str, dict[str, Any]] = {}
+    windows: dict[str, StepWindow] = {}
     for role in roles:
         end = ends.get(role, {})
-        metrics = _role_figures(role_dir(path, role), tail_only=not over)
+        metrics, windows[role] = _role_figures(role_dir(path, role), tail_only=not over)
         figures[role] = {
             "state": end.get("state", "?"),
             "exit": end.get("exit", "-"),
             "restarts": int(end.get("restarts", 0)),
             **metrics,
         }
+    # The run's window ends at its newest training record, as the live status's did.
+    ends_at = [w.last_t for w in windows.values() if w.last_t is not None]
+    for role, window in windows.items():
+        sums = window.sums(max(ends_at)) if ends_at and window.last_t is not None else None
+        figures[role]["window"] = sums.to_json() if sums is not None else None
+        figures[role]["batch_size"] = sizes.get(role)
     lasts = [f["last_loss"] for f in figures.values() if f["last_loss"] is not None]
     bests = [f["best_loss"] for f in figures.values() if f["best_loss"] is not None]
-    rates = [f["steps_per_s"] for f in figures.values() if f["steps_per_s"] is not None]
     try:
         stat = (path / RUN_FILE).stat()
         key = [stat.st_mtime_ns, stat.st_size]
@@ -304,10 +314,10 @@ def build(path: Path, info: dict[str, Any] | None = None) -> dict[str, Any]:
         "backend": _backend(spec, info),
         "last_loss": sum(lasts) / len(lasts) if lasts else None,  # the mean of each role's last
         "best_loss": min(bests) if bests else None,
-        "steps_per_s": sum(rates) / len(rates) if rates else None,  # the mean over training roles
         "restarts": sum(f["restarts"] for f in figures.values()),
         "role_figures": figures,
         "checkpoints": _checkpoints(path, spec, created_time(info.get("created"))),
+        "strategy": spec.strategy if spec is not None else "between_graph",
     }
 
 
@@ -363,7 +373,8 @@ _ROLE_FIELDS: dict[str, Callable[[Any], bool]] = {
     "last_loss": _is_figure,
     "best_loss": _is_figure,
     "steps": lambda v: v is None or _is_int(v),
-    "steps_per_s": _is_figure,
+    "window": lambda v: v is None or StepSums.from_json(v) is not None,
+    "batch_size": lambda v: v is None or (_is_int(v) and v > 0),
 }
 _SUMMARY_FIELDS: dict[str, Callable[[Any], bool]] = {
     "version": lambda v: v == SUMMARY_VERSION,
@@ -381,7 +392,6 @@ _SUMMARY_FIELDS: dict[str, Callable[[Any], bool]] = {
     "backend": _is_text,
     "last_loss": _is_figure,
     "best_loss": _is_figure,
-    "steps_per_s": _is_figure,
     "restarts": _is_count,
     "role_figures": lambda v: isinstance(v, dict) and all(_role_figures_problem(f) is None for f in v.values()),
     "checkpoints": lambda v: (
@@ -389,6 +399,7 @@ _SUMMARY_FIELDS: dict[str, Callable[[Any], bool]] = {
         and isinstance(v.get("checkpoints"), list)
         and all(Checkpoint.from_json(c) is not None for c in v["checkpoints"])
     ),
+    "strategy": _is_text,
 }
 
 
@@ -450,7 +461,11 @@ def _from_data(path: Path, data: dict[str, Any], info: dict[str, Any] | None) ->
         outcome, detail = "running", f"pid {(info or {}).get('pid')}"
     else:
         outcome, detail = "left", "launcher gone"
-    roles = {str(k): RoleFigures(**v) for k, v in (data.get("role_figures") or {}).items() if isinstance(v, dict)}
+    roles = {
+        str(k): RoleFigures(**{**v, "window": StepSums.from_json(v.get("window"))})
+        for k, v in (data.get("role_figures") or {}).items()
+        if isinstance(v, dict)
+    }
     recorded = str(data.get("id") or "")
     return RunSummary(
         path=path,
@@ -468,10 +483,10 @@ def _from_data(path: Path, data: dict[str, Any], info: dict[str, Any] | None) ->
         backend=str(data.get("backend") or "?"),
         last_loss=data.get("last_loss"),
         best_loss=data.get("best_loss"),
-        steps_per_s=data.get("steps_per_s"),
         restarts=int(data.get("restarts") or 0),
         role_figures=roles,
         checkpoints=data["checkpoints"] if isinstance(data.get("checkpoints"), dict) else {},
+        strategy=str(data.get("strategy") or "between_graph"),
     )
 
 

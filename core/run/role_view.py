@@ -10,17 +10,26 @@ run shows the table it showed live.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from core.cluster.render import role_dir
 from core.cluster.spec import Task
-from core.run.events import Payload, RoleCrashLoop, RolePid, RoleStalled, RoleStateChanged, RoleWaiting
+from core.run.events import (
+    Payload,
+    RoleCrashLoop,
+    RolePid,
+    RoleStalled,
+    RoleStateChanged,
+    RoleStraggler,
+    RoleWaiting,
+)
 from core.run.status import ALIVE, TERMINAL, ClusterPhase, ClusterStatus, RoleState, RoleStatus, exit_text
 from core.telemetry.loss_tags import is_loss_tag
 from core.telemetry.metrics import MetricSample
-from core.telemetry.worker_stats import WorkerStats, stragglers
+from core.telemetry.worker_stats import WorkerStats
 
 
 class RoleView:
@@ -53,6 +62,7 @@ class RoleView:
         self.stalled_since: float | None = None  # the last progress, while stalled
         self.waiting: RoleWaiting | None = None  # what it waits for, while it waits
         self.crash: RoleCrashLoop | None = None  # while its attempts keep failing
+        self.straggler: RoleStraggler | None = None  # while the straggler judge flags it
         self.last_exit = ""  # how its last failed attempt ended, and why (kept once it runs again)
         self.last_error = ""
 
@@ -94,6 +104,8 @@ class RoleView:
                 self.waiting = payload if payload.waiting else None
             case RoleCrashLoop():
                 self.crash = payload if payload.looping else None
+            case RoleStraggler():
+                self.straggler = payload if payload.straggler else None
 
     def add_metrics(self, samples: Iterable[dict[str, Any]]) -> None:
         """Take parsed output metrics (records of metrics.jsonl); one without a sample's fields is skipped."""
@@ -121,15 +133,17 @@ class RoleView:
             return self.tb_stats, "tb"
         return self.stats, None
 
-    def shown_step_time_s(self) -> float | None:
-        """The step time :meth:`status` shows."""
-        return self._shown_stats()[0].step_time_s
+    def shown_stats(self) -> WorkerStats:
+        """The figures :meth:`status` shows: from the output, else from TensorBoard scalars."""
+        return self._shown_stats()[0]
 
-    def status(self, *, straggler: bool, now: float) -> RoleStatus:
-        """The immutable status; figures of the process only while it lives."""
+    def status(self, *, now: float, window_end: float | None = None) -> RoleStatus:
+        """The immutable status; figures of the process only while it lives. ``window_end``: where
+        the run's rate window ends (its newest training record, :func:`rate_window_end`)."""
         t = self.task
         alive = self.state in ALIVE
         stats, source = self._shown_stats()
+        straggler = self.straggler if self.state == RoleState.RUNNING else None
         loss = stats.loss
         if loss is None and self.tb_stats.loss is not None:
             loss, source = self.tb_stats.loss, "tb"  # steps from the output, the loss from TensorBoard
@@ -159,7 +173,11 @@ class RoleView:
             loss=loss,
             step_time_s=stats.step_time_s,
             steps_per_sec=stats.steps_per_sec,
-            straggler=straggler,
+            straggler=straggler is not None,
+            straggler_detail=straggler.detail if straggler is not None else "",
+            window=stats.window.sums(window_end)
+            if window_end is not None and stats.window.last_t is not None
+            else None,
             stalled=self.stalled and self.state == RoleState.RUNNING,
             stalled_for_s=(
                 round(now - self.stalled_since, 1)
@@ -213,23 +231,17 @@ def apply_sample(views: Mapping[str, RoleView], record: dict[str, Any]) -> None:
 def cluster_status(
     phase: ClusterPhase, result: str | None, reason: str, *, views: Iterable[RoleView], now: float
 ) -> ClusterStatus:
-    """The cluster's status, built whole; a running role whose step time is far above the others'
-    is a straggler (only running roles count: a finished one's last step time says nothing now)."""
+    """The cluster's status, built whole."""
     views = list(views)
-    slow = _stragglers(views)
-    return ClusterStatus(
-        phase, result, reason, tuple(v.status(straggler=v.task.role_id in slow, now=now) for v in views)
-    )
+    end = rate_window_end(views)
+    return ClusterStatus(phase, result, reason, tuple(v.status(now=now, window_end=end) for v in views))
 
 
-def _stragglers(views: Iterable[RoleView]) -> set[str]:
-    times: dict[str, float] = {}
-    for v in views:
-        if v.state == RoleState.RUNNING:
-            step_time_s = v.shown_step_time_s()
-            if step_time_s is not None:
-                times[v.task.role_id] = step_time_s
-    return stragglers(times)
+def rate_window_end(views: Iterable[RoleView]) -> float | None:
+    """Where the run's rate window ends: at the newest training record of any role."""
+    ends = [v.shown_stats().window.last_t for v in views]
+    known = [t for t in ends if t is not None]
+    return max(known) if known else None
 
 
 class StatusBoard:
@@ -238,8 +250,8 @@ class StatusBoard:
     without a lock and never waits for the owner.
 
     A role's change rebuilds that role's status only (:meth:`role_changed`, before its event is
-    published); :meth:`refresh` rebuilds every role's figures and the stragglers, which the owner
-    calls as telemetry arrives, a few times a second at most."""
+    published); :meth:`refresh` rebuilds every role's figures and the run's rate window, which the
+    owner calls as telemetry arrives, a few times a second at most."""
 
     def __init__(self, views: Mapping[str, RoleView], now: float) -> None:
         self._views = views
@@ -247,14 +259,19 @@ class StatusBoard:
         self._result: str | None = None
         self._reason = ""
         self._recovery, self._recovering = "", False
-        self._slow: set[str] = set()
+        self._window_end: float | None = None
         self._roles: dict[str, RoleStatus] = {}
         self.current = ClusterStatus(ClusterPhase.IDLE, None, "", ())
         self.refresh(now)
 
     def set_phase(self, phase: ClusterPhase, result: str | None, reason: str) -> None:
+        """A new phase; once DONE, every role's figures are rebuilt, so the last status holds the
+        whole run's window (what the runs list's summary then gives)."""
         self._phase, self._result, self._reason = phase, result, reason
-        self._swap()
+        if phase == ClusterPhase.DONE:
+            self.refresh(time.time())
+        else:
+            self._swap()
 
     def set_recovery(self, text: str, *, recovering: bool) -> None:
         self._recovery, self._recovering = text, recovering
@@ -263,13 +280,13 @@ class StatusBoard:
     def role_changed(self, name: str, now: float) -> None:
         view = self._views.get(name)
         if view is not None:
-            self._roles[name] = view.status(straggler=name in self._slow, now=now)
+            self._roles[name] = view.status(now=now, window_end=self._window_end)
             self._swap()
 
     def refresh(self, now: float) -> None:
         views = self._views.values()
-        self._slow = _stragglers(views)
-        self._roles = {v.task.role_id: v.status(straggler=v.task.role_id in self._slow, now=now) for v in views}
+        self._window_end = rate_window_end(views)
+        self._roles = {v.task.role_id: v.status(now=now, window_end=self._window_end) for v in views}
         self._swap()
 
     def _swap(self) -> None:

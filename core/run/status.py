@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from core.telemetry.step_window import StepSums
+
 
 class RoleState(enum.StrEnum):
     """Where one role is in its life (supervisord's states, Kubeflow's outcomes)."""
@@ -100,8 +102,14 @@ class RoleStatus:
     step: int | None = None
     loss: float | None = None
     step_time_s: float | None = None
-    steps_per_sec: float | None = None
+    steps_per_sec: float | None = None  # one over the latest step time (core.views.rates has the run's rates)
+    # Flagged by the straggler judge (core.telemetry.stragglers): its step time over a window has
+    # stayed well above its peers'; ``straggler_detail`` says by how much and for how long.
     straggler: bool = False
+    straggler_detail: str = ""
+    # What it did over the run's last 30 s of training: core.views.rates.step_rates makes the
+    # run's global steps/s, its batches/s and examples/s of these.
+    window: StepSums | None = None
     # No new training step for the cluster file's ``stall_after_s`` while running (hung, SIGSTOPped).
     stalled: bool = False
     stalled_for_s: float | None = None  # seconds since the last step, while stalled
@@ -142,6 +150,7 @@ class RoleStatus:
             values["state"] = RoleState(values["state"])
             values["log_path"] = Path(values["log_path"]) if values.get("log_path") else None
             values["gpus"] = tuple(int(g) for g in values.get("gpus") or ())
+            values["window"] = StepSums.from_json(values.get("window"))
             return cls(**values)
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a role status ({exc}): {data.get('role')!r}") from exc

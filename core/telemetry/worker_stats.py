@@ -1,16 +1,17 @@
 """Figures over a role's training samples: the latest step, loss and step time of one worker
-(:class:`WorkerStats`), stragglers among workers, the cluster's rate, and TensorBoard's smoothing.
+(:class:`WorkerStats`, with its rate window and straggler readings), and TensorBoard's smoothing.
 The samples come from :mod:`core.telemetry.metrics`."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from core.telemetry.metrics import MetricSample, inverse_or_none, positive_or_none
+from core.telemetry.step_window import StepWindow
+from core.telemetry.stragglers import StepTimes
 
 METRIC_FIELDS = frozenset(f.name for f in dataclasses.fields(MetricSample))
 
@@ -22,6 +23,9 @@ class WorkerStats:
     is derived from two consecutive samples with a step: ``(t2 - t1) / (step2 - step1)``. A step that
     goes backwards (a restarted worker) starts the derivation afresh. Steps are whatever the trainer
     prints: a global step under between-graph replication makes this the time per global step.
+
+    ``window`` keeps the last 30 s of steps for the step rates (:mod:`core.telemetry.step_window`),
+    ``times`` the step-time readings the straggler judge reads (:mod:`core.telemetry.stragglers`).
     """
 
     def __init__(self) -> None:
@@ -33,6 +37,8 @@ class WorkerStats:
         self.samples = 0
         self.last_t: float | None = None
         self._prev_step_t: tuple[int, float] | None = None
+        self.window = StepWindow()
+        self.times = StepTimes()
 
     def add(self, sample: MetricSample) -> None:
         """Take one sample into account."""
@@ -64,7 +70,9 @@ class WorkerStats:
         if extra:
             self.extra.update(extra)
         # A step time that is not a finite positive number (a damaged record) is not a figure.
-        printed = positive_or_none(step_time_s) or inverse_or_none(steps_per_sec)
+        printed = printed_step_time(step_time_s, steps_per_sec)
+        self.window.take(t, step, printed)
+        self.times.take(t, step, printed)
         if step is not None:
             prev = self._prev_step_t
             if printed is None and prev is not None and step > prev[0] and t > prev[1]:
@@ -75,6 +83,14 @@ class WorkerStats:
         if printed is not None:
             self.step_time_s = printed
             self.steps_per_sec = 1.0 / printed
+
+
+def printed_step_time(step_time_s: object, steps_per_sec: object) -> float | None:
+    """The step time a record's trainer printed (or one over the steps/s it printed), if it is a
+    finite positive number: what every reader of metrics records takes as printed."""
+    given = step_time_s if isinstance(step_time_s, (int, float)) and not isinstance(step_time_s, bool) else None
+    rate = steps_per_sec if isinstance(steps_per_sec, (int, float)) and not isinstance(steps_per_sec, bool) else None
+    return positive_or_none(given) or inverse_or_none(rate)
 
 
 def ema(values: Sequence[float], weight: float) -> list[float]:
@@ -99,30 +115,3 @@ def ema(values: Sequence[float], weight: float) -> list[float]:
         debias = 1.0 - weight**num_accum if weight != 1.0 else 1.0
         out.append(last / debias)
     return out
-
-
-def stragglers(step_times_s: Mapping[str, float], factor: float = 1.5) -> set[str]:
-    """Workers whose step time exceeds ``factor`` times the median of the other workers'.
-
-    Non-finite or non-positive times are left out; fewer than two usable workers gives none.
-    """
-    usable = {name: v for name, v in step_times_s.items() if math.isfinite(v) and v > 0}
-    if len(usable) < 2:
-        return set()
-    slow: set[str] = set()
-    for name, value in usable.items():
-        others = [v for other, v in usable.items() if other != name]
-        if value > factor * statistics.median(others):
-            slow.add(name)
-    return slow
-
-
-def cluster_steps_per_sec(stats: Mapping[str, WorkerStats]) -> float | None:
-    """Worker steps per second across the cluster: the sum of the workers' rates.
-
-    Each worker's step counts one batch it processed, so this is batches per second for the whole
-    cluster (under a synchronous strategy, divide by the number of workers for global steps).
-    None when no worker has a rate yet.
-    """
-    rates = [s.steps_per_sec for s in stats.values() if s.steps_per_sec is not None and math.isfinite(s.steps_per_sec)]
-    return sum(rates) if rates else None

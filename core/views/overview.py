@@ -1,5 +1,6 @@
-"""The cluster at a glance: hosts as boxes, their roles inside, each with a state, a step rate and
-its GPUs' utilisation. Qt-free, so the same model feeds the window's overview and its tests.
+"""The cluster at a glance: hosts as boxes, their roles inside, each with a state, its own batches/s
+and its GPUs' utilisation; the run's global steps/s and examples/s (:mod:`core.views.rates`). Qt-free,
+so the same model feeds the window's overview and its tests.
 
 The model is built from whatever role statuses the source gives (:class:`RoleLike`: the
 controller's ``RoleStatus`` satisfies it) and sorted the way people read role names:
@@ -22,6 +23,7 @@ from typing import Protocol
 from core.run.status import RoleStatus
 from core.views.conditions import trouble_text
 from core.views.empty import seconds_to_next_attempt
+from core.views.rates import StepRates
 
 __all__ = [
     "CATEGORY_ORDER",
@@ -45,6 +47,7 @@ CATEGORY_ORDER = (
     "stalled",
     "waiting",
     "backoff",
+    "straggler",
     "starting",
     "running",
     "stopping",
@@ -80,8 +83,6 @@ class RoleLike(Protocol):
     @property
     def stalled(self) -> bool: ...
     @property
-    def steps_per_sec(self) -> float | None: ...
-    @property
     def gpus(self) -> tuple[int, ...]: ...
     @property
     def gpu_utilization_percent(self) -> float | None: ...
@@ -90,7 +91,8 @@ class RoleLike(Protocol):
 def category(role: RoleLike) -> str:
     """The state a person cares about: a role whose attempts keep failing is ``crash-looping``
     (running, starting or between attempts), a running role that made no step for a while is
-    ``stalled``, one that waits on a peer (when the source knows it) is ``waiting``."""
+    ``stalled``, one that waits on a peer (when the source knows it) is ``waiting``, one the
+    straggler judge flagged is a ``straggler``."""
     state = str(role.state)
     if getattr(role, "crash_looping", False) and state in ("starting", "running", "backoff", "stopping"):
         return "crash-looping"
@@ -99,6 +101,8 @@ def category(role: RoleLike) -> str:
             return "waiting"
         if role.stalled:
             return "stalled"
+        if getattr(role, "straggler", False):
+            return "straggler"
     return state if state in CATEGORY_ORDER else "pending"
 
 
@@ -118,7 +122,6 @@ class PlannedRole:
     host: str
     state: str = "pending"
     stalled: bool = False
-    steps_per_sec: float | None = None
     gpus: tuple[int, ...] = ()
     gpu_utilization_percent: float | None = None
 
@@ -130,16 +133,17 @@ class RoleCell:
     role: str
     short: str
     category: str
-    steps_per_sec: float | None
+    batches_per_s: float | None  # its own updates (core.views.rates)
     gpus: tuple[int, ...]
     gpu_utilization_percent: float | None
     notes: tuple[str, ...] = ()  # lines under its name: "crash-looping", "next in 4 s", "waits for ps0"
     trouble: str = ""  # what is wrong, in a sentence (its tooltip): core.views.conditions.trouble_text
+    straggler: str = ""  # a straggler's figures, for its tooltip (core.telemetry.stragglers)
 
 
 def _notes(role: RoleLike, category: str, now: float) -> tuple[str, ...]:
     """What a tile says under its name when its state needs words: a crash loop and, between
-    attempts, when the next begins; a role between attempts; a role waiting on a peer."""
+    attempts, when the next begins; a role between attempts; a role waiting on a peer; a straggler."""
     notes: list[str] = []
     if category == "crash-looping":
         notes.append("crash-looping")
@@ -147,6 +151,8 @@ def _notes(role: RoleLike, category: str, now: float) -> tuple[str, ...]:
         notes.append("restarting")
     elif category == "waiting":
         notes.append(f"waits for {short_role(str(getattr(role, 'waiting_for', '')))}")
+    elif category == "straggler":
+        notes.append("straggler")
     if isinstance(role, RoleStatus):
         left = seconds_to_next_attempt(role, now)
         if left is not None:
@@ -156,6 +162,10 @@ def _notes(role: RoleLike, category: str, now: float) -> tuple[str, ...]:
 
 def _trouble(role: RoleLike, now: float) -> str:
     return trouble_text(role, now) if isinstance(role, RoleStatus) else ""
+
+
+def _straggler(role: RoleLike) -> str:
+    return f"straggler: {role.straggler_detail}" if isinstance(role, RoleStatus) and role.straggler else ""
 
 
 @dataclass(frozen=True)
@@ -175,7 +185,7 @@ class HostBox:
 class Overview:
     hosts: tuple[HostBox, ...]
     counts: tuple[tuple[str, int], ...]  # over the whole cluster, in CATEGORY_ORDER
-    steps_per_sec: float | None  # the cluster's: the sum over workers that report one
+    rates: StepRates  # the run's global steps/s, examples/s and each worker's batches/s
 
     @property
     def role_count(self) -> int:
@@ -190,10 +200,12 @@ def _ordered_counts(categories: Iterable[str]) -> tuple[tuple[str, int], ...]:
     return tuple((c, counts[c]) for c in CATEGORY_ORDER if counts[c])
 
 
-def build_overview(roles: Sequence[RoleLike], now: float | None = None) -> Overview:
+def build_overview(roles: Sequence[RoleLike], now: float | None = None, *, rates: StepRates | None = None) -> Overview:
     """Group roles by host (hosts in natural order), roles by job (ps, chief, worker, evaluator,
-    then others) and task index. ``now`` (default: the clock) dates a countdown to a next attempt."""
+    then others) and task index. ``now`` (default: the clock) dates a countdown to a next attempt;
+    ``rates``: the run's (:func:`core.views.rates.status_rates`)."""
     now = time.time() if now is None else now
+    rates = rates if rates is not None else StepRates()
     job_rank = {"ps": 0, "chief": 1, "master": 1, "worker": 2, "evaluator": 3}
     by_host: dict[str, list[RoleLike]] = {}
     for r in roles:
@@ -206,18 +218,18 @@ def build_overview(roles: Sequence[RoleLike], now: float | None = None) -> Overv
                 role=r.role,
                 short=short_role(r.role),
                 category=(cat := category(r)),
-                steps_per_sec=r.steps_per_sec,
+                batches_per_s=rates.of(r.role),
                 gpus=tuple(r.gpus),
                 gpu_utilization_percent=r.gpu_utilization_percent,
                 notes=_notes(r, cat, now),
                 trouble=_trouble(r, now),
+                straggler=_straggler(r),
             )
             for r in members
         )
         hosts.append(HostBox(host=host, cells=cells, counts=_ordered_counts(c.category for c in cells)))
-    rates = [r.steps_per_sec for r in roles if r.job in ("worker", "chief") and r.steps_per_sec is not None]
     return Overview(
         hosts=tuple(hosts),
         counts=_ordered_counts(c.category for h in hosts for c in h.cells),
-        steps_per_sec=sum(rates) if rates else None,
+        rates=rates,
     )

@@ -1,5 +1,6 @@
 """The runs list as both the CLI (``python main.py runs``) and the window's Runs page show it: the
-columns and one run's cells."""
+columns and one run's cells. The speed column is the run's global steps/s over its last 30 s of
+training (:mod:`core.views.rates`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from core.run import index as runs_index
 from core.run.index import duration_text
 from core.run.rundir import started_text
+from core.views.rates import rate_text, summary_rates
 
 
 def _figure(value: float | None, digits: int = 4) -> str:
@@ -24,7 +26,7 @@ COLUMNS = (
     ("BACKEND", 16),
     ("LOSS", 8),
     ("BEST", 8),
-    ("STEP/S", 7),
+    ("GLOBAL STEPS/S (30 s)", 21),
     ("RST", 3),
 )
 
@@ -41,6 +43,6 @@ def row_cells(s: runs_index.RunSummary) -> list[str]:
         s.backend,
         _figure(s.last_loss),
         _figure(s.best_loss),
-        _figure(s.steps_per_s, 3),
+        rate_text(summary_rates(s).global_steps_per_s),
         str(s.restarts),
     ]

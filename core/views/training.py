@@ -17,8 +17,9 @@ from typing import Any
 
 from core.run.status import RoleStatus
 from core.telemetry.loss_tags import loss_tags_in
-from core.telemetry.worker_stats import METRIC_FIELDS, WorkerStats, cluster_steps_per_sec
+from core.telemetry.worker_stats import METRIC_FIELDS, WorkerStats
 from core.views.overview import natural_key
+from core.views.rates import StepRates, cluster_text
 from core.views.series import Series
 from core.views.spread import BinnedWorkers
 
@@ -39,6 +40,7 @@ class TrainingFigures:
         self.stats: dict[str, WorkerStats] = {}
         self.scalars: dict[str, dict[str, Series]] = {}  # TensorBoard tag -> role -> series
         self.stragglers: set[str] = set()
+        self.rates = StepRates()  # the run's, from the roles' status (core.views.rates)
         self.loss_bins = BinnedWorkers(origin=0.0)
         self.time_bins = BinnedWorkers(origin=0.0)
         self.workers: list[str] = []  # every role with a series, in the order they came
@@ -51,6 +53,7 @@ class TrainingFigures:
         self.stats.clear()
         self.scalars.clear()
         self.stragglers = set()
+        self.rates = StepRates()
         self.loss_bins = BinnedWorkers(origin=0.0)
         self.time_bins = BinnedWorkers(origin=0.0)
         self.workers.clear()
@@ -111,11 +114,14 @@ class TrainingFigures:
             self._series(self.scalars[tag], role).extend(steps, values)
             self.version += 1
 
-    def apply_status(self, roles: Iterable[RoleStatus]) -> None:
-        """Take the roles' status: which workers are stragglers."""
+    def apply_status(self, roles: Iterable[RoleStatus], rates: StepRates | None = None) -> None:
+        """Take the roles' status: which workers are stragglers; and the run's rates
+        (:func:`core.views.rates.status_rates`)."""
         stragglers = {r.role for r in roles if r.straggler}
-        if stragglers != self.stragglers:
+        rates = rates if rates is not None else StepRates()
+        if stragglers != self.stragglers or rates != self.rates:
             self.stragglers = stragglers
+            self.rates = rates
             self.version += 1
 
     def _series(self, table: dict[str, Series], role: str) -> Series:
@@ -159,11 +165,8 @@ class TrainingFigures:
         return {r: (s.step_time_s * 1000.0 if s.step_time_s is not None else None) for r, s in self.stats.items()}
 
     def rate_text(self) -> str:
-        """The cluster's steps per second over its workers, and the stragglers by name."""
-        rate = cluster_steps_per_sec(self.stats)
-        if rate is None:
-            return "cluster: no steps yet"
-        text = f"cluster: {rate:.1f} steps/s over {sum(1 for s in self.stats.values() if s.steps_per_sec)} workers"
+        """The run's global steps/s and examples/s (core.views.rates), and the stragglers by name."""
+        text = cluster_text(self.rates) or "no steps yet"
         if self.stragglers:
             text += "\nstraggler: " + ", ".join(sorted(self.stragglers))
         return text

@@ -1,5 +1,7 @@
-"""The cluster overview: hosts as boxes, their roles inside as tiles coloured by state, each with
-its step rate and a bar for its GPUs' utilisation. Clicking a tile selects that role everywhere.
+"""The cluster overview: hosts as boxes, their roles inside as tiles coloured by state (a straggler
+in a colour of its own), each with its own batches/s and a bar for its GPUs' utilisation; the legend
+gives the run's global steps/s and examples/s (:mod:`core.views.rates`). Clicking a tile selects
+that role everywhere.
 
 One painted widget rather than a widget per role: 64 workers on 8 hosts cost one ``paintEvent``
 at the frame rate, and only when the model changed. Tiles shrink to fit the space (down to a
@@ -20,13 +22,16 @@ from dataclasses import dataclass
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.views.overview import Overview, RoleCell, RoleLike, build_overview
+from core.views.rates import BATCHES, StepRates, cluster_text, rate_text, role_text
 
+STRAGGLER_COLOUR = "#00838f"  # teal: slow, not broken; apart from every state's colour
 CATEGORY_COLOURS = {
     "failed": "#c62828",
     "crash-looping": "#f2a900",  # amber: not backoff's orange, failed's red or stalled's brown
     "stalled": "#b45309",
     "waiting": "#6a1b9a",
     "backoff": "#d9822b",
+    "straggler": STRAGGLER_COLOUR,
     "starting": "#b8860b",
     "running": "#2e7d32",
     "stopping": "#b8860b",
@@ -54,10 +59,11 @@ class _Layout:
     height: int
 
 
-def _fmt_rate(rate: float | None) -> str:
+def _rate_texts(rate: float | None) -> tuple[str, ...]:
+    """What a tile may say of its batches/s, longest first: ``34.1 batches/s``, ``34.1/s``."""
     if rate is None:
-        return ""
-    return f"{rate:.0f}/s" if rate >= 10 else f"{rate:.1f}/s"
+        return ("",)
+    return (f"{rate_text(rate)} {BATCHES}", f"{rate_text(rate)}/s")
 
 
 def _fit(font: QtGui.QFont, name: str, rest: tuple[str, ...], box: QtCore.QRect) -> tuple[int, list[str]]:
@@ -99,9 +105,10 @@ class ClusterOverview(QtWidgets.QWidget):
         self.model_changes = 0  # set_roles calls that changed what is shown
 
     # -- inputs -------------------------------------------------------------------------------
-    def set_roles(self, roles: Sequence[RoleLike]) -> None:
-        """Rebuild from the latest statuses; repaints only when something visible changed."""
-        model = build_overview(roles)
+    def set_roles(self, roles: Sequence[RoleLike], rates: StepRates | None = None) -> None:
+        """Rebuild from the latest statuses and the run's rates; repaints only when something
+        visible changed."""
+        model = build_overview(roles, rates=rates)
         if model != self._model:
             structure_changed = [h.host for h in model.hosts] != [h.host for h in self._model.hosts] or [
                 len(h.cells) for h in model.hosts
@@ -126,8 +133,8 @@ class ClusterOverview(QtWidgets.QWidget):
 
     def legend_text(self) -> str:
         parts = [f"{n} {cat}" for cat, n in self._model.counts]
-        if self._model.steps_per_sec is not None:
-            parts.append(f"cluster {self._model.steps_per_sec:.1f} steps/s")
+        if said := cluster_text(self._model.rates):
+            parts.append(said)
         return " · ".join(parts) if parts else "no roles"
 
     def cell_rect(self, role: str) -> QtCore.QRect | None:
@@ -243,8 +250,8 @@ class ClusterOverview(QtWidgets.QWidget):
             painter.setPen(palette.color(QtGui.QPalette.ColorRole.WindowText))
             painter.drawText(QtCore.QPoint(x + 16, 17), label)
             x += 16 + metrics.horizontalAdvance(label) + 14
-        if self._model.steps_per_sec is not None:
-            painter.drawText(QtCore.QPoint(x + 8, 17), f"cluster: {self._model.steps_per_sec:.1f} steps/s")
+        if said := cluster_text(self._model.rates):
+            painter.drawText(QtCore.QPoint(x + 8, 17), said)
 
     def _paint_cell(self, painter: QtGui.QPainter, rect: QtCore.QRect, cell: RoleCell) -> None:
         colour = QtGui.QColor(CATEGORY_COLOURS[cell.category])
@@ -292,17 +299,21 @@ class ClusterOverview(QtWidgets.QWidget):
             painter.drawRoundedRect(rect.adjusted(-1, -1, 1, 1), 5, 5)
 
     def _fit_tile_text(self, painter: QtGui.QPainter, cell: RoleCell, text_rect: QtCore.QRect) -> list[str]:
-        """Set a bold font for the tile and say what it shows: its name and its step rate, on two
-        lines or one, in a smaller font where a small tile needs it; every tile shows its rate
-        (``w10 2.0/s`` on a 40-pixel tile at 64 workers), never only some of them."""
+        """Set a bold font for the tile and say what it shows: its name, its state's words and its
+        own batches/s, stacked or on one line, in a smaller font where a small tile needs it; every
+        tile shows its rate (``w10 2.00/s`` on a 40-pixel tile at 64 workers), never only some."""
         font = QtGui.QFont(self.font())
         font.setBold(True)
-        rate = _fmt_rate(cell.steps_per_sec)
-        rest = (*cell.notes, rate) if rate else cell.notes
-        key = (cell.short, rest, text_rect.width(), text_rect.height())
+        texts = _rate_texts(cell.batches_per_s)
+        key = (cell.short, (*cell.notes, texts[0]), text_rect.width(), text_rect.height())
         fitted = self._fitted.get(key)
         if fitted is None:
-            fitted = self._fitted[key] = _fit(font, cell.short, rest, text_rect)
+            own = QtGui.QFontInfo(font).pixelSize()
+            tries = [_fit(font, cell.short, (*cell.notes, text) if text else cell.notes, text_rect) for text in texts]
+            # The figure's name where every line fits at the tile's own size, else the short form.
+            every = 2 + len(cell.notes)
+            fitted = next((t for t in tries[:-1] if t[0] in (0, own) and len(t[1]) == every), tries[-1])
+            self._fitted[key] = fitted
             if len(self._fitted) > 4096:  # rates change: keep the cache small
                 self._fitted.clear()
         pixels, lines = fitted
@@ -338,8 +349,10 @@ class ClusterOverview(QtWidgets.QWidget):
                 lines = [f"{cell.role}: {cell.category}"]
                 if cell.trouble:
                     lines.append(cell.trouble)
-                if cell.steps_per_sec is not None:
-                    lines.append(f"{_fmt_rate(cell.steps_per_sec)} steps")
+                if cell.straggler:
+                    lines.append(cell.straggler)
+                if said := role_text(self._model.rates, cell.role):
+                    lines.append(said)
                 if cell.gpus:
                     util = "" if cell.gpu_utilization_percent is None else f", {cell.gpu_utilization_percent:.0f}% busy"
                     lines.append("GPUs " + ",".join(map(str, cell.gpus)) + util)

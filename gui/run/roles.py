@@ -21,6 +21,7 @@ from core.run.status import ClusterStatus, RoleState, RoleStatus
 from core.views.conditions import crash_text, next_attempt_text, shown_attempt, trouble_text
 from core.views.empty import between_attempts_text, seconds_to_next_attempt
 from core.views.overview import natural_key
+from core.views.rates import BATCHES, StepRates, label, rate_text
 from gui.run.banner import BannerLine, TroubleBanner
 from gui.run.roles_model import GROUP_ROLE, GROUPINGS, NAME_ROLE, RoleRow, RolesModel, RolesProxy
 
@@ -35,6 +36,8 @@ STATE_COLOURS = {
     RoleState.STOPPED: "#6b6b6b",
 }
 STALLED_COLOUR = "#b45309"
+STRAGGLER_COLOUR = "#00838f"  # the overview's straggler tiles' (gui.run.overview)
+BATCHES_COLUMN = label(BATCHES).capitalize()  # "Batches/s (30 s)": its own updates (core.views.rates)
 CRASH_LOOP_COLOUR = "#8a5a00"  # the state's text: dark amber, on the row's light amber
 LOOPING_STATES = (RoleState.STARTING, RoleState.RUNNING, RoleState.BACKOFF, RoleState.STOPPING)
 COLUMNS = (
@@ -48,6 +51,7 @@ COLUMNS = (
     "Step",
     "Loss",
     "Step time",
+    BATCHES_COLUMN,
     "CPU",
     "RSS",
     "GPUs",
@@ -125,8 +129,10 @@ def exit_cell(role: RoleStatus) -> str:
     return ""
 
 
-def row_cells(role: RoleStatus, link_state: str | None, now: float) -> list[str]:
-    """The table's cells for ``role``; ``link_state`` is its host's SSH link state, if any."""
+def row_cells(role: RoleStatus, link_state: str | None, now: float, *, rates: StepRates | None = None) -> list[str]:
+    """The table's cells for ``role``; ``link_state`` is its host's SSH link state, if any;
+    ``rates``: the run's (:func:`core.views.rates.status_rates`)."""
+    own = rates.of(role.role) if rates is not None else None
     alive = role.state in (RoleState.RUNNING, RoleState.STARTING, RoleState.STOPPING)
     return [
         role.role,
@@ -139,6 +145,7 @@ def row_cells(role: RoleStatus, link_state: str | None, now: float) -> list[str]
         "" if role.step is None else str(role.step),
         "" if role.loss is None else f"{role.loss:.4f}" + (" (tb)" if role.loss_source == "tb" else ""),
         "" if role.step_time_s is None else f"{role.step_time_s * 1000:.1f} ms",
+        "" if own is None else rate_text(own),
         "" if role.cpu_percent is None else f"{role.cpu_percent:.0f}%",
         fmt_bytes(role.rss_bytes),
         ",".join(str(g) for g in role.gpus) or "-",
@@ -156,11 +163,11 @@ def text_keys(cells: list[str]) -> list[tuple[Any, ...]]:
 
 
 NUMERIC_COLUMNS = tuple(
-    COLUMNS.index(c) for c in ("PID", "Uptime", "Restarts", "Step", "Loss", "Step time", "CPU", "RSS")
+    COLUMNS.index(c) for c in ("PID", "Uptime", "Restarts", "Step", "Loss", "Step time", BATCHES_COLUMN, "CPU", "RSS")
 )
 
 
-def sort_keys(role: RoleStatus, cells: list[str], now: float) -> list[tuple[Any, ...]]:
+def sort_keys(role: RoleStatus, cells: list[str], now: float, *, own: float | None = None) -> list[tuple[Any, ...]]:
     """One key per column: natural order for names, hosts and text, numeric for numbers.
 
     Only the text columns' keys are parsed (and cached): a frame builds 65 rows' keys."""
@@ -174,6 +181,7 @@ def sort_keys(role: RoleStatus, cells: list[str], now: float) -> list[tuple[Any,
         role.step,
         role.loss,
         role.step_time_s,
+        own,
         role.cpu_percent,
         role.rss_bytes,
     )
@@ -186,12 +194,13 @@ def sort_keys(role: RoleStatus, cells: list[str], now: float) -> list[tuple[Any,
     return keys
 
 
-def role_row(role: RoleStatus, link_state: str | None, now: float) -> RoleRow:
+def role_row(role: RoleStatus, link_state: str | None, now: float, *, rates: StepRates | None = None) -> RoleRow:
     """How ``role`` reads in the table: cells, sort keys, colours and the state's tooltip."""
-    cells = row_cells(role, link_state, now)
+    cells = row_cells(role, link_state, now, rates=rates)
     failed = role.state == RoleState.FAILED
     looping = crash_looping(role)
     stalled = (role.stalled or bool(role.waiting_for)) and role.state == RoleState.RUNNING and not looping
+    straggler = role.straggler and role.state == RoleState.RUNNING and not stalled and not looping
     tooltip = (
         trouble_text(role, now)
         if looping or failed
@@ -199,6 +208,8 @@ def role_row(role: RoleStatus, link_state: str | None, now: float) -> RoleRow:
         if role.waiting_for
         else f"no new step for {fmt_duration(role.stalled_for_s or 0)}: hung? Kill it (Ctrl+K) or restart it"
         if stalled
+        else f"straggler: {role.straggler_detail}"
+        if straggler
         else role.detail
     )
     return RoleRow(
@@ -207,10 +218,18 @@ def role_row(role: RoleStatus, link_state: str | None, now: float) -> RoleRow:
         host=role.host,
         state="crash-looping" if looping else str(role.state),
         cells=cells,
-        sort_keys=sort_keys(role, cells, now),
+        sort_keys=sort_keys(role, cells, now, own=rates.of(role.role) if rates is not None else None),
         failed=failed,
-        emphasised=failed or stalled or looping,
-        state_colour=CRASH_LOOP_COLOUR if looping else STALLED_COLOUR if stalled else STATE_COLOURS[role.state],
+        emphasised=failed or stalled or looping or straggler,
+        state_colour=(
+            CRASH_LOOP_COLOUR
+            if looping
+            else STALLED_COLOUR
+            if stalled
+            else STRAGGLER_COLOUR
+            if straggler
+            else STATE_COLOURS[role.state]
+        ),
         state_tooltip=tooltip,
         crash_looping=looping,
     )
@@ -218,7 +237,7 @@ def role_row(role: RoleStatus, link_state: str | None, now: float) -> RoleRow:
 
 def task_row(task: Task) -> RoleRow:
     """A role of the cluster before a launch."""
-    cells = [task.role_id, task.host, "", "not launched", *[""] * 8, "-"]
+    cells = [task.role_id, task.host, "", "not launched", *[""] * (len(COLUMNS) - 5), "-"]
     return RoleRow(task.role_id, task.job, task.host, "not launched", cells, text_keys(cells))
 
 
@@ -374,9 +393,14 @@ class RolesView(QtWidgets.QWidget):
         self._show_rows([task_row(task) for task in tasks])
         self.banner.hide()
 
-    def show_status(self, status: ClusterStatus, host_states: dict[str, dict[str, Any]]) -> None:
+    def show_status(
+        self, status: ClusterStatus, host_states: dict[str, dict[str, Any]], rates: StepRates | None = None
+    ) -> None:
+        """Show ``status``; ``rates``: the run's (:func:`core.views.rates.status_rates`)."""
         now = time.time()
-        self._show_rows([role_row(role, host_states.get(role.host, {}).get("state"), now) for role in status.roles])
+        self._show_rows(
+            [role_row(role, host_states.get(role.host, {}).get("state"), now, rates=rates) for role in status.roles]
+        )
         self._update_banner(status, now)
 
     def _show_rows(self, rows: list[RoleRow]) -> None:

@@ -1,11 +1,13 @@
 """Compare runs: 2-8 runs' curves overlaid, each run one colour, above the side-by-side
-table of :func:`core.run.compare.compare_rows` with the rows that differ highlighted.
+table of :func:`core.views.compare_table.compare_rows` with the rows that differ highlighted.
 
-Per run and plot (loss, step time, steps/s, and any TensorBoard scalar the roles wrote; by step or
-by seconds since the run started): a run
-with up to :data:`LINES_UP_TO` training roles draws each role as a line; past that its workers'
-median is the line and their min-max a band behind it (:class:`core.views.spread.BinnedWorkers`,
-the Training tab's spread). Everything is read off the GUI thread; the view draws once it arrives.
+Per run and plot (loss, step time, and any TensorBoard scalar the roles wrote; by step or by
+seconds since the run started): a run with up to :data:`LINES_UP_TO` training roles draws each role
+as a line; past that its workers' median is the line and their min-max a band behind it
+(:class:`core.views.spread.BinnedWorkers`, the Training tab's spread). The speed plot draws each
+run's global steps/s over the last 30 s as it was at each moment (:func:`core.views.rates.rate_series`,
+whose last point is the figure the table and the runs list give). Everything is read off the GUI
+thread; the view draws once it arrives.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core.run.compare import CompareRow, Curves, Scalar, compare_rows, load_for_compare, read_curves, read_scalars
+from core.run.compare import Curves, Scalar, load_for_compare, rate_records, read_curves, read_scalars
 from core.run.index import RunSummary
+from core.views.compare_table import CompareRow, compare_rows
+from core.views.rates import GLOBAL, RatePoint, label, rate_series
 from core.views.spread import BinnedWorkers
 from gui.offthread import Relay, run_off_thread
 from gui.run.tabs.spread import _Band as Band
@@ -26,8 +30,15 @@ RUN_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf",
 LINES_UP_TO = 2  # roles drawn one line each; more: the median and a min-max band
 SPREAD_COLUMNS = 512
 DIFF_BRUSH = QtGui.QColor("#fde68a")
-PLOTS = (("loss", "loss"), ("step time", "s"), ("steps/s", "steps/s"))
-Loaded = tuple[list[RunSummary], list[CompareRow], list[dict[str, Curves]], list[dict[str, dict[str, Scalar]]]]
+SPEED_PLOT = label(GLOBAL)
+PLOTS = (("loss", "loss"), ("step time", "s"), (SPEED_PLOT, GLOBAL))
+Loaded = tuple[
+    list[RunSummary],
+    list[CompareRow],
+    list[dict[str, Curves]],
+    list[dict[str, dict[str, Scalar]]],
+    list[list[RatePoint]],
+]
 SCALAR_PLOT = "TensorBoard scalar"
 
 
@@ -37,16 +48,19 @@ def _load(paths: list[Path]) -> Loaded:
     trainers = [[r for r in s.roles if not r.startswith("ps:")] for s in summaries]
     curves = [read_curves(s.path, roles) for s, roles in zip(summaries, trainers, strict=True)]
     scalars = [read_scalars(s.path, roles) for s, roles in zip(summaries, trainers, strict=True)]
-    return summaries, rows, curves, scalars
+    speeds = [
+        rate_series(
+            rate_records(s.path, roles),
+            strategy=s.strategy,
+            batch_size={r: f.batch_size for r, f in s.role_figures.items()},
+        )
+        for s, roles in zip(summaries, trainers, strict=True)
+    ]
+    return summaries, rows, curves, scalars, speeds
 
 
 def _series(curve: Curves, plot: str) -> np.ndarray:
-    if plot == "loss":
-        return curve.loss
-    if plot == "step time":
-        return curve.step_time_s
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(curve.step_time_s > 0, 1.0 / curve.step_time_s, np.nan)
+    return curve.loss if plot == "loss" else curve.step_time_s
 
 
 class CompareView(QtWidgets.QWidget):
@@ -63,6 +77,7 @@ class CompareView(QtWidgets.QWidget):
         self.rows: list[CompareRow] = []
         self.curves: list[dict[str, Curves]] = []
         self.scalars: list[dict[str, dict[str, Scalar]]] = []
+        self.speeds: list[list[RatePoint]] = []  # per run: its figures over time
         self.error = ""
         # What each plot drew, (run id, role or "band"), for the tests and the screenshot script.
         self.drawn: dict[str, list[tuple[str, str]]] = {}
@@ -115,7 +130,7 @@ class CompareView(QtWidgets.QWidget):
             self.key.setText(f"cannot compare: {error}")
             self.sig_loaded.emit()
             return
-        self.summaries, self.rows, self.curves, self.scalars = loaded
+        self.summaries, self.rows, self.curves, self.scalars, self.speeds = loaded
         tags = sorted({tag for per_run in self.scalars for tag in per_run})
         self.tag_box.blockSignals(True)
         self.tag_box.addItems(tags)
@@ -173,6 +188,9 @@ class CompareView(QtWidgets.QWidget):
             style = "one line a role" if workers <= LINES_UP_TO else f"median and min-max of {workers}"
             parts.append(f'<span style="color:{colour}"><b>{summary.id}</b> ({summary.shape()}; {style})</span>')
             for name, widget in self.plots.items():
+                if name == SPEED_PLOT:
+                    self._draw_speed(widget, colour, points=self.speeds[i], summary=summary, by_time=by_time)
+                    continue
                 if name == SCALAR_PLOT:
                     per_role = self.scalars[i].get(self.tag_box.currentText(), {})
                     xs = {r: (c.wall_time - summary.created) if by_time else c.step for r, c in per_role.items()}
@@ -183,6 +201,18 @@ class CompareView(QtWidgets.QWidget):
                 self._draw_run(widget, name, colour, xs, ys, summary.id)
         self.plots[SCALAR_PLOT].setTitle(f"TensorBoard: {self.tag_box.currentText()}")
         self.key.setText(" · ".join(parts) if parts else "no training metrics in these runs")
+
+    def _draw_speed(
+        self, widget: pg.PlotWidget, colour: str, *, points: list[RatePoint], summary: RunSummary, by_time: bool
+    ) -> None:
+        """One line a run: its global steps/s over the window that ended at each moment."""
+        shown = [p for p in points if p.rates.global_steps_per_s is not None and (by_time or p.step is not None)]
+        if not shown:
+            return
+        xs = np.array([(p.t - summary.created) if by_time else (p.step or 0.0) for p in shown])
+        ys = np.array([p.rates.global_steps_per_s for p in shown], dtype=np.float64)
+        widget.getPlotItem().plot(xs, ys, pen=pg.mkPen(colour, width=1.5))
+        self.drawn[SPEED_PLOT].append((summary.id, "global"))
 
     def _draw_run(
         self,

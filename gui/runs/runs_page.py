@@ -18,9 +18,10 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.run import index as runs_index
-from core.run import select as runs_select
 from core.run.compare import MAX_RUNS, MIN_RUNS
 from core.run.index import RunSummary
+from core.views import runs_select
+from core.views.rates import GLOBAL, label
 from core.views.runs_table import COLUMNS, row_cells
 from gui.offthread import Relay, run_off_thread
 
@@ -34,7 +35,7 @@ HEADERS = (
     "Backend",
     "Loss",
     "Best",
-    "Steps/s",
+    label(GLOBAL),
     "Restarts",
 )
 SORTS = ("start", "name", "start", "duration", "outcome", "roles", "name", "loss", "best", "speed", "restarts")

@@ -39,6 +39,7 @@ from core.run.inbox import EventInbox
 from core.run.status import ClusterStatus
 from core.telemetry.pci import tf_devices_by_bus
 from core.views.overview import PlannedRole
+from core.views.rates import status_rates
 from core.views.slurm_text import slurm_banner
 from gui.offthread import JobThread
 from gui.run.overview import ClusterOverview
@@ -355,9 +356,10 @@ class FramePump(QtCore.QObject):
         self._on_status(status)
         if not self._figures_due(status):
             return
-        self.roles.show_status(status, self.host_states)
-        self.overview.set_roles(status.roles)
-        self.training.set_status(status.roles)
+        rates = status_rates(status.roles, self.spec)  # one set of figures for every view (core.views.rates)
+        self.roles.show_status(status, self.host_states, rates)
+        self.overview.set_roles(status.roles, rates)
+        self.training.set_status(status.roles, rates=rates)
         self.logs.set_status(status.roles, time.time())
         self._sync_role_lists([r.role for r in status.roles])
 

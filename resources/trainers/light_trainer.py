@@ -12,6 +12,10 @@ TensorFlow's own layout: the chief (``chief:0``, else ``worker:0``) writes ``ckp
 worker that starts with a checkpoint there resumes from its step (a shared global step, as in
 between-graph training) and says so: ``resumed from checkpoint ckpt-60 at step 60``. The cost is a
 function of the step, so it carries on from the checkpoint's value.
+
+A straggler on purpose: ``--slow_task=1 --slow_after_s=30 --slow_for_s=40`` makes worker 1 step
+``--slow_factor`` (2) times slower from 30 s after its start for 40 s (0: for good); it says
+``light trainer: worker:1 slowed 2x`` and ``light trainer: worker:1 recovered`` when it turns.
 """
 
 from __future__ import annotations
@@ -80,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate_hz", type=float, default=10.0, help="step lines a second")
     parser.add_argument("--checkpoint_dir", default="", help="checkpoint and resume here (see the docstring)")
     parser.add_argument("--checkpoint_every", type=int, default=10, help="steps between the chief's checkpoints")
+    parser.add_argument("--slow_task", type=int, default=-1, help="the worker that slows down (with --slow_after_s)")
+    parser.add_argument("--slow_after_s", type=float, default=0.0, help="seconds after its start it slows down")
+    parser.add_argument("--slow_for_s", type=float, default=0.0, help="seconds it stays slow (0: for good)")
+    parser.add_argument("--slow_factor", type=float, default=2.0, help="how many times slower it steps")
     args, _unknown = parser.parse_known_args(argv)
     job, index = args.job_name, args.task_index
     has_chief = bool(args.chief_hosts)
@@ -109,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         step = progress["step"] = progress["saved"] = resumed[1]
         print(f"resumed from checkpoint {resumed[0]} at step {step}", flush=True)
     period_s = 1.0 / args.rate_hz if args.rate_hz > 0 else 0.0
-    next_at = time.monotonic()
+    started = next_at = time.monotonic()
+    was_slow = False
     while args.steps <= 0 or step < args.steps:
         step += 1
         cost = 2.0 * math.exp(-step / 500.0) + 0.05 * ((step * 7919 + index * 104729) % 100) / 100.0
@@ -118,11 +127,23 @@ def main(argv: list[str] | None = None) -> int:
         if saves and args.checkpoint_every > 0 and step % args.checkpoint_every == 0:
             save(args.checkpoint_dir, step, cost)
             progress["saved"] = step
-        next_at += period_s
+        slow = _slow(args, job, index, time.monotonic() - started)
+        if slow != was_slow:
+            said = f"slowed {args.slow_factor:g}x" if slow else "recovered"
+            print(f"light trainer: {job}:{index} {said}", flush=True)
+            was_slow = slow
+        next_at += period_s * (args.slow_factor if slow else 1.0)
         delay = next_at - time.monotonic()
         if delay > 0:
             time.sleep(delay)
     return 0
+
+
+def _slow(args: argparse.Namespace, job: str, index: int, elapsed_s: float) -> bool:
+    """Whether this worker steps slowly now (``--slow_task``, ``--slow_after_s``, ``--slow_for_s``)."""
+    if job != "worker" or index != args.slow_task or args.slow_after_s <= 0 or elapsed_s < args.slow_after_s:
+        return False
+    return args.slow_for_s <= 0 or elapsed_s < args.slow_after_s + args.slow_for_s
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ import psutil
 import pytest
 
 from core.run import index as runs_index
-from core.run import select as runs_select
 from core.run.compare import load_for_compare, read_curves
+from core.views import runs_select
 from tests.helpers.cli_launch import launching, role_pids
 from tests.helpers.clusters import cluster_file
 from tests.helpers.project import run_cli
@@ -53,7 +53,7 @@ def test_real_runs_listed_and_compared(tmp_path: Path) -> None:
     for name, steps in (("two", 30), ("three", 40)):
         figures = runs[name]["role_figures"]
         assert figures["worker:0"]["steps"] == steps and figures["worker:0"]["exit"] == "0"
-        assert 5 < runs[name]["steps_per_s"] < 200  # asked for 40 a second
+        assert 5 < runs[name]["rates"]["global_steps_per_s"] < 200  # asked for 40 a second
         assert runs[name]["best_loss"] <= runs[name]["last_loss"] < 2.1
     assert runs["broken"]["last_loss"] == 2.5 and runs["broken"]["duration_s"] > 0
 
@@ -152,7 +152,7 @@ def test_a_thousand_runs_list_from_their_cache(tmp_path: Path) -> None:
     took_s = time.perf_counter() - started
     assert [s.last_loss for s in again] == [s.last_loss for s in first] and again[0].last_loss == loss
     assert took_s < 10  # generous: the figure is in benchmarks/bench_runs.py
-    chosen = runs_select.select(again, "", ["failed"])
+    chosen = runs_select.select(again, outcomes=["failed"])
     assert len(chosen) == 333 and all(s.outcome == "failed" for s in chosen)
     # A run.json rewritten after the cache (here: its result) makes the cache stale: rebuilt.
     info = json.loads((paths[0] / "run.json").read_text())

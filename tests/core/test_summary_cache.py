@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from core.cli.main import main as cli_main
 from core.run import index as runs_index
+from core.views.rates import summary_rates
 from tests.helpers.ports import free_ports
 from tests.helpers.project import run_cli
 
@@ -96,7 +97,15 @@ def listing(root: Path) -> tuple[str, list[dict[str, Any]]]:
 def same_figures(row: dict[str, Any], truth: dict[str, Any]) -> None:
     for name in ("name", "outcome", "roles", "backend", "last_loss", "best_loss", "restarts", "role_figures"):
         assert row[name] == truth[name], name
-    assert row["steps_per_s"] == pytest.approx(truth["steps_per_s"])
+    assert row["strategy"] == truth["strategy"]
+    assert row["rates"]["global_steps_per_s"] == pytest.approx(truth_rates(truth))
+
+
+def truth_rates(truth: dict[str, Any]) -> float | None:
+    """The global steps/s the truth's summary gives (core.views.rates)."""
+    summary = runs_index.summarize(Path(truth["path"]), use_cache=False)
+    assert summary is not None
+    return summary_rates(summary).global_steps_per_s
 
 
 def truth_of(template: Path) -> dict[str, Any]:
@@ -166,9 +175,9 @@ JSON_VALUES = st.recursive(
 # summary.json as the launch writes it (core.run.index.build).
 TOP_FIELDS = [
     "version", "id", "name", "cluster_file", "created", "ended", "state", "result", "reason", "first_failure",
-    "roles", "backend", "last_loss", "best_loss", "steps_per_s", "restarts", "role_figures",
+    "roles", "backend", "last_loss", "best_loss", "restarts", "role_figures", "strategy",
 ]  # fmt: skip
-ROLE_FIELDS = ["state", "exit", "restarts", "last_loss", "best_loss", "steps", "steps_per_s"]
+ROLE_FIELDS = ["state", "exit", "restarts", "last_loss", "best_loss", "steps", "window", "batch_size"]
 CHANGES = st.dictionaries(
     st.sampled_from([*TOP_FIELDS, *(f"role:{f}" for f in ROLE_FIELDS), "extra", "role:extra"]),
     JSON_VALUES | st.just(DELETE),
@@ -191,8 +200,10 @@ def test_property_no_damaged_summary_breaks_the_list(template: Path, tmp_path_fa
     for row in rows:
         # Whatever the cache said, a damaged field never reaches the list: the figures are the run's.
         assert isinstance(row["restarts"], int) and all(isinstance(r, str) for r in row["roles"])
-        for name in ("last_loss", "best_loss", "steps_per_s"):
+        for name in ("last_loss", "best_loss"):
             assert row[name] is None or (isinstance(row[name], float) and math.isfinite(row[name]))
+        rate = row["rates"]["global_steps_per_s"]
+        assert rate is None or (isinstance(rate, float) and math.isfinite(rate))
         if row["id"] == "intact" or runs_index.summary_problem(written) is not None:
             same_figures(row, truth)  # a damaged cache is rebuilt from the run's files
     shutil.rmtree(root)

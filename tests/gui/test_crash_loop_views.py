@@ -14,6 +14,8 @@ import re
 import time
 
 from core.run.status import ClusterPhase, ClusterStatus, RoleStatus
+from core.telemetry.step_window import StepSums
+from core.views.rates import status_rates
 from tests.helpers.statuses import role_status
 
 ERROR = "ZeroDivisionError: division by zero"
@@ -32,7 +34,14 @@ def crash_cluster(now: float, *, between_attempts: bool = True) -> tuple[RoleSta
     )
     return (
         role_status("ps:0", pid=10, started_at=now - 60),
-        role_status("worker:0", pid=11, started_at=now - 60, step=120, steps_per_sec=9.5),
+        # Its last 30 s: 285 steps, its printed step times 1/9.5 s: 9.5 global steps/s and batches/s.
+        role_status(
+            "worker:0",
+            pid=11,
+            started_at=now - 60,
+            step=120,
+            window=StepSums(steps=285, steps_s=30, timed=10, timed_s=10 / 9.5, last_t=now),
+        ),
         worker1,
         role_status(
             "worker:2",
@@ -83,13 +92,15 @@ def test_the_tile_legend_row_exit_and_banner_of_a_crash_looping_worker(qtbot) ->
     qtbot.addWidget(overview)
     overview.resize(900, 300)
     overview.show()
-    overview.set_roles(roles)
+    overview.set_roles(roles, status_rates(roles, None))
     image = overview.grab().toImage()  # paints
     rect = overview.cell_rect("worker:1")
     assert rect is not None
     assert QtGui.QColor(image.pixelColor(rect.x() + 3, rect.y() + 3)).name() == CATEGORY_COLOURS["crash-looping"]
     assert re.fullmatch(r"w1 crash-looping next in [45] s", overview.painted_text["worker:1"]), overview.painted_text
-    assert overview.legend_text() == "1 failed · 1 crash-looping · 2 running · cluster 9.5 steps/s"
+    assert overview.legend_text() == (
+        "1 failed · 1 crash-looping · 2 running · 9.50 global steps/s (mean over the last 30 s)"
+    )
 
     view = RolesView(lambda role, n: [])
     qtbot.addWidget(view)

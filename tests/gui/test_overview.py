@@ -9,7 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.run.status import RoleState, RoleStatus
+from core.telemetry.step_window import StepSums
 from core.views.overview import build_overview, natural_key, short_role
+from core.views.rates import rate_text, status_rates
 from tests.helpers.statuses import hosted_status
 
 
@@ -21,7 +23,8 @@ def big_cluster(workers: int = 64, hosts: int = 8) -> list[RoleStatus]:
             hosted_status(
                 f"worker:{i}",
                 f"127.0.0.{i % hosts + 1}",
-                steps_per_sec=10.0 + i / 10,
+                # 10 step times printed over the window, their mean 1 / (10 + i / 10) s: that many batches/s
+                window=StepSums(timed=10, timed_s=10 / (10.0 + i / 10), last_t=100.0),
                 gpus=(i // hosts,),
                 gpu_utilization_percent=float(i),
             )
@@ -46,7 +49,7 @@ def test_model_groups_by_host_with_jobs_in_order_and_trouble_first():
     roles = big_cluster(64, 8)
     roles[5] = dataclasses.replace(roles[5], state=RoleState.FAILED)  # worker:4 on 127.0.0.5
     roles[10] = dataclasses.replace(roles[10], stalled=True)  # worker:9 on 127.0.0.2
-    model = build_overview(roles)
+    model = build_overview(roles, rates=status_rates(roles, None))
     assert [h.host for h in model.hosts] == [f"127.0.0.{i}" for i in range(1, 9)]
     first = model.hosts[0]
     assert [c.role for c in first.cells] == ["ps:0"] + [f"worker:{i}" for i in range(0, 64, 8)]
@@ -54,7 +57,7 @@ def test_model_groups_by_host_with_jobs_in_order_and_trouble_first():
     assert model.counts == (("failed", 1), ("stalled", 1), ("running", 63))
     assert model.hosts[4].worst == "failed" and model.hosts[1].worst == "stalled"
     assert model.role_count == 65
-    assert model.steps_per_sec == sum(10.0 + i / 10 for i in range(64))
+    assert [model.cell(f"worker:{i}").batches_per_s for i in (0, 63)] == [10.0, 16.3]
     assert model.cell("worker:63") is not None and model.cell("worker:63").gpu_utilization_percent == 63.0
     assert short_role("evaluator:0") == "e0" and short_role("chief:0") == "c0"
 
@@ -66,7 +69,7 @@ def test_overview_draws_64_workers_on_8_hosts_and_a_click_selects(qtbot):
     qtbot.addWidget(view)
     view.resize(1280, 420)
     view.show()
-    view.set_roles(big_cluster(64, 8))
+    view.set_roles(big_cluster(64, 8), status_rates(big_cluster(64, 8), None))
     qtbot.waitUntil(lambda: view.repaints > 0)
     assert "64 running" not in view.legend_text() and "65 running" in view.legend_text()
     rects = [view.cell_rect(f"worker:{i}") for i in range(64)]
@@ -78,8 +81,8 @@ def test_overview_draws_64_workers_on_8_hosts_and_a_click_selects(qtbot):
     for i, a in enumerate(rects):
         for b in rects[i + 1 :]:
             assert not a.intersects(b)
-    # Every tile shows its step rate (it once did on w0-w9 only: "w10 11.0/s" did not fit).
-    rates = {f"worker:{i}": f"{10.0 + i / 10:.0f}/s" for i in range(64)}
+    # Every tile shows its batches/s (it once did on w0-w9 only: "w10 11.0/s" did not fit).
+    rates = {f"worker:{i}": rate_text(10.0 + i / 10) for i in range(64)}
     without = {
         role: view.painted_text.get(role) for role, rate in rates.items() if rate not in view.painted_text.get(role, "")
     }
@@ -89,12 +92,12 @@ def test_overview_draws_64_workers_on_8_hosts_and_a_click_selects(qtbot):
     assert blocker.args == ["worker:37"]
     # The same statuses again change nothing (no repaint asked); a state change does.
     before = view.model_changes
-    view.set_roles(big_cluster(64, 8))
+    view.set_roles(big_cluster(64, 8), status_rates(big_cluster(64, 8), None))
     assert view.model_changes == before
     painted = view.repaints
     roles = big_cluster(64, 8)
     roles[38] = dataclasses.replace(roles[38], state=RoleState.BACKOFF)
-    view.set_roles(roles)
+    view.set_roles(roles, status_rates(roles, None))
     assert view.model_changes == before + 1
     qtbot.waitUntil(lambda: view.repaints > painted)
     assert view.model.cell("worker:37").category == "backoff"
@@ -142,7 +145,7 @@ def test_overview_too_small_for_its_tiles_grows_in_its_scroll_area(qtbot):
     qtbot.addWidget(scroll)
     scroll.resize(500, 120)
     scroll.show()
-    view.set_roles(big_cluster(64, 8))
+    view.set_roles(big_cluster(64, 8), status_rates(big_cluster(64, 8), None))
     qtbot.waitUntil(lambda: view.repaints > 0)
     assert view.minimumHeight() > 120
     rects = [view.cell_rect(f"worker:{i}") for i in range(64)]

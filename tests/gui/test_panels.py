@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.cluster.spec import parse_text
+from core.views.rates import StepRates
 from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
 from tests.helpers.project import ROOT
@@ -202,7 +203,11 @@ def test_a_restarted_worker_draws_a_new_segment_not_a_zigzag(qtbot):
     panel.refresh(force=True)
     _x, smooth = panel.loss_curves["worker:0"][1].getData()
     assert smooth[breaks[0] + 1] == y[breaks[0] + 1]  # the EMA starts afresh after the gap
-    assert "1 workers" in panel.rate_label.text()
+    # The run's rates come with the roles' status (core.views.rates), one text for every view.
+    assert panel.rate_label.text() == "no steps yet"
+    panel.set_status((), rates=StepRates(global_steps_per_s=12.5))
+    panel.refresh(force=True)
+    assert panel.rate_label.text() == "12.5 global steps/s (mean over the last 30 s)"
 
 
 def test_gpu_card_names_the_tensorflow_devices_on_it_by_pci_bus_id(qtbot):

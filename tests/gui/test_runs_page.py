@@ -11,6 +11,7 @@ import pytest
 
 from core.cluster.spec import load
 from core.run import index as runs_index
+from core.views.rates import GLOBAL, label, summary_rates
 from tests.helpers.cli_launch import launching, role_pids
 from tests.helpers.clusters import cluster_file
 from tests.helpers.ports import free_ports
@@ -88,7 +89,7 @@ def test_runs_page_sorts_filters_opens_compares_and_deletes(qtbot, three_runs: d
     assert sorted(view.drawn["loss"]) == sorted(
         [(three_runs["two"], "worker:0"), (three_runs["two"], "worker:1"), (three_runs["three"], "band")]
     )
-    assert view.drawn["steps/s"] and "median and min-max of 3" in view.key_text()
+    assert view.drawn[label(GLOBAL)] and "median and min-max of 3" in view.key_text()
     view.x_box.setCurrentIndex(1)  # by time since start
     assert view.plots["loss"].getPlotItem().getAxis("bottom").labelText == "seconds since start"
     view.only_diff.setChecked(True)
@@ -199,7 +200,8 @@ def test_tensorboard_only_runs_compare_on_their_scalars(qtbot, tmp_path: Path) -
     for run in ids:
         summary = runs_index.summarize(run)
         assert summary is not None and summary.outcome == "succeeded"
-        assert summary.last_loss is not None and summary.best_loss is not None and summary.steps_per_s
+        assert summary.last_loss is not None and summary.best_loss is not None
+        assert summary_rates(summary).global_steps_per_s
         assert summary.role_figures["worker:0"].steps is not None and summary.role_figures["worker:0"].steps >= 30
 
     view = CompareView(ids)

@@ -16,7 +16,7 @@ from core.telemetry.metrics import (
     MetricPattern,
     MetricSample,
 )
-from core.telemetry.worker_stats import WorkerStats, cluster_steps_per_sec, ema, stragglers
+from core.telemetry.worker_stats import WorkerStats, ema
 from tests.helpers.metric_lines import (
     ALL_FORMATS,
     CLASSIC,
@@ -270,24 +270,6 @@ def test_ema_constant_series_is_unchanged() -> None:
 def test_ema_rejects_weight_outside_unit_interval() -> None:
     with pytest.raises(ValueError, match="smoothing weight"):
         ema([1.0], 1.5)
-
-
-def test_stragglers() -> None:
-    assert stragglers({"worker:0": 0.10, "worker:1": 0.11, "worker:2": 0.30, "worker:3": 0.09}) == {"worker:2"}
-    assert stragglers({"worker:0": 0.1, "worker:1": 0.2}) == {"worker:1"}
-    assert stragglers({"worker:0": 0.1, "worker:1": 0.12}) == set()
-    assert stragglers({"worker:0": 0.1}) == set()
-    assert stragglers({"worker:0": 0.1, "worker:1": math.nan, "worker:2": 0.0}) == set()
-    assert stragglers({"a": 1.0, "b": 1.4}, factor=1.3) == {"b"}
-
-
-def test_cluster_steps_per_sec() -> None:
-    assert cluster_steps_per_sec({}) is None
-    a, b, idle = WorkerStats(), WorkerStats(), WorkerStats()
-    a.add(sample(1.0, step=1, step_time_s=0.1))
-    b.add(sample(1.0, step=1, step_time_s=0.25))
-    assert cluster_steps_per_sec({"worker:0": a, "worker:1": b, "worker:2": idle}) == pytest.approx(14.0)
-    assert cluster_steps_per_sec({"worker:2": idle}) is None
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Training panel: loss against step for every worker, step time per worker, cluster steps/s.
+"""Training panel: loss against step for every worker, step time per worker, the run's global steps/s.
 
 Fed with ``metrics`` events (parsed from each role's output), ``scalars`` events (TensorBoard
 event files: any tag can be picked for the upper plot; a trainer that only writes summaries gets
@@ -31,6 +31,7 @@ from core.run.status import RoleStatus
 from core.views.curves import IncrementalEma, series_xy
 from core.views.empty import no_curve_text
 from core.views.overview import natural_key
+from core.views.rates import StepRates
 from core.views.series import Series
 from core.views.spread import slowest
 from core.views.training import LOSS, TB_PREFIX, TrainingFigures
@@ -95,7 +96,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self.plot_choice.addItem(LOSS)
         self.plot_choice.setToolTip("What the upper plot shows: the loss, or any TensorBoard scalar (tb: tag)")
         self.plot_choice.currentTextChanged.connect(self._on_metric_changed)
-        self.rate_label = QtWidgets.QLabel("cluster: no steps yet")
+        self.rate_label = QtWidgets.QLabel("no steps yet")
         self.rate_label.setWordWrap(True)
         font = self.rate_label.font()
         font.setBold(True)
@@ -204,12 +205,15 @@ class TrainingPanel(QtWidgets.QWidget):
         self.checkpoints.add(payload)
         self._dirty = True
 
-    def set_status(self, roles: tuple[RoleStatus, ...] | None, now: float | None = None) -> None:
-        """Take the roles' status (None before a launch): the stragglers are marked, and the key
-        says why a worker has no curve (none has stepped yet, it waits for a ps, it is between
-        attempts), never "no worker ticked" of a run whose workers have not reported."""
+    def set_status(
+        self, roles: tuple[RoleStatus, ...] | None, now: float | None = None, *, rates: StepRates | None = None
+    ) -> None:
+        """Take the roles' status (None before a launch): the stragglers are marked, the run's rates
+        (``rates``) shown, and the key says why a worker has no curve (none has stepped yet, it
+        waits for a ps, it is between attempts), never "no worker ticked" of a run whose workers
+        have not reported."""
         if roles is not None:
-            self.figures.apply_status(roles)
+            self.figures.apply_status(roles, rates)
         plotted = self.figures.plotted_roles()
         ticked = len(set(self.visible_roles()) & set(plotted))
         note = no_curve_text(roles, plotted=plotted, ticked=ticked, now=time.time() if now is None else now)
@@ -244,7 +248,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self._key_drawn = None
         self.key.clear()
         self.workers.clear()
-        self.rate_label.setText("cluster: no steps yet")
+        self.rate_label.setText("no steps yet")
         self._spread_drawn = None
         self.empty_note = ""
 

@@ -1,5 +1,6 @@
 """Ordering and narrowing the runs list: what ``runs --sort/--outcome/--filter`` and
-the window's Runs page apply to :class:`core.run.index.RunSummary` values."""
+the window's Runs page apply to :class:`core.run.index.RunSummary` values. ``speed`` is the run's
+global steps/s (:mod:`core.views.rates`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from core.run.index import OUTCOMES, RunSummary
+from core.views.rates import summary_rates
 
 SORT_KEYS = ("start", "name", "duration", "outcome", "loss", "best", "speed", "restarts", "roles")
 
@@ -25,7 +27,7 @@ def sort_key(key: str) -> Any:
         "outcome": lambda s: (OUTCOMES.index(s.outcome), s.created),
         "loss": lambda s: number(s.last_loss),
         "best": lambda s: number(s.best_loss),
-        "speed": lambda s: -inf if s.steps_per_s is None else s.steps_per_s,
+        "speed": lambda s: -inf if (rate := summary_rates(s).global_steps_per_s) is None else rate,
         "restarts": lambda s: s.restarts,
         "roles": lambda s: len(s.roles),
     }
@@ -34,6 +36,7 @@ def sort_key(key: str) -> Any:
 
 def select(
     summaries: Iterable[RunSummary],
+    *,
     text: str = "",
     outcomes: Iterable[str] = (),
     sort: str = "start",
