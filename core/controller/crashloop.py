@@ -92,13 +92,18 @@ class CrashLoops:
             self._end(role, f"{role.state}")
 
     def tick(self, now: float) -> None:
-        """A looping role whose attempt has lived ``reset_after_s`` ran healthily."""
+        """A looping role whose attempt has lived ``reset_after_s`` ran healthily, and one that prints
+        no step (a ps) once it has served :data:`UP_WITHOUT_STEPS_S`."""
+        spec = self._spec()
         for role in self._roles:
             if role.crash is None or role.state != RoleState.RUNNING or role.started_at is None:
                 continue
-            reset_after_s = self._spec().jobs[role.task.job].restart.reset_after_s
-            if reset_after_s > 0 and now - role.started_at >= reset_after_s:
-                self.healthy(role, f"attempt {role.attempt} ran {now - role.started_at:.0f} s")
+            reset_after_s = spec.jobs[role.task.job].restart.reset_after_s
+            ran_s = now - role.started_at
+            if (reset_after_s > 0 and ran_s >= reset_after_s) or (
+                not expects_steps(spec.strategy, role.task.job) and ran_s >= UP_WITHOUT_STEPS_S
+            ):
+                self.healthy(role, f"attempt {role.attempt} ran {ran_s:.0f} s")
 
     def _end(self, role: SupervisedRole, why: str) -> None:
         crash = role.crash
