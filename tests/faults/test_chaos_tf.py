@@ -113,3 +113,50 @@ def test_chaos_kills_a_role_and_training_resumes_from_a_checkpoint(
         assert last_words in second, second[-2000:]
     assert "training finished" in out or "succeeded" in out, out[-2000:]
     assert_nothing_left(ports, marker=str(tmp_path))
+
+
+PSS = """
+strategy = "parameter_server"
+launch_style = "tf_config"
+workdir = "{trainers}"
+command = ["python", "-u", "parameter_server.py", "--train_steps=400", "--log_every=10", "--step_sleep=0.05",
+           "--checkpoint_dir={{run_dir}}/checkpoints", "--checkpoint_every=20"]
+stop_grace_s = 5
+[env]
+TF_CPP_MIN_LOG_LEVEL = "2"
+[jobs.chief]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.ps]
+tasks = ["127.0.0.1:{p[1]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[2]}", "127.0.0.1:{p[3]}"]
+[recovery]
+backoff_s = 1
+"""
+
+
+@pytest.mark.timeout(600)
+def test_chaos_kills_a_parameter_server_worker_and_only_that_worker_restarts(
+    tmp_path: Path, launches: list[Launch]
+) -> None:
+    """ParameterServerStrategy's coordinator re-dispatches a lost worker's closures and waits for it:
+    the recovery restarts that worker alone, and the chief trains on in its first attempt."""
+    ports = free_ports(4)
+    cluster = tmp_path / "cluster.toml"
+    cluster.write_text(PSS.format(trainers=TRAINERS, p=ports))
+    run = Launch(cluster, tmp_path / "run")
+    launches.append(run)
+    run.wait_role("chief:0", "running", timeout_s=300)
+    wait_for(lambda: (run.role("chief:0")["step"] or 0) >= 60, 300, "the chief past step 60")
+    chaos = run_cli(
+        "ctl", str(run.run_dir), "chaos", "--roles", "worker:1", "--every", "0", "--recover-within", "300", timeout=400
+    )
+    assert chaos.returncode == 0, chaos.stdout + chaos.stderr
+    code, out = run.finish(timeout_s=400)
+    assert code == 0, out[-3000:]
+    started = next(r for r in journal(run.run_dir, "recovery") if r["phase"] == "started")
+    assert started["roles"] == ["worker:1"] and started["action"] == "restarting worker:1", started
+    assert not (run.run_dir / "roles" / "chief-0" / "attempt-2.log").exists()  # the chief never stopped
+    chief = (run.run_dir / "roles" / "chief-0" / "attempt-1.log").read_text(errors="replace")
+    assert re.search(r"step = 400\b", chief), chief[-2000:]
+    assert_nothing_left(ports, marker=str(tmp_path))
