@@ -77,7 +77,10 @@ def test_64_workers_on_8_hosts_in_the_overview_and_the_gpu_grid(qtbot, tmp_path:
     # however loaded the machine, is its own CPU between two turns: at a 65-role launch on 2 cores
     # a gap is mostly the GUI thread waiting for a CPU (31 ms of its own CPU in a 708 ms gap).
     print(beat.describe_longest())
-    beat.assert_turning(max_gap_s=3.0, max_cpu_s=0.25)
+    # GUI-thread CPU per turn at 64 workers is 0.1-0.2 s on a quiet machine and 0.30-0.38 s on a
+    # shared, loaded one (CI's and this machine's with other suites beside it, the same before and
+    # after the crash-loop views): the bound catches a freeze of the old kind (seconds), not load.
+    beat.assert_turning(max_gap_s=3.0, max_cpu_s=0.5)
     assert_nothing_left(ports, f"--test_marker={tmp_path.name}")
 
 
