@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cli_launch import Launch, journal
+from tests.helpers.clusters import PSS_CHECKPOINTED
 from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
 from tests.helpers.project import TRAINERS, run_cli
@@ -115,26 +116,6 @@ def test_chaos_kills_a_role_and_training_resumes_from_a_checkpoint(
     assert_nothing_left(ports, marker=str(tmp_path))
 
 
-PSS = """
-strategy = "parameter_server"
-launch_style = "tf_config"
-workdir = "{trainers}"
-command = ["python", "-u", "parameter_server.py", "--train_steps=400", "--log_every=10", "--step_sleep=0.05",
-           "--checkpoint_dir={{run_dir}}/checkpoints", "--checkpoint_every=20"]
-stop_grace_s = 5
-[env]
-TF_CPP_MIN_LOG_LEVEL = "2"
-[jobs.chief]
-tasks = ["127.0.0.1:{p[0]}"]
-[jobs.ps]
-tasks = ["127.0.0.1:{p[1]}"]
-[jobs.worker]
-tasks = ["127.0.0.1:{p[2]}", "127.0.0.1:{p[3]}"]
-[recovery]
-backoff_s = 1
-"""
-
-
 @pytest.mark.timeout(600)
 def test_chaos_kills_a_parameter_server_worker_and_only_that_worker_restarts(
     tmp_path: Path, launches: list[Launch]
@@ -143,7 +124,7 @@ def test_chaos_kills_a_parameter_server_worker_and_only_that_worker_restarts(
     the recovery restarts that worker alone, and the chief trains on in its first attempt."""
     ports = free_ports(4)
     cluster = tmp_path / "cluster.toml"
-    cluster.write_text(PSS.format(trainers=TRAINERS, p=ports))
+    cluster.write_text(PSS_CHECKPOINTED.format(trainers=TRAINERS, p=ports, steps=400))
     run = Launch(cluster, tmp_path / "run")
     launches.append(run)
     run.wait_role("chief:0", "running", timeout_s=300)

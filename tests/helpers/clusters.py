@@ -1,5 +1,6 @@
-"""Cluster files the tests write: the example trainers' between-graph cluster, light-trainer
-clusters, the "why is this worker slow" cluster, and TOML text for a command list."""
+"""Cluster files the tests write: the example trainers' between-graph cluster, the checkpointing
+ParameterServerStrategy cluster, light-trainer clusters, the "why is this worker slow" cluster, and
+TOML text for a command list."""
 
 from __future__ import annotations
 
@@ -139,4 +140,27 @@ stop_grace_s = 3
 tasks = ["127.0.0.1:{p[0]}", "127.0.0.1:{p[1]}"]
 [hosts."10.254.0.9"]
 ssh = "nobody@10.254.0.9"
+"""
+
+
+# The TF2 ParameterServerStrategy example checkpointing into its run, recovered by strategy:
+# format with trainers, p (4 ports: chief, ps, two workers) and steps.
+PSS_CHECKPOINTED = """
+name = "pss-ckpt"
+strategy = "parameter_server"
+launch_style = "tf_config"
+workdir = "{trainers}"
+command = ["python", "-u", "parameter_server.py", "--train_steps={steps}", "--log_every=10", "--step_sleep=0.05",
+           "--checkpoint_dir={{run_dir}}/checkpoints", "--checkpoint_every=20"]
+stop_grace_s = 5
+[env]
+TF_CPP_MIN_LOG_LEVEL = "2"
+[jobs.chief]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.ps]
+tasks = ["127.0.0.1:{p[1]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[2]}", "127.0.0.1:{p[3]}"]
+[recovery]
+backoff_s = 1
 """
