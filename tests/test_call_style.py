@@ -32,11 +32,6 @@ PENDING: dict[str, set[str]] = {
     "core/preflight/gpus.py": {"start_feeds"},
     "core/run/tensorboard.py": {"serve"},
     "core/telemetry/worker_stats.py": {"WorkerStats.take"},
-    # core/cli
-    "core/cli/chaos.py": {"_whole", "cmd_chaos"},
-    "core/cli/gpus.py": {"_slurm", "_show"},
-    "core/cli/launch.py": {"_print_summary", "_supervise"},
-    "core/cli/profile.py": {"cmd_profile", "cmd_why"},
     # core/profiling
     "core/profiling/capture.py": {"check", "_ask"},
     "core/profiling/remote.py": {"profile_through_agent", "fetch_file"},
