@@ -32,11 +32,6 @@ PENDING: dict[str, set[str]] = {
     "core/preflight/gpus.py": {"start_feeds"},
     "core/run/tensorboard.py": {"serve"},
     "core/telemetry/worker_stats.py": {"WorkerStats.take"},
-    # core/profiling
-    "core/profiling/capture.py": {"check", "_ask"},
-    "core/profiling/remote.py": {"profile_through_agent", "fetch_file"},
-    "core/profiling/why.py": {"evidence_lines", "explain"},
-    "core/profiling/xprof_worker.py": {"capture"},
     # core/views
     "core/views/curves.py": {"_resume"},
     "core/views/logs.py": {"_keep"},
