@@ -32,11 +32,6 @@ PENDING: dict[str, set[str]] = {
     "core/preflight/gpus.py": {"start_feeds"},
     "core/run/tensorboard.py": {"serve"},
     "core/telemetry/worker_stats.py": {"WorkerStats.take"},
-    # core/views
-    "core/views/curves.py": {"_resume"},
-    "core/views/logs.py": {"_keep"},
-    "core/views/placement.py": {"misplaced"},
-    "core/views/series.py": {"Series.points", "_reduce"},
     # gui/
     "gui/editor/file_actions.py": {"EditorFileActions._flush", "EditorFileActions._build_actions.action"},
     "gui/editor/job.py": {"JobEditor._write_row", "JobEditor._on_policy_changed"},
