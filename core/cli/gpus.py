@@ -113,7 +113,9 @@ def _show(
     # SIGTERM and SIGHUP (a closed terminal) unwind like Ctrl-C, so the feeds' ssh and queries
     # are ended here; a SIGKILL leaves that to the kernel (core/run/children.py).
     with raising_on_signals():
-        feeds = start_feeds(targets, ssh_config_path(spec), args.interval if args.watch else 0.0, args.timeout)
+        feeds = start_feeds(
+            targets, ssh_config_path(spec), every_s=args.interval if args.watch else 0.0, timeout_s=args.timeout
+        )
         try:
             return _watch(feeds, args, out) if args.watch else _once(feeds, args, out)
         except Interrupted as stop:

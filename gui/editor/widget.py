@@ -215,7 +215,7 @@ class ClusterEditor(EditorFileActions, QtWidgets.QWidget):
         dirty = self._clean_data is not None and data != self._clean_data
         # Line numbers only while the form says what the file says; after an edit they would lie.
         text = self._file_text if not dirty else ""
-        spec, problems = parse_data(data, text, self._base(), self._path)
+        spec, problems = parse_data(data, text, base=self._base(), source=self._path)
         changed = data != self._data
         self._data = data
         self._parse_problems = _with_lines(form_problems, text) + problems
