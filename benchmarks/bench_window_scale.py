@@ -122,9 +122,9 @@ def training_at_scale(loss: Series, step_time: Series) -> list[float]:
             losses.add(role, float(STEPS + f), 0.1)
             times.add(role, float(STEPS + f), 0.1 * (1 + 0.01 * w))
             latest[role] = 0.1 * (1 + 0.01 * w)
-        refresh_from(losses, loss_plot, None, width)
+        refresh_from(losses, loss_plot, None, columns=width)
         top = slowest(latest, k=3, factor=1.0)
-        refresh_from(times, time_plot, heat, width, highlight={role: "" for role in top})
+        refresh_from(times, time_plot, heat, columns=width, highlight={role: "" for role in top})
         view.grab()
 
     result = timed(FRAMES, frame)

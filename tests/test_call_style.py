@@ -18,62 +18,14 @@ from tests.helpers.project import ROOT
 
 MAX_POSITIONAL = 3
 
-# Functions that still take flags or more than three parameters positionally. Each is in a module
-# other engineers were changing when this test was written (core/cli, core/profiling, core/views,
-# core/run/inbox.py, gui/), or is called positionally from one; their signatures change with those
-# modules. Empty the list as they are done: an entry that keeps the rule, or is gone, fails
+# Functions allowed to break the rule for now, by file: empty, every function of core/, gui/ and
+# main.py keeps it. Should a change ever need a short grace period, list the function here; an entry
+# that keeps the rule, or is gone, fails
 # test_the_pending_list_names_only_functions_that_still_break_the_rule, so it cannot go stale.
-PENDING: dict[str, set[str]] = {
-    # Called positionally from the modules below: gui/editor/widget.py (parse_data), core/cli/main.py
-    # (to_tfjob), core/cli/gpus.py (start_feeds), core/profiling/tensorboard.py
-    # (serve), core/views/training.py (WorkerStats.take).
-    "core/cluster/spec/parse.py": {"parse_data"},
-    "core/cluster/tfjob.py": {"to_tfjob"},
-    "core/preflight/gpus.py": {"start_feeds"},
-    "core/run/tensorboard.py": {"serve"},
-    "core/telemetry/worker_stats.py": {"WorkerStats.take"},
-    # core/cli
-    "core/cli/chaos.py": {"_whole", "cmd_chaos"},
-    "core/cli/gpus.py": {"_slurm", "_show"},
-    "core/cli/launch.py": {"_print_summary", "_supervise"},
-    "core/cli/profile.py": {"cmd_profile", "cmd_why"},
-    # core/profiling
-    "core/profiling/capture.py": {"check", "_ask"},
-    "core/profiling/remote.py": {"profile_through_agent", "fetch_file"},
-    "core/profiling/why.py": {"evidence_lines", "explain"},
-    "core/profiling/xprof_worker.py": {"capture"},
-    # core/views
-    "core/views/curves.py": {"_resume"},
-    "core/views/logs.py": {"_keep"},
-    "core/views/placement.py": {"misplaced"},
-    "core/views/series.py": {"Series.points", "_reduce"},
-    # gui/
-    "gui/editor/file_actions.py": {"EditorFileActions._flush", "EditorFileActions._build_actions.action"},
-    "gui/editor/job.py": {"JobEditor._write_row", "JobEditor._on_policy_changed"},
-    "gui/editor/problems.py": {"ProblemList.show_problems"},
-    "gui/editor/widget.py": {"ClusterEditor.set_running", "ClusterEditor._flush"},
-    "gui/run/gpu_grid.py": {"GpuGrid._paint_tile"},
-    "gui/run/overview.py": {"_fit"},
-    "gui/run/roles_model.py": {"RolesModel._emit_row_changes"},
-    "gui/run/tabs/logs.py": {"LogPanel.find_text", "LogPanel._on_follow_toggled", "LogPanel._on_wrap_toggled"},
-    "gui/run/tabs/placement.py": {"PlacementPanel.show_summary"},
-    "gui/run/tabs/plotting.py": {"fit_to_pixels"},
-    "gui/run/tabs/profile.py": {"ProfilePanel._set"},
-    "gui/run/tabs/spread.py": {"refresh_from"},
-    "gui/run/tabs/training.py": {
-        "TrainingPanel._on_log_scale_toggled",
-        "TrainingPanel.refresh",
-        "TrainingPanel._label_worker",
-        "_dash",
-    },
-    "gui/runs/compare.py": {"CompareView._draw_run"},
-    "gui/window/actions.py": {"WindowActions.__init__.action"},
-    "gui/window/frame.py": {"FramePump._refresh_visible"},
-    "gui/window/profile_action.py": {"ProfileAction.refusal"},
-}
+PENDING: dict[str, set[str]] = {}
 # A slot connected to a Qt signal is called with the signal's values by position
-# (``toggled(bool)`` calls ``_on_follow_toggled(checked)``): connect a lambda that names the value,
-# e.g. ``toggled.connect(lambda on: self._on_follow_toggled(on=on))``, when such a slot is done.
+# (``toggled(bool)`` calls ``_on_follow_toggled(checked)``): it connects through a lambda that names
+# the value, e.g. ``toggled.connect(lambda on: self._on_follow_toggled(on=on))``.
 
 
 def _is_flag(annotation: ast.expr | None) -> bool:

@@ -71,7 +71,7 @@ def _matches(role: dict[str, Any], picks: list[str]) -> bool:
     return not picks or role["role"] in picks or str(role["role"]).partition(":")[0] in picks
 
 
-def _whole(reply: dict[str, Any], ran: set[str], killed: str, attempt: int) -> bool:
+def _whole(reply: dict[str, Any], ran: set[str], killed: str, *, attempt: int) -> bool:
     """No recovery under way, every role that ran before the kill running (or done well) again, the
     killed one in a later attempt (a ps killed young stays marked crash-looping for a while: it is
     back all the same)."""
@@ -148,7 +148,7 @@ def _await_recovery(
             words = f"the run is {reply.get('phase')} ({reply.get('result')}: {reply.get('reason')})"
             print(terminal(f"{label}: not recovered: {words}"), file=out)
             return Kill(role, victim.get("step"), None, words)
-        if _whole(reply, ran, role, attempt):
+        if _whole(reply, ran, role, attempt=attempt):
             took = clock() - since
             words = str(reply.get("recovery") or f"{role} restarted")
             print(terminal(f"{label}: recovered in {took:.1f} s ({words})"), file=out)
@@ -170,7 +170,7 @@ def _summary(kills: list[Kill], count: int, out: TextIO, *, ended: str) -> int:
     return EXIT_OK if len(times) == len(kills) == count else EXIT_FAILED
 
 
-def cmd_chaos(args: argparse.Namespace, sock: Path, out: TextIO, err: TextIO) -> int:
+def cmd_chaos(args: argparse.Namespace, sock: Path, *, out: TextIO, err: TextIO) -> int:
     """``ctl RUN chaos``: see the module docstring."""
     if problem := chaos_problem(args):
         print(terminal(problem), file=err)

@@ -84,11 +84,11 @@ def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if not sock:
             raise OSError("no control socket recorded")
         if action == "profile":
-            return cmd_profile(args, path, Path(str(sock)), out, err)
+            return cmd_profile(args, path, Path(str(sock)), out=out, err=err)
         if action == "why":
-            return cmd_why(args, path, Path(str(sock)), out, err)
+            return cmd_why(args, path, Path(str(sock)), out=out, err=err)
         if action == "chaos":
-            return cmd_chaos(args, Path(str(sock)), out, err)
+            return cmd_chaos(args, Path(str(sock)), out=out, err=err)
         reply = control.request(Path(str(sock)), payload)
     except control.NotRunning:
         print(terminal(_not_running(info)), file=err)  # run.json may have been edited by anyone

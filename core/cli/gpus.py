@@ -72,17 +72,17 @@ def cmd_gpus(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
         return EXIT_USAGE
     if args.slurm_job is not None:
-        return _slurm(args, spec, out, err)
+        return _slurm(args, spec, out=out, err=err)
     try:
         targets = targets_for(spec, hosts, args.python)
     except TargetError as exc:
         print(terminal(f"error: --hosts: {exc}"), file=err)
         print("    fix: give host names of the cluster file, user@host[:port], an ssh alias, or local", file=err)
         return EXIT_USAGE
-    return _show(targets, args, spec, out, err)
+    return _show(targets, args, spec, out=out, err=err)
 
 
-def _slurm(args: argparse.Namespace, spec: ClusterSpec | None, out: TextIO, err: TextIO) -> int:
+def _slurm(args: argparse.Namespace, spec: ClusterSpec | None, *, out: TextIO, err: TextIO) -> int:
     """``--slurm-job J``: every node of the allocation, through Slurm (its [slurm] login if the
     cluster file names one), each queried by an ``srun --overlap`` step."""
     from core.slurm.client import SlurmClient
@@ -102,18 +102,20 @@ def _slurm(args: argparse.Namespace, spec: ClusterSpec | None, out: TextIO, err:
     except TargetError as exc:
         print(terminal(f"error: --slurm-job: {exc}"), file=err)
         return EXIT_FAILED
-    return _show(targets, args, spec, out, err)
+    return _show(targets, args, spec, out=out, err=err)
 
 
 def _show(
-    targets: list[GpuTarget], args: argparse.Namespace, spec: ClusterSpec | None, out: TextIO, err: TextIO
+    targets: list[GpuTarget], args: argparse.Namespace, spec: ClusterSpec | None, *, out: TextIO, err: TextIO
 ) -> int:
     from core.remote.ssh import ssh_config_path
 
     # SIGTERM and SIGHUP (a closed terminal) unwind like Ctrl-C, so the feeds' ssh and queries
     # are ended here; a SIGKILL leaves that to the kernel (core/run/children.py).
     with raising_on_signals():
-        feeds = start_feeds(targets, ssh_config_path(spec), args.interval if args.watch else 0.0, args.timeout)
+        feeds = start_feeds(
+            targets, ssh_config_path(spec), every_s=args.interval if args.watch else 0.0, timeout_s=args.timeout
+        )
         try:
             return _watch(feeds, args, out) if args.watch else _once(feeds, args, out)
         except Interrupted as stop:

@@ -298,7 +298,7 @@ def cmd_launch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if spec.slurm is not None:
         where = f"partition {spec.slurm.partition}" if spec.slurm.partition else "the default partition"
         print(terminal(f"Slurm: submitting one allocation in {where}"), file=out, flush=True)
-    return _supervise(session, args, out, err, time.time())
+    return _supervise(session, args, out=out, err=err, started=time.time())
 
 
 def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -342,7 +342,7 @@ def cmd_attach(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             file=out,
             flush=True,
         )
-    return _supervise(session, args, out, err, time.time())
+    return _supervise(session, args, out=out, err=err, started=time.time())
 
 
 def follows_known_roles(follow: list[str], role_ids: list[str], err: TextIO) -> bool:
@@ -384,7 +384,7 @@ def _run_duration_s(path: Path) -> float | None:
 
 
 def _print_summary(
-    status: ClusterStatus, controller: Controller, elapsed_s: float, path: Path, tail: int, out: TextIO
+    status: ClusterStatus, controller: Controller, elapsed_s: float, *, path: Path, tail: int, out: TextIO
 ) -> None:
     print("\n" + terminal(f"{status.result or 'ended'} after {elapsed_s:.1f} s: {status.reason}"), file=out)
     rates = status_rates(status.roles, controller.spec)
@@ -404,7 +404,7 @@ def _print_summary(
     print("\n" + terminal(f"run directory: {path}"), file=out, flush=True)
 
 
-def _supervise(session: LaunchSession, args: argparse.Namespace, out: TextIO, err: TextIO, started: float) -> int:
+def _supervise(session: LaunchSession, args: argparse.Namespace, *, out: TextIO, err: TextIO, started: float) -> int:
     """Wait for a launched or reattached run to end: Ctrl-C or SIGTERM stops it, twice kills."""
     controller, run = session.controller, session.run
     printer = PrinterThread(
@@ -444,7 +444,12 @@ def _supervise(session: LaunchSession, args: argparse.Namespace, out: TextIO, er
         return EXIT_OK
     elapsed_s = _run_duration_s(run.path)
     _print_summary(
-        status, controller, time.time() - started if elapsed_s is None else elapsed_s, run.path, args.tail, out
+        status,
+        controller,
+        time.time() - started if elapsed_s is None else elapsed_s,
+        path=run.path,
+        tail=args.tail,
+        out=out,
     )
     if interrupts:
         return EXIT_INTERRUPTED

@@ -353,7 +353,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     _print_problems(problems, str(args.tfjob), err)
     if spec is None:
         return EXIT_USAGE
-    manifest, problems = to_tfjob(spec, args.image, args.name, args.namespace, args.workdir)
+    manifest, problems = to_tfjob(spec, args.image, name=args.name, namespace=args.namespace, workdir=args.workdir)
     _print_problems(problems, str(args.tfjob), err)
     if manifest is None:
         return EXIT_USAGE

@@ -135,7 +135,7 @@ def _status(socket_path: Path, err: TextIO) -> _LiveStatus | int:
     return _LiveStatus(roles, agent_hosts_of(reply))
 
 
-def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, out: TextIO, err: TextIO) -> int:
+def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, *, out: TextIO, err: TextIO) -> int:
     """``ctl RUN profile ...``: capture, then print the summary. The roles come from the status."""
     names = [n for n in (args.role, args.signal, *(args.more_roles or [])) if n]
     live = _status(socket_path, err)
@@ -167,7 +167,7 @@ def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, out
     return report_capture(result, out, err)
 
 
-def cmd_why(args: argparse.Namespace, run_path: Path, socket_path: Path, out: TextIO, err: TextIO) -> int:
+def cmd_why(args: argparse.Namespace, run_path: Path, socket_path: Path, *, out: TextIO, err: TextIO) -> int:
     """``ctl RUN why [ROLE]``: profile the straggler and the median worker together, print both side
     by side, then the likely cause of the difference and its evidence."""
     live = _status(socket_path, err)

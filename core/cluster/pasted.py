@@ -145,7 +145,7 @@ def from_tf_config(text: str, command: str | None = None, base: Path | None = No
 
 
 def _finish(data: dict[str, Any], base: Path | None, source: str) -> ClusterSpec:
-    spec, problems = parse_data(data, "", base or Path.cwd())
+    spec, problems = parse_data(data, "", base=base or Path.cwd())
     errors = [p for p in problems if p.severity == ERROR]
     if spec is None or errors:
         raise SpecError([Problem(source, p.field + ": " + p.message, p.hint) for p in errors])

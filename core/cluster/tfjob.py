@@ -144,6 +144,7 @@ def _container(spec: ClusterSpec, job: Job, name: str, *, image: str, workdir: s
 def to_tfjob(
     spec: ClusterSpec,
     image: str,
+    *,
     name: str | None = None,
     namespace: str | None = None,
     workdir: str | None = None,

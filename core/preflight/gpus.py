@@ -261,7 +261,7 @@ def _read_all(stream: IO[bytes]) -> bytes:
 
 
 def start_feeds(
-    targets: Sequence[GpuTarget], ssh_config: Path | None, every_s: float, timeout_s: float
+    targets: Sequence[GpuTarget], ssh_config: Path | None, *, every_s: float, timeout_s: float
 ) -> list[HostFeed]:
     """One started feed per target (all at once)."""
     # ssh's own connect timeout, when shorter than ours, says why (refused, no banner ...).
@@ -282,7 +282,7 @@ def snapshot_all(
     """One look at every target, queried at once; a host that has not answered within
     ``timeout_s`` is reported as such (the others are not held up beyond it). In target order.
     ``stop`` set (a cancelled pre-flight) ends the wait, and the queries, at once."""
-    feeds = start_feeds(targets, ssh_config, 0.0, timeout_s)
+    feeds = start_feeds(targets, ssh_config, every_s=0.0, timeout_s=timeout_s)
     deadline = time.monotonic() + timeout_s
     try:
         for feed in feeds:

@@ -150,7 +150,7 @@ def select(
     return [replace(t, by_agent=t.host in agent_hosts) for t in map(Target.from_status, chosen)]
 
 
-def check(target: Target, strategy: str = "", unsafe: bool = False) -> str | None:
+def check(target: Target, strategy: str = "", *, unsafe: bool = False) -> str | None:
     """Why ``target`` cannot be profiled now, in one line; None when it can."""
     if strategy == "multi_worker_mirrored" and target.job == "worker" and target.index > 0 and not unsafe:
         # Measured (TF 2.21 CPU, 2 workers): worker:1 died of "double free or corruption" in its
@@ -321,13 +321,15 @@ def capture(
             for target in targets:
                 outcome = RoleCapture(target.role, target.address)
                 result.roles.append(outcome)
-                outcome.error = check(target, strategy, unsafe)
+                outcome.error = check(target, strategy, unsafe=unsafe)
                 if outcome.error is None and target.by_agent and control_socket is None:
                     outcome.error = f"{target.role} runs on {target.host}: only its launcher can have it traced there"
                 if outcome.error is None:
                     role_limit_s = agent_limit_s if target.by_agent else limit_s
                     try:
-                        asked = _ask(folder, target, seconds, light, role_limit_s, control_socket)
+                        asked = _ask(
+                            folder, target, seconds, light=light, limit_s=role_limit_s, control_socket=control_socket
+                        )
                     except ProfileError as exc:  # its folder cannot be made: said for this role
                         outcome.error = f"{target.role} not profiled: {exc}"
                         continue
@@ -361,7 +363,7 @@ def limits_problem(seconds: float, timeout_s: float | None) -> str | None:
 
 
 def _ask(
-    folder: Path, target: Target, seconds: float, light: bool, limit_s: float, control_socket: Path | None
+    folder: Path, target: Target, seconds: float, *, light: bool, limit_s: float, control_socket: Path | None
 ) -> subprocess.Popen[str] | ControllerTrace:
     """Start a trace of ``target``: here in the profiler environment, or by its host's agent."""
     # Absolute: the role writes the trace itself, relative to its own working directory otherwise

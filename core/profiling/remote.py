@@ -62,7 +62,12 @@ def profile_remote(
     command = {"role": name, "address": address, "seconds": seconds, "light": light, "timeout_s": timeout_s}
     try:
         return profile_through_agent(
-            access.ask_agent, host, command, access.path, dest, access.agent_shares_run_dir(host)
+            access.ask_agent,
+            host,
+            command,
+            local_run_dir=access.path,
+            dest=dest,
+            shared_dir=access.agent_shares_run_dir(host),
         )
     except AgentRequestError as exc:
         raise ProfileError(str(exc)) from None
@@ -72,6 +77,7 @@ def profile_through_agent(
     ask: Ask,
     host: str,
     command: dict[str, Any],
+    *,
     local_run_dir: Path,
     dest: Path,
     shared_dir: Path | None = None,
@@ -102,7 +108,7 @@ def profile_through_agent(
         if shared_dir is None or not _move_shared(
             shared_dir / logdir / relative, int(entry.get("bytes") or -1), target
         ):
-            fetch_file(ask, host, entry["path"], target)
+            fetch_file(ask, host, entry["path"], target=target)
         fetched.append(relative.as_posix())
     return {**reply, "fetched": fetched}
 
@@ -120,7 +126,7 @@ def _move_shared(source: Path, size: int, target: Path) -> bool:
     return True
 
 
-def fetch_file(ask: Ask, host: str, remote_path: str, target: Path) -> None:
+def fetch_file(ask: Ask, host: str, remote_path: str, *, target: Path) -> None:
     """Copy one file of the agent's host here, chunk by chunk (a temporary name until complete)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")

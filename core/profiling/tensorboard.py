@@ -28,7 +28,7 @@ def start_profiles(run_path: Path, timeout_s: float = 90.0) -> TensorBoardServer
         raise TensorBoardError(str(exc)) from None
     folder = run_path / PROFILES_DIR
     dirs = EventDirs({PROFILES_DIR: folder}, {})
-    return serve(program, ["--logdir", str(folder)], dirs, timeout_s, ready_path=READY_PATH)
+    return serve(program, ["--logdir", str(folder)], dirs, timeout_s=timeout_s, ready_path=READY_PATH)
 
 
 def start_capture(folder: Path, timeout_s: float = 90.0) -> TensorBoardServer:
@@ -41,7 +41,7 @@ def start_capture(folder: Path, timeout_s: float = 90.0) -> TensorBoardServer:
     except ProfileError as exc:
         raise TensorBoardError(str(exc)) from None
     dirs = EventDirs({folder.name: folder}, {})
-    return serve(program, ["--logdir", str(folder)], dirs, timeout_s, ready_path=READY_PATH)
+    return serve(program, ["--logdir", str(folder)], dirs, timeout_s=timeout_s, ready_path=READY_PATH)
 
 
 def profile_url(server: TensorBoardServer) -> str:

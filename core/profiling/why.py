@@ -115,7 +115,9 @@ def _busy(h: HostFacts | None) -> bool:
     return (h.cpu_percent is not None and h.cpu_percent >= BUSY_CPU_PERCENT) or loaded
 
 
-def evidence_lines(slow: RoleProfile, median: RoleProfile, slow_facts: RoleFacts, median_facts: RoleFacts) -> list[str]:
+def evidence_lines(
+    slow: RoleProfile, median: RoleProfile, *, slow_facts: RoleFacts, median_facts: RoleFacts
+) -> list[str]:
     """The facts a verdict rests on, one line each: step times, each part of a step, hosts, GPUs,
     the op types that take twice as long."""
     lines = []
@@ -149,12 +151,12 @@ def evidence_lines(slow: RoleProfile, median: RoleProfile, slow_facts: RoleFacts
     return lines
 
 
-def explain(slow: RoleProfile, median: RoleProfile, slow_facts: RoleFacts, median_facts: RoleFacts) -> Verdict:
+def explain(slow: RoleProfile, median: RoleProfile, *, slow_facts: RoleFacts, median_facts: RoleFacts) -> Verdict:
     """The likely cause of ``slow`` being slower than ``median``, by the rules of this module."""
     # As stored with the capture already; the table's notes say where input was counted from
     # tf.data's ops (core.profiling.summary.input_note), so the evidence need not.
     slow, median = with_input_ops(slow), with_input_ops(median)
-    evidence = tuple(evidence_lines(slow, median, slow_facts, median_facts))
+    evidence = tuple(evidence_lines(slow, median, slow_facts=slow_facts, median_facts=median_facts))
     s_ms, m_ms = slow.mean_step_ms, median.mean_step_ms
     if s_ms is None or m_ms is None or m_ms <= 0:
         unmarked = ", ".join(p.role for p in (slow, median) if p.mean_step_ms is None) or median.role

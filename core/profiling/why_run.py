@@ -130,7 +130,7 @@ def judge(result: Capture, slow_facts: RoleFacts, median_facts: RoleFacts) -> Wh
     if answer.straggler not in by_role or answer.median not in by_role:
         return replace(answer, problem="captured, but xprof gave no profile of both workers")
     profiles = (by_role[answer.straggler], by_role[answer.median])
-    verdict = explain(profiles[0], profiles[1], slow_facts, median_facts)
+    verdict = explain(profiles[0], profiles[1], slow_facts=slow_facts, median_facts=median_facts)
     problem = found.problem if found is not None and not result.problem else None
     try:
         save_why(result.path, WhyRecord(answer.straggler, answer.median, verdict))  # reopened with the capture

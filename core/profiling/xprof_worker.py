@@ -46,7 +46,7 @@ def die_with_parent() -> None:
         os._exit(1)  # the parent is gone already: nobody waits for a trace
 
 
-def capture(address: str, logdir: str, duration_ms: int, host_tracer_level: int) -> dict[str, Any]:
+def capture(address: str, logdir: str, duration_ms: int, *, host_tracer_level: int) -> dict[str, Any]:
     from xprof.convert import _pywrap_profiler_plugin as plugin
 
     options = {
@@ -107,7 +107,7 @@ def tables(paths: list[str]) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     die_with_parent()
     if len(argv) == 5 and argv[0] == "capture":
-        reply = capture(argv[1], argv[2], int(argv[3]), int(argv[4]))
+        reply = capture(argv[1], argv[2], int(argv[3]), host_tracer_level=int(argv[4]))
     elif len(argv) >= 2 and argv[0] == "tables":
         reply = tables(argv[1:])
     else:

@@ -143,11 +143,11 @@ def start(run_path: Path, spec: ClusterSpec, timeout_s: float = READY_TIMEOUT_S)
         where = ["--logdir", str(run_path / "roles")]  # --logdir_spec cannot hold a ','
     else:
         where = ["--logdir_spec", ",".join(f"{name}:{path}" for name, path in dirs.local.items())]
-    return serve(program, where, dirs, timeout_s)
+    return serve(program, where, dirs, timeout_s=timeout_s)
 
 
 def serve(
-    program: Path, where: list[str], dirs: EventDirs, timeout_s: float = READY_TIMEOUT_S, ready_path: str = ""
+    program: Path, where: list[str], dirs: EventDirs, *, timeout_s: float = READY_TIMEOUT_S, ready_path: str = ""
 ) -> TensorBoardServer:
     """Start ``program`` (a tensorboard) on ``where`` (its --logdir arguments), bound to 127.0.0.1
     on a free port; returns once it answers (on ``ready_path`` with HTTP 200, when given)."""

@@ -42,7 +42,14 @@ class WorkerStats:
 
     def add(self, sample: MetricSample) -> None:
         """Take one sample into account."""
-        self.take(sample.t, sample.step, sample.loss, sample.step_time_s, sample.steps_per_sec, sample.extra)
+        self.take(
+            sample.t,
+            sample.step,
+            loss=sample.loss,
+            step_time_s=sample.step_time_s,
+            steps_per_sec=sample.steps_per_sec,
+            extra=sample.extra,
+        )
 
     def add_records(self, records: Iterable[Mapping[str, Any]]) -> None:
         """:meth:`add` for records of metrics.jsonl (a sample's fields as a dict) without making the
@@ -51,12 +58,20 @@ class WorkerStats:
         take, fields = self.take, METRIC_FIELDS
         for r in records:
             if r.keys() == fields:
-                take(r["t"], r["step"], r["loss"], r["step_time_s"], r["steps_per_sec"], r["extra"])
+                take(
+                    r["t"],
+                    r["step"],
+                    loss=r["loss"],
+                    step_time_s=r["step_time_s"],
+                    steps_per_sec=r["steps_per_sec"],
+                    extra=r["extra"],
+                )
 
     def take(
         self,
         t: float,
         step: int | None,
+        *,
         loss: float | None,
         step_time_s: float | None,
         steps_per_sec: float | None,

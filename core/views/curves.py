@@ -177,7 +177,14 @@ class IncrementalEma:
         for end in [*ends.tolist(), n]:
             if end > start:
                 carry = (running[start - 1], counts[start - 1]) if start > segment else (0.0, 0.0)
-                _resume(values[start:end], weight, carry, running[start:end], counts[start:end], smoothed[start:end])
+                _resume(
+                    values[start:end],
+                    weight,
+                    carry,
+                    running=running[start:end],
+                    counts=counts[start:end],
+                    smoothed=smoothed[start:end],
+                )
             if end < n:  # the break itself
                 running[end] = counts[end] = 0.0
                 smoothed[end] = math.nan
@@ -193,7 +200,7 @@ class IncrementalEma:
 
 
 def _resume(
-    x: Floats, weight: float, carry: tuple[float, float], running: Floats, counts: Floats, smoothed: Floats
+    x: Floats, weight: float, carry: tuple[float, float], *, running: Floats, counts: Floats, smoothed: Floats
 ) -> None:
     """Smooth ``x`` (no NaN) on from ``carry`` (running average, finite count), into the last three."""
     finite = np.isfinite(x)

@@ -146,11 +146,11 @@ class AttemptLog:
         if attempt <= 0:
             return
         if state == RoleState.STARTING:
-            _keep(self._started.setdefault(role, {}), attempt, t, self.MAX_ATTEMPTS)
+            _keep(self._started.setdefault(role, {}), attempt, t, most=self.MAX_ATTEMPTS)
         elif state in (RoleState.BACKOFF, RoleState.FAILED, RoleState.SUCCEEDED, RoleState.STOPPED):
             how = short_exit(exit_text(returncode, signal))
             if how:
-                _keep(self._ended.setdefault(role, {}), attempt, how, self.MAX_ATTEMPTS)
+                _keep(self._ended.setdefault(role, {}), attempt, how, most=self.MAX_ATTEMPTS)
 
     def divider(self, role: str, attempt: int) -> str:
         """``── attempt 2 · started 15:10:37 · after exit 1 ──`` (what is known of it)."""
@@ -168,7 +168,7 @@ class AttemptLog:
         self._ended.clear()
 
 
-def _keep(book: dict[int, _V], attempt: int, value: _V, most: int) -> None:
+def _keep(book: dict[int, _V], attempt: int, value: _V, *, most: int) -> None:
     book[attempt] = value
     if len(book) > most:
         del book[min(book)]

@@ -37,7 +37,7 @@ def on_own_task(device: str, role: str) -> bool:
     return (m["job"] in (job, "localhost")) and (m["task"] is None or m["task"] == index or m["job"] == "localhost")
 
 
-def misplaced(op: Mapping[str, Any], role: str, role_has_gpu: bool) -> bool:
+def misplaced(op: Mapping[str, Any], role: str, *, role_has_gpu: bool) -> bool:
     """A compute op on the role's own CPU while the role has a GPU."""
     device = str(op.get("device", ""))
     return (
@@ -70,7 +70,7 @@ class PlacementTable:
         """``role``'s placement ``summary`` as the tab shows it."""
         ops: list[dict[str, Any]] = summary.get("ops") or []
         counts: dict[str, int] = summary.get("counts_by_device") or {}
-        bad = sum(1 for op in ops if misplaced(op, role, role_has_gpu))
+        bad = sum(1 for op in ops if misplaced(op, role, role_has_gpu=role_has_gpu))
         text = f"{role}: {len(ops)} ops on {len(counts)} devices from {summary.get('lines_matched', 0)} lines"
         if summary.get("overflow"):
             text += f"; {summary['overflow']} lines about further ops not kept"
@@ -90,7 +90,7 @@ class PlacementTable:
                 str(op.get("device", "")),
                 str(op.get("kind", "")),
                 int(op.get("count", 1)),
-                misplaced(op, role, role_has_gpu),
+                misplaced(op, role, role_has_gpu=role_has_gpu),
             )
             for op in ops[:MAX_ROWS]
         ]

@@ -328,7 +328,9 @@ class Series:
     def _start_segment(self) -> None:
         """Keep the live segment, reduced, as a finished one; start the live one afresh."""
         ts, means, mins, maxs, counts = self._collect(None, None)
-        ts, means, mins, maxs, counts = _reduce(ts, means, mins, maxs, counts, self.bucket_capacity)
+        ts, means, mins, maxs, counts = _reduce(
+            ts=ts, means=means, mins=mins, maxs=maxs, counts=counts, max_points=self.bucket_capacity
+        )
         self._old_segments.append(tuple(array("d", col) for col in (ts, means, mins, maxs, counts)))
         del self._old_segments[:-MAX_OLD_SEGMENTS]
         self._head = self._size = 0
@@ -355,6 +357,7 @@ class Series:
         self,
         t0: float | None = None,
         t1: float | None = None,
+        *,
         max_points: int | None = None,
         segment: int | None = None,
     ) -> tuple[list[float], list[float], list[float], list[float]]:
@@ -372,7 +375,9 @@ class Series:
             cols = self._old_segments[segment]
             ts, means, mins, maxs, counts = self._clip_columns(cols, t0, t1)
         if max_points is not None and max_points > 0 and len(ts) > max_points:
-            ts, means, mins, maxs, counts = _reduce(ts, means, mins, maxs, counts, max_points)
+            ts, means, mins, maxs, counts = _reduce(
+                ts=ts, means=means, mins=mins, maxs=maxs, counts=counts, max_points=max_points
+            )
         return ts, means, mins, maxs
 
     def arrays(self, segment: int | None = None) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -458,6 +463,7 @@ def _ring(head: int, size: int, capacity: int) -> npt.NDArray[np.intp]:
 
 
 def _reduce(
+    *,
     ts: list[float],
     means: list[float],
     mins: list[float],

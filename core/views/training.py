@@ -75,7 +75,14 @@ class TrainingFigures:
             if record.keys() != fields:
                 continue  # not a metrics record: MetricSample(**record) refuses it
             step, loss = record["step"], record["loss"]
-            take(record["t"], step, loss, record["step_time_s"], record["steps_per_sec"], record["extra"])
+            take(
+                record["t"],
+                step,
+                loss=loss,
+                step_time_s=record["step_time_s"],
+                steps_per_sec=record["steps_per_sec"],
+                extra=record["extra"],
+            )
             if step is None:
                 continue
             self.version += 1

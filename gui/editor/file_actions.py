@@ -49,7 +49,7 @@ class EditorFileActions(QtWidgets.QWidget):
 
         def import_text(self, text: str, command: str | None = None) -> list[Problem]: ...
 
-        def _flush(self, force: bool = False) -> None: ...
+        def _flush(self, *, force: bool = False) -> None: ...
 
         def _fail(self, message: str) -> None: ...
 
@@ -58,7 +58,7 @@ class EditorFileActions(QtWidgets.QWidget):
         def _update_file_label(self) -> None: ...
 
     def _build_actions(self) -> None:
-        def action(text: str, slot: Callable[[], object], shortcut: Any = None, tip: str = "") -> QtGui.QAction:
+        def action(text: str, slot: Callable[[], object], *, shortcut: Any = None, tip: str = "") -> QtGui.QAction:
             act = QtGui.QAction(text, self)
             act.triggered.connect(lambda _checked=False: slot())
             if shortcut is not None:
@@ -69,21 +69,24 @@ class EditorFileActions(QtWidgets.QWidget):
             return act
 
         self.action_new = action(
-            "New cluster", self._on_new_triggered, None, "Start from a small 1 ps + 2 workers cluster"
+            "New cluster", self._on_new_triggered, tip="Start from a small 1 ps + 2 workers cluster"
         )
         self.action_open = action(
-            "Open...", self._on_open_triggered, QtGui.QKeySequence.StandardKey.Open, "Open a cluster file (TOML)"
+            "Open...",
+            self._on_open_triggered,
+            shortcut=QtGui.QKeySequence.StandardKey.Open,
+            tip="Open a cluster file (TOML)",
         )
         self.action_save = action(
-            "Save", self._on_save_triggered, QtGui.QKeySequence.StandardKey.Save, "Save the cluster file"
+            "Save", self._on_save_triggered, shortcut=QtGui.QKeySequence.StandardKey.Save, tip="Save the cluster file"
         )
         # No shortcut for Save As: Ctrl+Shift+S is the window's "Stop all".
-        self.action_save_as = action("Save As...", self.save_as, None, "Save the cluster under another name")
+        self.action_save_as = action("Save As...", self.save_as, tip="Save the cluster under another name")
         self.action_paste = action(
             "Paste command line / TF_CONFIG...",
             self.show_paste_dialog,
-            "Ctrl+Shift+V",
-            "Fill the form from a classic command line (--ps_hosts ...) or a TF_CONFIG",
+            shortcut="Ctrl+Shift+V",
+            tip="Fill the form from a classic command line (--ps_hosts ...) or a TF_CONFIG",
         )
         self.recent = RecentFiles(self._settings, self._on_recent, self)
         self.recent_menu = self.recent.menu

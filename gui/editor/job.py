@@ -236,7 +236,7 @@ class JobEditor(QtWidgets.QWidget):
         extra = first.data(QtCore.Qt.ItemDataRole.UserRole) if first else None
         return cells, dict(extra or {})
 
-    def _write_row(self, row: int, cells: list[str], extra: dict[str, Any], insert: bool = False) -> None:
+    def _write_row(self, row: int, cells: list[str], extra: dict[str, Any], *, insert: bool = False) -> None:
         self.table.blockSignals(True)
         if insert:
             self.table.insertRow(row)
@@ -310,7 +310,7 @@ class JobEditor(QtWidgets.QWidget):
                 spin.setValue(value[key])
         self._on_policy_changed(policy, emit=False)
 
-    def _on_policy_changed(self, policy: str, emit: bool = True) -> None:
+    def _on_policy_changed(self, policy: str, *, emit: bool = True) -> None:
         # The numbers mean nothing under Never; greyed out so nobody tunes a policy that never fires.
         for w in (self.max_restarts_spin, self.backoff_spin, self.backoff_max_spin, self.reset_after_spin):
             w.setEnabled(policy != "Never")

@@ -35,7 +35,7 @@ class ProblemList(QtWidgets.QWidget):
         box.addWidget(self.title)
         box.addWidget(self.list, 1)
 
-    def show_problems(self, problems: list[Problem], source: str, edited_file: bool, checking: bool) -> None:
+    def show_problems(self, problems: list[Problem], source: str, *, edited_file: bool, checking: bool) -> None:
         """Show ``problems`` (``source``: the file's name in each line). ``edited_file``: the form
         differs from its file, so there are no line numbers; ``checking``: this machine's checks run."""
         self.list.clear()

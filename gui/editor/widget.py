@@ -169,7 +169,7 @@ class ClusterEditor(EditorFileActions, QtWidgets.QWidget):
         self._flush()
         return self._parse_problems + self._local_problems
 
-    def set_running(self, running: bool) -> None:
+    def set_running(self, *, running: bool) -> None:
         """Mark the cluster as running: edits stay possible and are labelled as for the next launch."""
         self._flush()
         was_running, self._running = self._running, running
@@ -206,7 +206,7 @@ class ClusterEditor(EditorFileActions, QtWidgets.QWidget):
         self._pending = True
         self._validate_timer.start()
 
-    def _flush(self, force: bool = False) -> None:
+    def _flush(self, *, force: bool = False) -> None:
         if not (self._pending or force):
             return
         self._pending = False
@@ -215,7 +215,7 @@ class ClusterEditor(EditorFileActions, QtWidgets.QWidget):
         dirty = self._clean_data is not None and data != self._clean_data
         # Line numbers only while the form says what the file says; after an edit they would lie.
         text = self._file_text if not dirty else ""
-        spec, problems = parse_data(data, text, self._base(), self._path)
+        spec, problems = parse_data(data, text, base=self._base(), source=self._path)
         changed = data != self._data
         self._data = data
         self._parse_problems = _with_lines(form_problems, text) + problems
@@ -266,7 +266,9 @@ class ClusterEditor(EditorFileActions, QtWidgets.QWidget):
         problems = self._parse_problems + self._local_problems
         self.form.mark(problems)
         source = self._path.name if self._path else ""
-        self.problems_view.show_problems(problems, source, self._dirty and self._path is not None, self._checking)
+        self.problems_view.show_problems(
+            problems, source, edited_file=self._dirty and self._path is not None, checking=self._checking
+        )
         valid = self._spec is not None and not any(p.severity == ERROR for p in problems)
         if valid != self._valid:
             self._valid = valid

@@ -125,7 +125,7 @@ class GpuGrid(QtWidgets.QWidget):
                 painter.drawText(rect, QtCore.Qt.AlignmentFlag.AlignVCenter, text)
         for rect, tile in self._rects:
             if rect.intersects(clip):  # only what is on screen
-                self._paint_tile(painter, rect, tile, font, bold, palette)
+                self._paint_tile(painter, rect, tile, font=font, bold=bold, palette=palette)
         painter.end()
 
     def _paint_tile(
@@ -133,6 +133,7 @@ class GpuGrid(QtWidgets.QWidget):
         painter: QtGui.QPainter,
         rect: QtCore.QRect,
         tile: GpuTile,
+        *,
         font: QtGui.QFont,
         bold: QtGui.QFont,
         palette: QtGui.QPalette,

@@ -66,7 +66,7 @@ def _rate_texts(rate: float | None) -> tuple[str, ...]:
     return (f"{rate_text(rate)} {BATCHES}", f"{rate_text(rate)}/s")
 
 
-def _fit(font: QtGui.QFont, name: str, rest: tuple[str, ...], box: QtCore.QRect) -> tuple[int, list[str]]:
+def _fit(font: QtGui.QFont, name: str, rest: tuple[str, ...], *, box: QtCore.QRect) -> tuple[int, list[str]]:
     """The largest pixel size (0: the font's own) at which a tile shows its name and the lines
     under it (its rate; a state's words), stacked or on one line; a small tile drops the middle
     lines, then shows only the last (the figure, or the countdown: what the tile is there for)."""
@@ -309,7 +309,9 @@ class ClusterOverview(QtWidgets.QWidget):
         fitted = self._fitted.get(key)
         if fitted is None:
             own = QtGui.QFontInfo(font).pixelSize()
-            tries = [_fit(font, cell.short, (*cell.notes, text) if text else cell.notes, text_rect) for text in texts]
+            tries = [
+                _fit(font, cell.short, (*cell.notes, text) if text else cell.notes, box=text_rect) for text in texts
+            ]
             # The figure's name where every line fits at the tile's own size, else the short form.
             every = 2 + len(cell.notes)
             fitted = next((t for t in tries[:-1] if t[0] in (0, own) and len(t[1]) == every), tries[-1])

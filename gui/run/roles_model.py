@@ -128,7 +128,7 @@ class RolesModel(QtCore.QAbstractItemModel):
                 if old == new:
                     continue
                 group.rows[i] = new
-                self._emit_row_changes(i, old, new, parent)
+                self._emit_row_changes(i, old, new, parent=parent)
                 if 0 <= self.sort_column < len(self._columns) and (
                     old.sort_keys[self.sort_column] != new.sort_keys[self.sort_column]
                 ):
@@ -143,7 +143,7 @@ class RolesModel(QtCore.QAbstractItemModel):
                 self.dataChanged.emit(self.index(g, 0), self.index(g, 0), LOOK_ROLES)
         return False
 
-    def _emit_row_changes(self, i: int, old: RoleRow, new: RoleRow, parent: QtCore.QModelIndex) -> None:
+    def _emit_row_changes(self, i: int, old: RoleRow, new: RoleRow, *, parent: QtCore.QModelIndex) -> None:
         """dataChanged on the changed cells of one row, without the sort key's role: the proxy
         then neither re-sorts nor measures anything but those cells (see :meth:`set_rows`)."""
         columns = [c for c, (a, b) in enumerate(zip(old.cells, new.cells, strict=True)) if a != b]

@@ -198,7 +198,7 @@ class CompareView(QtWidgets.QWidget):
                 else:
                     xs = {r: (c.t - summary.created) if by_time else c.step for r, c in curves.items()}
                     ys = {r: _series(c, name) for r, c in curves.items()}
-                self._draw_run(widget, name, colour, xs, ys, summary.id)
+                self._draw_run(widget, name, colour, xs=xs, ys=ys, run=summary.id)
         self.plots[SCALAR_PLOT].setTitle(f"TensorBoard: {self.tag_box.currentText()}")
         self.key.setText(" · ".join(parts) if parts else "no training metrics in these runs")
 
@@ -219,6 +219,7 @@ class CompareView(QtWidgets.QWidget):
         widget: pg.PlotWidget,
         plot: str,
         colour: str,
+        *,
         xs: dict[str, np.ndarray],
         ys: dict[str, np.ndarray],
         run: str,

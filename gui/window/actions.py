@@ -51,7 +51,7 @@ class WindowActions:
     phase label at the toolbar's end."""
 
     def __init__(self, window: QtWidgets.QMainWindow, commands: WindowCommands) -> None:
-        def action(text: str, slot: Callable[[], Any], shortcut: str = "", tip: str = "") -> QtGui.QAction:
+        def action(text: str, slot: Callable[[], Any], *, shortcut: str = "", tip: str = "") -> QtGui.QAction:
             a = QtGui.QAction(text, window)
             a.triggered.connect(lambda _checked=False: slot())
             if shortcut:
@@ -61,54 +61,59 @@ class WindowActions:
                 a.setToolTip(tip)
             return a
 
-        self.launch = action("Launch", commands.launch, "Ctrl+L", "Launch every role of the cluster")
-        self.stop_all = action("Stop all", commands.stop_all, "Ctrl+Shift+S", "Stop every role")
+        self.launch = action("Launch", commands.launch, shortcut="Ctrl+L", tip="Launch every role of the cluster")
+        self.stop_all = action("Stop all", commands.stop_all, shortcut="Ctrl+Shift+S", tip="Stop every role")
         self.restart_all = action(
-            "Restart all", lambda: commands.act_on_source(lambda s: s.restart_all()), "Ctrl+Shift+R"
+            "Restart all", lambda: commands.act_on_source(lambda s: s.restart_all()), shortcut="Ctrl+Shift+R"
         )
-        self.kill_all = action("Kill all", lambda: commands.act_on_source(lambda s: s.kill_all()), "Ctrl+Shift+K")
+        self.kill_all = action(
+            "Kill all", lambda: commands.act_on_source(lambda s: s.kill_all()), shortcut="Ctrl+Shift+K"
+        )
         self.stop = action(
             "Stop role",
             lambda: commands.act_on_selected_roles(lambda s, role: s.stop_role(role)),
-            "Ctrl+T",
-            "Stop the selected roles",
+            shortcut="Ctrl+T",
+            tip="Stop the selected roles",
         )
         self.restart = action(
-            "Restart role", lambda: commands.act_on_selected_roles(lambda s, role: s.restart_role(role)), "Ctrl+R"
+            "Restart role",
+            lambda: commands.act_on_selected_roles(lambda s, role: s.restart_role(role)),
+            shortcut="Ctrl+R",
         )
         self.kill = action(
             "Kill role",
             lambda: commands.act_on_selected_roles(lambda s, role: s.kill_role(role)),
-            "Ctrl+K",
-            "SIGKILL the selected roles",
+            shortcut="Ctrl+K",
+            tip="SIGKILL the selected roles",
         )
-        self.show_log = action("Show log", commands.show_log, "Ctrl+G", "Show the selected role's output")
+        self.show_log = action("Show log", commands.show_log, shortcut="Ctrl+G", tip="Show the selected role's output")
         self.last_error = action(
             "Go to last error",
             commands.show_last_error,
-            "Ctrl+Shift+E",
-            "Open the selected role's log at its last error line",
+            shortcut="Ctrl+Shift+E",
+            tip="Open the selected role's log at its last error line",
         )
-        self.open_run = action("Open run directory...", commands.choose_run, "Ctrl+Shift+O")
+        self.open_run = action("Open run directory...", commands.choose_run, shortcut="Ctrl+Shift+O")
         self.attach = action(
             "Attach to this run",
             commands.attach,
-            "Ctrl+Shift+A",
-            "Take over a run whose launcher is gone while its roles still run (they were left running)",
+            shortcut="Ctrl+Shift+A",
+            tip="Take over a run whose launcher is gone while its roles still run (they were left running)",
         )
         self.preflight = action(
             "Check hosts",
             commands.check_hosts,
-            "Ctrl+Shift+P",
-            "Pre-flight every host: SSH, python, TensorFlow, paths, ports",
+            shortcut="Ctrl+Shift+P",
+            tip="Pre-flight every host: SSH, python, TensorFlow, paths, ports",
         )
-        self.quit = action("Quit", commands.close, "Ctrl+Q")
+        self.quit = action("Quit", commands.close, shortcut="Ctrl+Q")
         self.show_editor = QtGui.QAction("Cluster (edit)", window)  # the pages' (add_page_actions)
         self.show_editor.setShortcut(QtGui.QKeySequence("Ctrl+E"))
         self.show_run = QtGui.QAction("Run (roles and telemetry)", window)
         self.show_run.setShortcut(QtGui.QKeySequence("Ctrl+M"))
         self.tabs = [
-            action(name, functools.partial(commands.show_tab, i), f"Ctrl+{i + 1}") for i, name in enumerate(TABS)
+            action(name, functools.partial(commands.show_tab, i), shortcut=f"Ctrl+{i + 1}")
+            for i, name in enumerate(TABS)
         ]
 
         menu = window.menuBar()

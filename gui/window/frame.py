@@ -281,7 +281,7 @@ class FramePump(QtCore.QObject):
                 self.warning_label.setToolTip("\n".join(self.warnings[-10:]))
                 self.statusBar().showMessage(f"warning: {p.message}", 15000)
 
-    def _refresh_visible(self, force: bool = False) -> None:
+    def _refresh_visible(self, *, force: bool = False) -> None:
         current = self.tabs.currentWidget()
         if current is self.training:
             self.training.refresh(force=force)
@@ -307,7 +307,7 @@ class FramePump(QtCore.QObject):
             self._placement_job = None
             future, role, has_gpu = job
             if future.exception() is None and role == self.placement.role():
-                self.placement.show_summary(role, future.result(), has_gpu)
+                self.placement.show_summary(role, future.result(), role_has_gpu=has_gpu)
             job = None
         role = self.placement.role()
         if job is not None or self.source is None or not role:

@@ -254,7 +254,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.binding.after_frame()
         source = self.source
         if self.editor.is_running and (source is None or source.done):
-            self.editor.set_running(False)
+            self.editor.set_running(running=False)
         if self._closing and (source is None or source.done):
             self._closing = False
             self.close()
@@ -288,7 +288,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self._say(f"not launched: {error}")
         else:
             self._show_new_run()
-            self.editor.set_running(True)
+            self.editor.set_running(running=True)
             self._say(f"run directory: {session.run.path}")
             self._remember_run(session.run.path)
             workers = [r for r in spec.role_ids() if r.split(":")[0] in ("chief", "worker")]
@@ -314,7 +314,7 @@ class MainWindow(QtWidgets.QMainWindow):
             return False
         self._show_new_run()
         self.editor.set_spec(reader.spec)  # the cluster as launched; Save As keeps a copy
-        self.editor.set_running(not reader.done)
+        self.editor.set_running(running=not reader.done)
         self.pages.setCurrentWidget(self.monitor)
         self._say(f"run directory: {path}")
         self._remember_run(path)
@@ -332,7 +332,7 @@ class MainWindow(QtWidgets.QMainWindow):
             QtWidgets.QMessageBox.warning(self, "TowerDeck", error)
         else:
             self._show_new_run()
-            self.editor.set_running(True)
+            self.editor.set_running(running=True)
             self._say(f"attached to {path}")
         self._landed()
 

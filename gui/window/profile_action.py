@@ -77,7 +77,7 @@ class ProfileAction(QtCore.QObject):
         else:
             self.panel.set_run(None)  # nothing of the run shown before is left to see
 
-    def refusal(self, needs_selection: bool = True) -> str | None:
+    def refusal(self, *, needs_selection: bool = True) -> str | None:
         """Why the selected roles cannot be profiled now, in one line; None when they can. A second
         capture is refused while one runs, whichever action asked for it (*Profile* or *Why*)."""
         if self.busy is not None:

@@ -30,7 +30,7 @@ MEDIAN_FACTS = RoleFacts("worker:0", host="h0")
 def test_input_that_grew_names_input_with_both_shares() -> None:
     slow = profile("worker:1", 100.0, input=61.0, host=30.0, other=9.0)
     median = profile("worker:0", 40.0, input=3.2, host=30.0, other=6.8)
-    verdict = explain(slow, median, SLOW_FACTS, MEDIAN_FACTS)
+    verdict = explain(slow, median, slow_facts=SLOW_FACTS, median_facts=MEDIAN_FACTS)
     assert verdict.cause == "input"
     assert verdict.sentence == "worker:1 spends 61% of each step in input (median worker worker:0: 8%)"
     assert "profiled step time: worker:1 100.0 ms, worker:0 40.0 ms (2.5x)" in verdict.evidence
@@ -49,7 +49,7 @@ def test_input_that_grew_names_input_with_both_shares() -> None:
 def test_each_part_that_grew_is_named(part: str, words: str) -> None:
     slow = profile("worker:1", 50.0, **{part: 40.0, "input": 10.0})
     median = profile("worker:0", 20.0, **{part: 10.0, "input": 10.0})
-    verdict = explain(slow, median, SLOW_FACTS, MEDIAN_FACTS)
+    verdict = explain(slow, median, slow_facts=SLOW_FACTS, median_facts=MEDIAN_FACTS)
     assert verdict.sentence == f"worker:1 spends 80% of each step in {words} (median worker worker:0: 50%)"
 
 
@@ -58,7 +58,7 @@ def test_a_busy_host_of_its_own_is_named_for_host_compute() -> None:
     median = profile("worker:0", 20.0, host=15.0, input=5.0)
     busy = RoleFacts("worker:1", host="h1", host_facts=HostFacts("h1", 100.0, 9.0, 8, trainers=4))
     calm = RoleFacts("worker:0", host="h0", host_facts=HostFacts("h0", 30.0, 2.0, 8, trainers=1))
-    verdict = explain(slow, median, busy, calm)
+    verdict = explain(slow, median, slow_facts=busy, median_facts=calm)
     assert verdict.cause == "host"
     assert verdict.sentence == (
         "worker:1 spends 90% of each step in host compute (median worker worker:0: 75%); "
@@ -67,13 +67,13 @@ def test_a_busy_host_of_its_own_is_named_for_host_compute() -> None:
     assert "worker:1's host h1: CPU 100%, load 9.0 on 8 cores, 4 trainer processes" in verdict.evidence
     # The same busy host under both workers cannot explain their difference.
     shared = RoleFacts("worker:0", host="h1", host_facts=busy.host_facts)
-    assert explain(slow, median, busy, shared).cause == "host compute"
+    assert explain(slow, median, slow_facts=busy, median_facts=shared).cause == "host compute"
 
 
 def test_no_part_that_grew_by_half_the_difference_explains_nothing() -> None:
     slow = profile("worker:1", 60.0, input=15.0, host=15.0, device=15.0, comm=15.0)
     median = profile("worker:0", 20.0, input=5.0, host=5.0, device=5.0, comm=5.0)
-    verdict = explain(slow, median, SLOW_FACTS, MEDIAN_FACTS)
+    verdict = explain(slow, median, slow_facts=SLOW_FACTS, median_facts=MEDIAN_FACTS)
     assert verdict.cause == "none"
     assert verdict.sentence == (
         "nothing TowerDeck measures explains it: worker:1 takes 60.0 ms a step (worker:0: 20.0 ms), "
@@ -83,14 +83,19 @@ def test_no_part_that_grew_by_half_the_difference_explains_nothing() -> None:
 
 def test_a_worker_as_fast_as_the_median_is_not_explained() -> None:
     verdict = explain(
-        profile("worker:1", 21.0, host=21.0), profile("worker:0", 20.0, host=20.0), SLOW_FACTS, MEDIAN_FACTS
+        profile("worker:1", 21.0, host=21.0),
+        profile("worker:0", 20.0, host=20.0),
+        slow_facts=SLOW_FACTS,
+        median_facts=MEDIAN_FACTS,
     )
     assert verdict.cause == "none"
     assert verdict.sentence == "worker:1 is not slower than worker:0 in this capture (21.0 ms vs 20.0 ms a step)"
 
 
 def test_a_profile_without_steps_says_so() -> None:
-    verdict = explain(profile("worker:1", 0.0, steps=0), profile("worker:0", 20.0), SLOW_FACTS, MEDIAN_FACTS)
+    verdict = explain(
+        profile("worker:1", 0.0, steps=0), profile("worker:0", 20.0), slow_facts=SLOW_FACTS, median_facts=MEDIAN_FACTS
+    )
     assert verdict.cause == "none"
     assert verdict.sentence.startswith("nothing TowerDeck measures explains it: the profile of worker:1 has no steps")
 
@@ -102,7 +107,7 @@ def test_tf_data_time_counted_as_other_on_a_cpu_host_becomes_input() -> None:
     median = profile("worker:0", 11.5, ops=(OpTime("Dataset", 900, 3.0),), host=0.1, other=11.4)
     assert with_input_ops(slow).breakdown_ms["input"] == pytest.approx(50.6)  # capped at "other"
     assert with_input_ops(slow).breakdown_ms[OTHER] == pytest.approx(0.0)
-    verdict = explain(slow, median, SLOW_FACTS, MEDIAN_FACTS)
+    verdict = explain(slow, median, slow_facts=SLOW_FACTS, median_facts=MEDIAN_FACTS)
     assert verdict.sentence == "worker:1 spends 100% of each step in input (median worker worker:0: 3%)"
     # Said once, under the table every view shows (the breakdown's note), not again as evidence.
     assert input_note([with_input_ops(slow), with_input_ops(median)]) == (
@@ -239,7 +244,7 @@ def test_profile_summary_prints_the_verdict_kept_with_a_why_capture(tmp_path: Pa
     # The capture's breakdown as kept with it (tf.data's time counted as input), xprof not asked again.
     for name in ("20261125-120000", "20261125-120100"):
         write_record(captures / name, roles, breakdown=[with_input_ops(slow), with_input_ops(median)])
-    verdict = explain(slow, median, SLOW_FACTS, MEDIAN_FACTS)
+    verdict = explain(slow, median, slow_facts=SLOW_FACTS, median_facts=MEDIAN_FACTS)
     assert verdict.cause == "input"
     why = captures / "20261125-120000"
     save_why(why, WhyRecord("worker:1", "worker:0", verdict))

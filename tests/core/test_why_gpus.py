@@ -34,7 +34,7 @@ HOT = GpuFacts(1, 97.0, 91.0, 1095.0, ("sw_power_cap", "hw_thermal"))
 def test_a_hot_throttled_gpu_under_grown_device_compute_is_named() -> None:
     slow = profile("worker:1", 50.0, device=40.0, input=10.0)
     median = profile("worker:0", 20.0, device=10.0, input=10.0)
-    verdict = explain(slow, median, facts("worker:1", HOT), facts("worker:0", CALM))
+    verdict = explain(slow, median, slow_facts=facts("worker:1", HOT), median_facts=facts("worker:0", CALM))
     assert verdict.cause == "gpu"
     assert verdict.sentence == (
         "worker:1 spends 80% of each step in device compute (median worker worker:0: 50%); its GPU 1 is hot "
@@ -47,18 +47,27 @@ def test_a_hot_throttled_gpu_under_grown_device_compute_is_named() -> None:
     ) in verdict.evidence
     # Both at their power cap, or the same GPU trouble on both: nothing to tell them apart.
     capped = GpuFacts(1, 97.0, 61.0, 1980.0, POWER_CAP)
-    assert explain(slow, median, facts("worker:1", capped), facts("worker:0", CALM)).cause == "device compute"
-    assert explain(slow, median, facts("worker:1", HOT), facts("worker:0", HOT)).cause == "device compute"
+    assert (
+        explain(slow, median, slow_facts=facts("worker:1", capped), median_facts=facts("worker:0", CALM)).cause
+        == "device compute"
+    )
+    assert (
+        explain(slow, median, slow_facts=facts("worker:1", HOT), median_facts=facts("worker:0", HOT)).cause
+        == "device compute"
+    )
     # Input that grew is input, whatever the GPU does.
     slow_input = profile("worker:1", 50.0, device=10.0, input=40.0)
-    assert explain(slow_input, median, facts("worker:1", HOT), facts("worker:0", CALM)).cause == "input"
+    assert (
+        explain(slow_input, median, slow_facts=facts("worker:1", HOT), median_facts=facts("worker:0", CALM)).cause
+        == "input"
+    )
 
 
 def test_a_shared_gpu_is_the_likely_cause_when_no_part_of_the_step_explains_it() -> None:
     slow = profile("worker:1", 60.0, input=15.0, host=15.0, device=15.0, comm=15.0)
     median = profile("worker:0", 20.0, input=5.0, host=5.0, device=5.0, comm=5.0)
     shared = GpuFacts(1, 100.0, 70.0, 1980.0, POWER_CAP, ("pid 4242 alice, python other.py",))
-    verdict = explain(slow, median, facts("worker:1", shared), facts("worker:0", CALM))
+    verdict = explain(slow, median, slow_facts=facts("worker:1", shared), median_facts=facts("worker:0", CALM))
     assert verdict.cause == "gpu"
     assert verdict.sentence.startswith(
         "worker:1 takes 60.0 ms a step (worker:0: 20.0 ms) and its GPU 1 is shared with 1 other process "
@@ -66,7 +75,7 @@ def test_a_shared_gpu_is_the_likely_cause_when_no_part_of_the_step_explains_it()
     )
     assert verdict.sentence.endswith("the likely cause, though no part of its step grew by half the difference")
     # Without GPUs the rule stays quiet.
-    assert explain(slow, median, RoleFacts("worker:1"), RoleFacts("worker:0")).cause == "none"
+    assert explain(slow, median, slow_facts=RoleFacts("worker:1"), median_facts=RoleFacts("worker:0")).cause == "none"
 
 
 def sleeper(env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -123,7 +132,7 @@ def test_a_hot_gpu_shared_with_another_run_is_named_from_the_agent_s_look(tmp_pa
         median = profile("worker:0", 20.0, device=10.0, input=10.0)
         slow_facts = RoleFacts("worker:1", "127.0.0.1", gpus=(7,), gpu_facts=looked["worker:1"][0])
         median_facts = RoleFacts("worker:0", "localhost", gpus=(6,), gpu_facts=looked["worker:0"][0])
-        verdict = explain(slow, median, slow_facts, median_facts)
+        verdict = explain(slow, median, slow_facts=slow_facts, median_facts=median_facts)
         assert verdict.cause == "gpu"
         assert verdict.sentence == (
             "worker:1 spends 80% of each step in device compute (median worker worker:0: 50%); its GPU 7 is hot "

@@ -431,7 +431,7 @@ def test_running_cluster_edits_are_marked_for_the_next_launch(qtbot, editor):
     from gui.editor.job import PORT
 
     assert not editor.banner.isVisible()
-    editor.set_running(True)
+    editor.set_running(running=True)
     assert editor.banner.isVisible() and "apply to the next launch" in editor.banner.text()
     assert "your changes" not in editor.banner.text()
     type_cell(qtbot, job_tab(editor, "worker").table, 1, PORT, "2230")
@@ -442,7 +442,7 @@ def test_running_cluster_edits_are_marked_for_the_next_launch(qtbot, editor):
     assert spec is not None and spec.jobs["worker"].tasks[1].port == 2230  # what the next launch gets
     type_cell(qtbot, job_tab(editor, "worker").table, 1, PORT, "2224")  # back as launched
     qtbot.waitUntil(lambda: "your changes" not in editor.banner.text(), timeout=2000)
-    editor.set_running(False)
+    editor.set_running(running=False)
     assert not editor.banner.isVisible()
 
 

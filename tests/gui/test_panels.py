@@ -104,9 +104,11 @@ def test_compute_ops_on_the_cpu_of_a_role_with_a_gpu_are_highlighted(qtbot):
     matmul = {"name": "dense/MatMul", "op_type": "MatMul", "device": worker_cpu, "kind": "graph", "count": 1}
     assert misplaced(matmul, "worker:1", role_has_gpu=True)
     assert not misplaced(matmul, "worker:1", role_has_gpu=False)
-    assert not misplaced({**matmul, "device": "/job:ps/replica:0/task:0/device:CPU:0"}, "worker:1", True)
-    assert not misplaced({**matmul, "op_type": "VarHandleOp"}, "worker:1", True)
-    assert misplaced({**matmul, "device": "/job:localhost/replica:0/task:0/device:CPU:0"}, "worker:1", True)
+    assert not misplaced({**matmul, "device": "/job:ps/replica:0/task:0/device:CPU:0"}, "worker:1", role_has_gpu=True)
+    assert not misplaced({**matmul, "op_type": "VarHandleOp"}, "worker:1", role_has_gpu=True)
+    assert misplaced(
+        {**matmul, "device": "/job:localhost/replica:0/task:0/device:CPU:0"}, "worker:1", role_has_gpu=True
+    )
 
     panel = PlacementPanel()
     qtbot.addWidget(panel)

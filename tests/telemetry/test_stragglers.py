@@ -76,7 +76,9 @@ def judge_run(
         now = float(tick)
         while i < len(records) and records[i][0] <= now:
             seen, worker, step, took = records[i]
-            stats[worker].take(seen, step, 1.0, took if printed else None, None, {})
+            stats[worker].take(
+                seen, step, loss=1.0, step_time_s=took if printed else None, steps_per_sec=None, extra={}
+            )
             i += 1
         medians = {w: s.times.median() for w, s in stats.items()}
         changes += [(now, c) for c in judge.judge(now, medians)]

@@ -49,7 +49,7 @@ def parse_text(text: str, source: Path | None = None) -> tuple[ClusterSpec | Non
     except RecursionError:  # tomllib recurses per nesting level: 500 levels of [[[...]]] is not a cluster
         return None, [Problem("", "arrays or tables nested too deep", "a cluster file nests a few levels; flatten it")]
     base = source.parent if source is not None else Path.cwd()
-    return parse_data(data, text, base, source)
+    return parse_data(data, text, base=base, source=source)
 
 
 def _toml_hint(text: str, line: int | None) -> str:
@@ -62,7 +62,7 @@ def _toml_hint(text: str, line: int | None) -> str:
 
 
 def parse_data(
-    data: dict[str, Any], text: str = "", base: Path | None = None, source: Path | None = None
+    data: dict[str, Any], text: str = "", *, base: Path | None = None, source: Path | None = None
 ) -> tuple[ClusterSpec | None, list[Problem]]:
     """A cluster file's table -> the spec (None when errors) and every problem.
 

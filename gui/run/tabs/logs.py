@@ -74,11 +74,11 @@ class LogPanel(QtWidgets.QWidget):
         self.wrap = QtWidgets.QCheckBox("Wrap")
         self.wrap.setChecked(True)
         self.wrap.setToolTip("Wrap long lines, so every line reads from its start")
-        self.wrap.toggled.connect(self._on_wrap_toggled)
+        self.wrap.toggled.connect(lambda on: self._on_wrap_toggled(on=on))
         self.follow = QtWidgets.QCheckBox("Follow")
         self.follow.setChecked(True)
         self.follow.setToolTip("Keep the newest output in view")
-        self.follow.toggled.connect(self._on_follow_toggled)
+        self.follow.toggled.connect(lambda on: self._on_follow_toggled(on=on))
         self.found_label = QtWidgets.QLabel("")
         self.view = QtWidgets.QPlainTextEdit()
         self.view.setReadOnly(True)
@@ -255,7 +255,7 @@ class LogPanel(QtWidgets.QWidget):
 
     # ------------------------------------------------------------------ search and follow
 
-    def find_text(self, backward: bool = False) -> bool:
+    def find_text(self, *, backward: bool = False) -> bool:
         """Select the next (or previous) match of the search text; wraps around."""
         needle = self.search.text()
         if not needle:
@@ -275,11 +275,11 @@ class LogPanel(QtWidgets.QWidget):
         self.found_label.setText(f"{count} matches" if found else "not found")
         return found
 
-    def _on_wrap_toggled(self, on: bool) -> None:
+    def _on_wrap_toggled(self, *, on: bool) -> None:
         mode = QtWidgets.QPlainTextEdit.LineWrapMode
         self.view.setLineWrapMode(mode.WidgetWidth if on else mode.NoWrap)
 
-    def _on_follow_toggled(self, on: bool) -> None:
+    def _on_follow_toggled(self, *, on: bool) -> None:
         if on:
             bar = self.view.verticalScrollBar()
             bar.setValue(bar.maximum())

@@ -140,7 +140,7 @@ class PlacementPanel(QtWidgets.QWidget):
         self._shown_key = None
         self.sig_role_changed.emit(role)
 
-    def show_summary(self, role: str, summary: dict[str, Any], role_has_gpu: bool) -> None:
+    def show_summary(self, role: str, summary: dict[str, Any], *, role_has_gpu: bool) -> None:
         """Show the placement ``summary`` (:meth:`PlacementAggregator.summary`) of ``role``."""
         ops: list[dict[str, Any]] = summary.get("ops") or []
         key = (role, len(ops), int(summary.get("lines_matched") or 0), role_has_gpu)

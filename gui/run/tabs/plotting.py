@@ -36,7 +36,7 @@ def light_grid(plot: pg.PlotWidget | pg.PlotItem) -> None:
         item.setTickPen(pg.mkPen(GRID_COLOUR))
 
 
-def fit_to_pixels(curve: pg.PlotDataItem, clip: bool = True) -> None:
+def fit_to_pixels(curve: pg.PlotDataItem, *, clip: bool = True) -> None:
     """Peak downsampling to the view's pixel width and (``clip``) clipping to the view, set after
     the curve exists (pyqtgraph ignores them at creation). Clipping assumes X increases along the
     data: not for a curve whose segments start again from a lower X (a restarted worker)."""

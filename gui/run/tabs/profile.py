@@ -371,7 +371,7 @@ class ProfilePanel(QtWidgets.QWidget):
         self.table.resizeColumnsToContents()
         self.table.horizontalHeader().setStretchLastSection(False)
 
-    def _set(self, row: int, column: int, text: str, right: bool = False) -> QtWidgets.QTableWidgetItem:
+    def _set(self, row: int, column: int, text: str, *, right: bool = False) -> QtWidgets.QTableWidgetItem:
         item = QtWidgets.QTableWidgetItem(text)
         if right:
             item.setTextAlignment(QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter)

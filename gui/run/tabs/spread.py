@@ -183,6 +183,7 @@ def refresh_from(
     acc: BinnedWorkers,
     plot: SpreadPlot | None,
     heat: StepTimeHeatmap | None,
+    *,
     columns: int,
     highlight: dict[str, str] | None = None,
 ) -> None:

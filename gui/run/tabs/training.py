@@ -91,7 +91,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self.smoothing_label = QtWidgets.QLabel()
         self.smoothing.valueChanged.connect(self._on_smoothing_changed)
         self.log_scale = QtWidgets.QCheckBox("Log scale (loss)")
-        self.log_scale.toggled.connect(self._on_log_scale_toggled)
+        self.log_scale.toggled.connect(lambda on: self._on_log_scale_toggled(on=on))
         self.plot_choice = QtWidgets.QComboBox()
         self.plot_choice.addItem(LOSS)
         self.plot_choice.setToolTip("What the upper plot shows: the loss, or any TensorBoard scalar (tb: tag)")
@@ -284,7 +284,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self.smoothing_label.setText(f"Smoothing: {value / 100:.2f}")
         self._dirty = True
 
-    def _on_log_scale_toggled(self, on: bool) -> None:
+    def _on_log_scale_toggled(self, *, on: bool) -> None:
         self.loss_plot.setLogMode(x=False, y=on)
         self._dirty = True
 
@@ -309,7 +309,7 @@ class TrainingPanel(QtWidgets.QWidget):
     def spread_mode(self) -> bool:
         return self.workers.count() > self.spread_from and not self.every_worker.isChecked()
 
-    def refresh(self, force: bool = False) -> None:
+    def refresh(self, *, force: bool = False) -> None:
         """Redraw what changed, at most ``REFRESH_HZ`` times a second unless ``force``."""
         now = time.monotonic()
         throttled = not force and not self._curves_pending and now - self._last_refresh < 1.0 / REFRESH_HZ
@@ -336,7 +336,7 @@ class TrainingPanel(QtWidgets.QWidget):
         for i, role in enumerate(figures.plotted_roles()):
             colour = role_colour(i)
             straggler = role in figures.stragglers
-            self._label_worker(role, colour, straggler)
+            self._label_worker(role, colour, straggler=straggler)
             if role not in self.loss_curves:
                 if made >= CURVES_PER_FRAME:
                     self._dirty = self._curves_pending = True  # the next frame makes the next few
@@ -377,7 +377,7 @@ class TrainingPanel(QtWidgets.QWidget):
                 pen_key = (straggler, colour.rgba())
                 if self._time_pens.get(role) != pen_key:  # a new pen makes pyqtgraph redo the curve
                     self._time_pens[role] = pen_key
-                    time_curve.setPen(pg.mkPen(colour, width=3 if straggler else PEN_PX, style=_dash(straggler)))
+                    time_curve.setPen(pg.mkPen(colour, width=3 if straggler else PEN_PX, style=_dash(on=straggler)))
         self._refresh_rate()
         drawn = [extent for (_, role), extent in self._x_extent.items() if role in visible]
         if drawn:
@@ -429,16 +429,20 @@ class TrainingPanel(QtWidgets.QWidget):
             notes[r] = "(ticked)"
         self.slowest_menu.roles, self.slowest_menu.notes = (*top, *picked), notes
         refresh_from(
-            figures.loss_bins, self.spread_loss, None, columns, highlight={r: notes[r] for r in [*top, *picked]}
+            figures.loss_bins, self.spread_loss, None, columns=columns, highlight={r: notes[r] for r in [*top, *picked]}
         )
         refresh_from(
-            figures.time_bins, self.spread_time, self.heatmap, columns, highlight={r: notes[r] for r in [*top, *picked]}
+            figures.time_bins,
+            self.spread_time,
+            self.heatmap,
+            columns=columns,
+            highlight={r: notes[r] for r in [*top, *picked]},
         )
 
     def _refresh_rate(self) -> None:
         self.rate_label.setText(self.figures.rate_text())
 
-    def _label_worker(self, role: str, colour: QtGui.QColor, straggler: bool) -> None:
+    def _label_worker(self, role: str, colour: QtGui.QColor, *, straggler: bool) -> None:
         for i in range(self.workers.count()):
             item = self.workers.item(i)
             if item.data(QtCore.Qt.ItemDataRole.UserRole) == role:
@@ -474,7 +478,7 @@ class TrainingPanel(QtWidgets.QWidget):
         return curve
 
 
-def _dash(on: bool) -> QtCore.Qt.PenStyle:
+def _dash(*, on: bool) -> QtCore.Qt.PenStyle:
     return QtCore.Qt.PenStyle.DashLine if on else QtCore.Qt.PenStyle.SolidLine
 
 
