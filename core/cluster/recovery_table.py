@@ -20,7 +20,8 @@ custom                    any                nothing: the jobs' own restart poli
 
 ``mode = "gang"`` restarts every role but the ps with any of them, ``"cluster"`` every role, and
 ``"role"`` leaves restarts to each job's ``restart`` policy (TowerDeck before recovery). A job with a
-``restart`` policy of its own (anything but ``Never``) keeps it in every mode. ``max_recoveries`` in a
+``restart`` policy of its own keeps it in every mode, and an explicit ``restart = "Never"`` keeps the
+job out of recovery (its failure fails the run, as written). ``max_recoveries`` in a
 row without the training moving on in between end the run (a trainer's bug ends as a crash loop,
 not an endless one); ``backoff_s`` is the wait between the roles' stop and their start.
 """

@@ -81,9 +81,10 @@ class Recovery:
 
     def handles(self, role: SupervisedRole) -> bool:
         """Whether a failure of ``role`` is recovered (its job keeps no restart policy of its own,
-        the mode and strategy restart something, the cluster runs)."""
+        not even an explicit ``Never``; the mode and strategy restart something; the cluster runs)."""
         spec = self._spec()
-        if self._phase() != ClusterPhase.RUNNING or spec.jobs[role.task.job].restart.policy != "Never":
+        restart = spec.jobs[role.task.job].restart
+        if self._phase() != ClusterPhase.RUNNING or restart.policy != "Never" or restart.explicit:
             return False
         return bool(self._group_of(role))
 

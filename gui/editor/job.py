@@ -358,7 +358,7 @@ class JobEditor(QtWidgets.QWidget):
             "backoff_max_s": self.backoff_max_spin.value(),
             "reset_after_s": self.reset_after_spin.value(),
         }
-        if restart != asdict(DEFAULT_RESTART):
+        if restart != {k: v for k, v in asdict(DEFAULT_RESTART).items() if k != "explicit"}:
             out["restart"] = restart
         out.update(self.extra)
         return out, problems

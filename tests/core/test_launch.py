@@ -137,8 +137,10 @@ def test_sigkilled_worker_is_restarted_with_on_failure_and_the_run_succeeds(tmp_
     assert "backoff" in history and history[-1] == "succeeded"
     assert "killed by SIGKILL; restart 1 of 2" in out
     # The compact progress lines: step, loss, step time and figures per worker.
-    assert re.search(r"worker:1\s+step \d+  loss [0-9.]+  [0-9.]+ ms/step  cpu \d+%  rss \d+ MiB", out), out
-    assert re.search(r"cluster\s+[0-9.]+ batches/s over 2 roles", out), out
+    assert re.search(
+        r"worker:1\s+step \d+  loss [0-9.]+  [0-9.]+ ms/step  ([0-9.]+|-) batches/s  cpu \d+%  rss \d+ MiB", out
+    ), out
+    assert re.search(r"cluster\s+[0-9.]+ global steps/s \(mean over the last 30 s\)", out), out
     metrics = [
         json.loads(line) for line in (launch.run_dir / "roles" / "worker-1" / "metrics.jsonl").read_text().splitlines()
     ]

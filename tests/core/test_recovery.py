@@ -289,3 +289,21 @@ def test_a_wait_on_a_role_a_recovery_brings_back_says_so_and_is_not_certain(tmp_
     said = {e.role: e.payload for e in events if isinstance(e.payload, RoleWaiting)}
     assert said["worker:1"].fix == f"nothing to do: {under_way}" and said["worker:1"].certain is False
     assert said["worker:2"].fix == "Restart it" and said["worker:2"].certain is True
+
+
+def test_an_explicit_never_keeps_a_job_out_of_the_recovery_and_is_written_back(tmp_path: Path) -> None:
+    """``restart = "Never"`` written on a job opts it out of the cluster's recovery (its failure
+    fails the run, as written); the default, no ``restart`` at all, is recovered."""
+    from core.cluster.spec import load
+    from core.cluster.spec.write import to_data
+
+    path = tmp_path / "c.toml"
+    path.write_text(
+        'strategy = "between_graph"\ncommand = ["python", "t.py"]\n[jobs.ps]\ntasks = ["127.0.0.1:2222"]\n'
+        '[jobs.worker]\ntasks = ["127.0.0.1:2223"]\nrestart = "Never"\n'
+    )
+    spec, problems = load(path)
+    assert spec is not None, problems
+    assert spec.jobs["worker"].restart.explicit and not spec.jobs["ps"].restart.explicit
+    assert to_data(spec)["jobs"]["worker"]["restart"]["policy"] == "Never"  # kept when saved
+    assert "restart" not in to_data(spec)["jobs"]["ps"]

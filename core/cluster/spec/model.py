@@ -106,6 +106,9 @@ class RestartPolicy:
     backoff_s: float = 1.0
     backoff_max_s: float = 30.0
     reset_after_s: float = DEFAULT_RESET_AFTER_S
+    # Written in the cluster file, not a default: an explicit ``restart = "Never"`` keeps the job
+    # out of the cluster's recovery too (its failure fails the run, as the user asked).
+    explicit: bool = field(default=False, compare=False)
 
     def wants_restart(self, returncode: int | None, signal_number: int | None) -> bool:
         failed = signal_number is not None or (returncode or 0) != 0

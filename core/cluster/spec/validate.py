@@ -4,6 +4,7 @@ and the rules that tie them together (a port used twice, a strategy without its 
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import replace
 from typing import Any
 
 from core.cluster.locality import is_local_host
@@ -123,6 +124,8 @@ def parse_job(r: Reader, job_name: str, value: Any, *, has_command: bool, slurm:
     job_command = r.command(value["command"], (*path, "command")) if "command" in value else None
     job_env = r.env(value.get("env", {}), (*path, "env"))
     restart = parse_restart(r, value.get("restart", {}), (*path, "restart"))
+    if "restart" in value:
+        restart = replace(restart, explicit=True)
     tasks_value = value.get("tasks")
     if tasks_value is None:
         r.add((*path, "tasks"), "missing", f'add tasks = ["127.0.0.1:2222"] under [jobs.{job_name}]')

@@ -83,7 +83,7 @@ def to_data(spec: ClusterSpec, relative_to: Path | None = None) -> dict[str, Any
                 job_data["command"] = list(job.command)
             if job.env:
                 job_data["env"] = dict(job.env)
-        if job.restart != RestartPolicy():
+        if job.restart != RestartPolicy() or job.restart.explicit:
             job_data["restart"] = {
                 "policy": job.restart.policy,
                 "max_restarts": job.restart.max_restarts,
