@@ -38,7 +38,11 @@ def _bytecode(name: str, source: bytes) -> bytes:
     number, and compiles the .py beside it otherwise."""
     code = compile(source, name, "exec", dont_inherit=True)
     flags = (0b01).to_bytes(4, "little")  # hash-based, not checked against the source
-    return importlib.util.MAGIC_NUMBER + flags + importlib.util.source_hash(source) + marshal.dumps(code)
+    # Marshal format 2, without the back-references of format 3: those are written for objects with
+    # more than one reference at dump time, which depends on what else the process has loaded (an
+    # interned name a test process shares, a fresh launcher does not), so the bytes were not the same
+    # in two processes. marshal.loads reads every format.
+    return importlib.util.MAGIC_NUMBER + flags + importlib.util.source_hash(source) + marshal.dumps(code, 2)
 
 
 def _members() -> list[tuple[str, bytes]]:

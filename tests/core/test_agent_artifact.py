@@ -79,3 +79,12 @@ def test_a_python_with_another_magic_number_runs_the_sources(tmp_path: Path):
     agent.stdin.close()
     assert agent.wait(20) == 0
     assert hello["ev"] == "hello" and hello["protocol"] == 1
+
+
+def test_the_artifact_is_the_same_in_a_fresh_process_and_in_a_busy_one() -> None:
+    """A launcher builds the agent in its own process and a test (or another launcher) in one that
+    has loaded much more: the bytes must still match (marshal's back-references of format 3 follow
+    reference counts, which differ between such processes; the remote launch test caught it)."""
+    script = "import sys; from core.agent.artifact import artifact; sys.stdout.buffer.write(artifact())"
+    fresh = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, check=True, timeout=120)
+    assert fresh.stdout == artifact()

@@ -146,8 +146,8 @@ def test_silent_wait_and_start_stall_when_tensorflow_logs_are_hidden(tmp_path: P
         )
         assert waiting.role == "worker:1" and waiting.payload.waiting_for == "worker:0"
         assert waiting.payload.cause == "silent"
-        # grace_s (10 s) after the chief exited, plus a tick or two.
-        assert 9.5 <= waiting.t - exited.t < 13, waiting.t - exited.t
+        # grace_s (10 s) after the chief exited, plus a tick or two (many on a loaded machine: 19 s seen).
+        assert 9.5 <= waiting.t - exited.t < 30, waiting.t - exited.t
         assert re.search(r"has printed no step for \d+ s, and worker:0 exited \(succeeded", waiting.payload.message)
         assert controller.status().role("worker:1").waiting_for == "worker:0"
 
