@@ -11,4 +11,5 @@
 - ``regex_risk``: user regexes that could backtrack for ever, refused before they meet output
 - ``tbevents``: TensorBoard event files read as they grow
 - ``loss_tags``: which TensorBoard scalar tags are a loss
+- ``checkpoints``: TensorFlow's ``checkpoint`` state file and the lines that say a trainer resumed, read without TensorFlow
 """

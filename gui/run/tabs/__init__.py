@@ -8,4 +8,5 @@
 - ``placement``: ops per device, and the op table
 - ``profile``: a run's stored profile captures, roles side by side
 - ``plotting``: what every plot does to be drawn at 60 Hz
+- ``checkpoints``: the run's checkpoints on the Training tab: marks on the step axis and a short list
 """
