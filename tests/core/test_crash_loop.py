@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,55 +17,27 @@ from core.run.reader import RunReader
 from core.run.status import RoleState
 from core.views.conditions import crash_text, next_attempt_text, short_exit, trouble_text
 from tests.helpers.cli_launch import Launch
-from tests.helpers.clusters import write_cluster
+from tests.helpers.clusters import CRASH_LOOP, write_cluster
 from tests.helpers.ports import free_ports
 from tests.helpers.project import ROOT, run_cli
 from tests.helpers.statuses import role_status
+from tests.helpers.waits import wait_for
 
 CRASHER = ROOT / "tests" / "helpers" / "crasher.py"
-CLUSTER = """
-name = "crash"
-strategy = "between_graph"
-launch_style = "flags"
-workdir = "{trainers}"
-command = ["python", "-u", "light_trainer.py", "--steps=0", "--rate_hz=10"]
-stop_grace_s = 3
-[jobs.ps]
-tasks = ["127.0.0.1:{p[0]}"]
-[jobs.worker]
-tasks = ["127.0.0.1:{p[1]}", {{ address = "127.0.0.1:{p[2]}", command = ["python", "-u", "{crasher}", "{counter}", "{crashes}"] }}]
-restart = {{ policy = "OnFailure", max_restarts = 4, backoff_s = 1, backoff_max_s = 1, reset_after_s = 600 }}
-"""
 ERROR = "ZeroDivisionError: division by zero"
-
-
-@pytest.fixture
-def launches() -> Iterator[list[Launch]]:
-    started: list[Launch] = []
-    yield started
-    for launch in started:
-        launch.kill()
 
 
 def crash_cluster(tmp_path: Path, crashes: int) -> Path:
     counter = tmp_path / "starts"
-    return write_cluster(tmp_path, CLUSTER, free_ports(3), crasher=CRASHER, counter=counter, crashes=crashes)
+    return write_cluster(
+        tmp_path, CRASH_LOOP, free_ports(3), crasher=CRASHER, counter=counter, crashes=crashes, backoff=1
+    )
 
 
 def journal(run_dir: Path, kind: str, role: str) -> list[dict[str, Any]]:
     path = run_dir / "events.jsonl"
     lines = path.read_text().splitlines() if path.exists() else []
     return [r for r in map(json.loads, lines) if r.get("kind") == kind and r.get("role") == role]
-
-
-def wait_for(condition, timeout_s: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.slow

@@ -8,8 +8,6 @@ import contextlib
 import json
 import os
 import signal
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ from tests.helpers.clusters import write_cluster
 from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
 from tests.helpers.project import ROOT
+from tests.helpers.waits import wait_for
 
 PSS = ["chief:0", "ps:0", "ps:1", "worker:0", "worker:1", "evaluator:0"]
 
@@ -90,14 +89,6 @@ backoff_s = 0.5
 """
 
 
-@pytest.fixture
-def launches() -> Iterator[list[Launch]]:
-    started: list[Launch] = []
-    yield started
-    for launch in started:
-        launch.kill()
-
-
 def light(
     tmp_path: Path, *, strategy: str, steps: int = 0, stall: float = 0, recoveries: int = 3
 ) -> tuple[Path, list[int]]:
@@ -110,16 +101,6 @@ def journal(run_dir: Path, kind: str) -> list[dict[str, Any]]:
     path = run_dir / "events.jsonl"
     lines = path.read_text().splitlines() if path.exists() else []
     return [r for r in map(json.loads, lines) if r.get("kind") == kind]
-
-
-def wait_for(condition, timeout_s: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def running_at_step(launch: Launch, role: str, step: int) -> dict[str, Any]:

@@ -13,26 +13,13 @@ from pathlib import Path
 import pytest
 
 from core.cluster.spec import load
+from tests.helpers.clusters import CRASH_LOOP
 from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
 from tests.helpers.project import ROOT
 
 CRASHER = ROOT / "tests" / "helpers" / "crasher.py"
 ERROR = "ZeroDivisionError: division by zero"
-# A back-off long enough to look at the tile between attempts, short enough that the test ends.
-CLUSTER = """
-name = "crash"
-strategy = "between_graph"
-launch_style = "flags"
-workdir = "{trainers}"
-command = ["python", "-u", "light_trainer.py", "--steps=0", "--rate_hz=10"]
-stop_grace_s = 3
-[jobs.ps]
-tasks = ["127.0.0.1:{p[0]}"]
-[jobs.worker]
-tasks = ["127.0.0.1:{p[1]}", {{ address = "127.0.0.1:{p[2]}", command = ["python", "-u", "{crasher}", "{counter}", "99"] }}]
-restart = {{ policy = "OnFailure", max_restarts = 4, backoff_s = 4, backoff_max_s = 4, reset_after_s = 600 }}
-"""
 
 
 @pytest.mark.timeout(240)
@@ -49,7 +36,14 @@ def test_a_crash_loop_in_the_window_tile_row_banner_and_the_log_at_its_error(qtb
     ports = free_ports(3)
     cluster = tmp_path / "cluster.toml"
     cluster.write_text(
-        CLUSTER.format(trainers=ROOT / "resources" / "trainers", p=ports, crasher=CRASHER, counter=tmp_path / "starts")
+        CRASH_LOOP.format(
+            trainers=ROOT / "resources" / "trainers",
+            p=ports,
+            crasher=CRASHER,
+            counter=tmp_path / "starts",
+            crashes=99,
+            backoff=4,
+        )  # a back-off long enough to look at the tile between attempts
     )
     spec, problems = load(cluster)
     assert spec is not None, problems

@@ -164,3 +164,20 @@ tasks = ["127.0.0.1:{p[2]}", "127.0.0.1:{p[3]}"]
 [recovery]
 backoff_s = 1
 """
+
+
+# 1 ps + 2 light workers; worker:1 runs tests/helpers/crasher.py, which raises ZeroDivisionError on
+# its first ``crashes`` starts (counted in ``counter``), under OnFailure with a fixed ``backoff`` s.
+CRASH_LOOP = """
+name = "crash"
+strategy = "between_graph"
+launch_style = "flags"
+workdir = "{trainers}"
+command = ["python", "-u", "light_trainer.py", "--steps=0", "--rate_hz=10"]
+stop_grace_s = 3
+[jobs.ps]
+tasks = ["127.0.0.1:{p[0]}"]
+[jobs.worker]
+tasks = ["127.0.0.1:{p[1]}", {{ address = "127.0.0.1:{p[2]}", command = ["python", "-u", "{crasher}", "{counter}", "{crashes}"] }}]
+restart = {{ policy = "OnFailure", max_restarts = 4, backoff_s = {backoff}, backoff_max_s = {backoff}, reset_after_s = 600 }}
+"""
