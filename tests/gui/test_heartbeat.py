@@ -40,3 +40,7 @@ def test_a_gap_spent_asleep_is_not_gui_thread_cpu(qtbot):
     qtbot.waitUntil(lambda: beat.turns >= turns + 3 and beat.longest_gap_s >= 0.4, timeout=20_000)
     assert beat.longest_gap_cpu_s < 0.2
     beat.assert_turning(max_gap_s=60.0, max_cpu_s=0.2)
+    if os.path.exists("/proc/self/schedstat"):
+        assert beat.longest_blocked_s >= 0.3, beat.describe_longest()
+        with pytest.raises(AssertionError, match=r"blocked in one gap 0\.[3-9]"):
+            beat.assert_turning(max_gap_s=60.0, max_blocked_s=0.2)

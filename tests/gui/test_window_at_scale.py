@@ -17,7 +17,7 @@ import pytest
 
 from core.cluster.spec import load
 from tests.helpers.gcwatch import collection_threads
-from tests.helpers.heartbeat import Heartbeat
+from tests.helpers.heartbeat import INTERVAL_MS, Heartbeat
 from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
 from tests.helpers.project import ROOT
@@ -71,16 +71,15 @@ def test_64_workers_on_8_hosts_in_the_overview_and_the_gpu_grid(qtbot, tmp_path:
         _follow_the_run(qtbot, window, overview)
     gui_thread = threading.current_thread().name
     assert threads and set(threads) == {gui_thread}, f"collections ran on {sorted(set(threads))}"
-    # The issue asks for 1 s; 3 s leaves room for a CI machine loaded well past its cores (the
-    # benchmark's figures are in the README). Before issue 19's fixes: up to 6.7 s (the first GPU
-    # cards, the roles table measuring all its cells each frame). What the window's code controls,
-    # however loaded the machine, is its own CPU between two turns: at a 65-role launch on 2 cores
-    # a gap is mostly the GUI thread waiting for a CPU (31 ms of its own CPU in a 708 ms gap).
+    # A gap is the GUI thread's own CPU, its wait for a CPU, and the rest: blocked (a lock, a read).
+    # The window's code controls the first and the last, however loaded the machine: GUI-thread CPU
+    # per turn at 64 workers is 0.1-0.2 s on a quiet machine, 0.27-0.38 s beside two CPU hogs or
+    # other suites (0.52 s on CI when a turn made two GPU cards: one a frame since); blocked time
+    # catches a GUI thread waiting on I/O. The wait for a CPU is the machine's: beside
+    # `stress-ng --cpu 2`, 65 trainers and 8 agents on 2 cores, one gap was 2.91 s, 2.29 s of it
+    # in the run queue. The gap bound catches a freeze of the old kind (6.7 s of CPU, issue 19).
     print(beat.describe_longest())
-    # GUI-thread CPU per turn at 64 workers is 0.1-0.2 s on a quiet machine and 0.30-0.38 s on a
-    # shared, loaded one (CI's and this machine's with other suites beside it, the same before and
-    # after the crash-loop views): the bound catches a freeze of the old kind (seconds), not load.
-    beat.assert_turning(max_gap_s=3.0, max_cpu_s=0.5)
+    beat.assert_turning(max_gap_s=10.0, max_cpu_s=0.5, max_blocked_s=1.0)
     assert_nothing_left(ports, f"--test_marker={tmp_path.name}")
 
 
@@ -115,21 +114,32 @@ def _follow_the_run(qtbot, window, overview) -> None:
 
         from gui.run.roles import COLUMNS
 
+        def user_turn() -> None:
+            # A user's clicks are events, one per turn of the loop; done back to back here, five
+            # regroups and filters counted as one turn of GUI-thread CPU (0.52 s on CI with a card).
+            qtbot.wait(2 * INTERVAL_MS)
+
         qtbot.mouseClick(overview, QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
+        user_turn()
         assert window.selected_roles() == ["worker:37"]
 
         # The roles table at scale: grouped by host with counts per state, filtered, sorted by
         # step (numbers), the selection kept over live frames and a regroup.
         roles = window.roles
         roles.set_grouping("host")
+        user_turn()
         groups = roles.shown_groups()
         assert len(groups) == HOSTS and groups[0] == "127.0.0.1: 9 roles (9 running)"
         assert groups[1:] == [f"127.0.0.{h}: 8 roles (8 running)" for h in range(2, HOSTS + 1)]
         roles.set_filter("127.0.0.3")
+        user_turn()
         assert roles.shown_roles() == [f"worker:{i}" for i in range(2, WORKERS, HOSTS)]
         roles.set_filter("")
+        user_turn()
         roles.set_grouping("none")
+        user_turn()
         roles.table.sortByColumn(COLUMNS.index("Step"), QtCore.Qt.SortOrder.DescendingOrder)
+        user_turn()
         before = {r: roles.cell(r, "Step") for r in roles.shown_roles()}
         qtbot.waitUntil(lambda: sum(roles.cell(r, "Step") != before[r] for r in before) > WORKERS // 2, timeout=30_000)
         steps = [int(roles.cell(r, "Step") or -1) for r in roles.shown_roles()]

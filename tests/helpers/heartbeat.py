@@ -10,6 +10,9 @@ queue, ``/proc/self/task/TID/schedstat``). The first is what the window's code c
 second is the machine's CPUs being taken by others (issue 19: at a 65-role launch on 2 cores, a
 708 ms gap was 31 ms of GUI-thread CPU and 672 ms in the run queue). :attr:`longest_cpu_s` is the
 most GUI-thread CPU between two turns, which a test can bound however loaded the machine is.
+What is left of a gap, neither CPU nor run queue, is time the GUI thread was blocked (a lock, a
+read, a sleep): :attr:`longest_blocked_s` is the most of it in one gap past the timer's interval,
+the freeze of the worst kind (a GUI thread waiting on I/O), which no load explains either.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class Heartbeat(QtCore.QObject):
         self.longest_cpu_s = 0.0
         self.longest_gap_cpu_s = 0.0  # of the longest gap: the GUI thread's CPU time
         self.longest_gap_queue_s = 0.0  # ... and its time waiting for a CPU
+        self.longest_blocked_s = 0.0  # the most time blocked (neither CPU nor run queue) in a gap
         self.last_gap = (0.0, 0.0, 0.0)  # the latest gap: (seconds, GUI-thread CPU, run-queue wait)
         self._schedstat = Path(f"/proc/self/task/{threading.get_native_id()}/schedstat")
         self._last = time.monotonic()
@@ -61,6 +65,10 @@ class Heartbeat(QtCore.QObject):
             self.longest_gap_cpu_s = cpu_s
             self.longest_gap_queue_s = queue - self._last_queue
         self.longest_cpu_s = max(self.longest_cpu_s, cpu_s)
+        waited = queue - self._last_queue
+        if waited == waited:  # where the kernel says nothing, blocked time is not measured
+            blocked = gap - cpu_s - waited - INTERVAL_MS / 1000
+            self.longest_blocked_s = max(self.longest_blocked_s, blocked)
         self.last_gap = (gap, cpu_s, queue - self._last_queue)
         self._last, self._last_cpu, self._last_queue = now, cpu, queue
         self.turns += 1
@@ -75,14 +83,20 @@ class Heartbeat(QtCore.QObject):
         waiting = f", waiting for a CPU {queue:.2f} s" if queue == queue else ""
         return (
             f"the GUI thread stood still for {self.longest_gap_s:.2f} s (its own CPU {self.longest_gap_cpu_s:.2f} s"
-            f"{waiting}); most GUI-thread CPU between two turns {self.longest_cpu_s:.2f} s"
+            f"{waiting}); most GUI-thread CPU between two turns {self.longest_cpu_s:.2f} s; "
+            f"most time blocked in one gap {self.longest_blocked_s:.2f} s"
         )
 
-    def assert_turning(self, max_gap_s: float = 5.0, max_cpu_s: float | None = None) -> None:
+    def assert_turning(
+        self, max_gap_s: float = 5.0, max_cpu_s: float | None = None, max_blocked_s: float | None = None
+    ) -> None:
         """The event loop turned, never stood still longer than ``max_gap_s``, and (if given) never
-        spent more than ``max_cpu_s`` of GUI-thread CPU between two turns."""
+        spent more than ``max_cpu_s`` of GUI-thread CPU between two turns nor was blocked longer
+        than ``max_blocked_s`` in one gap."""
         self.stop()
         assert self.turns > 1, "the GUI thread's event loop never turned"
         assert self.longest_gap_s < max_gap_s, self.describe_longest()
         if max_cpu_s is not None:
             assert self.longest_cpu_s < max_cpu_s, self.describe_longest()
+        if max_blocked_s is not None:
+            assert self.longest_blocked_s < max_blocked_s, self.describe_longest()

@@ -8,7 +8,8 @@ the GPU clicked there only; every GPU's history is kept either way, so a card op
 
 Cards are made when shown, and at most ``CARDS_PER_FRAME`` a frame (a plot widget
 costs 50-300 ms on a loaded machine, and the first frame on the GPUs tab of a 64-GPU run made
-17 of them at once, 6.7 s without turning the event loop). The samples go to the history
+17 of them at once, 6.7 s without turning the event loop; two a frame still took 0.52 s of
+GUI-thread CPU in one turn on a loaded CI machine). The samples go to the history
 whether or not a card exists, so a card made later opens with all of it.
 
 Fed with the agents' ``sample`` and ``gpu_status`` events. The figures (every GPU's history, the
@@ -32,7 +33,7 @@ from gui.run.tabs.plotting import FollowX, fit_to_pixels, light_grid, settle
 
 UTIL_COLOUR = "#2b6cb0"
 MEMORY_COLOUR = "#d9822b"
-CARDS_PER_FRAME = 2
+CARDS_PER_FRAME = 1
 
 
 def _drawn_key(card: _Card) -> tuple[int, ...]:
