@@ -244,7 +244,8 @@ def test_validate_remote_checks_slurm_and_names_a_wrong_partition(
 def test_a_run_past_its_slurm_time_limit_says_timed_out_by_slurm(
     slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
 ) -> None:
-    """One minute is Slurm's smallest limit (and slurmctld checks limits about every 30 s)."""
+    """One minute is Slurm's smallest limit (and slurmctld checks limits about every 30 s): this
+    test also covers the client's reading of a timed-out job (it had a 90 s test of its own)."""
     path, ports = write_slurm_cluster(tmp_path, slurm, steps=10000000)
     path.write_text(path.read_text().replace('time = "10"', 'time = "1"'))
     run_dir = tmp_path / "run"
@@ -260,6 +261,7 @@ def test_a_run_past_its_slurm_time_limit_says_timed_out_by_slurm(
     assert left_in_squeue(client, job_id).strip() == ""
     end = client.job_end(job_id)
     assert end is not None and end.state == "TIMEOUT"
+    assert "timed out: the allocation's time limit was reached" in end.describe()
     assert_nothing_left_under(tmp_path, ports)
 
 

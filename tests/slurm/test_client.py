@@ -138,17 +138,6 @@ def test_a_failed_job_is_reported_with_its_exit_code(client: SlurmClient) -> Non
 
 
 @pytest.mark.slow
-def test_a_job_past_its_time_limit_is_reported_as_timed_out(slurm: SlurmCluster, client: SlurmClient) -> None:
-    # One minute is Slurm's smallest limit, and slurmctld checks limits every 30 s or so.
-    job_id = client.submit(SlurmConfig(partition=slurm.partition, time="1"), "towerdeck-timeout")
-    client.wait_running(job_id, timeout_s=30)
-    _wait(lambda: client.job_end(job_id) is not None, timeout_s=180)
-    end = client.job_end(job_id)
-    assert end is not None and end.state == "TIMEOUT"
-    assert "timed out: the allocation's time limit was reached" in end.describe()
-    assert job_id not in _squeue_ids(slurm, client)
-
-
 def test_preflight_names_a_missing_partition_and_passes_a_good_one(slurm: SlurmCluster, client: SlurmClient) -> None:
     good = check_slurm(client, SlurmConfig(partition=slurm.partition))
     assert [(c.name, c.ok) for c in good] == [
