@@ -8,8 +8,9 @@ import shutil
 import threading
 from pathlib import Path
 
+import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from core.cluster.spec import load
@@ -182,8 +183,21 @@ def _as_orjson_ints(value: object) -> object:
     return value
 
 
+def _records_of(line: bytes) -> list[dict[str, object]]:
+    return journal._decode_each([line])[0]
+
+
+def _orjson_reads(line: bytes) -> bool:
+    try:
+        orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("fast", [True, False], ids=["orjson", "one-string"])
 @given(lines=st.lists(_line_pieces, max_size=30))
+@example(lines=[b'{"": Infinity, "0": -9223372036854775809}'])  # found on a loaded run: not orjson's
 @settings(max_examples=300, deadline=None)
 def test_decoding_lines_together_is_decoding_each(fast: bool, lines: list[bytes]) -> None:
     """Both fast decodes (orjson line by line, and json over one string where orjson is missing)
@@ -196,7 +210,10 @@ def test_decoding_lines_together_is_decoding_each(fast: bool, lines: list[bytes]
     try:
         expected = journal._decode_each(lines)
         if fast:
-            expected = ([_as_orjson_ints(record) for record in expected[0]], expected[1])
+            # A line orjson reads comes back with its integers beyond 64 bits as floats; a line it
+            # refuses (an infinity beside such an integer, once) is json.loads's, integers exact.
+            records = [_as_orjson_ints(r) if _orjson_reads(line) else r for line in lines for r in _records_of(line)]
+            expected = (records, expected[1])
         assert repr(journal.decode_lines(lines)) == repr(expected)
     finally:
         journal._fast_loads = saved

@@ -53,7 +53,7 @@ backoff_s = 1
 strategy = "between_graph"
 launch_style = "flags"
 workdir = "{trainers}"
-command = ["python", "-u", "between_graph.py", "--train_steps=3000", "--log_every=10", "--step_sleep=0.02",
+command = ["python", "-u", "between_graph.py", "--train_steps=1500", "--log_every=10", "--step_sleep=0.02",
            "--checkpoint_dir={{run_dir}}/checkpoints", "--checkpoint_every=50"]
 stop_grace_s = 5
 [env]
