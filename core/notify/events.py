@@ -52,7 +52,7 @@ class Notification:
     def payload(
         self, run: dict[str, Any], folded: int = 0, unsent: list[dict[str, Any]] | None = None
     ) -> dict[str, Any]:
-        """The JSON object the command reads on stdin (documented in the README)."""
+        """The JSON object the command reads on stdin (documented in docs/guide/notifications.md)."""
         out: dict[str, Any] = {
             "towerdeck_notification": SCHEMA_VERSION,
             "kind": self.kind,

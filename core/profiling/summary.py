@@ -237,7 +237,9 @@ def parse(role: str, tables: Mapping[str, Any]) -> RoleProfile:
         role=role,
         step_times_ms=tuple(steps),
         breakdown_ms=breakdown,
-        bottleneck=bottleneck if steps else "no steps were marked in this capture (see README: step markers)",
+        bottleneck=bottleneck
+        if steps
+        else "no steps were marked in this capture (docs/guide/profiling.md: step markers)",
         top_ops=_top_ops(tables.get("framework_op_stats")),
         errors=tuple(str(e) for e in tables.get("errors") or ()),
     )

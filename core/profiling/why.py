@@ -163,7 +163,7 @@ def explain(slow: RoleProfile, median: RoleProfile, *, slow_facts: RoleFacts, me
         return Verdict(
             "none",
             f"nothing TowerDeck measures explains it: the profile of {unmarked} has no steps, so where a step's "
-            "time goes is unknown (mark the trainer's steps: see README, profiling)",
+            "time goes is unknown (mark the trainer's steps: see docs/guide/profiling.md, step markers)",
             evidence,
         )
     recent = (slow_facts.step_time_s or 0.0) / median_facts.step_time_s if median_facts.step_time_s else None

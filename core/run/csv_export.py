@@ -8,7 +8,7 @@ line still being written at that moment is left out). Each CSV is written to a t
 renamed, so a reader never sees half a file. A text cell that a spreadsheet would run as a
 formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return and is not a
 number) is written with a leading ``'`` (:func:`core.textsafe.csv_cell`). The columns are listed in :data:`COLUMNS` and in the
-README ("Export a run's figures as CSV").
+docs/guide/runs.md ("Export a run's figures (CSV) and plots").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The run directory: everything a launch leaves behind, readable after the fact.
 
-Layout (documented in the README)::
+Layout (documented in docs/guide/run-directory.md)::
 
     <runs root>/<run id>/
         run.json            id, name, times, state, result, the control socket

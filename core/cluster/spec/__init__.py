@@ -1,6 +1,6 @@
 """The cluster model, and cluster files: parsing with precise problems, and writing.
 
-A cluster file is TOML (see the README for the schema). :func:`parse_text` turns one into a
+A cluster file is TOML (docs/guide/cluster-file.md has the schema). :func:`parse_text` turns one into a
 :class:`ClusterSpec` and a list of :class:`~core.cluster.problems.Problem`; it never raises on bad input.
 Checks that need this machine (does the command exist, is the port free) live in ``core.preflight.checks``;
 whether an address is this machine in ``core.cluster.locality``.

@@ -245,7 +245,7 @@ def _value(value: Any, indent_used: int = 0, *, single_line: bool = False) -> st
 
 
 def _string(text: str) -> str:
-    # Literal strings keep regexes and Windows paths as typed (the README asks for them).
+    # Literal strings keep regexes and Windows paths as typed (the cluster file guide asks for them).
     if "\\" in text and "'" not in text and text.isprintable():
         return f"'{text}'"
     return _quoted(text)
