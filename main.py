@@ -30,10 +30,13 @@ CLI_COMMANDS = {
 
 
 def main(argv: list[str]) -> int:
-    if argv and (argv[0] in CLI_COMMANDS or argv[0] in ("-h", "--help")):
+    # --help among the window's options (`--demo --help`) is the whole help: the window's options
+    # are listed there, beside the subcommands.
+    asks_help = not (argv and argv[0] in CLI_COMMANDS) and ("-h" in argv or "--help" in argv)
+    if asks_help or (argv and argv[0] in CLI_COMMANDS):
         from core.cli.main import main as cli_main
 
-        return cli_main(argv)
+        return cli_main(["--help"] if asks_help else argv)
     from gui.window.app import main as gui_main
 
     return gui_main(argv)
