@@ -18,6 +18,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from core.textsafe import terminal
+
 # Descriptions and examples are written line by line: argparse would join and rewrap them.
 FORMATTER = argparse.RawDescriptionHelpFormatter
 
@@ -43,7 +45,8 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         hint = f"e.g. `{self.example}`; " if self.example else ""
-        self.exit(2, f"{self.prog}: error: {message} ({hint}`{self.prog} --help` for more)\n")
+        # The message may quote what was typed (unrecognized arguments: as typed): escaped.
+        self.exit(2, terminal(f"{self.prog}: error: {message} ({hint}`{self.prog} --help` for more)") + "\n")
 
 
 def command(

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from core.cli.helptree import Parser
 from core.cli.window_args import RUN_TABS, add_window_arguments
 from core.cluster.demo import DEMO_CLUSTER
 from core.controller.session import load_checked
@@ -18,9 +19,10 @@ if TYPE_CHECKING:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python main.py", description="TowerDeck's window. `python main.py --help` lists the command line."
     )
+    parser.example = "python main.py --demo --tab training"
     add_window_arguments(parser)  # core/cli/window_args.py: `python main.py --help` lists the same
     return parser
 

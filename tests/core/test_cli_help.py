@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import re
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -45,6 +46,15 @@ def example_lines(text: str) -> list[list[str]]:
     """The command lines under ``examples:``, as words."""
     _, _, examples = text.partition("\nexamples:\n")
     return [line.split() for line in examples.splitlines() if "python main.py" in line and "#" not in line]
+
+
+def main_module() -> ModuleType:
+    """main.py, the entry point, as a module."""
+    spec = importlib.util.spec_from_file_location("towerdeck_main", ROOT / "main.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def names_in_order(words: tuple[str, ...], line: list[str]) -> bool:
@@ -99,10 +109,7 @@ def test_the_window_parser_takes_every_tab_the_help_lists() -> None:
 
 def test_main_py_starts_every_subcommand_of_the_parser() -> None:
     """main.py decides window or command line by the first word: it must know every subcommand."""
-    spec = importlib.util.spec_from_file_location("towerdeck_main", ROOT / "main.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = main_module()
     top = {node.words[0] for node in walk(build_parser())}
     assert set(module.CLI_COMMANDS) == top
 
@@ -192,3 +199,26 @@ def test_a_usage_error_is_one_line_naming_the_field_with_an_example(
     assert result.returncode == 2 and "Traceback" not in result.stderr
     [line] = result.stderr.splitlines()
     assert field in line and f"e.g. `{example}`" in line and "--help` for more" in line, line
+
+
+def test_a_mistyped_subcommand_is_named_with_the_one_meant(tmp_path: Path) -> None:
+    """It went to the window, which said "no display" or tried to open a cluster file "valdate"."""
+    result = run_cli("valdate", "cluster.toml", cwd=tmp_path, timeout=60, env={"QT_QPA_PLATFORM": "offscreen"})
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert "'valdate' is not a subcommand; did you mean `python main.py validate`?" in line, line
+
+
+def test_every_subcommand_still_reaches_its_command() -> None:
+    """The check for a mistyped subcommand lets every real one through."""
+    module = main_module()
+    assert [name for name in sorted(module.CLI_COMMANDS) if module.mistyped_command([name, "x"])] == []
+    assert module.mistyped_command(["valdate", "x"]) == "validate"
+    assert module.mistyped_command(["cluster.toml"]) is None  # a window's FILE, opened or refused there
+
+
+def test_a_usage_error_quoting_what_was_typed_is_escaped() -> None:
+    result = run_cli("validate", "a.toml", "b\x1b[2J", timeout=60)
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert "unrecognized arguments: b\\x1b[2J" in line and "\x1b" not in line, line
