@@ -34,7 +34,14 @@ def mistyped_command(argv: list[str]) -> str | None:
     """The subcommand a first word that is neither one nor a file was meant to be (``valdate``), or
     None: a window's FILE has a dot or a slash, and is opened (or refused) by the window."""
     first = argv[0] if argv else ""
-    if not first or first in CLI_COMMANDS or first.startswith("-") or "." in first or "/" in first or Path(first).exists():
+    if (
+        not first
+        or first in CLI_COMMANDS
+        or first.startswith("-")
+        or "." in first
+        or "/" in first
+        or Path(first).exists()
+    ):
         return None
     close = difflib.get_close_matches(first, sorted(CLI_COMMANDS), n=1)
     return close[0] if close else None
