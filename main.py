@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
 from pathlib import Path
 
@@ -29,11 +30,38 @@ CLI_COMMANDS = {
 }
 
 
+def mistyped_command(argv: list[str]) -> str | None:
+    """The subcommand a first word that is neither one nor a file was meant to be (``valdate``), or
+    None: a window's FILE has a dot or a slash, and is opened (or refused) by the window."""
+    first = argv[0] if argv else ""
+    if (
+        not first
+        or first in CLI_COMMANDS
+        or first.startswith("-")
+        or "." in first
+        or "/" in first
+        or Path(first).exists()
+    ):
+        return None
+    close = difflib.get_close_matches(first, sorted(CLI_COMMANDS), n=1)
+    return close[0] if close else None
+
+
 def main(argv: list[str]) -> int:
-    if argv and (argv[0] in CLI_COMMANDS or argv[0] in ("-h", "--help")):
+    if meant := mistyped_command(argv):
+        print(
+            f"python main.py: {argv[0]!r} is not a subcommand; did you mean `python main.py {meant}`? "
+            "(`python main.py --help` lists them)",
+            file=sys.stderr,
+        )
+        return 2
+    # --help among the window's options (`--demo --help`) is the whole help: the window's options
+    # are listed there, beside the subcommands.
+    asks_help = not (argv and argv[0] in CLI_COMMANDS) and ("-h" in argv or "--help" in argv)
+    if asks_help or (argv and argv[0] in CLI_COMMANDS):
         from core.cli.main import main as cli_main
 
-        return cli_main(argv)
+        return cli_main(["--help"] if asks_help else argv)
     from gui.window.app import main as gui_main
 
     return gui_main(argv)

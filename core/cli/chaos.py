@@ -31,16 +31,15 @@ Request = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def add_chaos_arguments(p: argparse.ArgumentParser) -> None:
-    """``ctl``'s options for ``chaos`` (the positional ``signal`` is ``ctl signal``'s own)."""
-    g = p.add_argument_group("chaos (ctl RUN chaos)")
-    g.add_argument(
+    """``ctl RUN chaos``'s options."""
+    p.add_argument(
         "--every", type=float, default=30.0, metavar="S", help="seconds between kills, at least (default 30)"
     )
-    g.add_argument("--roles", metavar="JOB,...", help="jobs or roles to pick from, e.g. worker,ps:0 (default all)")
-    g.add_argument("--signal", dest="chaos_signal", default="KILL", metavar="SIG", help="the signal (default KILL)")
-    g.add_argument("--count", type=int, default=1, metavar="N", help="how many kills (default 1)")
-    g.add_argument("--seed", type=int, help="the random choice's seed, to repeat a run of chaos")
-    g.add_argument(
+    p.add_argument("--roles", metavar="JOB,...", help="jobs or roles to pick from, e.g. worker,ps:0 (default all)")
+    p.add_argument("--signal", dest="chaos_signal", default="KILL", metavar="SIG", help="the signal (default KILL)")
+    p.add_argument("--count", type=int, default=1, metavar="N", help="how many kills (default 1)")
+    p.add_argument("--seed", type=int, help="the random choice's seed, to repeat a run of chaos")
+    p.add_argument(
         "--recover-within", dest="chaos_timeout", type=float, default=300.0, metavar="S",
         help="seconds a recovery may take before chaos calls it failed (default 300)",
     )  # fmt: skip

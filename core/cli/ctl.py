@@ -14,6 +14,7 @@ from typing import Any, TextIO
 from core.agent.processes import SIGNAL_HINT, signal_number
 from core.cli.chaos import add_chaos_arguments, cmd_chaos
 from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, resolve_run
+from core.cli.helptree import add_topic_help, command
 from core.cli.profile import add_profile_arguments, cmd_profile, cmd_why, usage_problem
 from core.diagnosis.wording import waiting_lines
 from core.run import control, rundir
@@ -24,37 +25,132 @@ from core.views.checkpoints import size_text
 from core.views.conditions import trouble_text
 from core.views.slurm_text import slurm_lines
 
+PROG = "python main.py ctl"
+RUN_HELP = "a run directory, a run id from `runs`, or 'latest'"
+ROLE_HELP = "the role: worker:1, worker/1 or /job:worker/task:1"
+
 
 def add_parser(sub: Any) -> None:
-    """The ``ctl`` subcommand's arguments."""
-    p = sub.add_parser("ctl", help="stop, kill or restart roles of a running launch")
-    p.set_defaults(handler=cmd_ctl)
-    p.add_argument("run", help="a run directory, a run id from `runs`, or 'latest'")
-    p.add_argument(
-        "action",
-        choices=(
-            "status",
-            "stop",
-            "kill",
-            "restart",
-            "signal",
-            "stop-all",
-            "kill-all",
-            "restart-all",
-            "detach",
-            "profile",
-            "why",
-            "chaos",
-            "checkpoints",
+    """``ctl RUN ACTION``: a subcommand per action, each with its own arguments, help and examples.
+    The run comes first, as every existing spelling has it (``ctl latest stop worker:1``)."""
+    p = command(
+        sub,
+        "ctl",
+        summary="control a running launch: status, stop, kill or restart roles, profile, why, detach",
+        description="Control a run that a `launch`, `attach` or window still runs, through its control socket:\n"
+        "print its status, stop, kill, restart or signal one role or the whole cluster, detach from it,\n"
+        "profile roles, explain a slow worker, or kill random roles to prove recovery. `checkpoints`\n"
+        "reads the run's files, so it works on a run that is over too.\n"
+        "\n"
+        f"RUN is {RUN_HELP}.\n"
+        f"`{PROG} RUN ACTION --help` (or `{PROG} ACTION --help`) prints an action's own\n"
+        "options and examples.",
+        examples=(
+            ("the last run's roles", f"{PROG} latest status"),
+            ("stop one worker; the others go on", f"{PROG} latest stop worker:1"),
+            ("stop the whole cluster", f"{PROG} latest stop-all"),
+            ("why is worker 3 slower than the others?", f"{PROG} latest why worker:3"),
         ),
+        add_help=False,
     )
-    p.add_argument("role", nargs="?", help="the role, e.g. worker:1 (for stop, kill, restart, signal, profile, why)")
-    p.add_argument("signal", nargs="?", help="for signal: the signal name, e.g. STOP or CONT")
-    p.add_argument("more_roles", nargs="*", metavar="ROLE", help="for profile: more roles")
-    add_profile_arguments(p)  # core/cli/profile.py
-    add_chaos_arguments(p)  # core/cli/chaos.py
-    p.add_argument("--json", action="store_true", help="for status and checkpoints: print JSON")
+    actions = add_topic_help(p, key="run")  # `ctl why --help`: why's help, the run not named yet
+    p.set_defaults(handler=cmd_ctl, role=None, signal=None, json=False)
+    p.add_argument("run", metavar="RUN", help=RUN_HELP)
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
+    sub_actions = p.add_subparsers(dest="action", metavar="ACTION", required=True, title="actions")
+
+    def action(name: str, summary: str, description: str, *examples: tuple[str, str]) -> argparse.ArgumentParser:
+        a = command(sub_actions, name, summary=summary, description=description, examples=examples)
+        a.prog = f"{PROG} RUN {name}"  # argparse's would read "ctl run NAME"
+        # --root after the action too; SUPPRESS keeps the value given before it.
+        a.add_argument("--root", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        actions[name] = a
+        return a
+
+    a = action(
+        "status",
+        "each role's state, pid, restarts; why a role waits; the hosts",
+        "Print the cluster's phase and a line per role: state, pid, restarts, what it waits for (and the\n"
+        "fix), a failed role's last lines; then the hosts and, on Slurm, the allocation.",
+        ("the last run", f"{PROG} latest status"),
+        ("as JSON, for a script", f"{PROG} latest status --json"),
+    )
+    a.add_argument("--json", action="store_true", help="print the control socket's reply as JSON")
+    for name, verb, what in (
+        ("stop", "stop", "SIGTERM, then SIGKILL after the cluster's stop_grace_s"),
+        ("kill", "kill", "SIGKILL at once"),
+        ("restart", "restart", "stopped, then started again as a new attempt"),
+    ):
+        a = action(
+            name,
+            f"{verb} one role while the others go on",
+            f"{verb.capitalize()} one role ({what}); the other roles go on.",
+            (f"{verb} worker 1", f"{PROG} latest {name} worker:1"),
+        )
+        a.add_argument("role", metavar="ROLE", help=ROLE_HELP)
+    a = action(
+        "signal",
+        "send a signal to one role's process group",
+        "Send a signal to one role's process group, e.g. STOP to pause it and CONT to resume it.",
+        ("pause worker 0, then resume it", f"{PROG} latest signal worker:0 STOP"),
+        ("", f"{PROG} latest signal worker:0 CONT"),
+    )
+    a.add_argument("role", metavar="ROLE", help=ROLE_HELP)
+    a.add_argument("signal", metavar="SIGNAL", help="a signal name or number: STOP, CONT, INT, TERM, USR1 ...")
+    for name, verb in (("stop-all", "stop"), ("kill-all", "kill"), ("restart-all", "restart")):
+        action(
+            name,
+            f"{verb} every role of the cluster",
+            f"{verb.capitalize()} every role of the cluster.",
+            (f"{verb} the last run's cluster", f"{PROG} latest {name}"),
+        )
+    action(
+        "detach",
+        "end the launch but leave the cluster running",
+        "End the launch (or attach) that controls the run, and leave its roles running; it prints how\n"
+        "to take control again (`attach RUN`).",
+        ("leave the last run running without its launcher", f"{PROG} latest detach"),
+        ("take control again later", "python main.py attach latest"),
+    )
+    a = action(
+        "profile",
+        "capture TensorFlow's profiler on running roles and summarise it",
+        "Capture TensorFlow's profiler on running roles (here, on SSH hosts, on Slurm nodes) into\n"
+        "RUN/profiles/<time>/ and print their summaries side by side: steps, breakdown, bottleneck, top ops.",
+        ("two workers for 2 s", f"{PROG} latest profile worker:0 worker:1"),
+        ("every worker, step times only (a small file)", f"{PROG} latest profile --workers --light"),
+    )
+    a.add_argument("names", nargs="*", metavar="ROLE", help="the roles to capture (or --workers, --all)")
+    add_profile_arguments(a, which_roles=True)  # core/cli/profile.py
+    a = action(
+        "why",
+        "say why a worker is slower than the others",
+        "Profile the straggler (the worker named, else the slowest) beside the median worker and say in\n"
+        "one sentence, with the evidence, why it is slower.",
+        ("the slowest worker", f"{PROG} latest why"),
+        ("worker 3, traced for 5 s", f"{PROG} latest why worker:3 --seconds 5"),
+    )
+    a.add_argument("role", nargs="?", metavar="ROLE", help="the worker to explain (default: the slowest)")
+    add_profile_arguments(a, which_roles=False)  # core/cli/profile.py
+    a = action(
+        "chaos",
+        "kill random roles one at a time and time each recovery",
+        "Kill random running roles one at a time (through the control socket, as the OOM killer would),\n"
+        "wait until the cluster is whole again, and print each recovery's time and a summary.\n"
+        "Exit 1 when one was not recovered within --recover-within.",
+        ("one kill of a random worker", f"{PROG} latest chaos --roles worker --every 0"),
+        ("three kills a minute apart, repeatable", f"{PROG} latest chaos --count 3 --every 60 --seed 7"),
+    )
+    add_chaos_arguments(a)  # core/cli/chaos.py
+    a = action(
+        "checkpoints",
+        "list the run's checkpoints (a run that is over too)",
+        "List the run's checkpoints: step, time, size, the one TensorFlow would restore marked; read\n"
+        "from the checkpoint directory, so a run that is over lists them too.",
+        ("the last run's checkpoints", f"{PROG} latest checkpoints"),
+        ("as JSON", f"{PROG} latest checkpoints --json"),
+    )
+    a.add_argument("--json", action="store_true", help="print JSON")
 
 
 def cmd_ctl(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

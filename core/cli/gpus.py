@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from core.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from core.cli.helptree import command
 from core.cli.interrupts import Interrupted, raising_on_signals
 from core.cluster.spec import ClusterSpec
 from core.preflight.gpus import GIB, GpuTarget, HostFeed, HostGpus, TargetError, slurm_targets, start_feeds, targets_for
@@ -30,7 +31,19 @@ CLEAR = "\x1b[H\x1b[2J"
 
 def add_parser(sub: Any) -> None:
     """Register ``gpus`` on the CLI's sub-command parser."""
-    p = sub.add_parser("gpus", help="every GPU here or on a cluster's hosts: figures, processes, TowerDeck roles")
+    p = command(
+        sub,
+        "gpus",
+        summary="every GPU here or on a cluster's hosts: figures, processes, TowerDeck roles",
+        description="Print every GPU of this machine, of a cluster file's hosts (over SSH) or of a Slurm job's nodes:\n"
+        "utilization, memory, temperature, power, the processes on it and which TowerDeck role each is.\n"
+        "Before a launch: which GPUs are free.",
+        examples=(
+            ("this machine's GPUs", "python main.py gpus"),
+            ("every host of a cluster, refreshed until Ctrl-C", "python main.py gpus cluster.toml --watch"),
+            ("two hosts over SSH", "python main.py gpus --hosts gpu1,user@gpu2"),
+        ),
+    )
     p.set_defaults(handler=cmd_gpus)
     p.add_argument("file", type=Path, nargs="?", help="a cluster file: look at its hosts (default: this machine)")
     p.add_argument(

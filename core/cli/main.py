@@ -13,13 +13,15 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
+from core.cli import window_args
 from core.cli.ctl import add_parser as add_ctl_parser
 from core.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, line_count, write_output
 from core.cli.exits import print_problems as _print_problems
 from core.cli.export import add_csv_arguments, cmd_export_csv, wants_csv
 from core.cli.gpus import add_parser as add_gpus_parser
+from core.cli.helptree import FORMATTER, Parser, add_topic_help, command, examples_text, topic
 from core.cli.launch import cmd_attach, cmd_launch
 from core.cli.profile import add_summary_parser
 from core.cli.runs import add_arguments as add_runs_arguments
@@ -31,16 +33,56 @@ from core.cluster.render import render_all
 from core.cluster.spec import UnplacedTasksError, dumps, load
 from core.textsafe import terminal, terminal_lines
 
+PROG = "python main.py"
+
+# The subcommands as ``python main.py --help`` lists them, by what a user is doing (git's and
+# kubectl's help group theirs the same way); one not named here is listed under "other".
+COMMAND_GROUPS = (
+    ("check and start a cluster", ("validate", "render", "import", "gpus", "launch")),
+    ("watch and control a run", ("ctl", "attach")),
+    ("look back at runs", ("runs", "export", "metrics", "placement", "profile-summary")),
+    ("other", ("demo-path",)),
+)
+
+TOP_EXAMPLES = (
+    ("open the window on the bundled demo cluster", f"{PROG} --demo"),
+    ("check a cluster file, then launch it without the window", f"{PROG} validate cluster.toml"),
+    ("", f"{PROG} launch cluster.toml"),
+    ("the last run's roles, then stop one worker", f"{PROG} ctl latest status"),
+    ("", f"{PROG} ctl latest stop worker:1"),
+    ("every run so far, and two side by side", f"{PROG} runs"),
+    ("", f"{PROG} runs compare RUN_A RUN_B"),
+)
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python main.py", description="TowerDeck: launch and watch distributed TensorFlow clusters."
+    parser = Parser(
+        prog=PROG,
+        usage=f"{PROG} {window_args.USAGE}\n       {PROG} SUBCOMMAND [ARGS] [--help]",
+        description="TowerDeck: launch and watch distributed TensorFlow clusters, in a window or from a terminal.",
+        formatter_class=FORMATTER,
     )
-    sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
+    parser.example = f"{PROG} --demo"
+    window_args.window_group(parser)  # the window's options, parsed by gui/window/app.py
+    # The subcommands are listed in groups by _command_list below, not by argparse.
+    sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", help=argparse.SUPPRESS, prog=PROG)
 
-    p = sub.add_parser("validate", help="check a cluster file; exit 0 if it can launch, 2 with every problem if not")
+    p = command(
+        sub,
+        "validate",
+        summary="check a cluster file: exit 0 if it can launch, 2 with every problem if not",
+        description="Check a cluster file as `launch` would before starting anything: every problem at once,\n"
+        "each with its line and a fix. Exit 0 if it can launch, 2 if not.",
+        examples=(
+            ("check the file and that its ports are free here", f"{PROG} validate cluster.toml"),
+            (
+                "also check every remote host over SSH (python, TensorFlow, script, ports)",
+                f"{PROG} validate cluster.toml --remote",
+            ),
+        ),
+    )
     p.set_defaults(handler=cmd_validate)
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, metavar="FILE", help="the cluster file (TOML)")
     p.add_argument("--no-ports", action="store_true", help="do not check whether the task ports are free")
     p.add_argument(
         "--remote",
@@ -49,13 +91,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="per host, for --remote")
 
-    p = sub.add_parser("render", help="print each role's environment and command line, ready to paste")
+    p = command(
+        sub,
+        "render",
+        summary="print each role's environment and command line, ready to paste",
+        description="Print, for every role, the environment (TF_CONFIG or the classic flags) and the command line\n"
+        "TowerDeck would start it with: to paste into a terminal on its host, or to read.",
+        examples=(
+            ("each role's shell line", f"{PROG} render cluster.toml"),
+            ("the same as JSON, for a script", f"{PROG} render cluster.toml --json"),
+        ),
+    )
     p.set_defaults(handler=cmd_render)
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, metavar="FILE", help="the cluster file (TOML)")
     p.add_argument("--run-dir", type=Path, help="the run directory to show in paths (default: <run-dir>)")
     p.add_argument("--json", action="store_true", help="print JSON instead of shell lines")
 
-    p = sub.add_parser("import", help="turn a pasted command line or TF_CONFIG into a cluster file")
+    p = command(
+        sub,
+        "import",
+        summary="turn a pasted command line or TF_CONFIG into a cluster file",
+        description="Write a cluster file from what you launch by hand today: a trainer's command line with\n"
+        "--ps_hosts/--worker_hosts, or a TF_CONFIG value.",
+        examples=(
+            (
+                "from a classic command line",
+                f'{PROG} import --flags "python train.py --ps_hosts=a:2222 --worker_hosts=b:2223,c:2223" -o cluster.toml',
+            ),
+            (
+                "from TF_CONFIG, with the command to run",
+                f'{PROG} import --tf-config "$TF_CONFIG" --command "python -u train.py" -o cluster.toml',
+            ),
+        ),
+    )
     p.set_defaults(handler=cmd_import)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument(
@@ -67,9 +135,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--command", help="the training command to use with --tf-config")
     p.add_argument("-o", "--output", type=Path, help="write the cluster file here instead of printing it")
 
-    p = sub.add_parser("launch", help="start every role and manage them until the training is over")
+    p = command(
+        sub,
+        "launch",
+        summary="start every role and manage them until the training is over",
+        description="Start every role of the cluster (here, over SSH or on Slurm), print their states and progress,\n"
+        "restart them as their policy says, and stop the ps tasks when training is done. Ctrl-C stops\n"
+        "the cluster. The run is kept in a run directory: `runs` lists it, `ctl` controls it.",
+        examples=(
+            ("launch and follow every role", f"{PROG} launch cluster.toml"),
+            ("also print worker:0's output", f"{PROG} launch cluster.toml --follow worker:0"),
+            ("keep the run in a folder of your choice", f"{PROG} launch cluster.toml --run-dir runs/try-3"),
+        ),
+    )
     p.set_defaults(handler=cmd_launch)
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, metavar="FILE", help="the cluster file (TOML)")
     p.add_argument("--run-dir", type=Path, help="where to keep this run (default: a new directory under the runs root)")
     p.add_argument(
         "--follow",
@@ -100,7 +180,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip the pre-flight check of remote hosts over SSH before launching",
     )
 
-    p = sub.add_parser("attach", help="reattach to a run that is still going (left, or its launcher was killed)")
+    p = command(
+        sub,
+        "attach",
+        summary="reattach to a run that is still going (left, or its launcher was killed)",
+        description="Take control of a run whose roles still run but whose launcher is gone (it was detached with\n"
+        "`ctl RUN detach`, killed, or lost its terminal): states, progress and restarts go on from here.",
+        examples=(
+            ("the last run", f"{PROG} attach latest"),
+            ("a run by id, printing worker:1's output", f"{PROG} attach 20261127-153012-mnist --follow worker:1"),
+        ),
+    )
     p.set_defaults(handler=cmd_attach)
     p.add_argument("run", help="a run directory, a run id from `runs`, or 'latest'")
     p.add_argument("--follow", metavar="ROLE", action="append", default=[], help="print this role's output ('all')")
@@ -108,36 +198,66 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress-every", type=float, default=5.0, metavar="SECONDS", help="0: never; default 5")
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
 
-    p = sub.add_parser(
-        "runs",
-        help="list past and running runs; `runs compare A B` puts runs side by side; "
-        "`runs tensorboard RUN` opens one in TensorBoard",
-    )
-    p.set_defaults(handler=cmd_runs)
-    p.add_argument("--root", type=Path, help="the runs root (default: the user data dir)")
-    add_runs_arguments(p)  # core/cli/runs.py
-
+    add_runs_parser(sub)  # runs, runs compare, runs tensorboard: below
     add_ctl_parser(sub)  # ctl: core/cli/ctl.py
 
-    p = sub.add_parser("placement", help="summarise TensorFlow's device placement log in a role's output")
+    p = command(
+        sub,
+        "placement",
+        summary="summarise TensorFlow's device placement log in a role's output",
+        description="Read a role's output (run with placement logging on) and print which ops ran on which device,\n"
+        "per device and per op type.",
+        examples=(
+            ("worker 0's first attempt of the last run", f"{PROG} placement RUN/roles/worker-0/attempt-1.log"),
+            ("as JSON", f"{PROG} placement worker.log --json"),
+        ),
+    )
     p.set_defaults(handler=cmd_placement)
     p.add_argument("logfile", type=Path)
     p.add_argument("--json", action="store_true", help="print JSON")
 
-    p = sub.add_parser("metrics", help="print the step, loss and step time found in a role's output")
+    p = command(
+        sub,
+        "metrics",
+        summary="print the step, loss and step time found in a role's output",
+        description="Read a role's output and print every step, loss and step time TowerDeck recognises in it:\n"
+        "the way to check that your trainer's lines are understood.",
+        examples=(
+            ("a worker's log", f"{PROG} metrics RUN/roles/worker-0/attempt-1.log"),
+            ("one JSON object per sample", f"{PROG} metrics worker.log --json"),
+        ),
+    )
     p.set_defaults(handler=cmd_metrics)
     p.add_argument("logfile", type=Path)
     p.add_argument("--json", action="store_true", help="print JSON, one object per sample")
 
     add_gpus_parser(sub)  # gpus: core/cli/gpus.py
 
-    p = sub.add_parser("demo-path", help="print the path of the bundled demo cluster file")
+    p = command(
+        sub,
+        "demo-path",
+        summary="print the path of the bundled demo cluster file",
+        description="Print where the bundled demo cluster file is, to copy it as a start for your own.",
+        examples=(("copy the demo to edit it", f'cp "$({PROG} demo-path)" my-cluster.toml'),),
+    )
     p.set_defaults(handler=cmd_demo_path)
 
     # export: the cluster for another scheduler (core/cluster/tfjob.py); only Kubeflow's TFJob for now.
     # export RUN --csv DIR: a run's figures as CSV (core/cli/export.py).
-    p = sub.add_parser(
-        "export", help="write the cluster as a Kubeflow TFJob manifest (kubeflow.org/v1), or a run's figures as CSV"
+    p = command(
+        sub,
+        "export",
+        summary="write the cluster as a Kubeflow TFJob manifest, or a run's figures as CSV",
+        description="Two exports: `export --tfjob FILE --image IMAGE` writes the cluster as a Kubeflow TFJob\n"
+        "manifest (kubeflow.org/v1, JSON that `kubectl apply -f` reads); `export RUN --csv DIR` writes\n"
+        "a run's metrics, scalars, samples and role states as CSV files.",
+        examples=(
+            (
+                "a TFJob for kubectl",
+                f"{PROG} export --tfjob cluster.toml --image registry.example/train:1 -o tfjob.json",
+            ),
+            ("the last run's figures as CSV", f"{PROG} export latest --csv figures/"),
+        ),
     )
     p.set_defaults(handler=cmd_export)
     p.add_argument("--tfjob", type=Path, metavar="FILE", help="the cluster file to export")
@@ -148,7 +268,88 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--namespace", help="the Kubernetes namespace (default: kubectl's current one)")
     p.add_argument("--workdir", help="the directory the trainer starts in inside the image (default: the image's)")
     add_summary_parser(sub)  # profile-summary (core/cli/profile.py)
+    parser.epilog = (
+        _command_list(sub)
+        + "\n\n"
+        + examples_text(TOP_EXAMPLES)
+        + (
+            f"\n\nRun `{PROG} SUBCOMMAND --help` for a subcommand's options and examples,\n"
+            f"e.g. `{PROG} ctl --help` or `{PROG} runs compare --help`."
+        )
+    )
     return parser
+
+
+def _command_list(sub: Any) -> str:
+    """The subcommands with their summaries, in COMMAND_GROUPS' groups."""
+    summaries = {a.dest: str(a.help) for a in sub._choices_actions}
+    grouped = [name for _, names in COMMAND_GROUPS for name in names]
+    groups = [(title, [n for n in names if n in summaries]) for title, names in COMMAND_GROUPS]
+    if rest := [name for name in summaries if name not in grouped]:
+        groups = [*groups[:-1], (groups[-1][0], [*groups[-1][1], *rest])]
+    width = max(map(len, summaries)) + 2
+    lines = ["subcommands:"]
+    for title, names in groups:
+        lines.append(f"  {title}")
+        lines += [f"    {name:<{width}}{summaries[name]}" for name in names]
+    return "\n".join(lines)
+
+
+def add_runs_parser(sub: Any) -> None:
+    """``runs``, with ``runs compare`` and ``runs tensorboard``: the arguments are core/cli/runs.py's
+    (one parser, its first positional the action); each action has its own help (``TopicHelp``)."""
+    p = command(
+        sub,
+        "runs",
+        summary="list past and running runs; compare them side by side; open them in TensorBoard",
+        description="List every run under the runs root, newest first: name, cluster file, start, duration, outcome,\n"
+        "roles, loss and steps/s. Narrow the list with --outcome and --filter, order it with --sort.\n"
+        "\n"
+        "actions:\n"
+        "  compare A B ...      2-8 runs side by side, the rows that differ marked\n"
+        "  tensorboard RUN      the run's TensorBoard event files in TensorBoard\n"
+        f"(`{PROG} runs compare --help`, `{PROG} runs tensorboard --help`: their own options)",
+        examples=(
+            ("every run", f"{PROG} runs"),
+            ("the failed ones of the mnist cluster", f"{PROG} runs --outcome failed --filter mnist"),
+            ("as JSON, one run a line", f"{PROG} runs --json"),
+        ),
+        add_help=False,
+    )
+    topics = add_topic_help(p, key="action")
+    p.set_defaults(handler=cmd_runs)
+    p.add_argument("--root", type=Path, help="the runs root (default: the user data dir)")
+    add_runs_arguments(p)  # core/cli/runs.py
+    topic(
+        p,
+        topics,
+        "compare",
+        description="Print 2 to 8 runs side by side (cluster, command, outcome, loss, steps/s, restarts ...),\n"
+        "the rows that differ marked; --csv also writes the table for a spreadsheet.",
+        examples=(
+            ("two runs by id", f"{PROG} runs compare 20261127-153012-mnist 20261127-160544-mnist"),
+            ("the same, also as CSV", f"{PROG} runs compare RUN_A RUN_B --csv compare.csv"),
+        ),
+        dests=("run", "csv", "root"),
+        metavars={"run": "RUN"},
+    )
+    topic(
+        p,
+        topics,
+        "tensorboard",
+        description="Open the run's TensorBoard event files in TensorBoard on 127.0.0.1, with your browser,\n"
+        "until Ctrl-C; nothing is left running after.",
+        examples=(
+            ("the last run", f"{PROG} runs tensorboard latest"),
+            (
+                "print the address only (on a remote machine: forward the port)",
+                f"{PROG} runs tensorboard latest --no-browser",
+            ),
+            ("the run's profiles, in TensorBoard's Profile tab", f"{PROG} runs tensorboard latest --profile"),
+        ),
+        dests=("run", "no_browser", "profile", "root"),
+        metavars={"run": "RUN"},
+    )
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:

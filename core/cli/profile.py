@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from core.cli.helptree import command
 from core.profiling.breakdown import breakdown_after, capture_breakdown
 from core.profiling.capture import (
     MAX_SECONDS,
@@ -66,32 +67,34 @@ def timeout_seconds(text: str) -> float:
     return _seconds_in(text, 0.0, MAX_TIMEOUT_S, low_included=False, words=TIMEOUT_RANGE)
 
 
-def add_profile_arguments(p: argparse.ArgumentParser) -> None:
-    """``ctl``'s options for ``profile`` (the roles are its positional arguments)."""
-    p.add_argument("--workers", action="store_true", help="for profile: every worker")
-    p.add_argument("--all", action="store_true", help="for profile: every role")
+def add_profile_arguments(p: argparse.ArgumentParser, *, which_roles: bool) -> None:
+    """The options of ``ctl RUN profile`` and ``ctl RUN why``; ``which_roles``: also profile's
+    ``--workers`` and ``--all`` (why picks its two workers itself)."""
+    if which_roles:
+        p.add_argument("--workers", action="store_true", help="every worker")
+        p.add_argument("--all", action="store_true", help="every role")
     p.add_argument(
         "--seconds",
         type=trace_seconds,
         default=2.0,
-        help=f"for profile: how long to trace, in seconds {SECONDS_RANGE} (default 2)",
+        help=f"how long to trace, in seconds {SECONDS_RANGE} (default 2)",
     )
     p.add_argument(
         "--light",
         action="store_true",
-        help="for profile: host_tracer_level=1: step times and a ~2 MB file, no per-op detail",
+        help="host_tracer_level=1: step times and a ~2 MB file, no per-op detail",
     )
     p.add_argument(
         "--unsafe",
         action="store_true",
-        help="for profile: also trace roles known to crash when traced (MultiWorkerMirrored workers but worker:0)",
+        help="also trace roles known to crash when traced (MultiWorkerMirrored workers but worker:0)",
     )
     p.add_argument(
         "--timeout",
         type=timeout_seconds,
         metavar="SECONDS",
         help=(
-            f"for profile: give up on a role that has not answered after this long, in seconds {TIMEOUT_RANGE} "
+            f"give up on a role that has not answered after this long, in seconds {TIMEOUT_RANGE} "
             "and no less than --seconds (default: --seconds + 20, and 60 s more for a role traced by its host's "
             "agent, whose python imports TensorFlow first)"
         ),
@@ -99,7 +102,17 @@ def add_profile_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_summary_parser(sub: Any) -> None:
-    p = sub.add_parser("profile-summary", help="summarise a stored profile capture (from `ctl RUN profile`)")
+    p = command(
+        sub,
+        "profile-summary",
+        summary="summarise a stored profile capture (from `ctl RUN profile` or `ctl RUN why`)",
+        description="Print the summary of a profile capture kept on disk: steps, breakdown, bottleneck and top ops\n"
+        "per role side by side, and the verdict when `ctl RUN why` made it.",
+        examples=(
+            ("a run's latest capture", "python main.py profile-summary RUN"),
+            ("one capture", "python main.py profile-summary RUN/profiles/20261127-153512"),
+        ),
+    )
     p.set_defaults(handler=cmd_profile_summary)
     p.add_argument("path", type=Path, help="a capture folder (RUN/profiles/<time>) or a run directory (its latest)")
 
@@ -137,7 +150,7 @@ def _status(socket_path: Path, err: TextIO) -> _LiveStatus | int:
 
 def cmd_profile(args: argparse.Namespace, run_path: Path, socket_path: Path, *, out: TextIO, err: TextIO) -> int:
     """``ctl RUN profile ...``: capture, then print the summary. The roles come from the status."""
-    names = [n for n in (args.role, args.signal, *(args.more_roles or [])) if n]
+    names = list(args.names)
     live = _status(socket_path, err)
     if isinstance(live, int):
         return live

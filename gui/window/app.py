@@ -1,4 +1,5 @@
-"""``python main.py [FILE] [--demo] [--launch] [--screenshot PNG --after SECONDS]``: the window."""
+"""``python main.py [FILE] [--demo] [--launch] [--run RUN] [--tab TAB] [--screenshot PNG --after SECONDS]``:
+the window."""
 
 from __future__ import annotations
 
@@ -6,38 +7,23 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from core.cli.helptree import Parser
+from core.cli.window_args import RUN_TABS, add_window_arguments
 from core.cluster.demo import DEMO_CLUSTER
 from core.controller.session import load_checked
 
+if TYPE_CHECKING:
+    from gui.window.main_window import MainWindow
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python main.py", description="TowerDeck's window. `python main.py --help` lists the command line."
     )
-    parser.add_argument("file", nargs="?", type=Path, help="a cluster file to open")
-    parser.add_argument("--demo", action="store_true", help="open the bundled demo cluster")
-    parser.add_argument("--launch", action="store_true", help="launch the cluster at once")
-    parser.add_argument(
-        "--run", metavar="RUN", help="open a run directory (a path, a run id from `runs`, or 'latest'), past or live"
-    )
-    parser.add_argument(
-        "--tab",
-        choices=("cluster", "training", "gpus", "placement", "logs", "profile"),
-        help="the page or tab to show first",
-    )
-    parser.add_argument(
-        "--screenshot",
-        type=Path,
-        metavar="PNG",
-        help="save the window to PNG after --after seconds, then stop and quit",
-    )
-    parser.add_argument(
-        "--size", metavar="WxH", help="the window's size in pixels, e.g. 1920x1080 (default: the last session's)"
-    )
-    parser.add_argument(
-        "--after", type=float, default=10.0, metavar="SECONDS", help="delay before --screenshot (default 10)"
-    )
+    parser.example = "python main.py --demo --tab training"
+    add_window_arguments(parser)  # core/cli/window_args.py: `python main.py --help` lists the same
     return parser
 
 
@@ -96,14 +82,8 @@ def main(argv: list[str]) -> int:
         settings.remember_cluster(path.resolve())
     if args.launch and run_path is None:
         window.launch()
-    if args.tab == "cluster":
-        window.pages.setCurrentWidget(window.editor)
-    elif args.tab == "profile":  # the run's captures, the latest chosen
-        window.pages.setCurrentWidget(window.monitor)
-        window.tabs.setCurrentWidget(window.profiler.panel)
-    elif args.tab:
-        window.pages.setCurrentWidget(window.monitor)
-        window.tabs.setCurrentIndex(["training", "gpus", "placement", "logs"].index(args.tab))
+    if args.tab:
+        show_tab(window, args.tab)
     if args.screenshot is not None:
 
         def shoot() -> None:
@@ -123,3 +103,16 @@ def _last_cluster() -> Path | None:
 
     last = settings.last_cluster()
     return last if last is not None and last.is_file() else None
+
+
+def show_tab(window: MainWindow, tab: str) -> None:
+    """Bring ``--tab``'s page or tab to the front (one of core/cli/window_args.py's ``TABS``)."""
+    if tab == "cluster":
+        window.pages.setCurrentWidget(window.editor)
+    elif tab == "runs":
+        window.pages.setCurrentWidget(window.runs_page)
+    else:
+        window.pages.setCurrentWidget(window.monitor)
+        panels = (window.training, window.gpus, window.placement, window.logs, window.profiler.panel)
+        # The profile tab: the run's captures, the latest chosen.
+        window.tabs.setCurrentWidget(dict(zip(RUN_TABS, panels, strict=True))[tab])

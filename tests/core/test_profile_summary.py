@@ -320,10 +320,12 @@ def test_bad_numbers_are_refused_when_parsed_in_one_line_naming_the_flag(
     for action in ("profile", "why"):
         result = run_cli("ctl", str(tmp_path), action, "worker:0", flag, value, timeout=60)
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
-        errors = [line for line in result.stderr.splitlines() if "error" in line]
-        assert errors == [
-            f"python main.py ctl: error: argument {flag}: give a number of seconds {words}, not '{value}'"
-        ]
+        # One line: the action's own usage error, then an example of it typed right.
+        [line] = result.stderr.splitlines()
+        assert line.startswith(
+            f"python main.py ctl RUN {action}: error: argument {flag}: give a number of seconds {words}, "
+            f"not '{value}' (e.g. `python main.py ctl latest {action}"
+        ), line
 
 
 def test_a_time_limit_shorter_than_the_trace_is_refused_before_the_run_is_asked(tmp_path: Path) -> None:
