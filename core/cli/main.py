@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from core.cli.ctl import add_parser as add_ctl_parser
+from core.cli.desktop import add_parser as add_desktop_parsers
 from core.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, line_count, write_output
 from core.cli.exits import print_problems as _print_problems
 from core.cli.export import add_csv_arguments, cmd_export_csv, wants_csv
@@ -148,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--namespace", help="the Kubernetes namespace (default: kubectl's current one)")
     p.add_argument("--workdir", help="the directory the trainer starts in inside the image (default: the image's)")
     add_summary_parser(sub)  # profile-summary (core/cli/profile.py)
+    add_desktop_parsers(sub)  # install-desktop, uninstall-desktop (core/cli/desktop.py)
     return parser
 
 
