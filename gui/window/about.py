@@ -21,6 +21,7 @@ from gui.offthread import Relay, run_off_thread
 from gui.window import settings
 
 PENDING = "…"
+MIN_WIDTH_PX = 680  # a venv's python path and an NVML reason on one or two lines, not cut
 
 
 def app_icon() -> QtGui.QIcon:
@@ -42,6 +43,7 @@ class AboutDialog(QtWidgets.QDialog):
         super().__init__(parent)
         self.setWindowTitle("About TowerDeck")
         self.setWindowIcon(app_icon())
+        self.setMinimumWidth(MIN_WIDTH_PX)
         layout = QtWidgets.QVBoxLayout(self)
         header = QtWidgets.QHBoxLayout()
         logo = QtWidgets.QLabel()
@@ -99,6 +101,7 @@ class AboutDialog(QtWidgets.QDialog):
         self.title.setText(f"<b>TowerDeck {html.escape(facts.version)}</b>")
         for label, value in facts.rows():
             self._set(label, value)
+        self.adjustSize()  # the values are longer than the placeholders they replace
 
     def text(self) -> str:
         """Every row as ``label: value`` lines (what the dialog shows)."""
