@@ -21,6 +21,9 @@ import pytest
 
 from tests.helpers.project import ROOT
 
+# Building, installing and starting the command took 43 s at load 3 and 67 s at load 10-16 on 2 cores.
+pytestmark = pytest.mark.slow
+
 SHIPPED = ("core", "gui", "resources", "main.py", "setup.py", "pyproject.toml", "README.md")
 
 
