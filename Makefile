@@ -11,7 +11,7 @@ PROF_STAMP := $(PROF_VENV)/.installed-$(shell sha1sum requirements-prof.lock 2>/
 export PATH := $(BIN):$(PATH)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all setup sysdeps run demo-cli test test-fast lint typecheck bench soak gpu-proof lock lock-prof clean
+.PHONY: all setup sysdeps run demo-cli test test-fast lint typecheck bench soak gpu-proof lock lock-prof dist desktop undesktop clean
 
 all: test
 
@@ -57,6 +57,23 @@ test-fast: setup
 bench: setup
 	$(BIN)/python benchmarks/run_all.py
 
+# dist/towerdeck-VERSION-py3-none-any.whl: `pip install` (or `pipx install`) of it gives the `towerdeck`
+# command; everything lands under one towerdeck/ folder (setup.py). Built with the venv's setuptools,
+# without a download; build/lib and the egg-info are cleared first so that a deleted module never ships.
+dist: setup
+	rm -rf build/lib build/bdist.* towerdeck.egg-info
+	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation --no-index --wheel-dir dist .
+	rm -rf build/lib build/bdist.* towerdeck.egg-info
+	@ls -1 dist/towerdeck-*.whl
+
+# TowerDeck in the desktop's application menu, started from this checkout (an installed TowerDeck:
+# `towerdeck install-desktop`); `make undesktop` takes it out again.
+desktop: setup
+	$(BIN)/python main.py install-desktop
+
+undesktop: setup
+	$(BIN)/python main.py uninstall-desktop
+
 # Not part of `make test`: the demo cluster for SOAK_MINUTES (default 3) with a worker SIGKILLed
 # every SOAK_KILL_EVERY_S (default 20); reports restarts, lines written vs kept, RSS over time, orphans.
 SOAK_MINUTES ?= 3
@@ -94,4 +111,4 @@ lock-prof:
 	rm -rf build/lock-prof-venv
 
 clean:
-	rm -rf $(VENV) $(PROF_VENV) build .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(PROF_VENV) build dist towerdeck.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -2,7 +2,8 @@
 """TowerDeck: launch and watch distributed TensorFlow clusters.
 
 ``python main.py`` opens the window; ``python main.py SUBCOMMAND`` runs the headless CLI
-(``python main.py --help`` lists the subcommands).
+(``python main.py --help`` lists the subcommands). Installed (``pipx install .``, or a wheel from
+``make dist``), this file is ``towerdeck/main.py`` and the ``towerdeck`` command calls :func:`run`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import difflib
 import sys
 from pathlib import Path
 
+# The folder that holds core/ and gui/: the checkout, or towerdeck/ in site-packages (setup.py).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 CLI_COMMANDS = {
@@ -27,6 +29,8 @@ CLI_COMMANDS = {
     "export",
     "gpus",
     "profile-summary",
+    "install-desktop",
+    "uninstall-desktop",
 }
 
 
@@ -48,6 +52,11 @@ def mistyped_command(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--version"]:  # as git and pip answer it, without loading Qt or the CLI
+        from core.install.about import towerdeck_version
+
+        print(f"towerdeck {towerdeck_version()}")
+        return 0
     if meant := mistyped_command(argv):
         print(
             f"python main.py: {argv[0]!r} is not a subcommand; did you mean `python main.py {meant}`? "
@@ -65,6 +74,11 @@ def main(argv: list[str]) -> int:
     from gui.window.app import main as gui_main
 
     return gui_main(argv)
+
+
+def run() -> int:
+    """The ``towerdeck`` command's entry point (pyproject.toml, [project.scripts])."""
+    return main(sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -15,5 +15,6 @@ packages' layers, lowest first, are in docs/architecture.md.
 - ``notify/``: the events a person hears about, handed to the user's command
 - ``profiling/``: TensorFlow profiles of a run's roles, and why a worker is slow
 - ``controller/``: the one thread that owns a run
+- ``install/``: TowerDeck as an installed program: its version and versions (About), its menu entry
 - ``cli/``: ``python main.py SUBCOMMAND``
 """

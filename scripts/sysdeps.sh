@@ -2,7 +2,8 @@
 # System packages the tests and the window need: an OpenSSH server (the SSH tests start a real
 # one on loopback), Xvfb and the xcb libraries Qt's xcb platform plugin loads (screenshots of a
 # real window), the libraries PySide6 links against, and Slurm with munge (the Slurm tests start
-# a real munged + slurmctld + slurmd by hand, never through systemd). Installed when run as root
+# a real munged + slurmctld + slurmd by hand, never through systemd), desktop-file-validate (the
+# menu entry `install-desktop` writes is checked with it). Installed when run as root
 # (CI is); otherwise this prints the exact command to run and fails.
 set -euo pipefail
 packages=(
@@ -10,6 +11,7 @@ packages=(
   libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxcb-image0 libxcb-render-util0 libxcb-xkb1
   libxkbcommon-x11-0 libxcb-shape0 libxcb-randr0 libxcb-xinerama0
   libegl1 libgl1 libfontconfig1 libxkbcommon0 libdbus-1-3
+  desktop-file-utils
   slurm-wlm slurmctld slurmd slurm-client munge
 )
 missing=()

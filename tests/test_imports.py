@@ -184,6 +184,7 @@ LAYERS = {
         "notify",
         "profiling",
         "controller",
+        "install",
         "cli",
     ),
     "gui": ("offthread", "editor", "run", "runs", "window"),

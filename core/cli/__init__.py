@@ -14,5 +14,6 @@
 - ``export``: ``export RUN --csv DIR``
 - ``gpus``: ``gpus``: which GPUs are free, here or on a cluster's hosts
 - ``exits``: exit codes, a cluster file's problems printed, resolving a run by name, small refusals
+- ``desktop``: ``install-desktop`` and ``uninstall-desktop``: TowerDeck in the application menu
 - ``interrupts``: Ctrl-C, SIGTERM and SIGHUP while a command waits
 """

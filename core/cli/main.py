@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from core.cli import window_args
 from core.cli.ctl import add_parser as add_ctl_parser
+from core.cli.desktop import add_parser as add_desktop_parsers
 from core.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, line_count, write_output
 from core.cli.exits import print_problems as _print_problems
 from core.cli.export import add_csv_arguments, cmd_export_csv, wants_csv
@@ -41,7 +42,7 @@ COMMAND_GROUPS = (
     ("check and start a cluster", ("validate", "render", "import", "gpus", "launch")),
     ("watch and control a run", ("ctl", "attach")),
     ("look back at runs", ("runs", "export", "metrics", "placement", "profile-summary")),
-    ("other", ("demo-path",)),
+    ("other", ("demo-path", "install-desktop", "uninstall-desktop")),
 )
 
 TOP_EXAMPLES = (
@@ -268,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--namespace", help="the Kubernetes namespace (default: kubectl's current one)")
     p.add_argument("--workdir", help="the directory the trainer starts in inside the image (default: the image's)")
     add_summary_parser(sub)  # profile-summary (core/cli/profile.py)
+    add_desktop_parsers(sub)  # install-desktop, uninstall-desktop (core/cli/desktop.py)
     parser.epilog = (
         _command_list(sub)
         + "\n\n"

@@ -16,5 +16,6 @@
 - ``why_action``: *Role > Why is this worker slow?*
 - ``runs_install``: the Runs page as a page of the window
 - ``hosts``: what the add-ons use of the window, as Protocols
+- ``about``: *Help > About* and the window's icon
 - ``desktop_notify``: desktop notifications while the window is not the active one
 """

@@ -45,6 +45,8 @@ class WindowCommands(Protocol):
 
     def check_hosts(self, *, launch_after: bool = False) -> None: ...
 
+    def show_about(self) -> None: ...
+
 
 class WindowActions:
     """The window's actions (``launch``, ``stop_all``... ``quit``), its menus and toolbar, and the
@@ -107,6 +109,8 @@ class WindowActions:
             tip="Pre-flight every host: SSH, python, TensorFlow, paths, ports",
         )
         self.quit = action("Quit", commands.close, shortcut="Ctrl+Q")
+        self.about = action("About TowerDeck", commands.show_about, tip="Version, where runs and settings live")
+        self.about.setMenuRole(QtGui.QAction.MenuRole.AboutRole)
         self.show_editor = QtGui.QAction("Cluster (edit)", window)  # the pages' (add_page_actions)
         self.show_editor.setShortcut(QtGui.QKeySequence("Ctrl+E"))
         self.show_run = QtGui.QAction("Run (roles and telemetry)", window)
@@ -135,6 +139,8 @@ class WindowActions:
         self.view_menu = menu.addMenu("&View")
         for a in self.tabs:
             self.view_menu.addAction(a)
+        self.help_menu = menu.addMenu("&Help")
+        self.help_menu.addAction(self.about)
 
         bar = window.addToolBar("Cluster")
         bar.setObjectName("cluster-toolbar")

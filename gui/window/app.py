@@ -63,6 +63,9 @@ def main(argv: list[str]) -> int:
     existing = QtWidgets.QApplication.instance()
     app = existing if isinstance(existing, QtWidgets.QApplication) else QtWidgets.QApplication(sys.argv[:1])
     app.setApplicationName("TowerDeck")
+    from gui.window.about import set_application_identity
+
+    set_application_identity(app)
     pg.setConfigOptions(antialias=True)
     from gui.window import settings
 

@@ -41,6 +41,7 @@ from gui.run.tabs.logs import LogPanel
 from gui.run.tabs.placement import PlacementPanel
 from gui.run.tabs.training import TrainingPanel
 from gui.window import collector, dialogs, runs_install, settings
+from gui.window.about import AboutDialog, app_icon
 from gui.window.actions import TABS, WindowActions
 from gui.window.desktop_notify import DesktopNotifier
 from gui.window.exporting import Exporter
@@ -68,6 +69,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self._closing = False  # the cluster is being stopped (or left): the window closes once it is done
         self._close_when_landed = False  # closed while a launch or attach was under way
         self._relay = Relay(self)
+        self.about_dialog: AboutDialog | None = None
+        self.setWindowIcon(app_icon())
         self.resize(1280, 800)
         self.binding = RunBinding(self, runs_root=runs_root, say=self._say)
         self.binding.sig_progress_changed.connect(self._on_progress)
@@ -360,6 +363,13 @@ class MainWindow(QtWidgets.QMainWindow):
         chosen = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a run directory", start)
         if chosen:
             self.open_run(Path(chosen))
+
+    def show_about(self) -> None:
+        """Help > About, one dialog at a time (raised again if open)."""
+        if self.about_dialog is None:
+            self.about_dialog = AboutDialog(self)
+        self.about_dialog.show()
+        self.about_dialog.raise_()
 
     def check_hosts(self, *, launch_after: bool = False) -> None:
         """Pre-flight every host of the form's cluster off the GUI thread; show a table."""
