@@ -4,6 +4,7 @@ changed behind the user's back; Launch off while errors are listed; a command sh
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -154,7 +155,7 @@ def test_main_py_opens_a_file_with_problems_in_the_form_and_validate_still_exits
         capture_output=True,
         text=True,
         timeout=150,
-        env={**__import__("os").environ, **env},
+        env={**os.environ, **env},
     )
     assert result.returncode == 0, result.stderr
     assert png.is_file() and png.stat().st_size > 0
@@ -169,6 +170,6 @@ def test_main_py_opens_a_file_with_problems_in_the_form_and_validate_still_exits
         capture_output=True,
         text=True,
         timeout=150,
-        env={**__import__("os").environ, **env},
+        env={**os.environ, **env},
     )
     assert result.returncode == 2 and "not valid TOML" in result.stderr and "Traceback" not in result.stderr
