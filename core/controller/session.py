@@ -94,9 +94,15 @@ class RunSource(Protocol):
 
 def load_checked(path: Path, err: TextIO, *, check_ports: bool = True) -> ClusterSpec | None:
     """Load and check a cluster file for launching here; prints problems to ``err``; None on errors."""
-    spec, problems = load(path)
+    # Every problem in one pass: this machine's checks (command, script, workdir, ports) run on
+    # what could be read even when the file has errors, so a missing script is not found only
+    # after every typo is fixed.
+    spec, problems = load(path, partial=True)
     if spec is not None:
-        problems = problems + check_local(spec, path.read_text(encoding="utf-8"), check_ports=check_ports)
+        partial = any(p.severity == ERROR for p in problems)
+        problems = problems + check_local(
+            spec, path.read_text(encoding="utf-8"), check_ports=check_ports, partial=partial
+        )
     for problem in problems:
         print(problem.format(str(path)), file=err)
     if spec is None or any(p.severity == ERROR for p in problems):

@@ -87,8 +87,12 @@ def script_of(argv: tuple[str, ...]) -> str | None:
     return None
 
 
-def check_local(spec: ClusterSpec, text: str = "", *, check_ports: bool = True) -> list[Problem]:
-    """Problems launching ``spec`` on this machine; empty when it can start."""
+def check_local(spec: ClusterSpec, text: str = "", *, check_ports: bool = True, partial: bool = False) -> list[Problem]:
+    """Problems launching ``spec`` on this machine; empty when it can start.
+
+    ``partial``: ``spec`` was read from a file with errors (``parse_data(partial=True)``), so these
+    problems are listed with the file's own; the size of each role's whole command line is left
+    for when the cluster is whole (rendering it needs every job the strategy asks for)."""
     problems: list[Problem] = []
     if not spec.workdir.is_dir():
         problems.append(
@@ -108,13 +112,14 @@ def check_local(spec: ClusterSpec, text: str = "", *, check_ports: bool = True) 
             continue  # checked on its machine by the pre-flight (core.preflight.runner), over SSH
         argv = command_of(spec, task)
         path = _command_path(spec, task, text)
-        if argv not in checked:
+        if argv and argv not in checked:  # no command: the file's own problem already says so
             checked.add(argv)
             problems += _check_command(spec, task, argv, path=path, text=text)
         if check_ports:
             problems += _check_port(task, text)
     # Each role's whole command line and environment (this one's, inherited here) against ARG_MAX.
-    problems += launch_size_problems(spec, text, inherited=os.environ)
+    if not partial:
+        problems += launch_size_problems(spec, text, inherited=os.environ)
     return problems + _check_notify(spec, text)
 
 

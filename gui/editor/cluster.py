@@ -12,7 +12,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from core.cluster.problems import ERROR, Problem
 from core.cluster.spec import JOB_ORDER, LAUNCH_STYLES, STRATEGIES, TOP_KEYS
 from core.cluster.spec.locate import path_parts
-from gui.editor.fields import ERROR_INK, EnvTable, Marker, command_value, format_command, worst
+from gui.editor.fields import ERROR_INK, EnvTable, FileNumber, Marker, command_value, format_command, worst
 from gui.editor.job import COMMAND, ENV, GPUS, HOST, JobEditor
 
 STRATEGY_TEXT = {
@@ -86,6 +86,9 @@ class ClusterForm(QtWidgets.QWidget):
 
         self.grace_spin = _seconds(TOP_KEYS["stop_grace_s"])
         self.start_spin = _seconds(TOP_KEYS["start_s"])
+        # The file's numbers as written, even those a spin box cannot show ("five" is an error, not 5.0).
+        self.grace = FileNumber(self.grace_spin, self.sig_changed.emit)
+        self.start = FileNumber(self.start_spin, self.sig_changed.emit)
         self.patterns_edit = QtWidgets.QPlainTextEdit()
         self.patterns_edit.setPlaceholderText(r"one regex a line, e.g. iter (?P<step>\d+) loss=(?P<loss>[0-9.]+)")
         self.patterns_edit.setToolTip(TOP_KEYS["metric_patterns"])
@@ -243,8 +246,8 @@ class ClusterForm(QtWidgets.QWidget):
         complete = data.get("complete_when")
         for job, check in self.complete_checks.items():
             check.setChecked(isinstance(complete, list) and job in complete)
-        _set_number(self.grace_spin, data.get("stop_grace_s"), 5.0)
-        _set_number(self.start_spin, data.get("start_s"), 1.0)
+        self.grace.set(data.get("stop_grace_s"), 5.0)
+        self.start.set(data.get("start_s"), 1.0)
         patterns = data.get("metric_patterns")
         self.patterns_edit.setPlainText("\n".join(str(p) for p in patterns) if isinstance(patterns, list) else "")
         for w in widgets:
@@ -295,8 +298,8 @@ class ClusterForm(QtWidgets.QWidget):
         complete = [job for job, check in self.complete_checks.items() if check.isChecked()]
         if complete:
             out["complete_when"] = complete
-        out["stop_grace_s"] = self.grace_spin.value()
-        out["start_s"] = self.start_spin.value()
+        out["stop_grace_s"] = self.grace.value()
+        out["start_s"] = self.start.value()
         patterns = [line for line in self.patterns_edit.toPlainText().splitlines() if line.strip()]
         if patterns:
             out["metric_patterns"] = patterns
@@ -416,11 +419,6 @@ def _set_combo(combo: QtWidgets.QComboBox, value: Any) -> None:
         combo.addItem(f"{value} (not valid)", value)
         index = combo.count() - 1
     combo.setCurrentIndex(index)
-
-
-def _set_number(spin: QtWidgets.QDoubleSpinBox, value: Any, default: float) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    spin.setValue(float(value) if ok else default)
 
 
 def _seconds(tip: str) -> QtWidgets.QDoubleSpinBox:

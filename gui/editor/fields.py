@@ -8,8 +8,10 @@ env entry without ``=``) gets a message here, in the same shape (field path, mes
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
@@ -62,10 +64,21 @@ def command_value(text: str) -> str | list[str] | None:
         return text
 
 
+# shlex.quote's safe characters, and the braces of TowerDeck's placeholders ({python}, {task_index}):
+# the field is read back with shlex.split (no shell runs it), which gives braces no meaning.
+_PLAIN_WORD = re.compile(r"[\w@%+=:,./{}-]+", re.ASCII)
+
+
 def format_command(value: Any) -> str:
+    """A command's arguments as a user types them: quoted only where a word needs it, so
+    ``{python} -u train.py`` reads as written, not ``'{python}' -u train.py``."""
     if isinstance(value, list):
-        return shlex.join(str(v) for v in value)
+        return " ".join(_quote(str(v)) for v in value)
     return "" if value is None else str(value)
+
+
+def _quote(word: str) -> str:
+    return word if _PLAIN_WORD.fullmatch(word) else shlex.quote(word)
 
 
 def parse_env_text(text: str, field: str) -> tuple[dict[str, str], list[Problem]]:
@@ -205,3 +218,89 @@ class EnvTable(QtWidgets.QWidget):
 
     def mark(self, problems: list[Problem]) -> None:
         self.marker.set(problems)
+
+
+class FileNumber:
+    """A spin box that never changes a file's number behind the user's back.
+
+    A value the spin box can show exactly is shown; any other (``"five"``, ``true``, ``-1``,
+    ``0.25`` at one decimal, ``1e9`` past its range) is kept as written and shown as such, so the
+    form hands it to ``core.cluster.spec`` unchanged and the field turns red with ``validate``'s
+    own message (a spin box would have clamped it or fallen back to the default, and the user
+    would launch with a number nobody chose). The first edit of the field replaces it.
+    """
+
+    def __init__(self, spin: QtWidgets.QSpinBox | QtWidgets.QDoubleSpinBox, on_edit: Callable[[], None]) -> None:
+        self.spin = spin
+        self._on_edit = on_edit
+        self._held: tuple[Any] | None = None  # a 1-tuple: the value kept as written
+        spin.lineEdit().textEdited.connect(lambda _text: self._release())
+        spin.valueChanged.connect(lambda _value: self._release())
+        # The kept text goes once the edit is over: changing it while the user types would
+        # reformat the line under their cursor.
+        spin.editingFinished.connect(self._forget_text)
+
+    def set(self, value: Any, default: float) -> None:
+        """Show ``value`` (None: the key is absent, so ``default``) without emitting a change."""
+        self.spin.blockSignals(True)
+        try:
+            if value is None:
+                self._show(default)
+            elif self._exact(value):
+                self._show(value)
+            else:
+                self._held = (value,)
+                self.spin.setSpecialValueText(_as_written(value))
+                self._set_spin(self.spin.minimum())  # the special text shows at the minimum
+        finally:
+            self.spin.blockSignals(False)
+
+    def value(self) -> Any:
+        """The number shown, or the value kept as the file wrote it."""
+        return self._held[0] if self._held is not None else self.spin.value()
+
+    @property
+    def holds_file_value(self) -> bool:
+        return self._held is not None
+
+    def _show(self, value: float) -> None:
+        self._held = None
+        self.spin.setSpecialValueText("")
+        self._set_spin(value)
+
+    def _set_spin(self, value: float) -> None:
+        if isinstance(self.spin, QtWidgets.QSpinBox):
+            self.spin.setValue(int(value))
+        else:
+            self.spin.setValue(float(value))
+
+    def _exact(self, value: Any) -> bool:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if isinstance(self.spin, QtWidgets.QSpinBox) and not isinstance(value, int):
+            return False
+        if not (self.spin.minimum() <= value <= self.spin.maximum()):  # also false for nan
+            return False
+        decimals = self.spin.decimals() if isinstance(self.spin, QtWidgets.QDoubleSpinBox) else 0
+        return round(value, decimals) == value
+
+    def _release(self) -> None:
+        if self._held is None:
+            return
+        self._held = None
+        self._on_edit()
+
+    def _forget_text(self) -> None:
+        if self._held is None and self.spin.specialValueText():
+            self.spin.setSpecialValueText("")
+
+
+def _as_written(value: Any) -> str:
+    """A TOML value as a user wrote it in the file: strings quoted, true/false, lists and tables."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(value, ensure_ascii=False, default=str)

@@ -12,6 +12,7 @@ from core.cluster.problems import Problem
 from core.cluster.spec import POLICIES, TASK_KEYS, RestartPolicy, parse_address
 from gui.editor.fields import (
     EnvTable,
+    FileNumber,
     Marker,
     command_value,
     format_command,
@@ -137,6 +138,16 @@ class JobEditor(QtWidgets.QWidget):
             "A role that ran this long before it exited gets its restart count back to zero "
             "(0: never; every restart counts for the whole run).",
         )
+        # The file's numbers as written, even those a spin box cannot show (never a silent default).
+        self.restart_numbers = {
+            key: FileNumber(spin, self.sig_changed.emit)
+            for key, spin in (
+                ("max_restarts", self.max_restarts_spin),
+                ("backoff_s", self.backoff_spin),
+                ("backoff_max_s", self.backoff_max_spin),
+                ("reset_after_s", self.reset_after_spin),
+            )
+        }
         # Two lines, so the jobs pane stays narrow enough for the cluster column beside it.
         restart_row = QtWidgets.QVBoxLayout()
         lines = (
@@ -300,14 +311,8 @@ class JobEditor(QtWidgets.QWidget):
         if self.policy_combo.findText(policy) < 0:
             self.policy_combo.addItem(policy)  # shown as it is, so validate's message about it makes sense
         self.policy_combo.setCurrentText(policy)
-        for spin, key in (
-            (self.max_restarts_spin, "max_restarts"),
-            (self.backoff_spin, "backoff_s"),
-            (self.backoff_max_spin, "backoff_max_s"),
-            (self.reset_after_spin, "reset_after_s"),
-        ):
-            if isinstance(value[key], (int, float)) and not isinstance(value[key], bool):
-                spin.setValue(value[key])
+        for key, number in self.restart_numbers.items():
+            number.set(value[key], getattr(DEFAULT_RESTART, key))
         self._on_policy_changed(policy, emit=False)
 
     def _on_policy_changed(self, policy: str, *, emit: bool = True) -> None:
@@ -353,10 +358,7 @@ class JobEditor(QtWidgets.QWidget):
             out["env"] = env
         restart = {
             "policy": self.policy_combo.currentText(),
-            "max_restarts": self.max_restarts_spin.value(),
-            "backoff_s": self.backoff_spin.value(),
-            "backoff_max_s": self.backoff_max_spin.value(),
-            "reset_after_s": self.reset_after_spin.value(),
+            **{key: number.value() for key, number in self.restart_numbers.items()},
         }
         if restart != {k: v for k, v in asdict(DEFAULT_RESTART).items() if k != "explicit"}:
             out["restart"] = restart

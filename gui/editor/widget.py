@@ -71,6 +71,7 @@ class ClusterEditor(EditorFileActions, QtWidgets.QWidget):
         self._dirty = False
         self._valid: bool | None = None
         self._spec: ClusterSpec | None = None
+        self._check_spec: ClusterSpec | None = None  # what this machine's checks read: errors and all
         self._data: dict[str, Any] = {}
         self._parse_problems: list[Problem] = []
         self._local_problems: list[Problem] = []
@@ -175,7 +176,7 @@ class ClusterEditor(EditorFileActions, QtWidgets.QWidget):
         was_running, self._running = self._running, running
         self._launched_data = dict(self._data) if running else None
         self._update_banner()
-        if was_running != running and self._spec is not None:
+        if was_running != running and self._check_spec is not None:
             self._check_generation += 1
             self._check_timer.start()  # ports are checked again once the cluster is down
 
@@ -215,14 +216,17 @@ class ClusterEditor(EditorFileActions, QtWidgets.QWidget):
         dirty = self._clean_data is not None and data != self._clean_data
         # Line numbers only while the form says what the file says; after an edit they would lie.
         text = self._file_text if not dirty else ""
-        spec, problems = parse_data(data, text, base=self._base(), source=self._path)
+        # partial: this machine's checks (script, workdir, ports) run beside the form's errors, so
+        # the list holds every problem at once, as validate prints them.
+        spec, problems = parse_data(data, text, base=self._base(), source=self._path, partial=True)
         changed = data != self._data
         self._data = data
         self._parse_problems = _with_lines(form_problems, text) + problems
-        self._spec = spec if not any(p.severity == ERROR for p in form_problems) else None
+        self._check_spec = spec
+        self._spec = spec if not any(p.severity == ERROR for p in self._parse_problems) else None
         if changed or force:
             self._check_generation += 1  # a check still running for the old form is now stale
-        if self._spec is None:
+        if self._check_spec is None:
             self._local_problems = []
             self._checking = False
             self._check_timer.stop()
@@ -239,9 +243,10 @@ class ClusterEditor(EditorFileActions, QtWidgets.QWidget):
             self.sig_spec_changed.emit(self._spec)
 
     def _start_local_check(self) -> None:
-        spec = self._spec
+        spec = self._check_spec
         if spec is None:
             return
+        partial = self._spec is None
         generation = self._check_generation
         text = self._file_text if not self._dirty else ""
         self._checking = True
@@ -260,7 +265,12 @@ class ClusterEditor(EditorFileActions, QtWidgets.QWidget):
 
         # While the cluster runs its own roles hold the ports: checking them would only cry wolf.
         check_ports = not self._running
-        run_off_thread(self._relay, lambda: check_local(spec, text, check_ports=check_ports), done, name="editor-check")
+        run_off_thread(
+            self._relay,
+            lambda: check_local(spec, text, check_ports=check_ports, partial=partial),
+            done,
+            name="editor-check",
+        )
 
     def _show_problems(self) -> None:
         problems = self._parse_problems + self._local_problems

@@ -321,7 +321,10 @@ class RolesView(QtWidgets.QWidget):
                 index,
                 QtCore.QItemSelectionModel.SelectionFlag.ClearAndSelect | QtCore.QItemSelectionModel.SelectionFlag.Rows,
             )
-            self.table.setCurrentIndex(index)
+            # NoUpdate: the view's setCurrentIndex reads the keyboard, and with Ctrl held (or left
+            # set by the Ctrl+T just sent) it toggled the row just selected off, so the next Ctrl+R
+            # restarted no role at all.
+            self.table.selectionModel().setCurrentIndex(index, QtCore.QItemSelectionModel.SelectionFlag.NoUpdate)
             self.table.scrollTo(index)
 
     def selected_roles(self) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,7 +54,7 @@ def main(argv: list[str]) -> int:
         path = _last_cluster()
     if path is not None and run_path is None:
         spec = load_checked(path, sys.stderr)
-        if spec is None:
+        if spec is None and not _opens_in_form(path):
             return 2
     import pyqtgraph as pg
     from PySide6 import QtCore, QtWidgets
@@ -98,6 +99,17 @@ def main(argv: list[str]) -> int:
         QtCore.QTimer.singleShot(int(args.after * 1000), shoot)
     app.setQuitOnLastWindowClosed(True)
     return int(app.exec())
+
+
+def _opens_in_form(path: Path) -> bool:
+    """Whether a cluster file with problems opens in the form, as *File > Open* shows it: red
+    fields and every problem listed, Launch disabled until they are fixed. A file that cannot be
+    read, or is no TOML, has no form to show (its one problem is printed above)."""
+    try:
+        tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return True
 
 
 def _last_cluster() -> Path | None:

@@ -96,6 +96,8 @@ class MainWindow(QtWidgets.QMainWindow):
             after_frame=self._after_frame,
         )
         self.host_check = HostCheck(self, say=self._say, launch=self.launch)
+        # Launch follows the form's errors as they come and go, not only on the next frame.
+        self.editor.sig_validity_changed.connect(lambda _valid: self._update_actions(self.frame.last_status))
         self._build_add_ons()
         self._set_title()
         self.frame.start()
@@ -246,7 +248,8 @@ class MainWindow(QtWidgets.QMainWindow):
         source = self.source
         self.controls.enable(
             live=source is not None and not source.done and not over,
-            launchable=self.editor.current_spec() is not None,
+            # Errors listed under the form (the file's and this machine's) keep Launch off; warnings do not.
+            launchable=self.editor.is_valid,
             # An opened run whose launcher is gone, but which did not end: its roles may run on.
             attachable=source is not None and source.attachable,
             checking=self.host_check.running,

@@ -26,6 +26,12 @@ from tests.helpers.bad_input import FLAG_WORDS, JSONISH, SCALARS, SEED_TEXTS, mu
 SCALE = int(os.environ.get("TOWERDECK_FUZZ_SCALE", "1"))
 
 
+@pytest.fixture(scope="module")
+def empty_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cluster files' folder (workdir "."): it exists, and holds no script."""
+    return tmp_path_factory.mktemp("empty")
+
+
 def check_result(result: tuple[Any, list[Problem]]) -> None:
     spec, problems = result
     assert all(isinstance(p, Problem) and isinstance(p.field, str) and p.message for p in problems)
@@ -77,6 +83,24 @@ JOBS = st.dictionaries(
 @settings(max_examples=500 * SCALE, deadline=None)
 def test_random_cluster_data_is_a_spec_or_problems(top: dict[str, Any], jobs: dict[str, Any]) -> None:
     check_result(parse_data({**top, "jobs": jobs}))
+
+
+@given(keyed(TOP_KEYS, VALUES), JOBS)
+@settings(max_examples=300 * SCALE, deadline=None)
+def test_random_cluster_data_is_checked_whole_without_a_crash(
+    empty_dir: Path, top: dict[str, Any], jobs: dict[str, Any]
+) -> None:
+    """What validate does with a file with errors: a partial spec, and this machine's checks on it
+    (no port checks: they would only measure this machine)."""
+    from core.preflight.checks import check_local
+
+    data = {**top, "jobs": jobs}
+    spec, problems = parse_data(data, base=empty_dir, partial=True)
+    full, _ = parse_data(data, base=empty_dir)
+    assert (full is None) == any(p.severity == ERROR for p in problems)
+    if spec is not None:
+        local = check_local(spec, "", check_ports=False, partial=any(p.severity == ERROR for p in problems))
+        assert all(isinstance(p, Problem) and p.message and p.hint for p in local), local
 
 
 def spec_or_error(fn: Any, *args: Any) -> None:

@@ -43,6 +43,7 @@ Data and checks:
 - ``metrics_reference``: the metrics parser before its speed-up, kept as an oracle
 - ``step_times``: N workers' step times binned as the Training tab bins them
 - ``role_profiles``: a role's profile built by hand, and a "why" verdict read back
+- ``typos``: a cluster file with six mistakes of six kinds, a missing script among them
 - ``bad_input``: hypothesis strategies for bad cluster files, pasted command lines, TF_CONFIG
 - ``textcheck``: no raw control character on a terminal, no formula in a CSV cell
 - ``tfjob_rules``: what Kubernetes and the training operator would say of a TFJob manifest

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +37,12 @@ _TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
 _CONTROL_CHAR = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-def parse_text(text: str, source: Path | None = None) -> tuple[ClusterSpec | None, list[Problem]]:
-    """Parse a cluster file's text; returns the spec (None when errors) and every problem found."""
+def parse_text(
+    text: str, source: Path | None = None, *, partial: bool = False
+) -> tuple[ClusterSpec | None, list[Problem]]:
+    """Parse a cluster file's text; returns the spec (None when errors) and every problem found.
+
+    ``partial``: see :func:`parse_data`."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -49,7 +54,7 @@ def parse_text(text: str, source: Path | None = None) -> tuple[ClusterSpec | Non
     except RecursionError:  # tomllib recurses per nesting level: 500 levels of [[[...]]] is not a cluster
         return None, [Problem("", "arrays or tables nested too deep", "a cluster file nests a few levels; flatten it")]
     base = source.parent if source is not None else Path.cwd()
-    return parse_data(data, text, base=base, source=source)
+    return parse_data(data, text, base=base, source=source, partial=partial)
 
 
 def _toml_hint(text: str, line: int | None) -> str:
@@ -62,12 +67,22 @@ def _toml_hint(text: str, line: int | None) -> str:
 
 
 def parse_data(
-    data: dict[str, Any], text: str = "", *, base: Path | None = None, source: Path | None = None
+    data: dict[str, Any],
+    text: str = "",
+    *,
+    base: Path | None = None,
+    source: Path | None = None,
+    partial: bool = False,
 ) -> tuple[ClusterSpec | None, list[Problem]]:
     """A cluster file's table -> the spec (None when errors) and every problem.
 
     ``text`` is the file it came from, for line numbers (empty: none); relative paths are resolved
     against ``base``. The editor validates its form through here, so it says what ``validate`` says.
+
+    ``partial``: the spec is built even when there are errors, from every value that could be read
+    (a bad value takes its default, a task with an error is left out), so that the checks against
+    this machine (command, script, workdir, ports) run in the same pass and a user reads every
+    problem at once. Such a spec is for checking only: never launch it.
     """
     r = Reader(text)
     r.unknown_keys(data, TOP_KEYS, ())
@@ -161,8 +176,11 @@ def parse_data(
     )
     if command is None and "command" not in data and not every_task_has_one:
         r.add(("command",), "no training command", 'add command = ["python", "-u", "train.py"] at the top')
-    if any(p.severity == ERROR for p in r.problems):
+    has_errors = any(p.severity == ERROR for p in r.problems)
+    if has_errors and not partial:
         return None, r.problems
+    if has_errors:
+        jobs = _without_bad_tasks(jobs, r.problems)
     spec = ClusterSpec(
         name=name,
         command=command or (),
@@ -187,12 +205,30 @@ def parse_data(
     return spec, r.problems
 
 
-def load(path: Path) -> tuple[ClusterSpec | None, list[Problem]]:
-    """Read and parse a cluster file; an unreadable file is a problem, not an exception."""
+def _without_bad_tasks(jobs: dict[str, Job], problems: list[Problem]) -> dict[str, Job]:
+    """The jobs less each task that an error names (its host or port may be what is wrong, and a
+    check of it would only repeat the error in other words)."""
+    bad = {p.field for p in problems if p.severity == ERROR}
+    out: dict[str, Job] = {}
+    for name, job in jobs.items():
+        prefix = f"jobs.{name}.tasks"
+        keep = tuple(
+            t
+            for t in job.tasks
+            if not any(f == f"{prefix}[{t.index}]" or f.startswith(f"{prefix}[{t.index}].") for f in bad)
+        )
+        out[name] = replace(job, tasks=keep)
+    return out
+
+
+def load(path: Path, *, partial: bool = False) -> tuple[ClusterSpec | None, list[Problem]]:
+    """Read and parse a cluster file; an unreadable file is a problem, not an exception.
+
+    ``partial``: see :func:`parse_data`."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None, [Problem("", f"no such file: {path}", "check the path")]
     except (OSError, UnicodeDecodeError) as exc:
         return None, [Problem("", f"cannot read {path}: {exc}", "check that it is a readable UTF-8 text file")]
-    return parse_text(text, path.resolve())
+    return parse_text(text, path.resolve(), partial=partial)
