@@ -1,6 +1,6 @@
 """Every keyboard shortcut of the window, sent with QTest as a user presses it: each reaches its
 action (one test per shortcut), the role shortcuts act on a real run, and the documented table
-(docs/shortcuts.md, or wherever README.md and docs/ hold a table with a Shortcut column) lists
+(docs/guide/window.md, or wherever README.md and docs/ hold a table with a Shortcut column) lists
 exactly the window's shortcuts."""
 
 from __future__ import annotations
