@@ -11,7 +11,7 @@ The checkout and its processes:
 
 Clusters and launches:
 
-- ``clusters``: cluster files the tests write (between-graph, light trainer, "why", TensorBoard)
+- ``clusters``: cluster files the tests write (between-graph, light trainer, "why", TensorBoard), two runs one flag apart
 - ``cli_launch``: ``python main.py launch`` in the background (``Launch``, the ``launches`` fixture), a run's states, pids and journal records
 - ``cli_process``: the CLI under a hard limit (``Cli``), clusters of fault roles launched with it
 - ``agent_process``: the host agent as a child process, spoken to through its JSON-lines protocol
