@@ -164,6 +164,50 @@ def test_runs_page_columns_fit_and_compare_shows_the_one_flag(qtbot, tmp_path: P
     view.close()
 
 
+@pytest.mark.timeout(420)  # the whole test took 3 minutes at load 13
+def test_runs_page_opens_the_selected_runs_in_one_tensorboard(qtbot, tmp_path: Path) -> None:
+    """The Runs page's *TensorBoard*: the selected runs in one real TensorBoard, each role named
+    ``<run name>/<role>``; stopped with the window's TensorBoard, nothing is left."""
+    import json
+    import urllib.request
+
+    from tests.helpers.event_runs import run_with_events
+    from tests.helpers.waits import wait_for
+
+    root = tmp_path / "runs"
+    run_with_events(root / "exp-a", name="exp-a")
+    run_with_events(root / "exp-b", name="exp-b")
+    from gui.window.main_window import MainWindow
+
+    window = MainWindow(None, runs_root=root)
+    qtbot.addWidget(window)
+    window.show()
+    page = window.runs_page
+    with qtbot.waitSignal(page.sig_loaded, timeout=30_000):
+        window.pages.setCurrentWidget(page)
+    assert not page.buttons["TensorBoard"].isEnabled()
+    page.select_ids(["exp-a", "exp-b"])
+    assert page.buttons["TensorBoard"].isEnabled()
+    action = window.tensorboard
+    action.open_browser = False
+    page.buttons["TensorBoard"].click()
+    qtbot.waitUntil(lambda: action.server is not None or action.last_error is not None, timeout=120_000)
+    assert action.server is not None, action.last_error
+    server = action.server
+    pid, home = server.pid, server.home
+
+    def runs() -> list[str]:
+        with urllib.request.urlopen(server.url + "data/runs", timeout=10) as reply:  # 127.0.0.1 only
+            return sorted(json.loads(reply.read()))
+
+    wait_for(lambda: runs() == ["exp-a/worker-0", "exp-b/worker-0"], timeout_s=60, what="both runs in TensorBoard")
+    assert server.url in window.statusBar().currentMessage()
+    action.stop()
+    qtbot.waitUntil(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie", timeout=30_000)
+    qtbot.waitUntil(lambda: not home.exists(), timeout=30_000)
+    assert (root / "exp-a" / "roles" / "worker-0" / "tensorboard").is_dir()  # the links went, not the files
+
+
 def test_a_live_run_is_attached_never_deleted(qtbot, tmp_path: Path) -> None:
     with launching(cluster_file(tmp_path, "forever", 1, steps=0)) as launcher:
         window, page = window_on_runs(qtbot)

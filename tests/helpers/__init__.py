@@ -20,6 +20,7 @@ Clusters and launches:
 - ``silent_ssh``: an "SSH server" that sends its greeting and then nothing
 - ``slurm_cluster``: the test Slurm as tests see it (``SlurmCluster``), a cluster file launched through it
 - ``run_copies``: many runs on disk copied from one finished run
+- ``event_runs``: copies of a recorded run with a real TensorBoard event file, named as asked
 - ``captures``: profile captures on disk, as ``ctl RUN profile`` writes them, from recorded files
 - ``past_run``: a day-long finished run directory, generated
 - ``tmpfs``: a real small file system to fill or make read-only (the ``small_disk`` fixture)

@@ -201,3 +201,26 @@ def one_flag_apart(tmp_path: Path, rates: tuple[str, ...] = ("0.1", "0.3")) -> P
         launched = run_cli("launch", str(path), "--progress-every", "0")
         assert launched.returncode == 0, launched.stdout[-2000:] + launched.stderr[-2000:]
     return path
+
+
+def tensorboard_runs(tmp_path: Path) -> tuple[Path, Path]:
+    """Two finished runs with TensorBoard event files under ``tmp_path/runs``: ``tb`` launched
+    with real TensorFlow (TENSORBOARD_CLUSTER), and ``tb-b`` a copy of its folder under another
+    name, as a second run of the same trainer would be."""
+    import json
+    import shutil
+
+    from tests.helpers.project import run_cli
+
+    cluster = tmp_path / "tb.toml"
+    cluster.write_text(TENSORBOARD_CLUSTER.format(trainers=TRAINERS, p=free_ports(2)))
+    first = tmp_path / "runs" / "tb"
+    launched = run_cli("launch", str(cluster), "--run-dir", str(first), "--progress-every", "0")
+    assert launched.returncode == 0, launched.stdout[-2000:] + launched.stderr[-2000:]
+    second = tmp_path / "runs" / "tb-b"
+    shutil.copytree(first, second, ignore=shutil.ignore_patterns("summary.json", "*.sock", "*.lock"))
+    spec = second / "cluster.toml"
+    spec.write_text(spec.read_text().replace('name = "tb"', 'name = "tb-b"', 1))
+    info = json.loads((second / "run.json").read_text())
+    (second / "run.json").write_text(json.dumps({**info, "id": "tb-b", "name": "tb-b"}))
+    return first, second
