@@ -39,7 +39,7 @@ LINES_UP_TO = 2  # roles drawn one line each; more: the median and a min-max ban
 SPREAD_COLUMNS = 512
 DIFF_BRUSH = QtGui.QColor("#fde68a")
 SPEED_PLOT = label(GLOBAL)
-PLOTS = (("loss", "loss"), ("step time", "s"), (SPEED_PLOT, GLOBAL))
+PLOTS = (("loss", "loss"), ("step time", "ms"), (SPEED_PLOT, GLOBAL))
 Loaded = tuple[
     list[RunSummary],
     list[CompareRow],
@@ -68,7 +68,7 @@ def _load(paths: list[Path]) -> Loaded:
 
 
 def _series(curve: Curves, plot: str) -> np.ndarray:
-    return curve.loss if plot == "loss" else curve.step_time_s
+    return curve.loss if plot == "loss" else curve.step_time_s * 1000.0  # ms, as people write step times
 
 
 class CompareView(QtWidgets.QWidget):
@@ -105,6 +105,7 @@ class CompareView(QtWidgets.QWidget):
             widget = pg.PlotWidget(title=name)
             widget.setBackground("w")
             widget.setLabel("left", unit)
+            widget.getAxis("left").enableAutoSIPrefix(False)  # "ms", never "s (x0.001)"
             widget.showGrid(x=True, y=True, alpha=0.2)
             self.plots[name] = widget
             plots.addWidget(widget)

@@ -6,6 +6,7 @@ import os
 import signal
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 
@@ -161,6 +162,11 @@ def test_runs_page_columns_fit_and_compare_shows_the_one_flag(qtbot, tmp_path: P
     shown_rows = [view.table.verticalHeaderItem(i).text() for i in range(view.table.rowCount())]
     assert "* --learning_rate" in shown_rows
     assert not {"* started", "* duration", "* name", "* run", "started", "duration", "name"} & set(shown_rows)
+    # Step times in ms, as people write them (40 steps a second: about 25 ms), never "s (x0.001)".
+    step_plot = view.plots["step time"].getPlotItem()
+    assert step_plot.getAxis("left").labelText == "ms" and not step_plot.getAxis("left").autoSIPrefix
+    ys = np.concatenate([item.getData()[1] for item in step_plot.listDataItems()])
+    assert 5 < float(np.nanmedian(ys)) < 500
     view.close()
 
 
