@@ -95,6 +95,10 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def _cut_end(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def _cut_middle(text: str, width: int) -> str:
     """``text`` in ``width`` characters, its middle elided: both ends of a path or a value say most."""
     if len(text) <= width:
@@ -114,7 +118,8 @@ def print_list(summaries: list[runs_index.RunSummary], out: TextIO) -> None:
     print(" ".join(f"{_cut_middle(name, w):<{w}}" for name, w in columns).rstrip(), file=out)
     for s, values in zip(summaries, extra, strict=True):
         # Names and cluster files come from each run's run.json: escaped, then cut to the column.
-        cells = [_cut_middle(c, w) for c, (_, w) in zip([*map(terminal, row_cells(s)), *values], columns, strict=True)]
+        fixed = [_cut_end(terminal(c), w) for c, (_, w) in zip(row_cells(s), COLUMNS, strict=True)]
+        cells = [*fixed, *(_cut_middle(v, w) for v, w in zip(values, widths, strict=True))]
         print(" ".join(f"{c:<{w}}" for c, (_, w) in zip(cells, columns, strict=True)).rstrip(), file=out)
 
 
