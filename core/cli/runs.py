@@ -2,7 +2,8 @@
 
 ``runs`` lists every run under the runs root from each run's cached summary
 (:mod:`core.run.index`): name, cluster file, start, duration, outcome, roles, backend, last and
-best loss, global steps/s over the run's last 30 s (:mod:`core.views.rates`), restarts;
+best loss, global steps/s over the run's last 30 s (:mod:`core.views.rates`), restarts, then a
+column per hyperparameter (a flag of the run's command or an ``[env]`` value);
 ``--outcome`` and ``--filter`` narrow it, ``--sort`` orders it, ``--json`` prints it for scripts.
 ``runs compare`` prints 2-8 runs side by side with the rows that differ marked
 (:mod:`core.views.compare_table`), and ``--csv FILE`` writes the same table.
@@ -22,17 +23,19 @@ from core.run.rundir import runs_root
 from core.textsafe import terminal
 from core.views import runs_select
 from core.views.rates import summary_rates
-from core.views.runs_table import COLUMNS, row_cells
+from core.views.runs_table import COLUMNS, hyperparam_cells, hyperparam_keys, row_cells
+
+HYPERPARAM_WIDTH = 24  # a column's most characters; a longer value is cut in its middle
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``runs [--outcome O] [--filter TEXT] [--sort KEY] [--json]``, ``runs tensorboard RUN``,
+    """``runs [--outcome O] [--filter TEXT] [--sort KEY] [--json]``, ``runs tensorboard RUN ...``,
     ``runs compare A B ... [--csv FILE]``."""
     parser.add_argument(
         "action",
         nargs="?",
         choices=("tensorboard", "compare"),
-        help="tensorboard RUN: open the run in TensorBoard; compare A B ...: 2-8 runs side by side",
+        help="tensorboard RUN ...: open the runs in one TensorBoard, overlaid; compare A B ...: 2-8 runs side by side",
     )
     parser.add_argument("run", nargs="*", help="runs: a run directory, a run id from `runs`, or 'latest'")
     parser.add_argument(
@@ -61,10 +64,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.action == "tensorboard":
-        if len(args.run) > 1:
-            print("runs tensorboard: name one run, e.g. `runs tensorboard latest`", file=err)
-            return EXIT_USAGE
-        args.run = args.run[0] if args.run else None
         return cmd_runs_tensorboard(args, out, err)
     if args.action == "compare":
         return cmd_compare(args, out, err)
@@ -96,15 +95,32 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-def print_list(summaries: list[runs_index.RunSummary], out: TextIO) -> None:
-    def cut(text: str, width: int) -> str:
-        return text if len(text) <= width else text[: width - 1] + "…"
+def _cut_end(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
-    print(" ".join(f"{name:<{w}}" for name, w in COLUMNS).rstrip(), file=out)
-    for s in summaries:
+
+def _cut_middle(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, its middle elided: both ends of a path or a value say most."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
+
+
+def print_list(summaries: list[runs_index.RunSummary], out: TextIO) -> None:
+    keys = hyperparam_keys(summaries)
+    # Flags and env values come from the users' cluster files: escaped before they are measured.
+    extra = [[terminal(v) for v in hyperparam_cells(s, keys)] for s in summaries]
+    widths = [
+        min(HYPERPARAM_WIDTH, max([len(terminal(k)), *(len(row[i]) for row in extra)])) for i, k in enumerate(keys)
+    ]
+    columns = [*COLUMNS, *zip((terminal(k) for k in keys), widths, strict=True)]
+    print(" ".join(f"{_cut_middle(name, w):<{w}}" for name, w in columns).rstrip(), file=out)
+    for s, values in zip(summaries, extra, strict=True):
         # Names and cluster files come from each run's run.json: escaped, then cut to the column.
-        cells = [cut(terminal(c), w) for c, (_, w) in zip(row_cells(s), COLUMNS, strict=True)]
-        print(" ".join(f"{c:<{w}}" for c, (_, w) in zip(cells, COLUMNS, strict=True)).rstrip(), file=out)
+        fixed = [_cut_end(terminal(c), w) for c, (_, w) in zip(row_cells(s), COLUMNS, strict=True)]
+        cells = [*fixed, *(_cut_middle(v, w) for v, w in zip(values, widths, strict=True))]
+        print(" ".join(f"{c:<{w}}" for c, (_, w) in zip(cells, columns, strict=True)).rstrip(), file=out)
 
 
 def cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -10,6 +10,7 @@ nor any transport.
 - ``arglimits``: what exec lets a role be given (ARG_MAX)
 - ``roles``: which role is the chief, which roles train
 - ``batch_size``: a role's batch size, where its command says it (for examples/s)
+- ``hyperparams``: a run's hyperparameters: its command's flags and its env values (runs list, compare)
 - ``stuck_options``: the ``[stuck]``-related keys and their pure rules
 - ``recovery_table``: the ``[recovery]`` table, and the pure rule of what a recovery restarts
 - ``slurm_table``: the ``[slurm]`` table

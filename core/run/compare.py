@@ -160,3 +160,19 @@ def read_scalars(path: Path, roles: Sequence[str], limit: int = MAX_CURVE_POINTS
         tag: {role: Scalar(*_thin([np.asarray(c) for c in cols], limit)) for role, cols in per_role.items()}
         for tag, per_role in found.items()
     }
+
+
+def duplicates_loss(curves: Mapping[str, Curves], per_role: Mapping[str, Scalar]) -> bool:
+    """Whether one TensorBoard tag's series (``per_role``) hold what the loss plot already draws
+    from ``curves``: the same roles, steps and values (to float32's precision, as TensorBoard keeps
+    them). A trainer that reports only through TensorBoard has its loss plot made of that tag."""
+    if not per_role or set(per_role) != set(curves):
+        return False
+    for role, scalar in per_role.items():
+        curve = curves[role]
+        finite = np.isfinite(curve.loss)
+        if not np.array_equal(curve.step[finite], scalar.step):
+            return False
+        if not np.allclose(curve.loss[finite], scalar.value, rtol=1e-5, atol=1e-7):
+            return False
+    return True

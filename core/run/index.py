@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.cluster.batch_size import batch_sizes
+from core.cluster.hyperparams import hyperparameters
 from core.cluster.render import role_dir
 from core.cluster.spec import ClusterSpec
 from core.run import journal
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # core.run.leftover imports the agent's modules: not for ever
     from core.run.leftover import Agent
 
 SUMMARY_FILE = "summary.json"
-SUMMARY_VERSION = 3  # 2: the rates' windows (step_window, batch_size, strategy) instead of a mean steps/s; 3: and the run's checkpoints
+SUMMARY_VERSION = 4  # 2: the rates' windows (step_window, batch_size, strategy) instead of a mean steps/s; 3: and the run's checkpoints; 4: and its hyperparameters
 SUMMARY_CHECKPOINTS = 100  # the newest checkpoints a summary lists (ctl RUN checkpoints lists them all)
 LIVE_TAIL_BYTES = 256 * 1024
 ARCHIVE_DIR = "archived"  # under the runs root; it holds no run.json, so listings skip it
@@ -90,6 +91,8 @@ class RunSummary:
     recorded_id: str = ""
     # Where the run's checkpoints are and the newest of them (core.run.checkpoints.RunCheckpoints.to_json).
     checkpoints: dict[str, Any] = field(default_factory=dict)
+    # The command's flags and the [env] values, label -> value (core.cluster.hyperparams).
+    hyperparams: dict[str, str] = field(default_factory=dict)
 
     @property
     def duration_s(self) -> float | None:
@@ -124,6 +127,7 @@ class RunSummary:
                 self.backend,
                 self.reason,
                 self.shape(),
+                *(f"{k}={v}" for k, v in self.hyperparams.items()),
             ]
         ).lower()
 
@@ -318,6 +322,7 @@ def build(path: Path, info: dict[str, Any] | None = None) -> dict[str, Any]:
         "role_figures": figures,
         "checkpoints": _checkpoints(path, spec, created_time(info.get("created"))),
         "strategy": spec.strategy if spec is not None else "between_graph",
+        "hyperparams": hyperparameters(spec) if spec is not None else {},
     }
 
 
@@ -400,6 +405,7 @@ _SUMMARY_FIELDS: dict[str, Callable[[Any], bool]] = {
         and all(Checkpoint.from_json(c) is not None for c in v["checkpoints"])
     ),
     "strategy": _is_text,
+    "hyperparams": lambda v: isinstance(v, dict) and all(_is_text(k) and _is_text(x) for k, x in v.items()),
 }
 
 
@@ -487,6 +493,7 @@ def _from_data(path: Path, data: dict[str, Any], info: dict[str, Any] | None) ->
         role_figures=roles,
         checkpoints=data["checkpoints"] if isinstance(data.get("checkpoints"), dict) else {},
         strategy=str(data.get("strategy") or "between_graph"),
+        hyperparams=dict(data["hyperparams"]) if isinstance(data.get("hyperparams"), dict) else {},
     )
 
 

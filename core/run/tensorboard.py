@@ -1,5 +1,12 @@
-"""Open a run in TensorBoard: the pinned ``tensorboard`` on every local role's event files, named by
-role, bound to 127.0.0.1 on a free port, stopped (its whole process group) with :meth:`stop`.
+"""Open runs in TensorBoard: the pinned ``tensorboard`` on every local role's event files, named by
+role (``worker-0``; with several runs ``<run name>/worker-0``, all runs overlaid in one TensorBoard),
+bound to 127.0.0.1 on a free port, stopped (its whole process group) with :meth:`stop`.
+
+The names are a folder of symbolic links in the server's private folder, one per role, given to
+TensorBoard as its ``--logdir``: TensorBoard names a run by its path under the logdir, so a role
+whose files lie in its folder itself is ``worker-0`` (``--logdir_spec`` made that ``worker-0/.``),
+and a run name may hold any character a folder name can (``--logdir_spec`` splits on ``,`` and
+``:``). Removing the private folder removes the links, never what they point to.
 
 TensorBoard is started with ``--port 0``: it binds a free port itself and writes it, with its pid,
 to ``<tempdir>/.tensorboard-info/pid-<PID>.info``. The temporary directory is a private one made
@@ -25,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,31 +138,83 @@ class TensorBoardServer:
 def start(run_path: Path, spec: ClusterSpec, timeout_s: float = READY_TIMEOUT_S) -> TensorBoardServer:
     """Start TensorBoard on the run's local event files; waits until it answers on its port.
     Raises TensorBoardError (no event files, no tensorboard, it did not come up)."""
-    dirs = event_dirs(run_path, spec)
-    if not dirs.local:
+    return start_runs([(run_path, spec)], timeout_s=timeout_s)
+
+
+def _folder_name(text: str) -> str:
+    """``text`` as one folder name: no separator, no NUL, not hidden, not empty."""
+    name = "".join("_" if c in "/\\\0" or not c.isprintable() else c for c in text).lstrip(".").strip()
+    return name[:100] or "run"
+
+
+def run_labels(runs: Sequence[tuple[Path, ClusterSpec]]) -> list[str]:
+    """What each run's roles are named under: nothing for one run; else its name (the cluster's
+    ``name``), or its id (its folder's name) where two of the runs share a name."""
+    if len(runs) == 1:
+        return [""]
+    names = [_folder_name(spec.name) for _, spec in runs]
+    labels = [
+        name if names.count(name) == 1 else _folder_name(path.name) for (path, _), name in zip(runs, names, strict=True)
+    ]
+    # Two run folders of one name (copies under different roots): numbered, never merged.
+    return [label if labels.count(label) == 1 else f"{label}-{i + 1}" for i, label in enumerate(labels)]
+
+
+def start_runs(runs: Sequence[tuple[Path, ClusterSpec]], *, timeout_s: float = READY_TIMEOUT_S) -> TensorBoardServer:
+    """One TensorBoard on the local event files of every run of ``runs`` (run directory, its
+    spec), overlaid: each role named ``<run name>/<role>`` (``<role>`` for one run). Waits until it
+    answers; raises TensorBoardError (no event files, no tensorboard, it did not come up)."""
+    local: dict[str, Path] = {}
+    missing: dict[str, str] = {}
+    for (run_path, spec), label in zip(runs, run_labels(runs), strict=True):
+        dirs = event_dirs(run_path, spec)
+        prefix = f"{label}/" if label else ""
+        local.update({prefix + name: path for name, path in dirs.local.items()})
+        missing.update({prefix + role: why for role, why in dirs.missing.items()})
+    if not local:
+        which = ", ".join(path.name for path, _ in runs)
         raise TensorBoardError(
-            f"no role of {run_path.name} has TensorBoard event files here "
+            f"no role of {which} has TensorBoard event files here "
             "(trainers write them to TOWERDECK_TB_DIR, e.g. --logdir={tb_dir})"
         )
     program = tensorboard_program()
     if program is None:
         raise TensorBoardError("tensorboard is not installed: pip install -r requirements.lock")
-    if any("," in str(p) for p in dirs.local.values()):
-        where = ["--logdir", str(run_path / "roles")]  # --logdir_spec cannot hold a ','
-    else:
-        where = ["--logdir_spec", ",".join(f"{name}:{path}" for name, path in dirs.local.items())]
-    return serve(program, where, dirs, timeout_s=timeout_s)
+    return serve(program, [], EventDirs(local, missing), timeout_s=timeout_s, links=local)
+
+
+def _link_logdir(home: Path, links: Mapping[str, Path]) -> list[str]:
+    """``links`` (name -> folder) as symbolic links under ``home``; the ``--logdir`` arguments."""
+    logdir = home / "logdir"
+    for name, target in links.items():
+        link = logdir / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target.resolve(), target_is_directory=True)
+    return ["--logdir", str(logdir)]
 
 
 def serve(
-    program: Path, where: list[str], dirs: EventDirs, *, timeout_s: float = READY_TIMEOUT_S, ready_path: str = ""
+    program: Path,
+    where: list[str],
+    dirs: EventDirs,
+    *,
+    timeout_s: float = READY_TIMEOUT_S,
+    ready_path: str = "",
+    links: Mapping[str, Path] | None = None,
 ) -> TensorBoardServer:
-    """Start ``program`` (a tensorboard) on ``where`` (its --logdir arguments), bound to 127.0.0.1
-    on a free port; returns once it answers (on ``ready_path`` with HTTP 200, when given)."""
+    """Start ``program`` (a tensorboard) on ``where`` (its --logdir arguments), or on ``links``
+    (run name -> folder, linked under its private folder), bound to 127.0.0.1 on a free port;
+    returns once it answers (on ``ready_path`` with HTTP 200, when given)."""
     clean_stale_homes()
     home = Path(tempfile.mkdtemp(prefix=HOME_PREFIX))
     me = os.getpid()
-    (home / OWNER_FILE).write_text(json.dumps({"pid": me, "started": pids.start_time(me)}), encoding="utf-8")
+    try:
+        (home / OWNER_FILE).write_text(json.dumps({"pid": me, "started": pids.start_time(me)}), encoding="utf-8")
+        if links is not None:
+            where = _link_logdir(home, links)
+    except OSError as exc:
+        shutil.rmtree(home, ignore_errors=True)
+        raise TensorBoardError(f"cannot prepare TensorBoard's folder {home}: {exc.strerror or exc}") from exc
     log = open(home / "tensorboard.log", "wb")  # noqa: SIM115 - the child holds it; closed below
     try:
         # Its own process group (stopping it stops all of it), and it dies with this process.

@@ -1,10 +1,15 @@
 """The side-by-side table of 2-8 runs that ``runs compare`` prints (and writes as CSV)
 and the window's compare view shows: :func:`compare_rows` reads each run's summary
-(:mod:`core.run.index`) and its ``cluster.toml``: cluster shape, command, env, launch style,
-strategy, TensorFlow version (when a role's log says it), the host each role was given, durations,
-final/best loss, the run's speed (:mod:`core.views.rates`: global steps/s, examples/s, each role's
-batches/s, over the run's last 30 s), restarts, exit codes. A row whose values are not all equal is
-marked ``differs``.
+(:mod:`core.run.index`) and its ``cluster.toml``: cluster shape, the program (the command
+without its flags), a row per hyperparameter (each flag of the command and each ``[env]`` value,
+:mod:`core.cluster.hyperparams`), launch style, strategy, TensorFlow version (when a role's log
+says it), the host each role was given, durations, final/best loss, the run's speed
+(:mod:`core.views.rates`: global steps/s, examples/s, each role's batches/s, over the run's last
+30 s), restarts, exit codes.
+
+A row whose values are not all equal is marked ``differs``, except the rows that say which run a
+column is (its id, name, start and duration: :data:`IDENTITY`), which differ in every comparison
+and so tell nothing about what changed.
 """
 
 from __future__ import annotations
@@ -19,27 +24,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from core.cluster.hyperparams import program
 from core.cluster.render import role_dir
 from core.cluster.spec import ClusterSpec
 from core.run.index import RunSummary, duration_text
 from core.run.rundir import read_run_spec, started_text
 from core.textsafe import csv_row, terminal
 from core.views import rates as speed
+from core.views.runs_table import MISSING, hyperparam_keys
 
 _TF_VERSION = re.compile(rb"\bTensorFlow(?: version)?[ :=]+v?(\d+\.\d+(?:\.\d+)?)", re.IGNORECASE)
 _LOG_HEAD_BYTES = 64 * 1024
+IDENTITY, CONFIG, RESULT = "identity", "config", "result"  # a row's kind
 
 
 @dataclass(frozen=True)
 class CompareRow:
-    """One line of the side-by-side table: its label and one value per run."""
+    """One line of the side-by-side table: its label, one value per run, and its kind: which run
+    it is (:data:`IDENTITY`), what the run was given (:data:`CONFIG`) or what it did (:data:`RESULT`)."""
 
     label: str
     values: tuple[str, ...]
+    kind: str = RESULT
 
     @property
     def differs(self) -> bool:
-        return len(set(self.values)) > 1
+        """The values are not all equal, in a row that is not the runs' identity."""
+        return self.kind != IDENTITY and len(set(self.values)) > 1
 
 
 def _number(value: float | None, digits: int = 4) -> str:
@@ -80,36 +91,34 @@ def compare_rows(summaries: Sequence[RunSummary]) -> list[CompareRow]:
     rates = [speed.summary_rates(s) for s in summaries]
     hosts = [_role_hosts(spec) for spec in specs]
 
-    def row(name: str, values: Sequence[str]) -> CompareRow:
-        return CompareRow(name, tuple(values))
+    def row(name: str, values: Sequence[str], kind: str = RESULT) -> CompareRow:
+        return CompareRow(name, tuple(values), kind)
 
     def from_spec(get: str) -> list[str]:
         out = []
         for spec in specs:
             if spec is None:
                 out.append("?")
-            elif get == "command":
-                out.append(" ".join(spec.command))
-            elif get == "env":
-                out.append(" ".join(f"{k}={v}" for k, v in sorted(spec.env.items())) or "-")
+            elif get == "program":
+                out.append(program(spec.command))
             else:
                 out.append(str(getattr(spec, get)))
         return out
 
     rows = [
-        row("run", [s.id for s in summaries]),
-        row("name", [s.name for s in summaries]),
-        row("cluster file", [s.cluster_file or "-" for s in summaries]),
-        row("started", [started_text(s.created) for s in summaries]),
-        row("duration", [duration_text(s.duration_s) for s in summaries]),
+        row("run", [s.id for s in summaries], IDENTITY),
+        row("name", [s.name for s in summaries], IDENTITY),
+        row("cluster file", [s.cluster_file or "-" for s in summaries], CONFIG),
+        row("started", [started_text(s.created) for s in summaries], IDENTITY),
+        row("duration", [duration_text(s.duration_s) for s in summaries], IDENTITY),
         row("outcome", [s.outcome_text() for s in summaries]),
-        row("cluster shape", [s.shape() for s in summaries]),
-        row("backend", [s.backend for s in summaries]),
-        row("command", from_spec("command")),
-        row("env", from_spec("env")),
-        row("launch style", from_spec("launch_style")),
-        row("strategy", from_spec("strategy")),
-        row("TensorFlow", [_tf_version(s.path, s.roles) for s in summaries]),
+        row("cluster shape", [s.shape() for s in summaries], CONFIG),
+        row("backend", [s.backend for s in summaries], CONFIG),
+        row("program", from_spec("program"), CONFIG),
+        *(row(k, [s.hyperparams.get(k, MISSING) for s in summaries], CONFIG) for k in hyperparam_keys(summaries)),
+        row("launch style", from_spec("launch_style"), CONFIG),
+        row("strategy", from_spec("strategy"), CONFIG),
+        row("TensorFlow", [_tf_version(s.path, s.roles) for s in summaries], CONFIG),
         row("final loss", [_number(s.last_loss) for s in summaries]),
         row("best loss", [_number(s.best_loss) for s in summaries]),
         row(speed.label(speed.GLOBAL), [speed.rate_text(r.global_steps_per_s) for r in rates]),
@@ -121,7 +130,7 @@ def compare_rows(summaries: Sequence[RunSummary]) -> list[CompareRow]:
         every_role += [r for r in s.roles if r not in every_role]
     for role in every_role:
         figures = [s.role_figures.get(role) for s in summaries]
-        rows.append(row(f"{role} host", [h.get(role, "-") for h in hosts]))
+        rows.append(row(f"{role} host", [h.get(role, "-") for h in hosts], CONFIG))
         rows.append(row(f"{role} exit", [f"{f.state} {f.exit}" if f else "-" for f in figures]))
         if any(f is not None and f.steps is not None for f in figures):
             rows.append(row(f"{role} final loss", [_number(f.last_loss) if f else "-" for f in figures]))

@@ -1,9 +1,11 @@
 """The runs list as both the CLI (``python main.py runs``) and the window's Runs page show it: the
 columns and one run's cells. The speed column is the run's global steps/s over its last 30 s of
-training (:mod:`core.views.rates`)."""
+training (:mod:`core.views.rates`). After the fixed columns come the listed runs' hyperparameters
+(:mod:`core.cluster.hyperparams`), a column each, in the order they are first met."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from core.run import index as runs_index
@@ -46,3 +48,29 @@ def row_cells(s: runs_index.RunSummary) -> list[str]:
         rate_text(summary_rates(s).global_steps_per_s),
         str(s.restarts),
     ]
+
+
+MISSING = "-"  # a hyperparameter a run's command does not pass
+
+
+def hyperparam_keys(summaries: Sequence[runs_index.RunSummary]) -> list[str]:
+    """Every hyperparameter label of ``summaries``, in the order first met (a command's order)."""
+    keys: dict[str, None] = {}
+    for s in summaries:
+        keys.update(dict.fromkeys(s.hyperparams))
+    return list(keys)
+
+
+def hyperparam_cells(s: runs_index.RunSummary, keys: Sequence[str]) -> list[str]:
+    """One run's values of ``keys``, :data:`MISSING` where its command does not pass one."""
+    return [s.hyperparams.get(k, MISSING) for k in keys]
+
+
+def hyperparam_sort_key(value: str) -> tuple[int, float, str]:
+    """Numbers by value first, then text, then the runs without it."""
+    if value == MISSING:
+        return (2, 0.0, "")
+    try:
+        return (0, float(value), "")
+    except ValueError:
+        return (1, 0.0, value)

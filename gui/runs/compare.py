@@ -18,7 +18,15 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core.run.compare import Curves, Scalar, load_for_compare, rate_records, read_curves, read_scalars
+from core.run.compare import (
+    Curves,
+    Scalar,
+    duplicates_loss,
+    load_for_compare,
+    rate_records,
+    read_curves,
+    read_scalars,
+)
 from core.run.index import RunSummary
 from core.views.compare_table import CompareRow, compare_rows
 from core.views.rates import GLOBAL, RatePoint, label, rate_series
@@ -31,7 +39,7 @@ LINES_UP_TO = 2  # roles drawn one line each; more: the median and a min-max ban
 SPREAD_COLUMNS = 512
 DIFF_BRUSH = QtGui.QColor("#fde68a")
 SPEED_PLOT = label(GLOBAL)
-PLOTS = (("loss", "loss"), ("step time", "s"), (SPEED_PLOT, GLOBAL))
+PLOTS = (("loss", "loss"), ("step time", "ms"), (SPEED_PLOT, GLOBAL))
 Loaded = tuple[
     list[RunSummary],
     list[CompareRow],
@@ -60,7 +68,7 @@ def _load(paths: list[Path]) -> Loaded:
 
 
 def _series(curve: Curves, plot: str) -> np.ndarray:
-    return curve.loss if plot == "loss" else curve.step_time_s
+    return curve.loss if plot == "loss" else curve.step_time_s * 1000.0  # ms, as people write step times
 
 
 class CompareView(QtWidgets.QWidget):
@@ -97,6 +105,7 @@ class CompareView(QtWidgets.QWidget):
             widget = pg.PlotWidget(title=name)
             widget.setBackground("w")
             widget.setLabel("left", unit)
+            widget.getAxis("left").enableAutoSIPrefix(False)  # "ms", never "s (x0.001)"
             widget.showGrid(x=True, y=True, alpha=0.2)
             self.plots[name] = widget
             plots.addWidget(widget)
@@ -131,7 +140,9 @@ class CompareView(QtWidgets.QWidget):
             self.sig_loaded.emit()
             return
         self.summaries, self.rows, self.curves, self.scalars, self.speeds = loaded
-        tags = sorted({tag for per_run in self.scalars for tag in per_run})
+        tags = [
+            tag for tag in sorted({tag for per_run in self.scalars for tag in per_run}) if not self._repeats_loss(tag)
+        ]
         self.tag_box.blockSignals(True)
         self.tag_box.addItems(tags)
         self.tag_box.blockSignals(False)
@@ -140,6 +151,13 @@ class CompareView(QtWidgets.QWidget):
         self._fill_table()
         self._draw()
         self.sig_loaded.emit()
+
+    def _repeats_loss(self, tag: str) -> bool:
+        """A tag whose every run's series are the loss plot's own: a second plot of them says nothing."""
+        held = [
+            (curves, scalars[tag]) for curves, scalars in zip(self.curves, self.scalars, strict=True) if tag in scalars
+        ]
+        return bool(held) and all(duplicates_loss(curves, per_role) for curves, per_role in held)
 
     # ------------------------------------------------------------------ the table
 

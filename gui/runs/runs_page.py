@@ -2,8 +2,9 @@
 
 The rows are :class:`core.run.index.RunSummary` values, loaded off the GUI thread
 (:func:`gui.offthread.run_off_thread`) from each run's cached summary. The page asks the window,
-through its signals, to open a run (``sig_run_open``), reattach to one (``sig_run_attach``) or
-compare 2-8 (``sig_runs_compare``); it deletes and archives runs itself, after a confirmation and
+through its signals, to open a run (``sig_run_open``), reattach to one (``sig_run_attach``),
+compare 2-8 (``sig_runs_compare``) or open the selected runs in one TensorBoard
+(``sig_runs_tensorboard``); it deletes and archives runs itself, after a confirmation and
 off the GUI thread, and never a live one (:func:`core.run.index.delete_run` refuses it too, and a
 run left by its launcher whose roles still run; one whose roles may run on a host that cannot be
 checked from here goes only once the user says so).
@@ -22,7 +23,7 @@ from core.run.compare import MAX_RUNS, MIN_RUNS
 from core.run.index import RunSummary
 from core.views import runs_select
 from core.views.rates import GLOBAL, label
-from core.views.runs_table import COLUMNS, row_cells
+from core.views.runs_table import COLUMNS, hyperparam_cells, hyperparam_keys, hyperparam_sort_key, row_cells
 from gui.offthread import Relay, run_off_thread
 
 HEADERS = (
@@ -48,25 +49,31 @@ OUTCOME_COLOURS = {
 }
 SORT_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1
 assert len(HEADERS) == len(COLUMNS) == len(SORTS)
+MAX_COLUMN_PX = 240  # a column fits its content up to this; a longer value is elided in its middle
 
 
 class RunsModel(QtCore.QAbstractTableModel):
-    """One row per run; the cells are the CLI's (:func:`core.views.runs_table.row_cells`)."""
+    """One row per run; the cells are the CLI's (:func:`core.views.runs_table.row_cells`), then a
+    column per hyperparameter of the runs loaded (:func:`core.views.runs_table.hyperparam_keys`)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.runs: list[RunSummary] = []
+        self.headers: list[str] = list(HEADERS)
         self._cells: list[list[str]] = []
         self._keys: list[list[Any]] = []
 
     def set_runs(self, runs: list[RunSummary]) -> None:
         self.beginResetModel()
         self.runs = runs
-        self._cells = [row_cells(s) for s in runs]
+        params = hyperparam_keys(runs)
+        self.headers = [*HEADERS, *params]
+        self._cells = [[*row_cells(s), *hyperparam_cells(s, params)] for s in runs]
         keys = [runs_select.sort_key(k) for k in SORTS]
         # Sorting asks for keys n log n times: computed once per load, not per comparison.
         self._keys = [
             [(cells[c], run.created) if c in (0, 6) else keys[c](run) for c in range(len(SORTS))]
+            + [hyperparam_sort_key(v) for v in cells[len(SORTS) :]]
             for run, cells in zip(runs, self._cells, strict=True)
         ]
         self.endResetModel()
@@ -75,11 +82,15 @@ class RunsModel(QtCore.QAbstractTableModel):
         return 0 if parent is not None and parent.isValid() else len(self.runs)
 
     def columnCount(self, parent: Any = None) -> int:
-        return len(HEADERS)
+        return len(self.headers)
 
     def headerData(self, section: int, orientation: QtCore.Qt.Orientation, role: int = 0) -> Any:
-        if orientation == QtCore.Qt.Orientation.Horizontal and role == QtCore.Qt.ItemDataRole.DisplayRole:
-            return HEADERS[section]
+        if orientation != QtCore.Qt.Orientation.Horizontal:
+            return None
+        if role == QtCore.Qt.ItemDataRole.DisplayRole:
+            return self.headers[section]
+        if role == QtCore.Qt.ItemDataRole.ToolTipRole and section >= len(HEADERS):
+            return f"{self.headers[section]}: a flag of the run's command or an [env] value"
         return None
 
     def data(self, index: QtCore.QModelIndex | QtCore.QPersistentModelIndex, role: int = 0) -> Any:
@@ -90,10 +101,14 @@ class RunsModel(QtCore.QAbstractTableModel):
             return self._cells[index.row()][index.column()]
         if role == SORT_ROLE:
             return self._keys[index.row()][index.column()]
-        if role == QtCore.Qt.ItemDataRole.ForegroundRole and HEADERS[index.column()] == "Outcome":
+        if role == QtCore.Qt.ItemDataRole.ForegroundRole and self.headers[index.column()] == "Outcome":
             return QtGui.QBrush(QtGui.QColor(OUTCOME_COLOURS.get(run.outcome, "#000000")))
         if role == QtCore.Qt.ItemDataRole.ToolTipRole:
-            return f"{run.path}\n{run.reason}" if run.reason else str(run.path)
+            # The full text of a cell elided to fit its column; the Run column also says where it is.
+            text = self._cells[index.row()][index.column()]
+            if index.column() == 0:
+                text = "\n".join(t for t in (text, str(run.path), run.reason) if t)
+            return text
         return None
 
 
@@ -145,6 +160,7 @@ class RunsPage(QtWidgets.QWidget):
     sig_run_open = QtCore.Signal(object)
     sig_run_attach = QtCore.Signal(object)
     sig_runs_compare = QtCore.Signal(object)
+    sig_runs_tensorboard = QtCore.Signal(object)  # list[Path]: the selected runs, in one TensorBoard
     sig_loaded = QtCore.Signal(int)  # rows loaded (after each refresh)
 
     def __init__(self, root: Callable[[], Path]) -> None:
@@ -174,6 +190,10 @@ class RunsPage(QtWidgets.QWidget):
         self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setStretchLastSection(False)  # not a 1,000-pixel Restarts column
+        # One line a run: a run id wrapped over two lines reads as two values. Too long a value is
+        # elided in its middle, where ids, paths and flags say least; the tooltip has it whole.
+        self.table.setWordWrap(False)
+        self.table.setTextElideMode(QtCore.Qt.TextElideMode.ElideMiddle)
         self.table.doubleClicked.connect(lambda _i: self.open_selected())
         self.table.selectionModel().selectionChanged.connect(lambda *_: self._update_buttons())
         self.count_label = QtWidgets.QLabel("")
@@ -186,6 +206,7 @@ class RunsPage(QtWidgets.QWidget):
             ("Open", self.open_selected, "Show the run in the Run page"),
             ("Attach", self.attach_selected, "Reattach to a live run (running, or left by its launcher)"),
             ("Compare", self.compare_selected, f"Put {MIN_RUNS}-{MAX_RUNS} selected runs side by side"),
+            ("TensorBoard", self.tensorboard_selected, "Open the selected runs in one TensorBoard, overlaid"),
             ("Archive", self.archive_selected, "Move the selected runs under archived/ (kept on disk)"),
             ("Delete", self.delete_selected, "Delete the selected runs (never a live one)"),
         ):
@@ -218,12 +239,21 @@ class RunsPage(QtWidgets.QWidget):
             return
         selected = {s.path for s in self.selected_runs()}
         self.model.set_runs(runs)
+        self.fit_columns()
         for row in range(self.proxy.rowCount()):
             if self.model.runs[self.proxy.mapToSource(self.proxy.index(row, 0)).row()].path in selected:
                 self.table.selectRow(row)
         self._show_count()
         self._update_buttons()
         self.sig_loaded.emit(len(runs))
+
+    def fit_columns(self) -> None:
+        """Each column as wide as its header and widest cell, up to :data:`MAX_COLUMN_PX`."""
+        self.table.resizeColumnsToContents()
+        header = self.table.horizontalHeader()
+        for column in range(self.model.columnCount()):
+            if header.sectionSize(column) > MAX_COLUMN_PX:
+                header.resizeSection(column, MAX_COLUMN_PX)
 
     def _apply_filter(self) -> None:
         self.proxy.set_filter(self.filter_edit.text(), str(self.outcome_box.currentData() or ""))
@@ -256,6 +286,7 @@ class RunsPage(QtWidgets.QWidget):
         self.buttons["Open"].setEnabled(one)
         self.buttons["Attach"].setEnabled(one and chosen[0].outcome in ("running", "left"))
         self.buttons["Compare"].setEnabled(MIN_RUNS <= len(chosen) <= MAX_RUNS)
+        self.buttons["TensorBoard"].setEnabled(bool(chosen))
         removable = bool(chosen) and not any(s.live for s in chosen)
         self.buttons["Archive"].setEnabled(removable)
         self.buttons["Delete"].setEnabled(removable)
@@ -274,6 +305,11 @@ class RunsPage(QtWidgets.QWidget):
         chosen = self.selected_runs()
         if MIN_RUNS <= len(chosen) <= MAX_RUNS:
             self.sig_runs_compare.emit([s.path for s in chosen])
+
+    def tensorboard_selected(self) -> None:
+        chosen = self.selected_runs()
+        if chosen:
+            self.sig_runs_tensorboard.emit([s.path for s in chosen])
 
     def delete_selected(self) -> None:
         self._remove("Delete", runs_index.delete_run, "deleted from disk: their logs and figures are gone")

@@ -212,6 +212,7 @@ class MainWindow(QtWidgets.QMainWindow):
         spread.sig_why_requested.connect(lambda role: self.act_on_role(role, self.why.ask))
         self.runs = runs_install.install(self)  # the Runs page and compare views
         self.runs_page = self.runs.page
+        self.runs_page.sig_runs_tensorboard.connect(self.tensorboard.open_runs)
 
     def _on_editor_spec_changed(self, spec: ClusterSpec | None) -> None:
         """The form changed: it is what the next launch uses (a running cluster keeps its own)."""

@@ -1,20 +1,38 @@
 """*File > Open in TensorBoard*: the run's event files in the pinned TensorBoard
 (:mod:`core.run.tensorboard`), started on a worker thread, opened in the browser, and stopped
-when the window shows another run or closes (its whole process group; nothing left listening)."""
+when the window shows another run or closes (its whole process group; nothing left listening).
+The Runs page's *TensorBoard* opens the selected runs the same way, overlaid in one TensorBoard
+(each role named ``<run name>/<role>``)."""
 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 from PySide6 import QtCore, QtGui
 
-from core.run.tensorboard import TensorBoardServer
+from core.cluster.spec import ClusterSpec
+from core.run.tensorboard import TensorBoardError, TensorBoardServer
 from gui.offthread import Relay, run_off_thread, start_thread
 from gui.window.hosts import MenuHost
 
 
+def _start_runs(paths: list[Path]) -> TensorBoardServer:
+    """Read each run's spec and start one TensorBoard over them (off the GUI thread: disk, process)."""
+    from core.run.rundir import SPEC_FILE, read_run_spec
+    from core.run.tensorboard import start_runs
+
+    runs: list[tuple[Path, ClusterSpec]] = []
+    for path in paths:
+        spec, problems = read_run_spec(path)
+        if spec is None:
+            raise TensorBoardError(f"{path / SPEC_FILE}: {problems[0].format() if problems else 'unreadable'}")
+        runs.append((path, spec))
+    return start_runs(runs)
+
+
 class TensorBoardAction(QtCore.QObject):
-    """One TensorBoard per window at a time, for the run it shows."""
+    """One TensorBoard per window at a time: for the run it shows, or for runs chosen on the Runs page."""
 
     def __init__(self, window: MenuHost) -> None:
         super().__init__(window.window())
@@ -50,6 +68,22 @@ class TensorBoardAction(QtCore.QObject):
         self.window.statusBar().showMessage(f"starting TensorBoard on {path.name}...")
         run_off_thread(self.relay, lambda: start(path, spec), self._on_started, name="tensorboard-start")
 
+    def open_runs(self, paths: list[Path]) -> None:
+        """One TensorBoard over ``paths`` (run directories), their roles named ``<run name>/<role>``."""
+        chosen = tuple(paths)
+        if not chosen:
+            return
+        if self.server is not None and self._for_path == chosen and self.server.alive():
+            self._show(self.server)
+            return
+        if self.starting:
+            return
+        self.stop()
+        self.starting = True
+        self._for_path = chosen
+        self.window.statusBar().showMessage(f"starting TensorBoard on {len(chosen)} run(s)...")
+        run_off_thread(self.relay, lambda: _start_runs(list(chosen)), self._on_started, name="tensorboard-start")
+
     def _on_started(self, server: object, error: BaseException | None) -> None:
         self.starting = False
         if error is not None or not isinstance(server, TensorBoardServer):
@@ -57,7 +91,9 @@ class TensorBoardAction(QtCore.QObject):
             self.window.statusBar().showMessage(self.last_error, 20000)
             return
         source = self.window.source
-        if source is None or source.path != self._for_path:  # the window moved on meanwhile
+        # Runs chosen on the Runs page (a tuple) do not depend on the run the window shows.
+        moved_on = not isinstance(self._for_path, tuple) and (source is None or source.path != self._for_path)
+        if moved_on:  # the window moved on meanwhile
             _stop_off_thread(server)
             return
         self.last_error = None

@@ -18,7 +18,7 @@ from core.run import index as runs_index
 from core.run.compare import load_for_compare, read_curves
 from core.views import runs_select
 from tests.helpers.cli_launch import launching, role_pids
-from tests.helpers.clusters import cluster_file
+from tests.helpers.clusters import FLAG_NOTE, cluster_file, one_flag_apart
 from tests.helpers.project import run_cli
 from tests.helpers.run_copies import make_runs
 from tests.helpers.waits import wait_for
@@ -68,7 +68,7 @@ def test_real_runs_listed_and_compared(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     lines = {line[2:].split("  ")[0].strip(): line for line in result.stdout.splitlines() if line[:1] in "* "}
     assert lines["cluster shape"].startswith("*") and "1 ps, 3 worker" in lines["cluster shape"]
-    assert lines["launch style"].startswith(" ") and lines["env"].startswith("*") and "SEED=7" in lines["env"]
+    assert lines["launch style"].startswith(" ") and lines["[env] SEED"].startswith("*") and "7" in lines["[env] SEED"]
     assert lines["worker:2 host"].startswith("*") and lines["worker:0 exit"].startswith(" ")
     with open(out_csv, newline="") as f:
         table_rows = {row[0]: row for row in csv.reader(f)}
@@ -79,6 +79,48 @@ def test_real_runs_listed_and_compared(tmp_path: Path) -> None:
     curves = read_curves(Path(runs["three"]["path"]), runs["three"]["roles"])
     assert sorted(curves) == ["worker:0", "worker:1", "worker:2"]
     assert curves["worker:0"].step[-1] == 40 and (curves["worker:0"].step_time_s[1:] > 0).any()
+
+
+def test_two_runs_one_flag_apart_differ_in_that_flag_only(tmp_path: Path) -> None:
+    """The flags and env values of a run's command are columns of `runs` (and --json) and rows of
+    `runs compare` (text and CSV); of what the runs were given, only the changed flag differs, and
+    which run is which (id, name, start, duration) is not a difference."""
+    from core.views.compare_table import CONFIG, compare_rows
+
+    one_flag_apart(tmp_path)
+    runs = {r["hyperparams"]["--learning_rate"]: r for r in listed()}
+    assert sorted(runs) == ["0.1", "0.3"]
+    assert runs["0.3"]["hyperparams"] == {
+        "--steps": "30",
+        "--rate_hz": "40",
+        "--learning_rate": "0.3",
+        "[env] NOTE": FLAG_NOTE,
+    }
+    assert [r["id"] for r in listed("--filter", "learning_rate=0.3")] == [runs["0.3"]["id"]]
+
+    table = run_cli("runs").stdout.splitlines()
+    start = table[0].index("--learning_rate")
+    for rate, run in runs.items():
+        line = next(line for line in table if line.startswith(run["id"]))
+        assert line[start:].split()[0] == rate, table
+    assert "[env] NOTE" in table[0] and "…" in table[1]  # the long note cut in its middle
+
+    a, b = runs["0.1"]["id"], runs["0.3"]["id"]
+    rows = compare_rows(load_for_compare([Path(runs["0.1"]["path"]), Path(runs["0.3"]["path"])]))
+    assert [r.label for r in rows if r.differs and r.kind == CONFIG] == ["--learning_rate"]
+    assert not [r.label for r in rows if r.differs and r.label in ("run", "name", "started", "duration")]
+    out_csv = tmp_path / "compare.csv"
+    result = run_cli("runs", "compare", a, b, "--csv", str(out_csv))
+    assert result.returncode == 0, result.stderr
+    lines = {line[2:].split("  ")[0].strip(): line for line in result.stdout.splitlines() if line[:1] in "* "}
+    assert lines["--learning_rate"].split() == ["*", "--learning_rate", "0.1", "0.3"]
+    assert all(lines[label].startswith(" ") for label in ("run", "name", "started", "duration", "program"))
+    with open(out_csv, newline="") as f:
+        cells = {row[0]: row for row in csv.reader(f)}
+    # A leading "-" is a formula to a spreadsheet: the flag's label is quoted as a text cell.
+    assert cells["'--learning_rate"] == ["'--learning_rate", "yes", "0.1", "0.3"]
+    assert cells["[env] NOTE"][2:] == ["'" + FLAG_NOTE] * 2  # never a formula in a spreadsheet
+    assert cells["started"][1] == "no" and cells["program"][2] == "python -u light_trainer.py"
 
 
 def test_bad_compare_and_list_input_is_one_line(tmp_path: Path) -> None:

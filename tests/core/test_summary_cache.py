@@ -175,7 +175,7 @@ JSON_VALUES = st.recursive(
 # summary.json as the launch writes it (core.run.index.build).
 TOP_FIELDS = [
     "version", "id", "name", "cluster_file", "created", "ended", "state", "result", "reason", "first_failure",
-    "roles", "backend", "last_loss", "best_loss", "restarts", "role_figures", "strategy",
+    "roles", "backend", "last_loss", "best_loss", "restarts", "role_figures", "strategy", "hyperparams",
 ]  # fmt: skip
 ROLE_FIELDS = ["state", "exit", "restarts", "last_loss", "best_loss", "steps", "window", "batch_size"]
 CHANGES = st.dictionaries(

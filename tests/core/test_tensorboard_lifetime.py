@@ -11,7 +11,6 @@ import contextlib
 import os
 import queue
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,24 +22,13 @@ import psutil
 import pytest
 
 from core.run.tensorboard import HOME_PREFIX, clean_stale_homes
+from tests.helpers.event_runs import run_with_events
 from tests.helpers.project import ROOT
 from tests.helpers.waits import wait_for
 
-FIXTURE = ROOT / "tests" / "fixtures" / "run_c23e87e"
-
 
 def _run_with_events(tmp_path: Path) -> Path:
-    from tensorboard.compat.proto import event_pb2, summary_pb2
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
-
-    run = tmp_path / "run"
-    shutil.copytree(FIXTURE, run)
-    writer = EventFileWriter(str(run / "roles" / "worker-0" / "tensorboard"))
-    for step in range(3):
-        value = summary_pb2.Summary.Value(tag="loss", simple_value=1.0 / (step + 1))
-        writer.add_event(event_pb2.Event(wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=[value])))
-    writer.close()
-    return run
+    return run_with_events(tmp_path / "run")
 
 
 class Served:

@@ -4,6 +4,7 @@ trainer that writes summaries), named by role, answering on 127.0.0.1, and gone 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import re
 import signal
@@ -21,7 +22,7 @@ from core.cluster.spec import load
 from core.run import journal
 from core.run.csv_export import export_csv, read_csv
 from core.run.tensorboard import event_dirs
-from tests.helpers.clusters import TENSORBOARD_CLUSTER
+from tests.helpers.clusters import TENSORBOARD_CLUSTER, tensorboard_runs
 from tests.helpers.ports import free_ports
 from tests.helpers.project import ROOT, run_cli
 
@@ -90,8 +91,8 @@ def test_runs_tensorboard_serves_the_roles_event_files_and_leaves_nothing(tmp_pa
             if isinstance(runs, list) and {r.split("/")[0] for r in runs} == {"worker-0", "worker-1"}:
                 break
             time.sleep(0.5)
-        # Named by role (TensorBoard adds the subdirectory: "worker-0/.").
-        assert isinstance(runs, list) and {r.split("/")[0] for r in runs} == {"worker-0", "worker-1"}, runs
+        # Named by role, and nothing more (TensorBoard's own naming once made these "worker-0/.").
+        assert isinstance(runs, list) and sorted(runs) == ["worker-0", "worker-1"], runs
         tags = _get(url + "data/plugin/scalars/tags")
         assert isinstance(tags, dict) and all("loss" in tags[r] for r in runs), tags
     finally:
@@ -104,6 +105,65 @@ def test_runs_tensorboard_serves_the_roles_event_files_and_leaves_nothing(tmp_pa
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     with pytest.raises(OSError):
         _get(url + "data/runs")  # nothing listens there any more
+
+
+def _serve_until_ready(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], queue.Queue[str], str]:
+    """``python main.py ARGS`` started, read until it says how to stop it; the process, what it
+    printed after, and what it printed until then."""
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "main.py"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stdout is not None
+    stdout = proc.stdout
+    threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True).start()
+    seen: list[str] = []
+    deadline = time.monotonic() + 120
+    while not any("Ctrl-C" in line for line in seen) and time.monotonic() < deadline and proc.poll() is None:
+        try:
+            seen.append(lines.get(timeout=1))
+        except queue.Empty:
+            continue
+    return proc, lines, "".join(seen)
+
+
+@pytest.mark.timeout(600)
+def test_runs_tensorboard_overlays_several_runs_named_by_run_and_role(tmp_path: Path) -> None:
+    """`runs tensorboard A B`: one TensorBoard, each run's roles named `<run name>/<role>`; after
+    Ctrl-C no TensorBoard, port or private folder is left."""
+    first, second = tensorboard_runs(tmp_path)
+    private = tmp_path / "tmp"
+    private.mkdir()
+    env = {**os.environ, "TMPDIR": str(private)}
+    proc, lines, text = _serve_until_ready(["runs", "tensorboard", str(first), str(second), "--no-browser"], env)
+    try:
+        m = re.search(r"TensorBoard on (http://127\.0\.0\.1:(\d+)/) \(pid (\d+)\): (.*)", text)
+        assert m, text
+        url, pid = m.group(1), int(m.group(3))
+        assert m.group(4).split(", ") == ["tb/worker-0", "tb/worker-1", "tb-b/worker-0", "tb-b/worker-1"]
+        expected = ["tb-b/worker-0", "tb-b/worker-1", "tb/worker-0", "tb/worker-1"]
+        runs: object = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and runs != expected:  # it loads the event files in the background
+            runs = sorted(_get(url + "data/runs"))  # type: ignore[call-overload]
+            time.sleep(0.5)
+        assert runs == expected
+        tags = _get(url + "data/plugin/scalars/tags")
+        assert isinstance(tags, dict) and all("loss" in tags[r] for r in expected), tags
+        assert any(p.name.startswith("towerdeck-tensorboard-") for p in private.iterdir())
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    assert proc.returncode == 0, text + "".join(lines.queue)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    with pytest.raises(OSError):
+        _get(url + "data/runs")
+    assert list(private.iterdir()) == []  # its folder of links went with it; the runs are whole
+    assert sorted(p.name for p in (first / "roles" / "worker-0" / "tensorboard").rglob("*tfevents*"))
 
 
 def test_runs_tensorboard_without_event_files_says_so(tmp_path: Path) -> None:

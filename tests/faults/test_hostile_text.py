@@ -99,7 +99,8 @@ def test_runs_compare_csv_and_table_neutralise_a_hostile_cluster_name(tmp_path: 
     assert formula_cells(text) == []
     rows = {row[0]: row[2:] for row in csv.reader(io.StringIO(text, newline=""))}
     assert rows["name"] == ["'=1+1", TITLE_AND_CLEAR]  # the file keeps the text; only formulas change
-    assert rows["env"][0] == 'EVIL==HYPERLINK("x")'  # starts with a letter: no formula, left alone
+    # Each env value is a row of its own now: one that starts as a formula is quoted.
+    assert rows["[env] EVIL"] == ['\'=HYPERLINK("x")', "\x1b[31mred\u202e"]
 
 
 def test_runs_list_shows_a_hostile_run_id_and_cluster_file_escaped(tmp_path: Path) -> None:

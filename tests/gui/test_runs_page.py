@@ -6,6 +6,7 @@ import os
 import signal
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 
@@ -13,7 +14,7 @@ from core.cluster.spec import load
 from core.run import index as runs_index
 from core.views.rates import GLOBAL, label, summary_rates
 from tests.helpers.cli_launch import launching, role_pids
-from tests.helpers.clusters import cluster_file
+from tests.helpers.clusters import FLAG_NOTE, cluster_file, one_flag_apart
 from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
 from tests.helpers.project import run_cli
@@ -117,6 +118,102 @@ def test_runs_page_sorts_filters_opens_compares_and_deletes(qtbot, three_runs: d
     assert not broken.exists() and three_runs["broken"] not in column(page, "Run")
 
 
+def test_runs_page_columns_fit_and_compare_shows_the_one_flag(qtbot, tmp_path: Path) -> None:
+    """At 1600 px the Runs page's columns fit their content on one line (no wrapped run id), a
+    long value is elided in its middle with the whole in its tooltip, each hyperparameter is a
+    column; the compare view of two runs one flag apart shows that flag as their one difference
+    in what they were given, and never which run is which as a difference."""
+    from PySide6 import QtCore
+
+    from core.views.compare_table import CONFIG
+    from gui.runs.runs_page import MAX_COLUMN_PX
+
+    one_flag_apart(tmp_path)
+    from gui.window.main_window import MainWindow
+
+    window = MainWindow(None, runs_root=Path(os.environ["TOWERDECK_DATA_DIR"]) / "runs")
+    qtbot.addWidget(window)
+    window.resize(1600, 1000)
+    window.show()
+    page = window.runs_page
+    with qtbot.waitSignal(page.sig_loaded, timeout=30_000):
+        window.pages.setCurrentWidget(page)
+    table, header, model = page.table, page.table.horizontalHeader(), page.model
+    assert model.headers[-4:] == ["--steps", "--rate_hz", "--learning_rate", "[env] NOTE"]
+    rates = [row[model.headers.index("--learning_rate")] for row in shown(page)]
+    assert sorted(rates) == ["0.1", "0.3"]
+    assert not table.wordWrap() and table.textElideMode() == QtCore.Qt.TextElideMode.ElideMiddle
+    for c in range(model.columnCount()):
+        needed = max(table.sizeHintForColumn(c), header.sectionSizeHint(c))
+        assert header.sectionSize(c) >= min(needed, MAX_COLUMN_PX), model.headers[c]
+    note = model.headers.index("[env] NOTE")
+    assert header.sectionSize(note) == MAX_COLUMN_PX  # the long note: elided, whole in the tooltip
+    cell = page.proxy.index(0, note)
+    assert cell.data() == FLAG_NOTE and cell.data(QtCore.Qt.ItemDataRole.ToolTipRole) == FLAG_NOTE
+    assert header.length() <= table.viewport().width()  # everything in view at 1600 px
+
+    page.select_ids([r.id for r in model.runs])
+    page.buttons["Compare"].click()
+    view = window.runs.compare_views[-1]
+    qtbot.waitUntil(lambda: bool(view.rows) or bool(view.error), timeout=30_000)
+    assert not view.error
+    assert [r.label for r in view.rows if r.differs and r.kind == CONFIG] == ["--learning_rate"]
+    view.only_diff.setChecked(True)
+    shown_rows = [view.table.verticalHeaderItem(i).text() for i in range(view.table.rowCount())]
+    assert "* --learning_rate" in shown_rows
+    assert not {"* started", "* duration", "* name", "* run", "started", "duration", "name"} & set(shown_rows)
+    # Step times in ms, as people write them (40 steps a second: about 25 ms), never "s (x0.001)".
+    step_plot = view.plots["step time"].getPlotItem()
+    assert step_plot.getAxis("left").labelText == "ms" and not step_plot.getAxis("left").autoSIPrefix
+    ys = np.concatenate([item.getData()[1] for item in step_plot.listDataItems()])
+    assert 5 < float(np.nanmedian(ys)) < 500
+    view.close()
+
+
+@pytest.mark.timeout(420)  # the whole test took 3 minutes at load 13
+def test_runs_page_opens_the_selected_runs_in_one_tensorboard(qtbot, tmp_path: Path) -> None:
+    """The Runs page's *TensorBoard*: the selected runs in one real TensorBoard, each role named
+    ``<run name>/<role>``; stopped with the window's TensorBoard, nothing is left."""
+    import json
+    import urllib.request
+
+    from tests.helpers.event_runs import run_with_events
+    from tests.helpers.waits import wait_for
+
+    root = tmp_path / "runs"
+    run_with_events(root / "exp-a", name="exp-a")
+    run_with_events(root / "exp-b", name="exp-b")
+    from gui.window.main_window import MainWindow
+
+    window = MainWindow(None, runs_root=root)
+    qtbot.addWidget(window)
+    window.show()
+    page = window.runs_page
+    with qtbot.waitSignal(page.sig_loaded, timeout=30_000):
+        window.pages.setCurrentWidget(page)
+    assert not page.buttons["TensorBoard"].isEnabled()
+    page.select_ids(["exp-a", "exp-b"])
+    assert page.buttons["TensorBoard"].isEnabled()
+    action = window.tensorboard
+    action.open_browser = False
+    page.buttons["TensorBoard"].click()
+    qtbot.waitUntil(lambda: action.server is not None or action.last_error is not None, timeout=120_000)
+    assert action.server is not None, action.last_error
+    server = action.server
+    pid, home = server.pid, server.home
+
+    def runs() -> list[str]:
+        with urllib.request.urlopen(server.url + "data/runs", timeout=10) as reply:  # 127.0.0.1 only
+            return sorted(json.loads(reply.read()))
+
+    wait_for(lambda: runs() == ["exp-a/worker-0", "exp-b/worker-0"], timeout_s=60, what="both runs in TensorBoard")
+    assert server.url in window.statusBar().currentMessage()
+    action.stop()
+    qtbot.waitUntil(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie", timeout=30_000)
+    qtbot.waitUntil(lambda: not home.exists(), timeout=30_000)
+    assert (root / "exp-a" / "roles" / "worker-0" / "tensorboard").is_dir()  # the links went, not the files
+
+
 def test_a_live_run_is_attached_never_deleted(qtbot, tmp_path: Path) -> None:
     with launching(cluster_file(tmp_path, "forever", 1, steps=0)) as launcher:
         window, page = window_on_runs(qtbot)
@@ -210,8 +307,10 @@ def test_tensorboard_only_runs_compare_on_their_scalars(qtbot, tmp_path: Path) -
     qtbot.waitUntil(lambda: bool(view.rows) or bool(view.error), timeout=30_000)
     assert not view.error
     tags = [view.tag_box.itemText(i) for i in range(view.tag_box.count())]
-    assert "loss" in tags and "learning_rate" in tags
+    # The loss plot is drawn from the "loss" tag: a "TensorBoard: loss" plot would repeat it.
+    assert "loss" not in tags and "learning_rate" in tags
     assert sorted(run for run, _ in view.drawn["loss"]) == ["tb1", "tb2", "tb2"]  # from the scalars
+    assert view.plots[SCALAR_PLOT].getPlotItem().titleLabel.text == "TensorBoard: learning_rate"
     view.tag_box.setCurrentIndex(tags.index("learning_rate"))
     assert sorted(view.drawn[SCALAR_PLOT]) == [("tb1", "worker:0"), ("tb2", "worker:0"), ("tb2", "worker:1")]
     assert "cluster shape" in view.differing_labels()

@@ -11,7 +11,7 @@ The checkout and its processes:
 
 Clusters and launches:
 
-- ``clusters``: cluster files the tests write (between-graph, light trainer, "why", TensorBoard)
+- ``clusters``: cluster files the tests write (between-graph, light trainer, "why", TensorBoard), two runs one flag apart
 - ``cli_launch``: ``python main.py launch`` in the background (``Launch``, the ``launches`` fixture), a run's states, pids and journal records
 - ``cli_process``: the CLI under a hard limit (``Cli``), clusters of fault roles launched with it
 - ``agent_process``: the host agent as a child process, spoken to through its JSON-lines protocol
@@ -20,6 +20,7 @@ Clusters and launches:
 - ``silent_ssh``: an "SSH server" that sends its greeting and then nothing
 - ``slurm_cluster``: the test Slurm as tests see it (``SlurmCluster``), a cluster file launched through it
 - ``run_copies``: many runs on disk copied from one finished run
+- ``event_runs``: copies of a recorded run with a real TensorBoard event file, named as asked
 - ``captures``: profile captures on disk, as ``ctl RUN profile`` writes them, from recorded files
 - ``past_run``: a day-long finished run directory, generated
 - ``tmpfs``: a real small file system to fill or make read-only (the ``small_disk`` fixture)

@@ -181,3 +181,46 @@ tasks = ["127.0.0.1:{p[0]}"]
 tasks = ["127.0.0.1:{p[1]}", {{ address = "127.0.0.1:{p[2]}", command = ["python", "-u", "{crasher}", "{counter}", "{crashes}"] }}]
 restart = {{ policy = "OnFailure", max_restarts = 4, backoff_s = {backoff}, backoff_max_s = {backoff}, reset_after_s = 600 }}
 """
+
+
+# Two runs of one cluster file that differ in one flag of the command, as a user edits a file and
+# launches it again: the same name, ports, env and trainer, only --learning_rate changed.
+FLAG_NOTE = "=SUM(1) a note on what this sweep tried, long enough to be elided in a column of the runs list"
+
+
+def one_flag_apart(tmp_path: Path, rates: tuple[str, ...] = ("0.1", "0.3")) -> Path:
+    """Launch the light-trainer cluster ``lr`` once per ``--learning_rate`` in ``rates``, in order;
+    each launch must succeed. Its ``[env] NOTE`` (:data:`FLAG_NOTE`) starts as a CSV formula would.
+    Returns the cluster file."""
+    from tests.helpers.project import run_cli
+
+    path = cluster_file(tmp_path, "lr", 2, env=f'[env]\nNOTE = "{FLAG_NOTE}"')
+    text = path.read_text()
+    for rate in rates:
+        path.write_text(text.replace('"--rate_hz=40"]', f'"--rate_hz=40", "--learning_rate={rate}"]'))
+        launched = run_cli("launch", str(path), "--progress-every", "0")
+        assert launched.returncode == 0, launched.stdout[-2000:] + launched.stderr[-2000:]
+    return path
+
+
+def tensorboard_runs(tmp_path: Path) -> tuple[Path, Path]:
+    """Two finished runs with TensorBoard event files under ``tmp_path/runs``: ``tb`` launched
+    with real TensorFlow (TENSORBOARD_CLUSTER), and ``tb-b`` a copy of its folder under another
+    name, as a second run of the same trainer would be."""
+    import json
+    import shutil
+
+    from tests.helpers.project import run_cli
+
+    cluster = tmp_path / "tb.toml"
+    cluster.write_text(TENSORBOARD_CLUSTER.format(trainers=TRAINERS, p=free_ports(2)))
+    first = tmp_path / "runs" / "tb"
+    launched = run_cli("launch", str(cluster), "--run-dir", str(first), "--progress-every", "0")
+    assert launched.returncode == 0, launched.stdout[-2000:] + launched.stderr[-2000:]
+    second = tmp_path / "runs" / "tb-b"
+    shutil.copytree(first, second, ignore=shutil.ignore_patterns("summary.json", "*.sock", "*.lock"))
+    spec = second / "cluster.toml"
+    spec.write_text(spec.read_text().replace('name = "tb"', 'name = "tb-b"', 1))
+    info = json.loads((second / "run.json").read_text())
+    (second / "run.json").write_text(json.dumps({**info, "id": "tb-b", "name": "tb-b"}))
+    return first, second
