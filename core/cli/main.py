@@ -309,7 +309,7 @@ def add_runs_parser(sub: Any) -> None:
         "\n"
         "actions:\n"
         "  compare A B ...      2-8 runs side by side, the rows that differ marked\n"
-        "  tensorboard RUN      the run's TensorBoard event files in TensorBoard\n"
+        "  tensorboard RUN ...  one TensorBoard over the runs' event files, roles named <run>/<role>\n"
         f"(`{PROG} runs compare --help`, `{PROG} runs tensorboard --help`: their own options)",
         examples=(
             ("every run", f"{PROG} runs"),
@@ -326,8 +326,8 @@ def add_runs_parser(sub: Any) -> None:
         p,
         topics,
         "compare",
-        description="Print 2 to 8 runs side by side (cluster, command, outcome, loss, steps/s, restarts ...),\n"
-        "the rows that differ marked; --csv also writes the table for a spreadsheet.",
+        description="Print 2 to 8 runs side by side (cluster, program, each flag and [env] value, outcome, loss,\n"
+        "steps/s, restarts ...), the rows that differ marked; --csv also writes the table for a spreadsheet.",
         examples=(
             ("two runs by id", f"{PROG} runs compare 20261127-153012-mnist 20261127-160544-mnist"),
             ("the same, also as CSV", f"{PROG} runs compare RUN_A RUN_B --csv compare.csv"),
@@ -339,10 +339,11 @@ def add_runs_parser(sub: Any) -> None:
         p,
         topics,
         "tensorboard",
-        description="Open the run's TensorBoard event files in TensorBoard on 127.0.0.1, with your browser,\n"
-        "until Ctrl-C; nothing is left running after.",
+        description="Open one TensorBoard over the runs' event files on 127.0.0.1, with your browser, until\n"
+        "Ctrl-C; each role is named <run name>/<role> (one run: <role>). Nothing is left running after.",
         examples=(
             ("the last run", f"{PROG} runs tensorboard latest"),
+            ("two runs overlaid", f"{PROG} runs tensorboard 20261127-153012-mnist 20261127-160544-mnist"),
             (
                 "print the address only (on a remote machine: forward the port)",
                 f"{PROG} runs tensorboard latest --no-browser",
