@@ -48,7 +48,8 @@ def test_export_plots_and_csv_from_a_live_run_and_notify_when_it_ends(qtbot, tmp
     from PySide6 import QtGui
 
     from gui.window import plot_render
-    from gui.window.exporting import PlotExport, series_names, visible_plots
+    from gui.window.export_dialog import ExportPlotDialog
+    from gui.window.exporting import PlotExport, file_names, series_names, visible_plots
     from gui.window.main_window import MainWindow
     from gui.window.plot_render import PlotImage
 
@@ -109,6 +110,20 @@ def test_export_plots_and_csv_from_a_live_run_and_notify_when_it_ends(qtbot, tmp
     root = ET.parse(exporter.last_written[0]).getroot()
     assert sum(1 for el in root if el.tag.endswith("g")) == 2
     assert "Loss by step" in " ".join(el.text or "" for el in root.iter())
+    # The dialog's defaults are those: the run's folder, PNG, 1600x900, a file per plot, and it
+    # lists the files it will write.
+    dialog = ExportPlotDialog(
+        window,
+        folder=exporter.default_folder(),
+        on_screen=(plots[0].width(), plots[0].height()),
+        names=lambda choice: file_names(run.name, "Training", plots, choice),
+    )
+    assert dialog.choice() == PlotExport(folder=run)
+    assert dialog.files.text().splitlines() == [f"{run.name}-loss-by-step.png", f"{run.name}-step-time-by-step.png"]
+    dialog.one_image.setChecked(True)
+    dialog.format.setCurrentIndex(1)
+    assert dialog.files.text() == f"{run.name}-training.svg"
+    dialog.close()
     # The key sits outside the curves: right of the view box, in the export's layout.
     image_ = PlotImage(plots[1], series_names(window, plots[1]))
     item = plots[1].getPlotItem()
