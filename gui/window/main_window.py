@@ -52,9 +52,10 @@ from gui.window.tensorboard_action import TensorBoardAction
 from gui.window.why_action import WhyAction
 
 # The most of the Run page's height the overview and the roles table take before they scroll: the
-# plots keep at least 60 % of a 1600x1000 window with a few roles.
-OVERVIEW_MAX_SHARE = 0.22
-TABLE_MAX_SHARE = 0.3
+# plots keep at least 60 % of a 1600x1000 window with a few roles, and past tens of roles over
+# half of the Run page for the spread views.
+OVERVIEW_MAX_SHARE = 0.2
+TABLE_MAX_SHARE = 0.25
 
 
 class MainWindow(QtWidgets.QMainWindow):

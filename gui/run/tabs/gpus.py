@@ -194,14 +194,14 @@ class GpuPanel(QtWidgets.QWidget):
         users = QtWidgets.QLabel()
         users.setWordWrap(True)
         plot = pg.PlotWidget()
-        axis_label(plot, "bottom", "time", "s, 0 = the latest sample")
+        axis_label(plot, "bottom", "time", unit="s, 0 = the latest sample")
         plot.setBackground("w")
         plot.setFixedHeight(190)
         # A figure at 100 % (a busy CPU) drawn on the top edge read as clipped: room above and below.
         plot.setYRange(-PERCENT_MARGIN, 100 + PERCENT_MARGIN, padding=0)
         plot.setMouseEnabled(x=True, y=False)
         light_grid(plot)
-        axis_label(plot, "left", "", "%")
+        axis_label(plot, "left", "", unit="%")
         first_name, second_name = ("CPU %", "memory %") if index < 0 else ("utilization %", "memory %")
         # The key above the plot, not a legend inside it: pyqtgraph's sat over the curves.
         key_label = QtWidgets.QLabel(

@@ -41,7 +41,7 @@ def light_grid(plot: pg.PlotWidget | pg.PlotItem) -> None:
 DATA_PADDING = 0.06
 
 
-def axis_label(plot: pg.PlotWidget | pg.PlotItem, side: str, text: str, unit: str = "") -> None:
+def axis_label(plot: pg.PlotWidget | pg.PlotItem, side: str, text: str, *, unit: str = "") -> None:
     """``text (unit)`` on the axis, the unit as people write it (ms, GiB, %). pyqtgraph's automatic
     SI prefix is turned off: it rescales the ticks and writes ``s (x0.001)`` or ``(x1e-06)``."""
     axis = plot.getAxis(side)

@@ -54,7 +54,7 @@ class SpreadPlot(QtWidgets.QWidget):
         self.key.setWordWrap(True)
         self.plot = pg.PlotWidget(title=title)
         self.plot.setBackground("w")  # as the other Training plots
-        axis_label(self.plot, "left", y_label, unit)
+        axis_label(self.plot, "left", y_label, unit=unit)
         axis_label(self.plot, "bottom", "step")
         padded(self.plot)
         # Major ticks only, opaque: the minor ones, blended over the whole view, were half of a

@@ -156,9 +156,11 @@ class TrainingPanel(QtWidgets.QWidget):
         self.heatmap = StepTimeHeatmap()
         spread = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         spread.setObjectName("training-spread")
-        for widget in (self.spread_loss, self.spread_time, self.heatmap):
+        for index, widget in enumerate((self.spread_loss, self.spread_time, self.heatmap)):
             spread.addWidget(widget)
-        spread.setSizes([350, 250, 300])
+            # The step-time spread as tall as the loss's: a strip under it read as a line at 64 workers.
+            spread.setStretchFactor(index, (3, 3, 2)[index])
+        spread.setSizes([300, 300, 200])
         self.views = QtWidgets.QStackedWidget()
         self.views.addWidget(plots)
         self.views.addWidget(spread)
@@ -186,7 +188,7 @@ class TrainingPanel(QtWidgets.QWidget):
         light_grid(plot)
         padded(plot)
         axis_label(plot, "bottom", "step")
-        axis_label(plot, "left", y_label, unit)
+        axis_label(plot, "left", y_label, unit=unit)
         return plot
 
     # ------------------------------------------------------------------ input
