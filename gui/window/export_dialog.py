@@ -1,6 +1,6 @@
 """*File > Export plot...*: where, which format, which size, one file per plot or one image.
 
-The answer is a :class:`gui.window.exporting.PlotExport`; the file names it will write are shown
+The answer is a :class:`gui.window.plot_render.PlotExport`; the file names it will write are shown
 as the choices change, so nothing is overwritten by surprise.
 """
 
@@ -8,14 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6 import QtWidgets
 
-from gui.window.plot_render import DEFAULT_SIZE, TWICE
-
-if TYPE_CHECKING:
-    from gui.window.exporting import PlotExport
+from gui.window.plot_render import DEFAULT_SIZE, TWICE, PlotExport
 
 SUFFIXES = {"PNG image": ".png", "SVG drawing (vectors)": ".svg"}
 
@@ -66,8 +62,6 @@ class ExportPlotDialog(QtWidgets.QDialog):
         self.resize(640, self.sizeHint().height())
 
     def choice(self) -> PlotExport:
-        from gui.window.exporting import PlotExport
-
         return PlotExport(
             folder=Path(self.folder.text()).expanduser(),
             suffix=SUFFIXES[self.format.currentText()],

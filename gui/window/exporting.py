@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from gui.offthread import Relay, run_off_thread
 from gui.window.export_dialog import ExportPlotDialog
 from gui.window.hosts import ExportHost
-from gui.window.plot_render import DEFAULT_SIZE, PlotImage, plot_title, render, render_stack, screen_order, slug
+from gui.window.plot_render import PlotExport, PlotImage, plot_title, render, render_stack, screen_order, slug
 
 
 def _close_paths_safely(correct: Callable[..., None]) -> Callable[..., None]:
@@ -68,18 +67,7 @@ def visible_plots(widget: QtWidgets.QWidget) -> list[pg.PlotWidget]:
     return screen_order(widget)
 
 
-@dataclass(frozen=True)
-class PlotExport:
-    """What *Export plot* writes: into ``folder``, as ``suffix`` (``.png``, ``.svg``), at ``size``
-    (None: twice the on-screen size), one file per plot or (``one_image``) the tab's plots in one."""
-
-    folder: Path
-    suffix: str = ".png"
-    size: tuple[int, int] | None = DEFAULT_SIZE
-    one_image: bool = False
-
-
-def file_names(run: str, tab: str, plots: list[pg.PlotWidget], choice: PlotExport) -> list[Path]:
+def file_names(run: str, tab: str, plots: list[pg.PlotWidget], *, choice: PlotExport) -> list[Path]:
     """``<run>-<plot>.<ext>`` per plot in screen order, or ``<run>-<tab>.<ext>`` for one image;
     two plots with the same title get a number after the second."""
     stem = slug(run, fallback="plot")
@@ -141,7 +129,7 @@ class Exporter(QtCore.QObject):
             self.window.window(),
             folder=self.default_folder(),
             on_screen=(plots[0].width(), plots[0].height()),
-            names=lambda choice: file_names(self.run_name(), tab_name, plots, choice),
+            names=lambda choice: file_names(self.run_name(), tab_name, plots, choice=choice),
         )
         if dialog.exec() == QtWidgets.QDialog.DialogCode.Accepted:
             self.export_plots(dialog.choice())
@@ -151,7 +139,7 @@ class Exporter(QtCore.QObject):
         tab = self.window.tabs.currentWidget()
         plots = visible_plots(tab)
         tab_name = self.window.tabs.tabText(self.window.tabs.currentIndex())
-        names = file_names(self.run_name(), tab_name, plots, choice)
+        names = file_names(self.run_name(), tab_name, plots, choice=choice)
         images = [PlotImage(plot, series_names(self.window, plot)) for plot in plots]
         if choice.one_image:
             files = [(names[0], render_stack(images, choice.suffix, choice.size))]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import xml.dom.minidom
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyqtgraph as pg
@@ -26,8 +27,19 @@ KEY_ROW, KEY_COLUMN = 2, 4  # the PlotItem's grid: the view box is (2, 2), the r
 
 
 @dataclass(frozen=True)
+class PlotExport:
+    """What *Export plot* writes: into ``folder``, as ``suffix`` (``.png``, ``.svg``), at ``size``
+    (None: twice the on-screen size), one file per plot or (``one_image``) the tab's plots in one."""
+
+    folder: Path
+    suffix: str = ".png"
+    size: tuple[int, int] | None = DEFAULT_SIZE
+    one_image: bool = False
+
+
+@dataclass(frozen=True)
 class PlotImage:
-    """One plot to draw: the widget, its curves' names for the key, and its title."""
+    """One plot to draw: the widget, and its curves with their names for the key."""
 
     plot: pg.PlotWidget
     key: list[tuple[Any, str]]
@@ -45,8 +57,18 @@ def screen_order(tab: QtWidgets.QWidget) -> list[pg.PlotWidget]:
 
 
 def plot_title(plot: pg.PlotWidget) -> str:
-    title = plot.getPlotItem().titleLabel.text or ""
-    return re.sub(r"<[^>]+>", "", title).strip()
+    """The plot's title, else the titles of the boxes around it, outermost first (a GPU card's plot
+    has none of its own: ``Host 127.0.0.1 GPU 0``)."""
+    title = re.sub(r"<[^>]+>", "", plot.getPlotItem().titleLabel.text or "").strip()
+    if title:
+        return title
+    boxes = []
+    parent = plot.parentWidget()
+    while parent is not None:
+        if isinstance(parent, QtWidgets.QGroupBox) and parent.title():
+            boxes.append(parent.title().split(":")[0])  # "GPU 0: NVIDIA H100 ...": the GPU's number is enough
+        parent = parent.parentWidget()
+    return " ".join(reversed(boxes))
 
 
 def slug(text: str, *, fallback: str) -> str:

@@ -116,7 +116,7 @@ def test_export_plots_and_csv_from_a_live_run_and_notify_when_it_ends(qtbot, tmp
         window,
         folder=exporter.default_folder(),
         on_screen=(plots[0].width(), plots[0].height()),
-        names=lambda choice: file_names(run.name, "Training", plots, choice),
+        names=lambda choice: file_names(run.name, "Training", plots, choice=choice),
     )
     assert dialog.choice() == PlotExport(folder=run)
     assert dialog.files.text().splitlines() == [f"{run.name}-loss-by-step.png", f"{run.name}-step-time-by-step.png"]

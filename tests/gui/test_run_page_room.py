@@ -177,6 +177,7 @@ def test_splitters_the_user_moved_are_where_they_were_after_a_restart(qtbot, tmp
 
 def test_gpu_cards_leave_room_above_100_percent_and_keep_their_key_outside(qtbot) -> None:
     from gui.run.tabs.gpus import GpuPanel
+    from gui.window.plot_render import plot_title
 
     panel = GpuPanel()
     qtbot.addWidget(panel)
@@ -194,6 +195,8 @@ def test_gpu_cards_leave_room_above_100_percent_and_keep_their_key_outside(qtbot
     assert top >= 3, top  # a busy CPU's line at 100 % was drawn on the top border
     for side in ("left", "bottom"):
         assert plot.getAxis(side).autoSIPrefix is False
+    # Exported, a card's plot is named by its boxes (it has no title of its own): not "plot-1".
+    assert plot_title(plot) == "Host node1 CPU and memory"
 
 
 def test_every_plot_of_the_run_page_writes_its_units_without_si_rescaling(qtbot, tmp_path: Path) -> None:
