@@ -26,7 +26,11 @@ GpuKey = tuple[str, int]  # (host, GPU index); index -1 is the host's CPU and me
 
 
 def _mib(n: Any) -> str:
-    return f"{n / 2**20:,.0f} MiB" if isinstance(n, (int, float)) else "?"
+    """Memory as people write it: ``612 MiB`` under a GiB, ``39.0 GiB`` from there (a GPU's 81,920 MiB
+    read as a number to count digits of)."""
+    if not isinstance(n, (int, float)):
+        return "?"
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.0f} MiB"
 
 
 def _num(value: Any, fmt: str, unit: str) -> str:

@@ -44,7 +44,7 @@ PAD = 6
 HEADER_H = 20
 LEGEND_H = 24
 CELL_GAP = 4
-MAX_CELL = QtCore.QSize(112, 56)
+MAX_CELL = QtCore.QSize(112, 46)  # a name and a rate: taller tiles took the plots' room
 MIN_CELL = QtCore.QSize(40, 30)
 MIN_TEXT_PX = 8  # the smallest tile text, still legible
 MIN_BOX_W = 200  # 8 hosts side by side on a 1920-pixel screen; a long host name is elided
@@ -203,8 +203,13 @@ class ClusterOverview(QtWidgets.QWidget):
         self._layout = None
         super().resizeEvent(event)
 
+    def content_height(self, width: int) -> int:
+        """The height the hosts and tiles need at ``width`` with tiles at their full size: the
+        window gives the overview that much, up to a limit (then the tiles shrink, then scroll)."""
+        return self._compute_layout(width, 1 << 20).height
+
     def sizeHint(self) -> QtCore.QSize:
-        return QtCore.QSize(800, 240)
+        return QtCore.QSize(800, self.content_height(max(self.width(), 800)))
 
     # -- painting -----------------------------------------------------------------------------
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:

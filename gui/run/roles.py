@@ -305,6 +305,26 @@ class RolesView(QtWidgets.QWidget):
         layout.addLayout(bar)
         layout.addWidget(self.table)
 
+    def content_height(self) -> int:
+        """The height that shows the banner, the filter bar and every row without scrolling: the
+        window gives the table that much, up to a limit, and the rest to the plots."""
+        table = self.table
+        rows = 0
+        for row in range(self.proxy.rowCount()):
+            rows += 1
+            index = self.proxy.index(row, 0)
+            if self.proxy.hasChildren(index) and table.isExpanded(index):
+                rows += self.proxy.rowCount(index)
+        row_h = table.sizeHintForRow(0) if rows else table.fontMetrics().height() + 4
+        layout = self.layout()
+        spacing = layout.spacing() if layout is not None else 0
+        banner = self.banner.sizeHint().height() + spacing if self.banner.isVisibleTo(self) else 0
+        bar = max(self.filter.sizeHint().height(), self.group_by.sizeHint().height()) + spacing
+        frame = 2 * table.frameWidth() + 2
+        scroll = table.horizontalScrollBar()
+        across = scroll.sizeHint().height() if scroll.maximum() > 0 else 0  # columns wider than the window
+        return banner + bar + table.header().sizeHint().height() + max(rows, 1) * row_h + frame + across
+
     # ------------------------------------------------------------------ selection
 
     def _index_of(self, role: str) -> QtCore.QModelIndex:

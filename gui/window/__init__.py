@@ -11,7 +11,9 @@
 - ``settings``: where the window keeps its layout, last cluster and recent runs
 - ``dialogs``: questions the window asks
 - ``tensorboard_action``: *File > Open in TensorBoard*
-- ``exporting``: plots and CSV
+- ``exporting``: *File > Export plot* and *Export run figures as CSV*
+- ``plot_render``: a plot drawn for a report: its own size, its key beside the data, PNG or SVG
+- ``export_dialog``: *Export plot*'s questions: folder, format, size, one image or a file per plot
 - ``profile_action``: *Role > Profile*
 - ``why_action``: *Role > Why is this worker slow?*
 - ``runs_install``: the Runs page as a page of the window

@@ -8,7 +8,6 @@ opens pyqtgraph's own *Export...* dialog, which offers the same formats and more
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -19,9 +18,9 @@ import pyqtgraph.exporters
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from gui.offthread import Relay, run_off_thread
+from gui.window.export_dialog import ExportPlotDialog
 from gui.window.hosts import ExportHost
-
-FORMATS = {".png": "PNG image (*.png)", ".svg": "SVG drawing (*.svg)"}
+from gui.window.plot_render import PlotExport, PlotImage, plot_title, render, render_stack, screen_order, slug
 
 
 def _close_paths_safely(correct: Callable[..., None]) -> Callable[..., None]:
@@ -51,9 +50,6 @@ _svg_module = sys.modules[pyqtgraph.exporters.SVGExporter.__module__]
 _svg_module.correctCoordinates = _close_paths_safely(_svg_module.correctCoordinates)  # type: ignore[attr-defined]
 
 
-MAX_KEY_ENTRIES = 12
-
-
 def series_names(window: ExportHost, plot: pg.PlotWidget) -> list[tuple[Any, str]]:
     """The curves of ``plot`` and what each is (a role), for the exported file's key: the window
     shows its key beside the plots, which an exported plot would lose."""
@@ -65,53 +61,24 @@ def series_names(window: ExportHost, plot: pg.PlotWidget) -> list[tuple[Any, str
     return [(c, c.name()) for c in plot.getPlotItem().listDataItems() if c.name() and c.isVisible()]
 
 
-def plot_bytes(plot: pg.PlotWidget, suffix: str, key: list[tuple[Any, str]] | None = None) -> bytes:
-    """``plot`` rendered as a PNG or SVG file's bytes (on the GUI thread), with a key of ``key``'s
-    curves added for the export and removed after."""
-    item = plot.getPlotItem()
-    legend = None
-    if key and item.legend is None:
-        legend = pg.LegendItem(offset=(-10, 10), brush=pg.mkBrush(255, 255, 255, 200), labelTextColor="k")
-        legend.setParentItem(item.vb)
-        for curve, name in key[:MAX_KEY_ENTRIES]:
-            legend.addItem(curve, name)
-    try:
-        return _render(item, suffix)
-    finally:
-        if legend is not None and legend.scene() is not None:
-            legend.scene().removeItem(legend)
-
-
-def _render(item: pg.PlotItem, suffix: str) -> bytes:
-    if suffix == ".svg":
-        data = pyqtgraph.exporters.SVGExporter(item).export(toBytes=True)
-        return bytes(data)
-    image: QtGui.QImage = pyqtgraph.exporters.ImageExporter(item).export(toBytes=True)
-    buffer = QtCore.QBuffer()
-    buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
-    if not image.save(buffer, "PNG"):  # type: ignore[call-overload]  # PySide6 takes a str here at run time
-        raise ValueError("the plot could not be encoded as PNG")
-    return bytes(buffer.data().data())
-
-
 def visible_plots(widget: QtWidgets.QWidget) -> list[pg.PlotWidget]:
-    """The plots of a tab that are on screen (a tab may hide some, e.g. per view mode)."""
-    return [p for p in widget.findChildren(pg.PlotWidget) if p.isVisibleTo(widget)]
+    """The plots of a tab that are on screen (a tab may hide some, e.g. per view mode), in the
+    order they have there: top to bottom, left to right."""
+    return screen_order(widget)
 
 
-def plot_title(plot: pg.PlotWidget) -> str:
-    title = plot.getPlotItem().titleLabel.text or ""
-    return re.sub(r"<[^>]+>", "", title).strip()
-
-
-def file_names(target: Path, plots: list[pg.PlotWidget]) -> list[Path]:
-    """One plot: ``target``; several: ``target``'s stem with each plot's number and title."""
-    if len(plots) == 1:
-        return [target]
-    names = []
+def file_names(run: str, tab: str, plots: list[pg.PlotWidget], *, choice: PlotExport) -> list[Path]:
+    """``<run>-<plot>.<ext>`` per plot in screen order, or ``<run>-<tab>.<ext>`` for one image;
+    two plots with the same title get a number after the second."""
+    stem = slug(run, fallback="plot")
+    if choice.one_image:
+        return [choice.folder / f"{stem}-{slug(tab, fallback='plots')}{choice.suffix}"]
+    names: list[Path] = []
     for i, plot in enumerate(plots, 1):
-        slug = re.sub(r"[^A-Za-z0-9]+", "-", plot_title(plot)).strip("-").lower()[:40]
-        names.append(target.with_name(f"{target.stem}-{i}{'-' + slug if slug else ''}{target.suffix}"))
+        name = f"{stem}-{slug(plot_title(plot), fallback=f'plot-{i}')}"
+        while any(p.stem == name for p in names):
+            name += f"-{i}"
+        names.append(choice.folder / f"{name}{choice.suffix}")
     return names
 
 
@@ -138,31 +105,52 @@ class Exporter(QtCore.QObject):
 
     # ------------------------------------------------------------------ plots
 
+    def run_name(self) -> str:
+        """The run's id (its folder's name), else the cluster's name: the exported files' first part."""
+        source = self.window.source
+        if source is not None:
+            return source.path.name
+        spec = self.window.spec
+        return spec.name if spec is not None else "towerdeck"
+
+    def default_folder(self) -> Path:
+        """The run's folder, where its logs and figures already are; the home folder before a run."""
+        source = self.window.source
+        return source.path if source is not None else Path.home()
+
     def choose_plot_file(self) -> None:
-        plots = visible_plots(self.window.tabs.currentWidget())
+        tab = self.window.tabs.currentWidget()
+        plots = visible_plots(tab)
         if not plots:
             self.window.statusBar().showMessage("this tab has no plot to export", 10000)
             return
-        name, chosen = QtWidgets.QFileDialog.getSaveFileName(
-            self.window.window(), "Export plot", str(Path.home() / "plot.png"), ";;".join(FORMATS.values())
+        tab_name = self.window.tabs.tabText(self.window.tabs.currentIndex())
+        dialog = ExportPlotDialog(
+            self.window.window(),
+            folder=self.default_folder(),
+            on_screen=(plots[0].width(), plots[0].height()),
+            names=lambda choice: file_names(self.run_name(), tab_name, plots, choice=choice),
         )
-        if name:
-            target = Path(name)
-            if target.suffix.lower() not in FORMATS:
-                suffix = next((s for s, f in FORMATS.items() if f == chosen), ".png")
-                target = target.with_name(target.name + suffix)
-            self.export_plots(target)
+        if dialog.exec() == QtWidgets.QDialog.DialogCode.Accepted:
+            self.export_plots(dialog.choice())
 
-    def export_plots(self, target: Path) -> None:
+    def export_plots(self, choice: PlotExport) -> None:
         """Render the current tab's plots here, write them off the GUI thread."""
-        plots = visible_plots(self.window.tabs.currentWidget())
-        files = [
-            (path, plot_bytes(plot, target.suffix.lower(), series_names(self.window, plot)))
-            for path, plot in zip(file_names(target, plots), plots, strict=True)
-        ]
+        tab = self.window.tabs.currentWidget()
+        plots = visible_plots(tab)
+        tab_name = self.window.tabs.tabText(self.window.tabs.currentIndex())
+        names = file_names(self.run_name(), tab_name, plots, choice=choice)
+        images = [PlotImage(plot, series_names(self.window, plot)) for plot in plots]
+        if choice.one_image:
+            files = [(names[0], render_stack(images, choice.suffix, choice.size))]
+        else:
+            files = [
+                (path, render(image, choice.suffix, choice.size)) for path, image in zip(names, images, strict=True)
+            ]
 
         def write() -> list[Path]:
             for path, data in files:
+                path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
             return [path for path, _ in files]
 

@@ -7,6 +7,7 @@ from typing import Protocol
 
 from PySide6 import QtWidgets
 
+from core.cluster.spec import ClusterSpec
 from core.controller.session import RunSource
 from gui.run.tabs.training import TrainingPanel
 from gui.window.actions import WindowActions
@@ -30,3 +31,6 @@ class ExportHost(MenuHost, Protocol):
 
     tabs: QtWidgets.QTabWidget
     training: TrainingPanel
+
+    @property
+    def spec(self) -> ClusterSpec | None: ...

@@ -52,6 +52,12 @@ from gui.window.run_wiring import RunBinding
 from gui.window.tensorboard_action import TensorBoardAction
 from gui.window.why_action import WhyAction
 
+# The most of the Run page's height the overview and the roles table take before they scroll: the
+# plots keep at least 60 % of a 1600x1000 window with a few roles, and past tens of roles over
+# half of the Run page for the spread views.
+OVERVIEW_MAX_SHARE = 0.2
+TABLE_MAX_SHARE = 0.25
+
 
 class MainWindow(QtWidgets.QMainWindow):
     """TowerDeck's window for one cluster, or one run directory: its layout, selection and closing;
@@ -101,7 +107,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self._build_add_ons()
         self._set_title()
         self.frame.start()
-        settings.restore_layout(self, self.split, self.tabs)
+        # Splitters the user moved stay where they were left; the others fit their content.
+        self.splits_moved: set[str] = settings.restore_layout(self, self.tabs)
+        for splitter in settings.named_splitters(self):
+            splitter.splitterMoved.connect(functools.partial(self._on_splitter_moved, splitter.objectName()))
         if cluster_path is not None:
             self.editor.open_file(cluster_path)  # keeps job-level settings as the file writes them
         elif spec is not None:
@@ -169,13 +178,18 @@ class MainWindow(QtWidgets.QMainWindow):
         # selects the role everywhere (table, logs, placement).
         self.overview: ClusterOverview = ClusterOverview()
         self.overview.sig_role_selected.connect(self.select_role)
-        overview_scroll = QtWidgets.QScrollArea()
-        overview_scroll.setWidgetResizable(True)
-        overview_scroll.setWidget(self.overview)
-        self.split.addWidget(overview_scroll)
+        self.overview_scroll: QtWidgets.QScrollArea = QtWidgets.QScrollArea()
+        self.overview_scroll.setWidgetResizable(True)
+        self.overview_scroll.setWidget(self.overview)
+        self.split.addWidget(self.overview_scroll)
         self.split.addWidget(self.roles)
         self.split.addWidget(self.tabs)
-        self.split.setSizes([150, 200, 450])
+        # The plots get what the overview and the table do not need (fit_split); a bigger
+        # window grows the plots only.
+        for index, stretch in enumerate((0, 0, 1)):
+            self.split.setStretchFactor(index, stretch)
+        self.split.setSizes([120, 160, 600])
+        self._split_fitted: list[int] | None = None
         # The run page: a recovery under way (or how the last ended) above the split, in one line.
         self.recovery_banner: RecoveryBanner = RecoveryBanner()
         self.monitor: QtWidgets.QWidget = QtWidgets.QWidget()
@@ -257,8 +271,30 @@ class MainWindow(QtWidgets.QMainWindow):
             switching=self.binding.pending is not None,
         )
 
+    def _on_splitter_moved(self, name: str, *_args: object) -> None:
+        self.splits_moved.add(name)
+
+    def fit_split(self) -> None:
+        """The overview and the roles table as tall as their content, up to a share of the Run
+        page each (then the tiles shrink and the table scrolls); the tabs get the rest. Left alone
+        once the user has moved the splitter."""
+        if self.split.objectName() in self.splits_moved:
+            return
+        total = sum(self.split.sizes())
+        if total <= 0:
+            return
+        frame = 2 * self.overview_scroll.frameWidth()
+        overview = self.overview.content_height(self.overview_scroll.viewport().width()) + frame
+        overview = min(overview, int(OVERVIEW_MAX_SHARE * total))
+        table = min(self.roles.content_height(), int(TABLE_MAX_SHARE * total))
+        wanted = [overview, table, total - overview - table]
+        if wanted != self._split_fitted:  # once per change: a relayout each frame would cost the frame
+            self._split_fitted = wanted
+            self.split.setSizes(wanted)
+
     def _after_frame(self) -> None:
         self.binding.after_frame()
+        self.fit_split()
         source = self.source
         if self.editor.is_running and (source is None or source.done):
             self.editor.set_running(running=False)
@@ -479,7 +515,7 @@ class MainWindow(QtWidgets.QMainWindow):
                 self._say("stopping every role before closing...")
             event.ignore()
             return
-        settings.save_layout(self, self.split, self.tabs)
+        settings.save_layout(self, self.tabs, moved=self.splits_moved)
         self.frame.stop()
         self.host_check.cancel()  # its probes and the ssh under them end now
         self.tensorboard.stop()

@@ -57,8 +57,20 @@ def last_cluster() -> Path | None:
     return Path(str(value)) if value else None
 
 
-def restore_layout(window: QtWidgets.QMainWindow, split: QtWidgets.QSplitter, tabs: QtWidgets.QTabWidget) -> None:
-    """The window's geometry, toolbars, splitter and current tab, as the user left them."""
+SPLITTER_PREFIX = "splitters/"
+# Sizes kept before the splitters were fitted to their content: every session saved the first
+# split's defaults (a cramped overview and table) whether or not the user moved it; not read back.
+_OLD_SPLIT_KEY = "window/split"
+
+
+def named_splitters(window: QtWidgets.QWidget) -> list[QtWidgets.QSplitter]:
+    """The window's splitters whose positions are kept: those with an object name."""
+    return [s for s in window.findChildren(QtWidgets.QSplitter) if s.objectName()]
+
+
+def restore_layout(window: QtWidgets.QMainWindow, tabs: QtWidgets.QTabWidget) -> set[str]:
+    """The window's geometry, toolbars, splitters and current tab, as the user left them; returns
+    the names of the splitters put back (those the user had moved)."""
     store_ = store()
     geometry = store_.value("window/geometry")
     if isinstance(geometry, QtCore.QByteArray):
@@ -66,18 +78,29 @@ def restore_layout(window: QtWidgets.QMainWindow, split: QtWidgets.QSplitter, ta
     state = store_.value("window/state")
     if isinstance(state, QtCore.QByteArray):
         window.restoreState(state)
-    split_state = store_.value("window/split")
-    if isinstance(split_state, QtCore.QByteArray):
-        split.restoreState(split_state)
+    restored = set()
+    for splitter in named_splitters(window):
+        split_state = store_.value(SPLITTER_PREFIX + splitter.objectName())
+        if isinstance(split_state, QtCore.QByteArray) and splitter.restoreState(split_state):
+            restored.add(splitter.objectName())
     tab = store_.value("window/tab")
     if tab is not None:
         tabs.setCurrentIndex(int(tab))
+    return restored
 
 
-def save_layout(window: QtWidgets.QMainWindow, split: QtWidgets.QSplitter, tabs: QtWidgets.QTabWidget) -> None:
+def save_layout(window: QtWidgets.QMainWindow, tabs: QtWidgets.QTabWidget, *, moved: set[str]) -> None:
+    """Keep the window's layout; of its splitters, only those in ``moved`` (moved by the user):
+    the others go on fitting their content next time."""
     store_ = store()
     store_.setValue("window/geometry", window.saveGeometry())
     store_.setValue("window/state", window.saveState())
-    store_.setValue("window/split", split.saveState())
+    store_.remove(_OLD_SPLIT_KEY)
+    for splitter in named_splitters(window):
+        key = SPLITTER_PREFIX + splitter.objectName()
+        if splitter.objectName() in moved:
+            store_.setValue(key, splitter.saveState())
+        else:
+            store_.remove(key)
     store_.setValue("window/tab", tabs.currentIndex())
     store_.sync()

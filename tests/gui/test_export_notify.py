@@ -47,8 +47,11 @@ def test_export_plots_and_csv_from_a_live_run_and_notify_when_it_ends(qtbot, tmp
     import pyqtgraph as pg
     from PySide6 import QtGui
 
-    from gui.window.exporting import visible_plots
+    from gui.window import plot_render
+    from gui.window.export_dialog import ExportPlotDialog
+    from gui.window.exporting import PlotExport, file_names, series_names, visible_plots
     from gui.window.main_window import MainWindow
+    from gui.window.plot_render import PlotImage
 
     sink_out = tmp_path / "notified.jsonl"
     spec, problems = load(light_cluster(tmp_path, sink_out))
@@ -62,27 +65,74 @@ def test_export_plots_and_csv_from_a_live_run_and_notify_when_it_ends(qtbot, tmp
     qtbot.waitUntil(lambda: (window.source.status().roles[1].step or 0) > 30, timeout=60_000)
     qtbot.wait(300)  # a few frames: the curves are drawn
 
-    # File > Export plot: every plot of the tab, PNG then SVG, written off the GUI thread.
+    # File > Export plot: every plot of the tab, PNG then SVG, written off the GUI thread, each
+    # at a size of its own (1600x900 by default, not the on-screen strip), named <run>-<plot> in
+    # the order the plots have on screen, into the run's folder by default.
     plots = visible_plots(window.training)
-    assert len(plots) >= 2
+    assert plots == [window.training.loss_plot, window.training.time_plot]  # top to bottom
     exporter = window.exporter
-    exporter.export_plots(tmp_path / "training.png")
+    run = window.source.path
+    assert exporter.default_folder() == run
+    exporter.export_plots(PlotExport(folder=exporter.default_folder()))
     qtbot.waitUntil(lambda: len(exporter.last_written) == len(plots), timeout=10_000)
     assert exporter.last_error is None
+    assert exporter.last_written == [run / f"{run.name}-loss-by-step.png", run / f"{run.name}-step-time-by-step.png"]
     for path in exporter.last_written:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         image = QtGui.QImage(str(path))
-        assert not image.isNull() and image.width() > 100 and image.height() > 50
+        assert (image.width(), image.height()) == (1600, 900), path
     exporter.last_written = []
-    exporter.export_plots(tmp_path / "training.svg")
+    exporter.export_plots(PlotExport(folder=tmp_path, size=None))  # twice the on-screen size
+    qtbot.waitUntil(lambda: len(exporter.last_written) == len(plots), timeout=10_000)
+    image = QtGui.QImage(str(exporter.last_written[1]))
+    assert abs(image.width() - 2 * plots[1].width()) <= 2 and abs(image.height() - 2 * plots[1].height()) <= 2
+    exporter.last_written = []
+    exporter.export_plots(PlotExport(folder=tmp_path, suffix=".svg"))
     qtbot.waitUntil(lambda: len(exporter.last_written) == len(plots), timeout=10_000)
     for path in exporter.last_written:
         root = ET.parse(path).getroot()
         assert root.tag.endswith("svg")
         assert any(el.tag.endswith("path") or el.tag.endswith("polyline") for el in root.iter()), path
+        assert not any(el.tag.endswith("image") for el in root.iter()), path  # vectors, no pixels
         # The key the window shows beside the plots is in the file: which curve is which worker.
         words = " ".join(el.text or "" for el in root.iter())
         assert "worker:0" in words and "worker:1" in words, path
+    # All of the tab's plots in one image: 1600x900, the loss plot above the step-time one.
+    exporter.last_written = []
+    exporter.export_plots(PlotExport(folder=tmp_path, one_image=True))
+    qtbot.waitUntil(lambda: len(exporter.last_written) == 1, timeout=10_000)
+    assert exporter.last_written == [tmp_path / f"{run.name}-training.png"]
+    image = QtGui.QImage(str(exporter.last_written[0]))
+    assert (image.width(), image.height()) == (1600, 900)
+    exporter.last_written = []
+    exporter.export_plots(PlotExport(folder=tmp_path, suffix=".svg", one_image=True))
+    qtbot.waitUntil(lambda: len(exporter.last_written) == 1, timeout=10_000)
+    root = ET.parse(exporter.last_written[0]).getroot()
+    assert sum(1 for el in root if el.tag.endswith("g")) == 2
+    assert "Loss by step" in " ".join(el.text or "" for el in root.iter())
+    # The dialog's defaults are those: the run's folder, PNG, 1600x900, a file per plot, and it
+    # lists the files it will write.
+    dialog = ExportPlotDialog(
+        window,
+        folder=exporter.default_folder(),
+        on_screen=(plots[0].width(), plots[0].height()),
+        names=lambda choice: file_names(run.name, "Training", plots, choice=choice),
+    )
+    assert dialog.choice() == PlotExport(folder=run)
+    assert dialog.files.text().splitlines() == [f"{run.name}-loss-by-step.png", f"{run.name}-step-time-by-step.png"]
+    dialog.one_image.setChecked(True)
+    dialog.format.setCurrentIndex(1)
+    assert dialog.files.text() == f"{run.name}-training.svg"
+    dialog.close()
+    # The key sits outside the curves: right of the view box, in the export's layout.
+    image_ = PlotImage(plots[1], series_names(window, plots[1]))
+    item = plots[1].getPlotItem()
+    with plot_render._laid_out(item, image_.key, (1600, 900)):
+        legends = [i for i in item.scene().items() if isinstance(i, pg.LegendItem)]
+        assert len(legends) == 1
+        key_rect = legends[0].sceneBoundingRect()
+        assert key_rect.width() > 20
+        assert key_rect.left() >= item.getViewBox().sceneBoundingRect().right() - 1  # a pen's half pixel
     # ... and only in the file: the plots on screen are as they were.
     for plot in plots:
         assert not any(isinstance(i, pg.LegendItem) for i in plot.scene().items())

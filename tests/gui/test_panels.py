@@ -235,12 +235,13 @@ def test_gpu_card_names_the_tensorflow_devices_on_it_by_pci_bus_id(qtbot):
     }
     panel.add_sample({"host": "node1", "t": 100.0, "figures": {"cpu_percent": 10.0}, "roles": {}, "gpus": [gpu]})
     panel.set_tf_devices({"0000:1a:00.0": ["worker:0 /job:worker/replica:0/task:0/device:GPU:0"]})
-    panel.refresh()
+    for _frame in range(4):  # a frame makes one card (the host's first, then GPU 0)
+        panel.refresh()
     card = panel.cards[("node1", 0)]
     assert "utilization 87 %" in card.values.text() and "61 °C" in card.values.text()
-    assert "power 512 W of 700 W" in card.values.text() and "40,960 MiB of 81,920 MiB" in card.values.text()
+    assert "power 512 W of 700 W" in card.values.text() and "40.0 GiB of 80.0 GiB" in card.values.text()
     users = card.users.text()
-    assert "worker:0 39,936 MiB" in users and "pid 7 (not a role of this run)" in users
+    assert "worker:0 39.0 GiB" in users and "pid 7 (not a role of this run)" in users
     assert "TensorFlow devices: worker:0 /job:worker/replica:0/task:0/device:GPU:0" in users
 
 

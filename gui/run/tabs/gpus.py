@@ -29,10 +29,11 @@ from PySide6 import QtCore, QtWidgets
 from core.views.gpu_figures import HISTORY_CAPACITY, GpuFigures, GpuKey
 from core.views.series import Series
 from gui.run.gpu_grid import GpuGrid
-from gui.run.tabs.plotting import FollowX, fit_to_pixels, light_grid, settle
+from gui.run.tabs.plotting import FollowX, axis_label, fit_to_pixels, light_grid, settle
 
 UTIL_COLOUR = "#2b6cb0"
 MEMORY_COLOUR = "#d9822b"
+PERCENT_MARGIN = 6  # percentage points of empty view below 0 % and above 100 %
 CARDS_PER_FRAME = 1
 
 
@@ -193,22 +194,29 @@ class GpuPanel(QtWidgets.QWidget):
         users = QtWidgets.QLabel()
         users.setWordWrap(True)
         plot = pg.PlotWidget()
-        plot.setLabel("bottom", "seconds (0 = the latest sample)")
+        axis_label(plot, "bottom", "time", unit="s, 0 = the latest sample")
         plot.setBackground("w")
         plot.setFixedHeight(190)
-        plot.setYRange(0, 100, padding=0.02)
+        # A figure at 100 % (a busy CPU) drawn on the top edge read as clipped: room above and below.
+        plot.setYRange(-PERCENT_MARGIN, 100 + PERCENT_MARGIN, padding=0)
         plot.setMouseEnabled(x=True, y=False)
         light_grid(plot)
-        plot.setLabel("left", "%")
-        plot.addLegend(offset=(5, 5))
+        axis_label(plot, "left", "", unit="%")
+        first_name, second_name = ("CPU %", "memory %") if index < 0 else ("utilization %", "memory %")
+        # The key above the plot, not a legend inside it: pyqtgraph's sat over the curves.
+        key_label = QtWidgets.QLabel(
+            f'<span style="color:{UTIL_COLOUR}">■</span> {first_name} &nbsp; '
+            f'<span style="color:{MEMORY_COLOUR}">■</span> {second_name}'
+        )
+        key_label.setTextFormat(QtCore.Qt.TextFormat.RichText)
         layout = QtWidgets.QVBoxLayout(inner)
         layout.addWidget(values)
         layout.addWidget(users)
+        layout.addWidget(key_label)
         layout.addWidget(plot)
         card = _Card(inner, values, users, plot)
         card.follow = FollowX(plot, headroom=0.01)
         card.first, card.second = self.figures.history[(host, index)]  # kept from the first sample on
-        first_name, second_name = ("CPU %", "memory %") if index < 0 else ("utilization %", "memory %")
         # One-pixel pens: a wider one is stroked point by point (see gui.run.tabs.training.PEN_PX).
         first = plot.plot(pen=pg.mkPen(UTIL_COLOUR, width=1), name=first_name)
         second = plot.plot(pen=pg.mkPen(MEMORY_COLOUR, width=1), name=second_name)

@@ -36,6 +36,25 @@ def light_grid(plot: pg.PlotWidget | pg.PlotItem) -> None:
         item.setTickPen(pg.mkPen(GRID_COLOUR))
 
 
+# The fraction of a view's range left empty at each side when it fits its data: no point sits on
+# the frame (pyqtgraph's default, 2 % of a short plot, put the first step times on the top edge).
+DATA_PADDING = 0.06
+
+
+def axis_label(plot: pg.PlotWidget | pg.PlotItem, side: str, text: str, *, unit: str = "") -> None:
+    """``text (unit)`` on the axis, the unit as people write it (ms, GiB, %). pyqtgraph's automatic
+    SI prefix is turned off: it rescales the ticks and writes ``s (x0.001)`` or ``(x1e-06)``."""
+    axis = plot.getAxis(side)
+    axis.enableAutoSIPrefix(False)
+    if text or unit:  # an empty label would still take its width
+        plot.setLabel(side, f"{text} ({unit})" if text and unit else text or unit)
+
+
+def padded(plot: pg.PlotWidget | pg.PlotItem) -> None:
+    """Room between the data and the frame when the view fits its data (see :data:`DATA_PADDING`)."""
+    plot.getViewBox().setDefaultPadding(DATA_PADDING)
+
+
 def fit_to_pixels(curve: pg.PlotDataItem, *, clip: bool = True) -> None:
     """Peak downsampling to the view's pixel width and (``clip``) clipping to the view, set after
     the curve exists (pyqtgraph ignores them at creation). Clipping assumes X increases along the

@@ -18,7 +18,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.views.spread import BinnedWorkers, HeatMap, Spread
-from gui.run.tabs.plotting import light_grid
+from gui.run.tabs.plotting import axis_label, light_grid, padded
 from gui.run.tabs.spread_menu import role_link
 
 MEDIAN_COLOUR = "#1f4e79"
@@ -47,15 +47,16 @@ class _Band(QtWidgets.QGraphicsPathItem):
 class SpreadPlot(QtWidgets.QWidget):
     """Median with bands plus named highlighted workers; see the module docstring."""
 
-    def __init__(self, title: str, y_label: str, parent: QtWidgets.QWidget | None = None) -> None:
+    def __init__(self, title: str, y_label: str, *, unit: str = "", parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
         self.key = QtWidgets.QLabel()
         self.key.setTextFormat(QtCore.Qt.TextFormat.RichText)
         self.key.setWordWrap(True)
         self.plot = pg.PlotWidget(title=title)
         self.plot.setBackground("w")  # as the other Training plots
-        self.plot.setLabel("left", y_label)
-        self.plot.setLabel("bottom", "step")
+        axis_label(self.plot, "left", y_label, unit=unit)
+        axis_label(self.plot, "bottom", "step")
+        padded(self.plot)
         # Major ticks only, opaque: the minor ones, blended over the whole view, were half of a
         # Training frame (measured: 52-56 ms -> 25-26 ms, README); see gui.run.tabs.plotting.
         light_grid(self.plot)
@@ -137,7 +138,8 @@ class StepTimeHeatmap(QtWidgets.QWidget):
         super().__init__(parent)
         self.plot = pg.PlotWidget(title="Step time relative to the median (rows: workers)")
         self.plot.setBackground("w")
-        self.plot.setLabel("bottom", "step")
+        axis_label(self.plot, "bottom", "step")
+        axis_label(self.plot, "left", "")  # rows named by their ticks: never a scale factor
         self.plot.invertY(True)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.image.setColorMap(pg.colormap.get("inferno"))

@@ -36,7 +36,7 @@ from core.views.series import Series
 from core.views.spread import slowest
 from core.views.training import LOSS, TB_PREFIX, TrainingFigures
 from gui.run.tabs.checkpoints import CheckpointsPanel
-from gui.run.tabs.plotting import FollowX, fit_to_pixels, light_grid, settle
+from gui.run.tabs.plotting import FollowX, axis_label, fit_to_pixels, light_grid, padded, settle
 from gui.run.tabs.spread import SpreadPlot, StepTimeHeatmap, refresh_from
 from gui.run.tabs.spread_menu import SlowestWorkersMenu
 
@@ -114,7 +114,7 @@ class TrainingPanel(QtWidgets.QWidget):
         self._on_smoothing_changed(self.smoothing.value())
 
         self.loss_plot = self._plot("Loss by step", "loss")
-        self.time_plot = self._plot("Step time by step", "step time (ms)")
+        self.time_plot = self._plot("Step time by step", "step time", "ms")
         self.time_plot.setXLink(self.loss_plot)
         self._follow = FollowX(self.loss_plot, headroom=0.03)  # both plots' step axis, moved seldom
         self._x_extent: dict[tuple[str, str], tuple[float, float]] = {}  # (plot, role) -> steps drawn
@@ -122,9 +122,14 @@ class TrainingPanel(QtWidgets.QWidget):
         # paints again: settle both plots as soon as the range moves (one paint each).
         self.loss_plot.getViewBox().sigXRangeChanged.connect(self._on_range_moved)
         split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
+        split.setObjectName("training-plots")  # the window keeps where the user left it
         split.addWidget(self.loss_plot)
         split.addWidget(self.time_plot)
-        split.setSizes([600, 300])
+        # Step time is what a user reads for stragglers: two fifths of the plots, not a strip.
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        split.setSizes([600, 400])
+        self.plots_split = split
         # The key sits above the plots, never over the curves (a pyqtgraph legend is drawn inside
         # the view box and hid the data): the spread mode's kind of key, a line per shown worker.
         self.key = QtWidgets.QLabel()
@@ -138,7 +143,7 @@ class TrainingPanel(QtWidgets.QWidget):
         plots_layout.addWidget(split, 1)
         # The cluster's spread, past spread_from workers.
         self.spread_loss = SpreadPlot("Loss by step: the workers' spread", "loss")
-        self.spread_time = SpreadPlot("Step time by step: the workers' spread", "step time (ms)")
+        self.spread_time = SpreadPlot("Step time by step: the workers' spread", "step time", unit="ms")
         self.spread_time.plot.setXLink(self.spread_loss.plot)
         # A linked view that changes range turns its partner's X auto-range off (pyqtgraph's
         # linkedViewChanged), which left both spread plots stuck at [-0.5, 0.5] in a live run:
@@ -150,9 +155,12 @@ class TrainingPanel(QtWidgets.QWidget):
         self.slowest_menu = SlowestWorkersMenu(self, (self.spread_loss.key, self.spread_time.key))
         self.heatmap = StepTimeHeatmap()
         spread = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
-        for widget in (self.spread_loss, self.spread_time, self.heatmap):
+        spread.setObjectName("training-spread")
+        for index, widget in enumerate((self.spread_loss, self.spread_time, self.heatmap)):
             spread.addWidget(widget)
-        spread.setSizes([350, 250, 300])
+            # The step-time spread as tall as the loss's: a strip under it read as a line at 64 workers.
+            spread.setStretchFactor(index, (3, 3, 2)[index])
+        spread.setSizes([300, 300, 200])
         self.views = QtWidgets.QStackedWidget()
         self.views.addWidget(plots)
         self.views.addWidget(spread)
@@ -174,14 +182,13 @@ class TrainingPanel(QtWidgets.QWidget):
         layout.addWidget(self.views, 1)
 
     @staticmethod
-    def _plot(title: str, y_label: str) -> pg.PlotWidget:
+    def _plot(title: str, y_label: str, unit: str = "") -> pg.PlotWidget:
         plot = pg.PlotWidget(title=title)
         plot.setBackground("w")
         light_grid(plot)
-        plot.setLabel("bottom", "step")
-        plot.setLabel("left", y_label)
-        plot.getAxis("left").enableAutoSIPrefix(False)
-        plot.getAxis("bottom").enableAutoSIPrefix(False)
+        padded(plot)
+        axis_label(plot, "bottom", "step")
+        axis_label(plot, "left", y_label, unit=unit)
         return plot
 
     # ------------------------------------------------------------------ input
@@ -254,7 +261,7 @@ class TrainingPanel(QtWidgets.QWidget):
 
     def _on_metric_changed(self, text: str) -> None:
         self.loss_plot.setTitle("Loss by step" if text in ("", LOSS) else f"{text} by step")
-        self.loss_plot.setLabel("left", text[len(TB_PREFIX) :] if text.startswith(TB_PREFIX) else LOSS)
+        axis_label(self.loss_plot, "left", text[len(TB_PREFIX) :] if text.startswith(TB_PREFIX) else LOSS)
         self._drawn.clear()
         self._dirty = True
 
