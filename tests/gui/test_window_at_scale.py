@@ -98,7 +98,7 @@ def _follow_the_run(qtbot, window, overview) -> None:
 
         window.tabs.setCurrentWidget(window.gpus)
         gpus = window.gpus
-        qtbot.waitUntil(lambda: len(gpus.grid.board) == HOSTS * 8, timeout=60_000)
+        qtbot.waitUntil(lambda: len(gpus.grid.board) == HOSTS * 8, timeout=180_000)
         qtbot.waitUntil(lambda: gpus.grid_scroll.isVisible() and len(gpus.grid.headers()) == HOSTS, timeout=10_000)
 
         def shown() -> list[tuple[str, int]]:
