@@ -11,7 +11,8 @@ TensorFlow's own layout: the chief (``chief:0``, else ``worker:0``) writes ``ckp
 ``checkpoint`` state file (a text proto, replaced atomically), keeping the newest five. Every
 worker that starts with a checkpoint there resumes from its step (a shared global step, as in
 between-graph training) and says so: ``resumed from checkpoint ckpt-60 at step 60``. The cost is a
-function of the step, so it carries on from the checkpoint's value.
+function of the step (falling faster with a larger ``--learning_rate``, so two runs one flag apart
+differ as real ones do), so it carries on from the checkpoint's value.
 
 A straggler on purpose: ``--slow_task=1 --slow_after_s=30 --slow_for_s=40`` makes worker 1 step
 ``--slow_factor`` (2) times slower from 30 s after its start for 40 s (0: for good); it says
@@ -88,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow_after_s", type=float, default=0.0, help="seconds after its start it slows down")
     parser.add_argument("--slow_for_s", type=float, default=0.0, help="seconds it stays slow (0: for good)")
     parser.add_argument("--slow_factor", type=float, default=2.0, help="how many times slower it steps")
+    parser.add_argument(
+        "--learning_rate", type=float, default=0.1, help="how fast the cost falls (0.1: by e every 500 steps)"
+    )
     args, _unknown = parser.parse_known_args(argv)
     job, index = args.job_name, args.task_index
     has_chief = bool(args.chief_hosts)
@@ -121,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     was_slow = False
     while args.steps <= 0 or step < args.steps:
         step += 1
-        cost = 2.0 * math.exp(-step / 500.0) + 0.05 * ((step * 7919 + index * 104729) % 100) / 100.0
+        cost = 2.0 * math.exp(-step * args.learning_rate / 50.0) + 0.05 * ((step * 7919 + index * 104729) % 100) / 100.0
         progress["step"], progress["cost"] = step, cost
         print(f"Step: {step},  Cost: {cost:.4f}", flush=True)
         if saves and args.checkpoint_every > 0 and step % args.checkpoint_every == 0:
