@@ -6,37 +6,22 @@ data; units read ms and %. Real light-trainer processes where a run is needed.""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 from core.cluster.spec import load, parse_text
+from tests.helpers.clusters import light_cluster
 from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
-from tests.helpers.project import ROOT
 
 WINDOW = (1600, 1000)
 
 
 def light_spec(tmp_path: Path, workers: int = 2, *, steps: int = 400):
-    ports = free_ports(1 + workers)
-    path = tmp_path / "light.toml"
-    tasks = ", ".join(f'"127.0.0.1:{p}"' for p in ports[1:])
-    path.write_text(
-        f"""name = "room"
-workdir = "{ROOT / "resources" / "trainers"}"
-command = ["{sys.executable}", "-u", "light_trainer.py", "--steps={steps}", "--rate_hz=20"]
-stop_grace_s = 3
-[jobs.ps]
-tasks = ["127.0.0.1:{ports[0]}"]
-[jobs.worker]
-tasks = [{tasks}]
-"""
-    )
-    spec, problems = load(path)
+    spec, problems = load(light_cluster(tmp_path, workers=workers, steps=steps, rate=20.0))
     assert spec is not None, problems
-    return spec, ports
+    return spec, [task.port for task in spec.tasks()]
 
 
 def shown_window(qtbot, spec, tmp_path: Path):
