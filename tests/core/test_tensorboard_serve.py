@@ -59,26 +59,9 @@ def test_runs_tensorboard_serves_the_roles_event_files_and_leaves_nothing(tmp_pa
         ]
         assert {r["tag"] for r in mine} >= {"loss"}
 
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "main.py"), "runs", "tensorboard", str(run), "--no-browser"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    assert proc.stdout is not None
-    stdout = proc.stdout
-    reader = threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True)
-    reader.start()
-    seen: list[str] = []
+    args = ["runs", "tensorboard", str(run), "--no-browser"]
+    proc, lines, text, reader = _serve_until_ready(args, dict(os.environ))
     try:
-        deadline = time.monotonic() + 120
-        while not any("Ctrl-C" in line for line in seen) and time.monotonic() < deadline and proc.poll() is None:
-            try:
-                seen.append(lines.get(timeout=1))
-            except queue.Empty:
-                continue
-        text = "".join(seen)
         m = re.search(r"TensorBoard on (http://127\.0\.0\.1:(\d+)/) \(pid (\d+)\): worker-0, worker-1", text)
         assert m, text
         url, port, pid = m.group(1), int(m.group(2)), int(m.group(3))
@@ -107,9 +90,12 @@ def test_runs_tensorboard_serves_the_roles_event_files_and_leaves_nothing(tmp_pa
         _get(url + "data/runs")  # nothing listens there any more
 
 
-def _serve_until_ready(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], queue.Queue[str], str]:
+def _serve_until_ready(
+    args: list[str], env: dict[str, str]
+) -> tuple[subprocess.Popen[str], queue.Queue[str], str, threading.Thread]:
     """``python main.py ARGS`` started, read until it says how to stop it; the process, what it
-    printed after, and what it printed until then."""
+    printed after, what it printed until then, and the thread reading it (joined after the stop,
+    so that its last lines are in the queue)."""
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "main.py"), *args],
         stdout=subprocess.PIPE,
@@ -120,7 +106,8 @@ def _serve_until_ready(args: list[str], env: dict[str, str]) -> tuple[subprocess
     lines: queue.Queue[str] = queue.Queue()
     assert proc.stdout is not None
     stdout = proc.stdout
-    threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True).start()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True)
+    reader.start()
     seen: list[str] = []
     deadline = time.monotonic() + 120
     while not any("Ctrl-C" in line for line in seen) and time.monotonic() < deadline and proc.poll() is None:
@@ -128,7 +115,7 @@ def _serve_until_ready(args: list[str], env: dict[str, str]) -> tuple[subprocess
             seen.append(lines.get(timeout=1))
         except queue.Empty:
             continue
-    return proc, lines, "".join(seen)
+    return proc, lines, "".join(seen), reader
 
 
 @pytest.mark.timeout(600)
@@ -139,7 +126,9 @@ def test_runs_tensorboard_overlays_several_runs_named_by_run_and_role(tmp_path: 
     private = tmp_path / "tmp"
     private.mkdir()
     env = {**os.environ, "TMPDIR": str(private)}
-    proc, lines, text = _serve_until_ready(["runs", "tensorboard", str(first), str(second), "--no-browser"], env)
+    proc, lines, text, reader = _serve_until_ready(
+        ["runs", "tensorboard", str(first), str(second), "--no-browser"], env
+    )
     try:
         m = re.search(r"TensorBoard on (http://127\.0\.0\.1:(\d+)/) \(pid (\d+)\): (.*)", text)
         assert m, text
@@ -158,6 +147,7 @@ def test_runs_tensorboard_overlays_several_runs_named_by_run_and_role(tmp_path: 
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
+        reader.join(10)
     assert proc.returncode == 0, text + "".join(lines.queue)
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     with pytest.raises(OSError):
