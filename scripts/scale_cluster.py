@@ -35,9 +35,10 @@ def free_ports(count: int) -> list[int]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    if len(argv) != 1 or argv[0].startswith("-"):  # `--help` is a question, not a file to write
+        print(__doc__.split("\n\n")[0], file=sys.stderr)
         print("usage: python scripts/scale_cluster.py OUT.toml", file=sys.stderr)
-        return 2
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     ports = free_ports(WORKERS + 1)
     tasks = ",\n  ".join(
         f'{{ address = "127.0.0.{i % HOSTS + 1}:{ports[i + 1]}", gpus = [{i // HOSTS}] }}' for i in range(WORKERS)
