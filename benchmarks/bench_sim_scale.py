@@ -29,7 +29,7 @@ GUI-thread CPU between two turns (tests/helpers/heartbeat.py).
 
 ``--sizes 64,128,256,512,1024`` runs a sweep of this checkout only (the baseline with
 ``--baseline-sizes``, default 256 and 1024 where swept). ``--memory`` and ``--open-run`` add
-benchmarks/bench_window_memory.py (``HOURS`` sped-up hours, 24 by default here) and
+benchmarks/bench_window_memory.py (``--memory-hours`` sped-up hours, 6 by default: 256 workers ran at 28x real time here, so a whole day takes ~50 min) and
 benchmarks/bench_open_run.py at the size, as subprocesses, their figures taken from their output.
 Prints a table and one JSON line per variant and size (``{"bench": "sim_scale", ...}``);
 ``--json-out FILE`` appends those lines to FILE too (scripts/plot_scaling.py draws them).
@@ -488,7 +488,7 @@ def measure_size(
 ) -> dict[str, Any]:
     work = tmp / f"{name.split()[0]}-{workers}"
     work.mkdir()
-    cluster = tmp / f"sim-{workers}x{hosts}.toml"
+    cluster = args.cluster or tmp / f"sim-{workers}x{hosts}.toml"
     if not cluster.exists():  # one file for both variants: the same ports, hosts and GPUs
         write_cluster(cluster, workers=workers, hosts=hosts, rate_hz=args.rate_hz)
     roles = count_roles(cluster)
@@ -530,9 +530,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--dwell-s", type=float, default=8.0, help="seconds each tab is on screen")
     parser.add_argument("--rate-hz", type=float, default=10.0, help="step lines a second per worker")
     parser.add_argument("--memory", action="store_true", help="bench_window_memory.py at the size")
-    parser.add_argument("--memory-hours", type=float, default=24.0)
+    parser.add_argument("--memory-hours", type=float, default=6.0, help="sped-up hours (256 workers: ~2 min each here)")
     parser.add_argument("--open-run", action="store_true", help="bench_open_run.py at the size")
     parser.add_argument("--open-run-seconds", type=int, default=86_400)
+    parser.add_argument("--cluster", type=Path, default=None, help="measure this cluster file, not a generated one")
     parser.add_argument("--json-out", type=Path, default=None, help="append the JSON lines to this file")
     parser.add_argument("--window-child", nargs=3, metavar=("ROOT", "CLUSTER", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--roles", type=int, default=0, help=argparse.SUPPRESS)
@@ -544,7 +545,7 @@ def main(argv: list[str]) -> int:
     if args.window_child:
         root, cluster, out = (Path(p) for p in args.window_child)
         return window_child(root, cluster, out, roles=args.roles, dwell_s=args.dwell_s)
-    if not (ROOT / "scripts" / "sim_cluster.py").exists():
+    if args.cluster is None and not (ROOT / "scripts" / "sim_cluster.py").exists():
         print("bench_sim_scale: scripts/sim_cluster.py is missing: this checkout has no simulating agent yet")
         return 1
     sizes_run = [int(s) for s in args.sizes.split(",") if s.strip()] if args.sizes else [args.workers]

@@ -1,12 +1,13 @@
 """The window's memory over sped-up days (72 h by default): is it flat once the bounded buffers are full?
 
-The real MainWindow (offscreen, shown, 1 ps + 64 workers on 8 hosts in its spec) is fed through
+The real MainWindow (offscreen, shown, 1 ps + 64 workers on 8 hosts in its spec; WORKERS and HOSTS
+may be set) is fed through
 its real bridge (``window.binding.inbox.put``, the path the controller's events take) as fast as it
 takes them: each frame carries FRAME_S simulated seconds of
 
-- host samples, 1 Hz for each of 8 hosts, each with 8 GPUs (NVML figures as the agent sends
+- host samples, 1 Hz for each host, each with 8 GPUs (NVML figures as the agent sends
   them), the host's figures and its roles' figures (CPU, RSS, threads);
-- metrics for 64 workers (step, loss, step time) at STEP_HZ steps a second each;
+- metrics for every worker (step, loss, step time) at STEP_HZ steps a second each;
 - a log line per worker every 10 simulated seconds;
 
 then the window's own frame (``_on_frame``: drain, dispatch, refresh the tab on screen) and a Qt
@@ -45,7 +46,9 @@ from PySide6 import QtWidgets
 from core.cluster.spec import load
 from core.run.events import Event, Metrics, RoleOutput, Sample
 
-WORKERS, HOSTS, GPUS_PER_HOST = 64, 8, 8
+# WORKERS and HOSTS from the environment: 64 on 8 by default (make bench); 256 on 32 for the
+# simulated-scale figures (benchmarks/bench_sim_scale.py --memory).
+WORKERS, HOSTS, GPUS_PER_HOST = int(os.environ.get("WORKERS", "64")), int(os.environ.get("HOSTS", "8")), 8
 GIB = 2**30
 LOGS = os.environ.get("LOGS", "1") != "0"  # LOGS=0 leaves the log lines out (to see what they weigh)
 
@@ -83,7 +86,9 @@ def host_sample(host: int, t: float, rng: random.Random) -> dict[str, object]:
             "power_w": rng.uniform(150, 700),
             "power_limit_w": 700.0,
             "sm_clock_mhz": 1980,
-            "processes": [{"pid": 1000 + g, "used_memory_bytes": 20 * GIB, "role": f"worker:{host + HOSTS * g}"}],
+            "processes": [
+                {"pid": 1000 + g, "used_memory_bytes": 20 * GIB, "role": f"worker:{(host + HOSTS * g) % WORKERS}"}
+            ],
         }
         for g in range(GPUS_PER_HOST)
     ]
