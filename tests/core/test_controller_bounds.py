@@ -48,7 +48,10 @@ def test_a_slow_controller_holds_back_its_agents_and_loses_nothing(tmp_path: Pat
     finally:
         controller.close()
     status = controller.status()
-    assert any("fell 4 events behind" in w for w in warnings), warnings
+    # Said once, not once for every event a link found the queue full for (at 256 simulated
+    # workers the journal held 23,438 of them after a minute).
+    behind = [w for w in warnings if "fell 4 events behind" in w]
+    assert len(behind) == 1, f"{len(behind)} warnings that the controller fell behind"
     # Nothing was dropped: every worker's last step arrived (its stop was refused or came early).
     steps = {r.role: r.step for r in status.roles if r.job == "worker"}
     assert steps["worker:1"] == 200, steps
