@@ -122,6 +122,12 @@ class Diagnoser:
         phase: str = "running",
     ) -> None:
         self._roles = list(dict.fromkeys(roles))
+        # The roles never change after this: a set to ask "is it one of ours?" and the ps tasks a
+        # worker's session needs, found once. Scanning the list for both in every judgement made a
+        # tick O(roles^2): at 1,024 simulated workers a million string tests ten times a second,
+        # and a launch (every role's state judges every role) O(roles^3).
+        self._known = frozenset(self._roles)
+        self._ps = tuple(r for r in self._roles if r.startswith("ps:"))
         self._strategy = strategy
         self._chief = chief_of(self._roles)
         self.grace_s = grace_s
@@ -141,7 +147,7 @@ class Diagnoser:
 
     def on_output(self, role: str, text: str, t: float) -> list[Diagnosis]:
         """Output of ``role`` at ``t`` (any chunk: lines may be split anywhere)."""
-        if role not in self._roles:
+        if role not in self._known:
             return []
         text = self._partial.get(role, "") + text
         lines = text.split("\n")
@@ -202,7 +208,7 @@ class Diagnoser:
 
     def on_step(self, role: str, t: float) -> list[Diagnosis]:
         """``role`` printed a new training step: whatever it waited for, it no longer does."""
-        if role not in self._roles:
+        if role not in self._known:
             return []
         previous = self._last_step_t.get(role)
         if previous is not None and t > previous:
@@ -213,7 +219,7 @@ class Diagnoser:
 
     def on_state(self, role: str, state: str, t: float, *, detail: str = "") -> list[Diagnosis]:
         """``role`` entered ``state`` (a RoleState value) at ``t``; ``detail`` says how (exit code)."""
-        if role not in self._roles:
+        if role not in self._known:
             return []
         previous = self._states.get(role)
         self._states[role] = _State(state, t, detail)
@@ -280,7 +286,7 @@ class Diagnoser:
         wait = self._waits.get(role)
         if wait is not None:
             peer = wait.sign.peer or self._chief
-            if peer is not None and peer != role and peer in self._roles:
+            if peer is not None and peer != role and peer in self._known:
                 return self._explicit(role, peer, wait, now=now)
         return self._silent(role, now)
 
@@ -443,7 +449,7 @@ class Diagnoser:
             return None
         own_start = self._attempt_start.get(role, self._states[role].since)
         last_step = self._last_step_t.get(role)
-        needed = [p for p in self._roles if p.startswith("ps:")]
+        needed = list(self._ps)
         if self._chief is not None and self._chief != role:
             needed.insert(0, self._chief)
         for peer in needed:

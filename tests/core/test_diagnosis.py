@@ -427,3 +427,29 @@ def test_a_session_recreated_after_a_ps_error_names_the_ps_and_is_certain_once_i
         "(stopped, killed by SIGTERM) 0 s ago: it will wait forever."
     )
     assert wait.fix.startswith("Restart ps:0") and wait.line.startswith("INFO:tensorflow:An error was raised.")
+
+
+def test_judging_every_role_costs_the_same_per_role_at_1024_workers():
+    """A tick re-judges every role ten times a second on the controller's thread: at 1,024
+    (simulated) workers it must stay a small share of that thread. Each worker's check of its ps
+    peers scanned every role's name (a million string tests a tick), ~0.1 s of CPU a tick here."""
+    import statistics
+    import time
+
+    roles = ["ps:0"] + [f"worker:{i}" for i in range(1024)]
+    d = Diagnoser(roles)
+    for role in roles:
+        d.on_state(role, "running", 0.0)
+    d.on_step("worker:0", 1.0)
+    costs = []
+    for k in range(5):
+        t0 = time.thread_time()  # this thread's CPU: a loaded machine's waits are not counted
+        d.tick(2.0 + k)
+        costs.append(time.thread_time() - t0)
+    assert statistics.median(costs) < 0.02, (
+        f"a tick of 1,025 roles took {statistics.median(costs) * 1000:.0f} ms of CPU"
+    )
+    # Still judged: a worker silent since the ps it needs ended is said to wait for it.
+    d.on_state("ps:0", "failed", 10.0, detail="exit code 1")
+    waiting = {x.role for x in d.tick(10.0 + d.grace_s + 1) if x.waiting}
+    assert waiting == {f"worker:{i}" for i in range(1024)}
