@@ -261,7 +261,7 @@ def measure_window(root: Path, cluster: Path, work: Path, *, roles: int, dwell_s
     with open(work / "window.log", "wb") as log:
         proc = subprocess.Popen(argv, cwd=root, env=sim_env(work), stdout=log, stderr=subprocess.STDOUT)
         try:
-            proc.wait(UP_TIMEOUT_S + 4 * dwell_s * len(TABS) + 180)
+            proc.wait(UP_TIMEOUT_S + SETTLE_S + dwell_s * len(TABS) + 120 + 120)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -353,12 +353,16 @@ def window_child(root: Path, cluster: Path, out: Path, *, roles: int, dwell_s: f
             phase["since"] = now
             if phase["index"] >= len(TABS):
                 whole["beat"].stop()
+                out.write_text(json.dumps(summary()))  # the figures, however long the stop takes
                 finish()
             else:
                 show(TABS[phase["index"]])
-        elif phase["name"] == "stopping" and (
-            window.source is None or window.source.done or now - phase["since"] > 120
-        ):
+        elif phase["name"] == "stopping" and (window.source is None or window.source.done):
+            result["stop_s"] = round(now - phase["since"], 1)
+            ticker.stop()
+            app.quit()
+        elif phase["name"] == "stopping" and now - phase["since"] > 120:
+            result["stop_s"] = None  # not stopped within 120 s
             ticker.stop()
             app.quit()
 
@@ -370,29 +374,37 @@ def window_child(root: Path, cluster: Path, out: Path, *, roles: int, dwell_s: f
     ticker = QtCore.QTimer()
     ticker.timeout.connect(tick)
     ticker.start(100)
+
+    def views() -> dict[str, Any]:
+        figures: dict[str, Any] = {}
+        for tab in TABS:
+            times, beat = frames[tab], beats.get(tab)
+            if not times or beat is None:
+                continue
+            wall = [w * 1000 for w, _ in times]
+            figures[tab] = {
+                "frames": len(times),
+                "frame_p50_ms": round(statistics.median(wall), 1),
+                "frame_p95_ms": round(percentile(wall, 0.95), 1),
+                "frame_cpu_p95_ms": round(percentile([c * 1000 for _, c in times], 0.95), 1),
+                "longest_gap_ms": round(beat.longest_gap_s * 1000),
+                "longest_gap_cpu_ms": round(beat.longest_gap_cpu_s * 1000),
+                "most_gui_cpu_per_turn_ms": round(beat.longest_cpu_s * 1000),
+            }
+        return figures
+
+    def summary() -> dict[str, Any]:
+        result["views"] = views()
+        if "beat" in whole:
+            result["longest_gap_ms"] = round(whole["beat"].longest_gap_s * 1000)
+        result["window_rss_mib"] = round(psutil.Process().memory_info().rss / 2**20, 1)
+        return result
+
     window.launch()
     app.exec()
-    for tab in TABS:
-        times = frames[tab]
-        beat = beats.get(tab)
-        if not times or beat is None:
-            continue
-        wall = [w * 1000 for w, _ in times]
-        result["views"][tab] = {
-            "frames": len(times),
-            "frame_p50_ms": round(statistics.median(wall), 1),
-            "frame_p95_ms": round(percentile(wall, 0.95), 1),
-            "frame_cpu_p95_ms": round(percentile([c * 1000 for _, c in times], 0.95), 1),
-            "longest_gap_ms": round(beat.longest_gap_s * 1000),
-            "longest_gap_cpu_ms": round(beat.longest_gap_cpu_s * 1000),
-            "most_gui_cpu_per_turn_ms": round(beat.longest_cpu_s * 1000),
-        }
-    if "beat" in whole:
-        result["longest_gap_ms"] = round(whole["beat"].longest_gap_s * 1000)
-    result["window_rss_mib"] = round(psutil.Process().memory_info().rss / 2**20, 1)
+    out.write_text(json.dumps(summary()))
     window.close()
     app.processEvents()
-    out.write_text(json.dumps(result))
     return 0
 
 
@@ -471,6 +483,13 @@ def show(result: dict[str, Any]) -> None:
         print(
             f"   {tab:<10} frame p50 {v['frame_p50_ms']:6.1f} ms p95 {v['frame_p95_ms']:6.1f} ms ({v['frames']} frames); "
             f"longest gap {v['longest_gap_ms']} ms; most GUI CPU a turn {v['most_gui_cpu_per_turn_ms']} ms"
+        )
+    if "stop_s" in window:
+        stop = window["stop_s"]
+        print(
+            f"   window: every role running after {window.get('launch_to_all_running_s')} s; stopped in {stop} s"
+            if stop is not None
+            else "   window: the stop had not ended after 120 s"
         )
     if window.get("error"):
         print(f"   window: {window['error']}")
