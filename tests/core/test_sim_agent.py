@@ -169,6 +169,13 @@ def test_a_bad_simulation_flag_is_one_start_failed_line_naming_it_and_the_agent_
     agent.send({"op": "ping", "id": 7})
     assert agent.wait_for("pong")["id"] == 7
 
+    # A simulated role has no TensorFlow to profile: said at once, nothing started.
+    start(agent, "worker:1", SIM, tmp_path / "w1.log")
+    profile = {"id": "p1", "role": "worker:1", "address": "127.0.0.1:2222", "seconds": 2, "logdir": "profiles/t/w1"}
+    agent.send({"op": "profile", **profile})
+    profiled = agent.wait_for("profiled", id="p1")
+    assert profiled["ok"] is False and "simulated" in profiled["reply"]["error"]
+
 
 def test_sim_trainer_run_for_real_refuses_and_says_where_it_runs() -> None:
     result = subprocess.run(
