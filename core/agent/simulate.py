@@ -201,6 +201,11 @@ class SimRole:
         """A signal, as a trainer with Python's default handlers (plus a SIGTERM handler) takes it."""
         if self.ended:
             return
+        # The lines due before it first: a trainer prints on while the agent is busy (a controller
+        # that lags holds the agent's writes), and a stop read late must not erase those steps.
+        self.advance(time.monotonic())
+        if self.ended:
+            return
         if number == signal.SIGKILL:
             self.end(signal_number=signal.SIGKILL)
         elif number == signal.SIGTERM:

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from core.agent.simulate import PID_BASE
+from core.agent.protocol import parse_start
+from core.agent.simulate import PID_BASE, SimRole, Simulator
 from core.telemetry.metrics import MetricParser
 from core.telemetry.pci import normalize_bus_id
 from core.telemetry.placement import PlacementAggregator
@@ -175,6 +176,31 @@ def test_a_bad_simulation_flag_is_one_start_failed_line_naming_it_and_the_agent_
     agent.send({"op": "profile", **profile})
     profiled = agent.wait_for("profiled", id="p1")
     assert profiled["ok"] is False and "simulated" in profiled["reply"]["error"]
+
+
+def test_a_stop_read_late_keeps_the_steps_a_trainer_printed_meanwhile(tmp_path: Path) -> None:
+    """An agent held up (its controller lags, so its writes block) reads a stop late: the steps
+    a real trainer printed meanwhile are in its log first, then it ends."""
+    log = tmp_path / "w0.log"
+    log.touch()
+    simulator = Simulator("host")
+    request = parse_start({"op": "start", "role": "worker:0", "argv": [*SIM, "--rate_hz=100"], "log": str(log)})
+    role = simulator.start(request, "token")
+    sim = role.sim
+    assert isinstance(sim, SimRole)
+    sim.started_at -= 1.0  # the agent was busy for a second: a hundred steps are due
+    sim.next_step_at -= 1.0
+    sim.signal(signal.SIGTERM)
+    simulator.tick()
+    steps = [s.step for s in MetricParser().feed(log.read_text()) if s.step is not None]
+    assert len(steps) >= 100 and steps == list(range(1, len(steps) + 1))
+
+    def ended() -> bool:
+        simulator.tick()
+        return role.leader_done
+
+    wait_for(ended, timeout_s=10)
+    assert role.returncode == 0 and role.signal is None
 
 
 def test_sim_trainer_run_for_real_refuses_and_says_where_it_runs() -> None:
