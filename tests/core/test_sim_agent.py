@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from core.agent.protocol import parse_start
+from core.agent.simlines import cost, step_text
 from core.agent.simulate import PID_BASE, SimRole, Simulator
 from core.telemetry.metrics import MetricParser
 from core.telemetry.pci import normalize_bus_id
@@ -201,6 +202,16 @@ def test_a_stop_read_late_keeps_the_steps_a_trainer_printed_meanwhile(tmp_path: 
 
     wait_for(ended, timeout_s=10)
     assert role.returncode == 0 and role.signal is None
+
+
+@pytest.mark.parametrize(("fmt", "source"), [("step", "classic"), ("keras", "keras"), ("tf1", "tf1_hooks")])
+def test_every_simulated_line_format_reads_back_as_each_step_and_its_loss(fmt: str, source: str) -> None:
+    """250 steps (Keras: two and a half epochs of bars) give the controller's parser every step once."""
+    text = "".join(step_text(fmt, s, index=1, period_s=0.1, total_steps=250) for s in range(1, 251)) + "\n"
+    samples = [x for x in MetricParser().feed(text) if x.step is not None]
+    assert [x.step for x in samples] == list(range(1, 251))
+    assert {x.source for x in samples} == {source}
+    assert [x.loss for x in samples] == [pytest.approx(cost(s, 1), abs=1e-4) for s in range(1, 251)]
 
 
 def test_sim_trainer_run_for_real_refuses_and_says_where_it_runs() -> None:
