@@ -130,7 +130,7 @@ class HostConnections:
     def close_all(self, *, detach: bool) -> None:
         """The controller is done: close every transport (each agent told to shut down, its bye
         seen or its relay ended), or leave the agents running (``detach``). All at once, within
-        ``CLOSE_ALL_WAIT_S`` together: one after the other, 8 hosts took up to 8 closes."""
+        ``CLOSE_ALL_WAIT_S`` together: one after the other, each host's close was added to the last."""
         with self._lock:
             transports = list(self._transports.values())
         threads = [

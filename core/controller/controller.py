@@ -320,7 +320,7 @@ class Controller:
 
     @property
     def done(self) -> bool:
-        """Every role has ended and every agent was closed (or left): nothing of the run runs for it."""
+        """The controller has finished: every role ended and every agent was closed, or (a detach) left running."""
         return self._closed.is_set()
 
     # The RunSource protocol (core.controller.session): a live controller runs its cluster here.
