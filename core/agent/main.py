@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 
 from .processes import ignore_here
 from .protocol import MAX_PERIOD_S, MIN_PERIOD_S
 from .serve import LINGER_S, relay, serve_in_step, start_detached
+from .simulate import SIMULATE_VAR
 from .supervisor import Agent
 
 
@@ -37,6 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--linger", type=float, default=LINGER_S, help=argparse.SUPPRESS)
     parser.add_argument(
+        "--simulate",
+        action="store_true",
+        help="simulate the roles instead of starting them (a harness for tests and benchmarks; "
+        "as TOWERDECK_SIMULATE=1)",
+    )
+    parser.add_argument(
         "--probe", metavar="REQUEST", help="run the pre-flight checks of REQUEST (JSON), print one JSON answer, exit"
     )
     parser.add_argument(
@@ -45,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         help="choose N distinct free TCP ports on this machine, print them as JSON, exit (counted tasks on Slurm)",
     )
     args = parser.parse_args(argv)
+    if args.simulate:  # through the environment, so a detached serving agent simulates too
+        os.environ[SIMULATE_VAR] = "1"
     if args.free_ports is not None:
         from .freeports import main as free_ports_main
 

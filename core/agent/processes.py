@@ -14,7 +14,7 @@ import ctypes
 import os
 import signal
 import subprocess
-from typing import IO, NamedTuple
+from typing import IO, NamedTuple, Protocol
 
 TOKEN_VAR = "TOWERDECK_ROLE_TOKEN"  # noqa: S105 - a variable name, not a secret
 PR_SET_CHILD_SUBREAPER = 36
@@ -99,10 +99,23 @@ def _open_log(log_path: str) -> IO[bytes] | None:
         return None
 
 
+class RoleProcess(Protocol):
+    """A role's main process as a Role keeps it: a ``Popen``, or a simulated one (:mod:`.simulate`)."""
+
+    pid: int
+    returncode: int | None
+
+
+class Simulated(Protocol):
+    """A simulated role's stand-in (:class:`.simulate.SimRole`): signals go to it, not to a pid."""
+
+    def signal(self, number: int) -> None: ...
+
+
 class Role:
     """One started attempt of a role, as the agent sees it."""
 
-    def __init__(self, name: str, attempt: int, proc: subprocess.Popen[bytes], log_path: str, token: str) -> None:
+    def __init__(self, name: str, attempt: int, proc: RoleProcess, log_path: str, token: str) -> None:
         self.name = name
         self.attempt = attempt
         self.proc = proc
@@ -136,6 +149,8 @@ class Role:
         self.tree_gone_at: float | None = None
         self.tree_checked_at = 0.0  # see watch.tick
         self.skip_backlog = False  # once stopping, output far behind may be skipped (watch.tail)
+        # Set when the agent simulates the role: no process of it exists, so none is looked for.
+        self.sim: Simulated | None = None
 
     def reopen_log(self) -> None:
         """Try again to open a log that could not be opened yet."""
@@ -173,6 +188,8 @@ def has_token(pid: int, token: str) -> bool:
 def role_tree(role: Role, table: ProcTable, *, scan_environ: bool) -> set[int]:
     """Live (non-zombie) processes that belong to ``role``: its session, their descendants, and
     processes carrying its token (``scan_environ``), which finds children that called setsid()."""
+    if role.sim is not None:
+        return set()  # simulated: its synthetic pid is no process's
     me = os.getpid()
     members = {pid for pid, row in table.rows.items() if row.session == role.sid or row.pgrp == role.sid}
     if not role.leader_done:
@@ -192,6 +209,9 @@ def role_tree(role: Role, table: ProcTable, *, scan_environ: bool) -> set[int]:
 
 def signal_tree(role: Role, number: int) -> None:
     """Send ``number`` to the role's process group and to every process of its tree (fresh table)."""
+    if role.sim is not None:
+        role.sim.signal(number)
+        return
     pids = role_tree(role, ProcTable(), scan_environ=True)
     with contextlib.suppress(OSError):
         os.killpg(role.sid, number)

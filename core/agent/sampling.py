@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from .gpuquery import call, decode, load_nvml, milli
 from .processes import read_stat
 
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class GpuSource(Protocol):
+    """What samples a host's GPUs: :class:`GpuSampler` (NVML), or a simulating agent's GPUs."""
+
+    status: str
+    count: int
+
+    def sample(self, pid_roles: dict[int, str]) -> list[dict[str, Any]]: ...
 
 
 class GpuSampler:

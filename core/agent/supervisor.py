@@ -34,6 +34,7 @@ from .protocol import (
     MIN_PERIOD_S,
     CommandError,
     LineBuffer,
+    StartRequest,
     clamp_period,
     encode_event,
     hello_fields,
@@ -42,8 +43,10 @@ from .protocol import (
     parse_start,
 )
 from .pump import Pump, start_pump
-from .sampling import GpuSampler, HostSampler
+from .sampling import GpuSource, HostSampler
 from .scalars import ScalarFeed
+from .simulate import SIMULATE_VAR, Simulator
+from .simulate import enabled as simulating
 
 TICK_S = 0.1
 CHUNK_BYTES = 64 * 1024
@@ -68,7 +71,7 @@ class Agent:
         self.sampling = True  # ``configure`` turns the samples off and on (the GPU proof's A/B)
         self.next_sample = 0.0
         self.host_sampler = HostSampler()
-        self.gpu_sampler: GpuSampler | None = None
+        self.gpu_sampler: GpuSource | None = None
         self.scalars = ScalarFeed()
         self.ended: dict[str, dict[str, Any]] = {}  # roles that exited since the last sample
         # Every role's last exit (fields, log, end), kept for ``resume``: a controller that lagged
@@ -79,6 +82,8 @@ class Agent:
         self.pumps: dict[int, Role] = {}  # log pump pid -> its role
         self.behind = False  # some role's output is not all sent yet: the next tick comes at once
         self.traces = Traces()  # ``profile``: tracers running (core/agent/profile.py)
+        # TOWERDECK_SIMULATE: roles are simulated, not forked (a harness for tests and benchmarks).
+        self.simulator = Simulator(self.hostname) if simulating() else None
 
     # ---------------------------------------------------------------- output
 
@@ -155,6 +160,9 @@ class Agent:
             open(log_path, "ab").close()  # exists before the tail opens it
         except (OSError, ValueError):
             pass  # a full disk must not stop a restart: the pump retries, and reports it
+        if self.simulator is not None:
+            self.start_simulated(request, token)
+            return
         try:
             pump = start_pump(log_path)
             proc = spawn(request.argv, cwd=request.cwd, env=full_env, stdout_fd=pump.role_fd)
@@ -181,6 +189,22 @@ class Agent:
             if problem is not None:
                 self.error(problem, op="start", role=name)
 
+    def start_simulated(self, request: StartRequest, token: str) -> None:
+        """``start`` in a simulating agent: a :class:`~.simulate.SimRole`, no process."""
+        try:
+            role = self.simulator.start(request, token) if self.simulator is not None else None
+        except ValueError as exc:
+            message = f"cannot simulate {request.role}: {exc}"
+            with contextlib.suppress(OSError, ValueError), open(request.log, "ab") as log:
+                log.write(f"[towerdeck] {message}\n".encode())
+            self.emit("start_failed", role=request.role, attempt=request.attempt, error=message)
+            return
+        assert role is not None
+        role.start_argv0, role.start_env, role.start_cwd = request.argv[0], request.env, request.cwd
+        role.skip_backlog = request.skip_backlog
+        self.roles[role.name] = role
+        self.emit("started", role=role.name, attempt=role.attempt, pid=role.pid, log=role.log_path)
+
     def op_stop(self, command: dict[str, Any]) -> None:
         role = self._role(command)
         if role is not None:
@@ -200,6 +224,9 @@ class Agent:
         number = signal_number(str(command["signal"]))
         if number is None:
             self.error(f"unknown signal {command['signal']!r}", op="signal", role=role.name)
+            return
+        if role.sim is not None:
+            role.sim.signal(number)
             return
         try:
             os.killpg(role.sid, number)
@@ -283,6 +310,23 @@ class Agent:
         role = self._role(command)
         if role is None:
             return
+        if role.sim is not None:  # no process, so no TensorFlow server to trace: say so at once
+            reply = {
+                "ok": False,
+                "error": f"{role.name} is simulated ({SIMULATE_VAR}): there is no TensorFlow to trace",
+            }
+            self.emit(
+                "profiled",
+                id=request.id,
+                role=role.name,
+                ok=False,
+                returncode=None,
+                reply=reply,
+                stderr="",
+                files=[],
+                elapsed_s=0.0,
+            )
+            return
         python = role_python(role.start_argv0)
         try:
             trace = start_trace(request, python=python, env={**os.environ, **role.start_env}, cwd=role.start_cwd)
@@ -337,6 +381,8 @@ class Agent:
 
     def tick(self) -> None:
         """One round of supervision: exits, output, pump status, stops due, samples, scalars."""
+        if self.simulator is not None:
+            self.simulator.tick()  # the simulated roles' lines are on disk before the tail reads them
         watch.tick(self)
         for outcome in self.traces.poll():
             self.emit("profiled", **outcome)

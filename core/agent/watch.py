@@ -16,8 +16,9 @@ from .processes import LEFTOVER_GRACE_S, ProcTable, Role, role_tree, signal_tree
 from .profile import Traces
 from .protocol import now
 from .pump import PUMP_STUCK_S, parse_pump_status
-from .sampling import GpuSampler, HostSampler
+from .sampling import GpuSampler, GpuSource, HostSampler
 from .scalars import ScalarFeed
+from .simulate import Simulator
 
 READ_BUDGET_BYTES = 1 << 20  # per role per tick, so one chatty role cannot starve the rest
 CHUNK_BYTES = 64 * 1024
@@ -49,9 +50,10 @@ class WatchedAgent(Protocol):
     next_sample: float
     sample_table: ProcTable | None
     host_sampler: HostSampler
-    gpu_sampler: GpuSampler | None
+    gpu_sampler: GpuSource | None
     scalars: ScalarFeed
     traces: Traces
+    simulator: Simulator | None  # roles simulated (core/agent/simulate.py), or None: real
 
     def emit(self, event: str, **fields: Any) -> bool: ...
 
@@ -249,7 +251,7 @@ def tick(agent: WatchedAgent) -> None:
 def sample(agent: WatchedAgent, table: ProcTable | None = None) -> None:
     """Emit one ``sample`` event: host, every role's whole tree, every GPU."""
     if agent.gpu_sampler is None:
-        agent.gpu_sampler = GpuSampler(agent.hostname)
+        agent.gpu_sampler = GpuSampler(agent.hostname) if agent.simulator is None else agent.simulator.gpus
         agent.emit("gpu_status", status=agent.gpu_sampler.status, count=agent.gpu_sampler.count)
     table = table or ProcTable(agent.sample_table)
     agent.sample_table = table
@@ -260,11 +262,15 @@ def sample(agent: WatchedAgent, table: ProcTable | None = None) -> None:
         pids = role_tree(role, table, scan_environ=False)
         alive |= pids
         pid_roles.update(dict.fromkeys(pids, role.name))
+        if role.sim is not None and agent.simulator is not None:
+            figures = agent.simulator.figures(role)
+        else:
+            figures = agent.host_sampler.role(pids)
         roles[role.name] = {
             "alive": not role.leader_done,
             "pid": role.pid,
             "attempt": role.attempt,
-            **agent.host_sampler.role(pids),
+            **figures,
         }
     roles.update(agent.ended)
     agent.ended = {}
