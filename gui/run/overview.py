@@ -73,7 +73,7 @@ class _Layout:
     cells: tuple[tuple[QtCore.QRect, str], ...]  # role names: the cells are read from the model at paint
     cell_size: QtCore.QSize
     height: int
-    host_tiles: tuple[tuple[QtCore.QRect, HostTile], ...] = ()  # host mode, nothing picked
+    host_tiles: tuple[tuple[QtCore.QRect, str], ...] = ()  # host mode, nothing picked: hosts, read at paint
     back: QtCore.QRect | None = None  # the legend's way back to every host
 
 
@@ -185,16 +185,21 @@ class ClusterOverview(QtWidgets.QWidget):
         return tuple(h for h in self._model.hosts if h.host == self.drill)
 
     def host_tile_rect(self, host: str) -> QtCore.QRect | None:
-        return next((rect for rect, tile in self._ensure_layout().host_tiles if tile.host == host), None)
+        return next((rect for rect, name in self._ensure_layout().host_tiles if name == host), None)
+
+    def _current_tiles(self) -> dict[str, HostTile]:
+        return {tile.host: tile for tile in self._tiles()}
 
     def shown_host_tiles(self) -> list[HostTile]:
-        return [tile for _, tile in self._ensure_layout().host_tiles]
+        current = self._current_tiles()
+        return [current[name] for _, name in self._ensure_layout().host_tiles if name in current]
 
     def back_rect(self) -> QtCore.QRect | None:
         return self._ensure_layout().back
 
     def host_tile_at(self, pos: QtCore.QPoint) -> HostTile | None:
-        return next((tile for rect, tile in self._ensure_layout().host_tiles if rect.contains(pos)), None)
+        name = next((name for rect, name in self._ensure_layout().host_tiles if rect.contains(pos)), None)
+        return None if name is None else self._current_tiles().get(name)
 
     def legend_text(self) -> str:
         parts = [f"{n} {cat}" for cat, n in self._model.counts]
@@ -269,7 +274,7 @@ class ClusterOverview(QtWidgets.QWidget):
                     HOST_TILE.width(),
                     HOST_TILE.height(),
                 ),
-                tile,
+                tile.host,
             )
             for k, tile in enumerate(tiles)
         )
@@ -306,8 +311,12 @@ class ClusterOverview(QtWidgets.QWidget):
         palette = self.palette()
         self._paint_legend(painter, palette, back=layout.back)
         clip = event.rect()
-        for rect, tile in layout.host_tiles:
-            if rect.intersects(clip):  # 128 hosts and more: only those in the scrolled view
+        # The layout is kept while the hosts and their order stay; what each tile shows is the
+        # current model's (its rates move every frame).
+        tiles = self._current_tiles() if layout.host_tiles else {}
+        for rect, name in layout.host_tiles:
+            tile = tiles.get(name)
+            if tile is not None and rect.intersects(clip):  # 128 hosts and more: only those in view
                 self._paint_host_tile(painter, rect, tile, palette)
         for rect, host in zip(layout.boxes, self._hosts(), strict=True):
             painter.setPen(QtGui.QPen(palette.color(QtGui.QPalette.ColorRole.Mid), 1))
