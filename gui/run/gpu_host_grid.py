@@ -50,14 +50,14 @@ class GpuHostGrid(QtWidgets.QWidget):
         self.sort = "host"
         self.filter_text = ""
         self.link_states: dict[str, str] = {}  # host -> its link's state when not connected
-        self._painted: tuple[int, str, str, int] | None = None
+        self._painted: tuple[int, str, str, tuple[tuple[str, str], ...]] | None = None
         self._rects: list[tuple[QtCore.QRect, GpuHost]] = []
         self.repaints = 0
         self.setMouseTracking(True)
 
     # -- inputs -------------------------------------------------------------------------------
-    def _wanted(self) -> tuple[int, str, str, int]:
-        return (self.summaries.board.version, self.sort, self.filter_text, len(self.link_states))
+    def _wanted(self) -> tuple[int, str, str, tuple[tuple[str, str], ...]]:
+        return (self.summaries.board.version, self.sort, self.filter_text, tuple(sorted(self.link_states.items())))
 
     def refresh(self, *, force: bool = False) -> bool:
         """Called at the frame rate: re-lay out and repaint if the board, the order or the filter

@@ -154,6 +154,12 @@ def test_128_hosts_lead_with_a_tile_per_host_and_drill_down_to_a_gpu_and_back(qt
         panel.refresh()
     assert panel.hosts["node-60"].title() == "Host node-60: lost" and not panel.hosts["node-60"].isHidden()
     assert panel.hosts["node-7"].isHidden()
+    # Another host lost as this one comes back: as many lost, but the tiles say which.
+    panel.show_host(None)
+    grid.refresh()
+    panel.set_link_state("node-60", "connected", "")
+    panel.set_link_state("node-61", "lost", "no answer for 30 s")
+    assert grid.refresh() is True and grid.link_states == {"node-61": "lost"}
 
 
 def test_few_hosts_keep_the_gpu_grid(qtbot):
