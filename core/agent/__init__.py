@@ -15,6 +15,8 @@ this package (:func:`artifact`), over SSH or locally; docs/agent-protocol.md is 
 - ``scalars``: the ``scalars`` events, one tailer per role's TensorBoard directory
 - ``profile``: the ``profile`` and ``read_file`` ops: a role traced, its files read back in chunks
 - ``tracer``: run with a role's own python to ask its TensorFlow server for a trace
+- ``simulate``: roles simulated instead of forked (``TOWERDECK_SIMULATE``: tests and benchmarks)
+- ``simlines``: what a simulated role prints (step, Keras, TF1 lines; placement; a traceback)
 - ``serve``: serve/attach mode (an owner-only Unix socket that outlives the controller)
 - ``probe``: the pre-flight checks, run on the host with the agent's python
 - ``freeports``: ``--free-ports N``: ports chosen free on a Slurm node for counted tasks

@@ -45,7 +45,7 @@ from .protocol import (
 from .pump import Pump, start_pump
 from .sampling import GpuSource, HostSampler
 from .scalars import ScalarFeed
-from .simulate import Simulator
+from .simulate import SIMULATE_VAR, Simulator
 from .simulate import enabled as simulating
 
 TICK_S = 0.1
@@ -309,6 +309,23 @@ class Agent:
         request = parse_profile(command)
         role = self._role(command)
         if role is None:
+            return
+        if role.sim is not None:  # no process, so no TensorFlow server to trace: say so at once
+            reply = {
+                "ok": False,
+                "error": f"{role.name} is simulated ({SIMULATE_VAR}): there is no TensorFlow to trace",
+            }
+            self.emit(
+                "profiled",
+                id=request.id,
+                role=role.name,
+                ok=False,
+                returncode=None,
+                reply=reply,
+                stderr="",
+                files=[],
+                elapsed_s=0.0,
+            )
             return
         python = role_python(role.start_argv0)
         try:

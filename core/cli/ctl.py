@@ -16,6 +16,7 @@ from core.cli.chaos import add_chaos_arguments, cmd_chaos
 from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, resolve_run
 from core.cli.helptree import add_topic_help, command
 from core.cli.profile import add_profile_arguments, cmd_profile, cmd_why, usage_problem
+from core.cli.progname import PROG as BASE_PROG
 from core.diagnosis.wording import waiting_lines
 from core.run import control, rundir
 from core.run.checkpoints import read_run_checkpoints
@@ -25,7 +26,7 @@ from core.views.checkpoints import size_text
 from core.views.conditions import trouble_text
 from core.views.slurm_text import slurm_lines
 
-PROG = "python main.py ctl"
+PROG = f"{BASE_PROG} ctl"
 RUN_HELP = "a run directory, a run id from `runs`, or 'latest'"
 ROLE_HELP = "the role: worker:1, worker/1 or /job:worker/task:1"
 
@@ -110,7 +111,7 @@ def add_parser(sub: Any) -> None:
         "End the launch (or attach) that controls the run, and leave its roles running; it prints how\n"
         "to take control again (`attach RUN`).",
         ("leave the last run running without its launcher", f"{PROG} latest detach"),
-        ("take control again later", "python main.py attach latest"),
+        ("take control again later", f"{BASE_PROG} attach latest"),
     )
     a = action(
         "profile",

@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 from core.cli.exits import EXIT_OK, EXIT_USAGE
 from core.cli.helptree import command
+from core.cli.progname import PROG
 from core.install.desktop import DesktopError, DesktopFiles, data_home, install, launcher_argv, uninstall
 from core.textsafe import terminal
 
@@ -25,8 +26,8 @@ def add_parser(sub: Any) -> None:
             summary=text,
             description=f"{text[0].upper()}{text[1:]}: files under $XDG_DATA_HOME (default ~/.local/share).",
             examples=[
-                (text, f"python main.py {name}"),
-                ("under another folder", f"python main.py {name} --data-home /tmp/share"),
+                (text, f"{PROG} {name}"),
+                ("under another folder", f"{PROG} {name} --data-home /tmp/share"),
             ],
         )
         p.set_defaults(handler=handler)

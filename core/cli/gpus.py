@@ -21,6 +21,7 @@ from typing import Any, TextIO
 from core.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from core.cli.helptree import command
 from core.cli.interrupts import Interrupted, raising_on_signals
+from core.cli.progname import PROG
 from core.cluster.spec import ClusterSpec
 from core.preflight.gpus import GIB, GpuTarget, HostFeed, HostGpus, TargetError, slurm_targets, start_feeds, targets_for
 from core.run.journal import json_line
@@ -39,9 +40,9 @@ def add_parser(sub: Any) -> None:
         "utilization, memory, temperature, power, the processes on it and which TowerDeck role each is.\n"
         "Before a launch: which GPUs are free.",
         examples=(
-            ("this machine's GPUs", "python main.py gpus"),
-            ("every host of a cluster, refreshed until Ctrl-C", "python main.py gpus cluster.toml --watch"),
-            ("two hosts over SSH", "python main.py gpus --hosts gpu1,user@gpu2"),
+            ("this machine's GPUs", f"{PROG} gpus"),
+            ("every host of a cluster, refreshed until Ctrl-C", f"{PROG} gpus cluster.toml --watch"),
+            ("two hosts over SSH", f"{PROG} gpus --hosts gpu1,user@gpu2"),
         ),
     )
     p.set_defaults(handler=cmd_gpus)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from core.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, resolve_run
 from core.cli.exits import print_problems as _print_problems
 from core.cli.interrupts import on_signals
+from core.cli.progname import PROG
 from core.diagnosis.wording import waiting_lines
 from core.run import journal, rundir
 from core.run.events import (
@@ -440,7 +441,7 @@ def _supervise(session: LaunchSession, args: argparse.Namespace, *, out: TextIO,
                 signal.signal(signum, handler)
     status = controller.status()
     if status.phase == "detached":
-        print("\n" + terminal(f"left running; reattach with: python main.py attach {run.path}"), file=out, flush=True)
+        print("\n" + terminal(f"left running; reattach with: {PROG} attach {run.path}"), file=out, flush=True)
         return EXIT_OK
     elapsed_s = _run_duration_s(run.path)
     _print_summary(

@@ -25,6 +25,7 @@ from core.cli.gpus import add_parser as add_gpus_parser
 from core.cli.helptree import FORMATTER, Parser, add_topic_help, command, examples_text, topic
 from core.cli.launch import cmd_attach, cmd_launch
 from core.cli.profile import add_summary_parser
+from core.cli.progname import PROG
 from core.cli.runs import add_arguments as add_runs_arguments
 from core.cli.runs import cmd_runs
 from core.cluster.demo import DEMO_CLUSTER
@@ -33,8 +34,6 @@ from core.cluster.problems import SpecError
 from core.cluster.render import render_all
 from core.cluster.spec import UnplacedTasksError, dumps, load
 from core.textsafe import terminal, terminal_lines
-
-PROG = "python main.py"
 
 # The subcommands as ``python main.py --help`` lists them, by what a user is doing (git's and
 # kubectl's help group theirs the same way); one not named here is listed under "other".

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from core.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from core.cli.helptree import command
+from core.cli.progname import PROG
 from core.profiling.breakdown import breakdown_after, capture_breakdown
 from core.profiling.capture import (
     MAX_SECONDS,
@@ -109,8 +110,8 @@ def add_summary_parser(sub: Any) -> None:
         description="Print the summary of a profile capture kept on disk: steps, breakdown, bottleneck and top ops\n"
         "per role side by side, and the verdict when `ctl RUN why` made it.",
         examples=(
-            ("a run's latest capture", "python main.py profile-summary RUN"),
-            ("one capture", "python main.py profile-summary RUN/profiles/20261127-153512"),
+            ("a run's latest capture", f"{PROG} profile-summary RUN"),
+            ("one capture", f"{PROG} profile-summary RUN/profiles/20261127-153512"),
         ),
     )
     p.set_defaults(handler=cmd_profile_summary)

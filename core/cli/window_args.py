@@ -8,6 +8,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from core.cli.progname import PROG
+
 # Every page and tab the window opens at, as --tab names it: the Cluster and Runs pages, and the
 # Run page's tabs (gui/window/app.py shows each; tests/gui checks the window has no other).
 PAGES = ("cluster", "runs")
@@ -50,7 +52,7 @@ def add_window_arguments(group: Any, *, with_file: bool = True) -> None:
 def window_group(parser: argparse.ArgumentParser) -> None:
     """The window's options as a section of ``python main.py --help``."""
     group = parser.add_argument_group(
-        "window options (python main.py [FILE] [OPTIONS])",
+        f"window options ({PROG} [FILE] [OPTIONS])",
         "With no subcommand TowerDeck opens its window on FILE, a cluster file (default: the last one you\n"
         "opened), or on --demo, --run RUN.",
     )

@@ -18,6 +18,9 @@ from core.cluster.spec import ClusterSpec, HostConfig
 from core.remote.transport import EventSink, Transport
 from core.run.rundir import RunDir, host_file_name
 
+# Closing every agent at the end of a run, together: each close waits up to 10 s for its agent's
+# bye, then 10 s for its relay (core.remote.link), and is killed past that.
+CLOSE_ALL_WAIT_S = 30.0
 ATTACH_CONNECT_ON_STOP_S = 10.0  # a reattach stopped while connecting: how long its connections get yet
 
 # Makes the transport that reaches one host's agent: (host, where its events go, its log file).
@@ -125,14 +128,22 @@ class HostConnections:
                 thread.join(5.0)
 
     def close_all(self, *, detach: bool) -> None:
-        """The controller is done: close every transport, or leave the agents running (``detach``)."""
+        """The controller is done: close every transport (each agent told to shut down, its bye
+        seen or its relay ended), or leave the agents running (``detach``). All at once, within
+        ``CLOSE_ALL_WAIT_S`` together: one after the other, each host's close was added to the last."""
         with self._lock:
             transports = list(self._transports.values())
-        for transport in transports:
-            if detach:
-                transport.detach()
-            else:
-                transport.close()
+        threads = [
+            threading.Thread(
+                target=transport.detach if detach else transport.close, name=f"close-{transport.host}", daemon=True
+            )
+            for transport in transports
+        ]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + CLOSE_ALL_WAIT_S
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 # ------------------------------------------------------------------------------------------

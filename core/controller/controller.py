@@ -25,6 +25,7 @@ tick, never a sleep.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -80,6 +81,8 @@ MAX_QUEUE = 100_000
 # used to raise a warning, and 256 workers' links behind a busy controller journalled 23,438 of
 # them in a minute (4.3 MB of events.jsonl, and as many status-bar messages in the window).
 BEHIND_WARNING_EVERY_S = 60.0
+_OVER = "the run is over; launch the cluster again"
+_NOTHING_TO_LEAVE = "the run is over; there is nothing to leave running"
 
 
 class RoleAddress(NamedTuple):
@@ -138,6 +141,10 @@ class Controller:
         self._ticked_at = 0.0
         self._thread: threading.Thread | None = None
         self._interrupted = threading.Event()  # stop_all/kill_all was asked: connections being made give up
+        # Set once the run is over AND every agent was closed (told to shut down, its bye seen or its
+        # relay gone) or left (detach): what ``done`` and ``wait`` say. A window or CLI that exits when
+        # told done must not cut the closing short: an agent never told lingered for a reattach.
+        self._closed = threading.Event()
         self._write_error_reported = False
         self._host_states: dict[str, dict[str, Any]] = {}
         self._host_states_lock = threading.Lock()
@@ -268,9 +275,13 @@ class Controller:
     def command(self, command: Command) -> Future[str]:
         """Queue ``command`` for the controller's thread; the Future has its answer (one line), or
         the reason it was refused."""
+        future: Future[str] = Future()
+        if self._supervisor.done.is_set():  # its loop has ended (the agents may be closing): nobody would answer
+            over = _NOTHING_TO_LEAVE if isinstance(command, Detach) else _OVER
+            future.set_exception(RuntimeError(over))
+            return future
         if isinstance(command, (StopAll, KillAll)):
             self._interrupted.set()  # a connection still being made (a hung ssh) is given up now
-        future: Future[str] = Future()
         try:
             self._commands.put_nowait((command, future))
         except queue.Full:
@@ -309,12 +320,13 @@ class Controller:
         return self.command(SetSampling(on, period_s))
 
     def wait(self, timeout_s: float | None = None) -> bool:
-        """Wait until every role has ended; True if so."""
-        return self._supervisor.done.wait(timeout_s)
+        """Wait until every role has ended and every agent was closed (or left, on a detach); True if so."""
+        return self._closed.wait(timeout_s)
 
     @property
     def done(self) -> bool:
-        return self._supervisor.done.is_set()
+        """The controller has finished: every role ended and every agent was closed, or (a detach) left running."""
+        return self._closed.is_set()
 
     # The RunSource protocol (core.controller.session): a live controller runs its cluster here.
     @property
@@ -421,6 +433,10 @@ class Controller:
         """Where every agent's events arrive, on the link's thread."""
         if self._requests.offer(host, event):
             return  # an answer for the thread that asked, not for the controller
+        if self._supervisor.done.is_set():
+            # The loop has ended and reads the queue no more: a full queue must not hold the link
+            # that reads the agent's last events (its bye) while the agents are being closed.
+            return
         event[RECEIVED_KEY] = time.monotonic()  # how far behind the controller is (core.controller.output_intake)
         try:
             self._queue.put_nowait(AgentEvent(host, event))
@@ -473,10 +489,22 @@ class Controller:
                     self._roles.refresh_figures(now, every_s=STATUS_FIGURES_S)
             except Exception as exc:  # never let one bad event kill the controller
                 self._publisher.publish(warning(f"internal error: {exc!r}", round(time.time(), 3)))
-        self._checkpoint_poller.stop()
-        self._hosts.close_all(detach=self._detached)
-        if self._slurm is not None:
-            self._slurm.release(detached=self._detached)
+        try:
+            self._checkpoint_poller.stop()
+            self._hosts.close_all(detach=self._detached)
+            if self._slurm is not None:
+                self._slurm.release(detached=self._detached)
+        finally:
+            self._closed.set()
+            self._refuse_queued()
+
+    def _refuse_queued(self) -> None:
+        """Commands queued as the loop ended get their answer: the run is over."""
+        with contextlib.suppress(queue.Empty):
+            while True:
+                _command, future = self._commands.get_nowait()
+                if future is not None and future.set_running_or_notify_cancel():
+                    future.set_exception(RuntimeError(_OVER))
 
     def _on_command(self, command: Command, future: Future[str] | None) -> None:
         if future is not None and not future.set_running_or_notify_cancel():
@@ -503,12 +531,12 @@ class Controller:
                 return self._reattach()
             case Detach():
                 if phase == ClusterPhase.DONE:
-                    raise RuntimeError("the run is over; there is nothing to leave running")
+                    raise RuntimeError(_NOTHING_TO_LEAVE)
                 self._detached = True
                 self._supervisor.end(ClusterPhase.DETACHED)
                 return "left the cluster running; reattach with: python main.py attach " + str(self.run.path)
         if phase == ClusterPhase.DONE:
-            raise RuntimeError("the run is over; launch the cluster again")
+            raise RuntimeError(_OVER)
         match command:
             case StopAll():
                 self._supervisor.set_phase(ClusterPhase.STOPPING, "stopped", "stopped by the user")

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.atomic import replace_file
 from core.install.about import HOME, is_checkout
 
 APP_ID = "towerdeck"  # the entry's file name and the icon's name; the window's desktopFileName
@@ -114,15 +114,7 @@ def entry_text(argv: list[str]) -> str:
 def _write(path: Path, data: bytes) -> None:
     """``data`` at ``path`` whole or not at all: a menu never reads a half-written entry."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    replace_file(path, data, mode=0o644)
 
 
 def install(files: DesktopFiles, argv: list[str] | None = None) -> list[Path]:

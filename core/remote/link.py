@@ -47,6 +47,7 @@ BACKOFF_MAX_S = 10.0
 RECONNECT_GIVE_UP_S = 300.0  # then the host is lost (its roles may still run; `attach` later)
 SEEN_SAVE_PERIOD_S = 1.0
 MAX_PENDING_COMMANDS = 1024  # commands waiting for a reconnect; past it a command is refused
+SHUTDOWN_GRACE_S = 5.0  # a role still running when the agent is told to shut down gets this, then SIGKILL
 KEEPALIVE_S = 5.0  # a ping this often: the agent refuses another controller while it hears this one
 
 
@@ -133,7 +134,8 @@ class AgentLink:
             return self._write(command)
 
     def close(self, timeout_s: float = 10.0) -> None:
-        """The run is over: ask the agent to end (its roles have ended) and wait for the relay."""
+        """The run is over: ask the agent to end (its roles have ended), wait up to ``timeout_s`` for
+        its bye (the relay ends after it), then up to ``timeout_s`` more for the relay."""
         self._end(shutdown=True, timeout_s=timeout_s)
 
     def detach(self, timeout_s: float = 10.0) -> None:
@@ -147,8 +149,7 @@ class AgentLink:
         with self._lock:
             self._closing = True
             connected = self._connected
-            if shutdown and connected:
-                self._write({"op": "shutdown", "grace_s": 5.0})
+            asked = shutdown and connected and self._write({"op": "shutdown", "grace_s": SHUTDOWN_GRACE_S})
             proc = self._proc
         self._stop.set()
         if proc is None:
@@ -159,9 +160,16 @@ class AgentLink:
             # zipapp to an ssh that reads nothing yet; closing it would wait for that write, that
             # is for ssh to give up (seconds to minutes). End the relay's whole group now.
             kill_group(proc)
-        elif proc.stdin is not None:
-            with contextlib.suppress(OSError):
-                proc.stdin.close()
+        else:
+            if asked:
+                # The agent's bye first: it hangs up after it, which ends the relay. Hanging up
+                # at once, the agent might see its controller leave before it read the shutdown,
+                # and a keep-mode agent left so keeps its roles' exits for a reattach (LINGER_S).
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout_s)
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
         if proc is not None:
             try:
                 proc.wait(timeout_s)

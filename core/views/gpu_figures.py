@@ -15,6 +15,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from core.telemetry.pci import normalize_bus_id
+from core.views.gpu_hosts import GPUS_FROM, HOSTS_FROM
 from core.views.gpu_tiles import GpuTileBoard
 from core.views.series import Series
 
@@ -50,6 +51,8 @@ class GpuFigures:
         self.board = GpuTileBoard()  # the tiles past grid_from GPUs
         self.gpu_count = 0
         self.grid_from = GRID_FROM
+        self.hosts_from = HOSTS_FROM  # past this many hosts with GPUs, or gpus_from GPUs: a tile per host
+        self.gpus_from = GPUS_FROM
         self.focus: GpuKey | None = None  # the GPU whose card shows, in grid mode
         self.version = 0  # moves on every change a card could show
 
@@ -151,8 +154,18 @@ class GpuFigures:
         """Past ``grid_from`` GPUs: a tile each, and only the focused GPU's card."""
         return self.gpu_count > self.grid_from
 
+    @property
+    def host_mode(self) -> bool:
+        """Past ``hosts_from`` hosts with GPUs or ``gpus_from`` GPUs: a tile per host leads, a
+        host's tiles and its cards show only when picked."""
+        return self.gpu_count > self.gpus_from or self.board.host_count > self.hosts_from
+
     def shown(self, key: GpuKey) -> bool:
-        """Whether ``key``'s card shows: always for a host's CPU card and below ``grid_from`` GPUs."""
+        """Whether ``key``'s card shows: always for a host's CPU card and below ``grid_from`` GPUs;
+        past ``hosts_from`` hosts only the focused GPU's and its host's (1,024 hosts' CPU cards
+        are 1,024 plots)."""
+        if key[1] < 0 and self.host_mode:
+            return self.focus is not None and key[0] == self.focus[0]
         return key[1] < 0 or not self.grid_mode or key == self.focus
 
     def pending(self, made: Collection[GpuKey]) -> list[GpuKey]:

@@ -92,6 +92,8 @@ class GpuTileBoard:
         self._tiles: dict[tuple[str, int], GpuTile] = {}
         self._latest: dict[tuple[str, int], tuple[Mapping[str, Any], float]] = {}
         self._history: dict[tuple[str, int], _History] = {}
+        self._by_host: dict[str, list[int]] = {}  # host -> its GPU indexes, as first seen
+        self.host_versions: dict[str, int] = {}  # host -> the board's version at its last sample
         self.version = 0  # bumped on every change, so a view redraws only when it must
 
     def add_sample(self, data: Mapping[str, Any]) -> None:
@@ -125,18 +127,21 @@ class GpuTileBoard:
                 used, total = _num(gpu.get("memory_used_bytes")), _num(gpu.get("memory_total_bytes"))
                 history.utilization.append(max(0.0, min(util / 100.0, 1.0)) if util is not None else float("nan"))
                 history.memory.append(max(0.0, min(used / total, 1.0)) if used is not None and total else float("nan"))
+            if key not in self._latest:
+                self._by_host.setdefault(key[0], []).append(key[1])
             self._latest[key] = (gpus[-1], last_t[key])
             self._tiles.pop(key, None)
             self.version += len(gpus)
+            self.host_versions[key[0]] = self.version  # never repeats, even after a clear
 
-    def _build(self, key: tuple[str, int]) -> GpuTile:
+    def _build(self, key: tuple[str, int], *, history_too: bool = True) -> GpuTile:
         gpu, t = self._latest[key]
-        history = self._history[key]
+        history = self._history[key] if history_too else _History()
         roles = sorted(
             {str(p["role"]) for p in gpu.get("processes") or [] if isinstance(p, dict) and p.get("role")},
             key=natural_key,
         )
-        tile = self._tiles[key] = GpuTile(
+        tile = GpuTile(
             host=key[0],
             index=key[1],
             name=str(gpu.get("name") or "GPU"),
@@ -151,12 +156,16 @@ class GpuTileBoard:
             memory_history=tuple(history.memory),
             t=t,
         )
+        if history_too:
+            self._tiles[key] = tile
         return tile
 
     def clear(self) -> None:
         self._tiles.clear()
         self._latest.clear()
         self._history.clear()
+        self._by_host.clear()
+        self.host_versions.clear()
         self.version += 1
 
     def tile(self, host: str, index: int) -> GpuTile | None:
@@ -172,6 +181,25 @@ class GpuTileBoard:
             tile = self._tiles.get(key) or self._build(key)
             hosts.setdefault(tile.host, []).append(tile)
         return [(h, sorted(hosts[h], key=lambda g: g.index)) for h in sorted(hosts, key=natural_key)]
+
+    @property
+    def host_count(self) -> int:
+        return len(self._by_host)
+
+    def hosts(self) -> list[str]:
+        """Every host with a GPU, in natural order."""
+        return sorted(self._by_host, key=natural_key)
+
+    def tiles_of(self, host: str) -> list[GpuTile]:
+        """``host``'s GPUs by index, with their histories (one host's grid)."""
+        keys = [(host, i) for i in sorted(self._by_host.get(host, ()))]
+        return [self._tiles.get(k) or self._build(k) for k in keys]
+
+    def latest_of(self, host: str) -> list[GpuTile]:
+        """``host``'s GPUs by index with their latest figures and no history: what a host's
+        summary reads, without copying 8,192 GPUs' sparklines a frame."""
+        keys = [(host, i) for i in sorted(self._by_host.get(host, ()))]
+        return [self._tiles.get(k) or self._build(k, history_too=False) for k in keys]
 
     def __len__(self) -> int:
         return len(self._latest)

@@ -27,18 +27,27 @@ from core.views.rates import StepRates
 
 __all__ = [
     "CATEGORY_ORDER",
+    "HOST_TILES_FROM",
     "HostBox",
+    "HostTile",
     "Overview",
     "PlannedRole",
     "RoleCell",
     "RoleLike",
     "build_overview",
     "category",
+    "host_tiles",
     "natural_key",
     "short_role",
 ]
 
 _DIGITS = re.compile(r"(\d+)")
+
+# Past this many roles a tile per role is a wall nobody reads (1,024 workers: 1,024 tiles) and a
+# paint that costs frames: the overview shows a tile per host, its roles when it is picked.
+HOST_TILES_FROM = 256
+# Categories whose role's process is up: "running" on a host tile counts them.
+ALIVE = frozenset({"running", "straggler", "waiting", "stalled", "crash-looping"})
 
 # What a person scans for first comes first: trouble, then work, then the quiet states.
 CATEGORY_ORDER = (
@@ -179,6 +188,55 @@ class HostBox:
     @property
     def worst(self) -> str:
         return self.counts[0][0] if self.counts else "pending"
+
+
+@dataclass(frozen=True)
+class HostTile:
+    """One host in a line or two: how many of its roles run, the spread of its workers' batches/s,
+    and its worst state first (the tile's colour; counts in CATEGORY_ORDER)."""
+
+    host: str
+    roles: int
+    running: int
+    counts: tuple[tuple[str, int], ...]  # category -> roles, in CATEGORY_ORDER, non-zero only
+    rate_min: float | None  # its roles' own batches/s: lowest, median, highest
+    rate_median: float | None
+    rate_max: float | None
+    categories: tuple[str, ...]  # each role's, in the host's order (the tile's strip)
+    roles_named: tuple[str, ...]  # the roles, in that order
+
+    @property
+    def worst(self) -> str:
+        return self.counts[0][0] if self.counts else "pending"
+
+    @property
+    def trouble(self) -> tuple[tuple[str, int], ...]:
+        """The counts worse than running (failed, crash-looping, stalled, waiting, backoff, straggler)."""
+        cut = CATEGORY_ORDER.index("starting")
+        return tuple((c, n) for c, n in self.counts if CATEGORY_ORDER.index(c) < cut)
+
+
+def host_tiles(model: Overview) -> tuple[HostTile, ...]:
+    """A tile per host of ``model``: the hosts with the worst states first, then in natural order."""
+    tiles = []
+    for box in model.hosts:
+        rates = sorted(c.batches_per_s for c in box.cells if c.batches_per_s is not None)
+        tiles.append(
+            HostTile(
+                host=box.host,
+                roles=len(box.cells),
+                running=sum(c.category in ALIVE for c in box.cells),
+                counts=box.counts,
+                rate_min=rates[0] if rates else None,
+                rate_median=rates[len(rates) // 2] if rates else None,
+                rate_max=rates[-1] if rates else None,
+                categories=tuple(c.category for c in box.cells),
+                roles_named=tuple(c.role for c in box.cells),
+            )
+        )
+    rank = {c: i for i, c in enumerate(CATEGORY_ORDER)}
+    # sorted() is stable: hosts of the same worst state stay in natural order.
+    return tuple(sorted(tiles, key=lambda t: rank.get(t.worst, len(rank))))
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,10 @@ class GpuGrid(QtWidgets.QWidget):
         self.board = board if board is not None else GpuTileBoard()  # an empty board is falsy (len 0)
         self._painted_version = -1
         self._selected: tuple[str, int] | None = None
+        self.only_host: str | None = None  # one host's GPUs only (a host picked in the host grid)
         self._rects: list[tuple[QtCore.QRect, GpuTile]] = []
         self._headers: list[tuple[QtCore.QRect, str]] = []
+        self._laid_out_host: str | None = None
         self.repaints = 0
         self.setMouseTracking(True)
 
@@ -52,11 +54,18 @@ class GpuGrid(QtWidgets.QWidget):
     def refresh(self) -> bool:
         """Called at the frame rate: repaint if the board changed since the last paint. Returns
         whether a repaint was asked for."""
-        if self.board.version == self._painted_version:
+        if self.board.version == self._painted_version and self._laid_out_host == self.only_host:
             return False
         self._relayout()
         self.update()
         return True
+
+    def show_host(self, host: str | None) -> None:
+        """Show ``host``'s GPUs only, or every host's (None)."""
+        if host != self.only_host:
+            self.only_host = host
+            self._painted_version = -1
+            self.refresh()
 
     def select(self, host: str | None, index: int | None = None) -> None:
         key = None if host is None or index is None else (host, index)
@@ -87,7 +96,11 @@ class GpuGrid(QtWidgets.QWidget):
         per_row = max(1, (width - GAP) // (TILE.width() + GAP))
         rects, headers = [], []
         y = GAP
-        for host, tiles in self.board.by_host():
+        self._laid_out_host = self.only_host
+        hosts = (
+            self.board.by_host() if self.only_host is None else [(self.only_host, self.board.tiles_of(self.only_host))]
+        )
+        for host, tiles in hosts:
             headers.append((QtCore.QRect(GAP, y, width - 2 * GAP, HOST_HEADER_H), self.host_summary(host, tiles)))
             y += HOST_HEADER_H
             for k, tile in enumerate(tiles):

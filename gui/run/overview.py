@@ -7,6 +7,11 @@ One painted widget rather than a widget per role: 64 workers on 8 hosts cost one
 at the frame rate, and only when the model changed. Tiles shrink to fit the space (down to a
 legible minimum, then the widget asks its scroll area for more height).
 
+Past ``host_tiles_from`` roles (256; 1,024 workers on 128 hosts) a tile per role stops meaning
+anything: the overview shows a tile per host instead (its roles running of all, the spread of its
+batches/s, its worst state first as its colour, a strip of a cell per role), the hosts in trouble
+first. Clicking a host shows its roles' tiles; the legend's "‹ All hosts" goes back.
+
 Signals:
     sig_role_selected(str): a tile was clicked; the payload is the role (``worker:3``).
     sig_role_menu(str, QPoint): a tile was right-clicked (selected first); the role and the
@@ -21,7 +26,16 @@ from dataclasses import dataclass
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core.views.overview import Overview, RoleCell, RoleLike, build_overview
+from core.views.overview import (
+    HOST_TILES_FROM,
+    HostBox,
+    HostTile,
+    Overview,
+    RoleCell,
+    RoleLike,
+    build_overview,
+    host_tiles,
+)
 from core.views.rates import BATCHES, StepRates, cluster_text, rate_text, role_text
 
 STRAGGLER_COLOUR = "#00838f"  # teal: slow, not broken; apart from every state's colour
@@ -49,6 +63,8 @@ MIN_CELL = QtCore.QSize(40, 30)
 MIN_TEXT_PX = 8  # the smallest tile text, still legible
 MIN_BOX_W = 200  # 8 hosts side by side on a 1920-pixel screen; a long host name is elided
 DARK_TEXT_CATEGORIES = frozenset({"crash-looping"})  # white on amber does not read: dark text there
+HOST_TILE = QtCore.QSize(176, 58)  # a host's name, its roles running and its rates; 10 a row at 1,920 px
+BACK_TEXT = "‹ All hosts"
 
 
 @dataclass(frozen=True)
@@ -57,6 +73,8 @@ class _Layout:
     cells: tuple[tuple[QtCore.QRect, str], ...]  # role names: the cells are read from the model at paint
     cell_size: QtCore.QSize
     height: int
+    host_tiles: tuple[tuple[QtCore.QRect, str], ...] = ()  # host mode, nothing picked: hosts, read at paint
+    back: QtCore.QRect | None = None  # the legend's way back to every host
 
 
 def _rate_texts(rate: float | None) -> tuple[str, ...]:
@@ -103,6 +121,9 @@ class ClusterOverview(QtWidgets.QWidget):
         self.painted_text: dict[str, str] = {}  # role -> the text its tile shows (for tests)
         self._fitted: dict[tuple[str, tuple[str, ...], int, int], tuple[int, list[str]]] = {}
         self.model_changes = 0  # set_roles calls that changed what is shown
+        self.host_tiles_from = HOST_TILES_FROM
+        self.drill: str | None = None  # in host mode, the host whose roles show
+        self._host_tiles: tuple[HostTile, ...] | None = None  # built at layout from the model
 
     # -- inputs -------------------------------------------------------------------------------
     def set_roles(self, roles: Sequence[RoleLike], rates: StepRates | None = None) -> None:
@@ -113,7 +134,12 @@ class ClusterOverview(QtWidgets.QWidget):
             structure_changed = [h.host for h in model.hosts] != [h.host for h in self._model.hosts] or [
                 len(h.cells) for h in model.hosts
             ] != [len(h.cells) for h in self._model.hosts]
+            if self.host_mode_for(model) and self.drill is None:
+                # Host tiles: laid out again when their order (worst state first) moves.
+                order = [t.host for t in host_tiles(model)]
+                structure_changed = structure_changed or order != [t.host for t in self._tiles()]
             self._model = model
+            self._host_tiles = None
             self.model_changes += 1
             if structure_changed:
                 self._layout = None
@@ -126,10 +152,54 @@ class ClusterOverview(QtWidgets.QWidget):
             self._selected = role
             self.update()
 
+    def show_host(self, host: str | None) -> None:
+        """In host mode, show ``host``'s roles as tiles; None: a tile per host again."""
+        if host != self.drill:
+            self.drill = host
+            self._layout = None
+            self.updateGeometry()
+            self.update()
+
     # -- what it shows (also read by tests) ---------------------------------------------------
     @property
     def model(self) -> Overview:
         return self._model
+
+    def host_mode_for(self, model: Overview) -> bool:
+        return model.role_count > self.host_tiles_from
+
+    @property
+    def host_mode(self) -> bool:
+        """Past ``host_tiles_from`` roles: a tile per host (see the module docstring)."""
+        return self.host_mode_for(self._model)
+
+    def _tiles(self) -> tuple[HostTile, ...]:
+        if self._host_tiles is None:
+            self._host_tiles = host_tiles(self._model)
+        return self._host_tiles
+
+    def _hosts(self) -> tuple[HostBox, ...]:
+        """The hosts whose roles are laid out as tiles: every host, or the one picked in host mode."""
+        if not self.host_mode:
+            return self._model.hosts
+        return tuple(h for h in self._model.hosts if h.host == self.drill)
+
+    def host_tile_rect(self, host: str) -> QtCore.QRect | None:
+        return next((rect for rect, name in self._ensure_layout().host_tiles if name == host), None)
+
+    def _current_tiles(self) -> dict[str, HostTile]:
+        return {tile.host: tile for tile in self._tiles()}
+
+    def shown_host_tiles(self) -> list[HostTile]:
+        current = self._current_tiles()
+        return [current[name] for _, name in self._ensure_layout().host_tiles if name in current]
+
+    def back_rect(self) -> QtCore.QRect | None:
+        return self._ensure_layout().back
+
+    def host_tile_at(self, pos: QtCore.QPoint) -> HostTile | None:
+        name = next((name for rect, name in self._ensure_layout().host_tiles if rect.contains(pos)), None)
+        return None if name is None else self._current_tiles().get(name)
 
     def legend_text(self) -> str:
         parts = [f"{n} {cat}" for cat, n in self._model.counts]
@@ -142,7 +212,7 @@ class ClusterOverview(QtWidgets.QWidget):
 
     def host_rect(self, host: str) -> QtCore.QRect | None:
         layout = self._ensure_layout()
-        return next((rect for rect, box in zip(layout.boxes, self._model.hosts, strict=True) if box.host == host), None)
+        return next((rect for rect, box in zip(layout.boxes, self._hosts(), strict=True) if box.host == host), None)
 
     def role_at(self, pos: QtCore.QPoint) -> RoleCell | None:
         name = next((name for rect, name in self._ensure_layout().cells if rect.contains(pos)), None)
@@ -150,9 +220,12 @@ class ClusterOverview(QtWidgets.QWidget):
 
     # -- layout -------------------------------------------------------------------------------
     def _compute_layout(self, width: int, height: int) -> _Layout:
-        hosts = self._model.hosts
+        if self.host_mode and self.drill is None:
+            return self._host_layout(width)
+        back = QtCore.QRect(GAP, 4, 110, LEGEND_H - 6) if self.host_mode else None
+        hosts = self._hosts()
         if not hosts:
-            return _Layout((), (), MAX_CELL, LEGEND_H)
+            return _Layout((), (), MAX_CELL, LEGEND_H, back=back)
         width = max(width, MIN_BOX_W + 2 * GAP)
         columns = max(1, min(len(hosts), (width - GAP) // (MIN_BOX_W + GAP)))
         box_w = (width - GAP * (columns + 1)) // columns
@@ -188,7 +261,25 @@ class ClusterOverview(QtWidgets.QWidget):
                     cy = y + PAD + HEADER_H + (k // per_row) * (cell_h + CELL_GAP)
                     cells.append((QtCore.QRect(cx, cy, cell_w, cell_h), cell.role))
             y += row_h + GAP
-        return _Layout(tuple(boxes), tuple(cells), QtCore.QSize(cell_w, cell_h), total)
+        return _Layout(tuple(boxes), tuple(cells), QtCore.QSize(cell_w, cell_h), total, back=back)
+
+    def _host_layout(self, width: int) -> _Layout:
+        tiles = self._tiles()
+        per_row = max(1, (max(width, HOST_TILE.width() + 2 * GAP) - GAP) // (HOST_TILE.width() + GAP))
+        placed = tuple(
+            (
+                QtCore.QRect(
+                    GAP + (k % per_row) * (HOST_TILE.width() + GAP),
+                    LEGEND_H + GAP + (k // per_row) * (HOST_TILE.height() + GAP),
+                    HOST_TILE.width(),
+                    HOST_TILE.height(),
+                ),
+                tile.host,
+            )
+            for k, tile in enumerate(tiles)
+        )
+        height = LEGEND_H + GAP + math.ceil(len(tiles) / per_row) * (HOST_TILE.height() + GAP)
+        return _Layout((), (), HOST_TILE, height, host_tiles=placed)
 
     def _ensure_layout(self) -> _Layout:
         layout = self._layout
@@ -218,8 +309,16 @@ class ClusterOverview(QtWidgets.QWidget):
         painter = QtGui.QPainter(self)
         painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing)
         palette = self.palette()
-        self._paint_legend(painter, palette)
-        for rect, host in zip(layout.boxes, self._model.hosts, strict=True):
+        self._paint_legend(painter, palette, back=layout.back)
+        clip = event.rect()
+        # The layout is kept while the hosts and their order stay; what each tile shows is the
+        # current model's (its rates move every frame).
+        tiles = self._current_tiles() if layout.host_tiles else {}
+        for rect, name in layout.host_tiles:
+            tile = tiles.get(name)
+            if tile is not None and rect.intersects(clip):  # 128 hosts and more: only those in view
+                self._paint_host_tile(painter, rect, tile, palette)
+        for rect, host in zip(layout.boxes, self._hosts(), strict=True):
             painter.setPen(QtGui.QPen(palette.color(QtGui.QPalette.ColorRole.Mid), 1))
             painter.setBrush(palette.color(QtGui.QPalette.ColorRole.AlternateBase))
             painter.drawRoundedRect(rect, 6, 6)
@@ -237,16 +336,84 @@ class ClusterOverview(QtWidgets.QWidget):
             )
         # The layout is kept while the hosts and their role counts stay; what each tile shows
         # (state, rate, GPU use) is always the current model's.
-        current = {cell.role: cell for host in self._model.hosts for cell in host.cells}
+        current = {cell.role: cell for host in self._hosts() for cell in host.cells}
         for rect, name in layout.cells:
             cell = current.get(name)
             if cell is not None:
                 self._paint_cell(painter, rect, cell)
         painter.end()
 
-    def _paint_legend(self, painter: QtGui.QPainter, palette: QtGui.QPalette) -> None:
+    def _paint_host_tile(
+        self, painter: QtGui.QPainter, rect: QtCore.QRect, tile: HostTile, palette: QtGui.QPalette
+    ) -> None:
+        """A host: coloured by its worst state, its name and roles running of all, its batches/s
+        spread or its trouble, and a strip of a cell per role in its state's colour."""
+        colour = QtGui.QColor(CATEGORY_COLOURS.get(tile.worst, CATEGORY_COLOURS["pending"]))
+        painter.setPen(QtCore.Qt.PenStyle.NoPen)
+        painter.setBrush(colour)
+        painter.drawRoundedRect(rect, 5, 5)
+        if any(r == self._selected for r in tile.roles_named):
+            painter.setBrush(QtCore.Qt.BrushStyle.NoBrush)
+            painter.setPen(QtGui.QPen(palette.color(QtGui.QPalette.ColorRole.Highlight), 3))
+            painter.drawRoundedRect(rect.adjusted(-1, -1, 1, 1), 6, 6)
+        ink = QtGui.QColor("#1f1f1f" if tile.worst in DARK_TEXT_CATEGORIES else "white")
+        inner = rect.adjusted(6, 3, -6, -10)
+        font = QtGui.QFont(self.font())
+        font.setBold(True)
+        painter.setFont(font)
+        painter.setPen(ink)
+        metrics = painter.fontMetrics()
+        line_h = metrics.height()
+        counts = f"{tile.running}/{tile.roles}"
+        counts_w = metrics.horizontalAdvance(counts) + 6
+        top = QtCore.QRect(inner.x(), inner.y(), inner.width(), line_h)
+        painter.drawText(top, QtCore.Qt.AlignmentFlag.AlignRight, counts)
+        painter.drawText(
+            top.adjusted(0, 0, -counts_w, 0),
+            QtCore.Qt.AlignmentFlag.AlignLeft,
+            metrics.elidedText(tile.host, QtCore.Qt.TextElideMode.ElideMiddle, inner.width() - counts_w),
+        )
+        font.setBold(False)
+        painter.setFont(font)
+        second = QtCore.QRect(inner.x(), inner.y() + line_h, inner.width(), line_h)
+        text = self.host_tile_line(tile)
+        painter.drawText(
+            second,
+            QtCore.Qt.AlignmentFlag.AlignLeft,
+            painter.fontMetrics().elidedText(text, QtCore.Qt.TextElideMode.ElideRight, second.width()),
+        )
+        self.painted_text[tile.host] = f"{tile.host} {counts} {text}"
+        # The strip: a cell per role in its state's colour, on a darker track.
+        strip = QtCore.QRectF(rect.x() + 4, rect.bottom() - 8, rect.width() - 8, 5)
+        painter.setBrush(colour.darker(150))
+        painter.drawRect(strip)
+        n = max(len(tile.categories), 1)
+        cell_w = strip.width() / n
+        for i, cat in enumerate(tile.categories):
+            if cat != "running":  # running is the tile's green already: the strip names the rest
+                painter.setBrush(QtGui.QColor(CATEGORY_COLOURS.get(cat, CATEGORY_COLOURS["pending"])).lighter(130))
+                painter.drawRect(QtCore.QRectF(strip.x() + i * cell_w, strip.y(), max(cell_w, 2.0), strip.height()))
+
+    @staticmethod
+    def host_tile_line(tile: HostTile) -> str:
+        """A host tile's second line: its trouble when it has some, else its batches/s spread."""
+        if tile.trouble:
+            return ", ".join(f"{n} {c}" for c, n in tile.trouble)
+        if tile.rate_median is None:
+            return ", ".join(f"{n} {c}" for c, n in tile.counts) or "no roles"
+        assert tile.rate_min is not None and tile.rate_max is not None
+        if rate_text(tile.rate_min) == rate_text(tile.rate_max):
+            return f"{rate_text(tile.rate_median)} {BATCHES}"
+        return f"{rate_text(tile.rate_min)}–{rate_text(tile.rate_max)} {BATCHES}"
+
+    def _paint_legend(self, painter: QtGui.QPainter, palette: QtGui.QPalette, *, back: QtCore.QRect | None) -> None:
         x = GAP
         metrics = painter.fontMetrics()
+        if back is not None:
+            # Drilled into a host: the way back first, then the whole cluster's counts.
+            painter.setPen(palette.color(QtGui.QPalette.ColorRole.Link))
+            painter.drawText(back, QtCore.Qt.AlignmentFlag.AlignVCenter | QtCore.Qt.AlignmentFlag.AlignLeft, BACK_TEXT)
+            x = back.right() + 8
         for cat, n in self._model.counts:
             painter.setPen(QtCore.Qt.PenStyle.NoPen)
             painter.setBrush(QtGui.QColor(CATEGORY_COLOURS[cat]))
@@ -331,7 +498,16 @@ class ClusterOverview(QtWidgets.QWidget):
 
     # -- interaction --------------------------------------------------------------------------
     def mousePressEvent(self, event: QtGui.QMouseEvent) -> None:
-        cell = self.role_at(event.position().toPoint())
+        pos = event.position().toPoint()
+        back = self.back_rect()
+        if back is not None and back.contains(pos):
+            self.show_host(None)
+            return
+        tile = self.host_tile_at(pos)
+        if tile is not None:
+            self.show_host(tile.host)
+            return
+        cell = self.role_at(pos)
         if cell is not None:
             self.select_role(cell.role)
             self.sig_role_selected.emit(cell.role)
@@ -350,7 +526,18 @@ class ClusterOverview(QtWidgets.QWidget):
         if event.type() == QtCore.QEvent.Type.ToolTip:
             assert isinstance(event, QtGui.QHelpEvent)
             cell = self.role_at(event.pos())
-            if cell is None:
+            tile = self.host_tile_at(event.pos())
+            if tile is not None:
+                lines = [f"{tile.host}: {tile.running} of {tile.roles} roles running"]
+                lines.append(", ".join(f"{n} {c}" for c, n in tile.counts))
+                if tile.rate_median is not None:
+                    lines.append(
+                        f"{BATCHES}: median {rate_text(tile.rate_median)}, "
+                        f"lowest {rate_text(tile.rate_min or 0.0)}, highest {rate_text(tile.rate_max or 0.0)}"
+                    )
+                lines.append("click: its roles")
+                QtWidgets.QToolTip.showText(event.globalPos(), "\n".join(lines), self)
+            elif cell is None:
                 QtWidgets.QToolTip.hideText()
             else:
                 lines = [f"{cell.role}: {cell.category}"]

@@ -222,3 +222,12 @@ def test_a_usage_error_quoting_what_was_typed_is_escaped() -> None:
     assert result.returncode == 2
     [line] = result.stderr.splitlines()
     assert "unrecognized arguments: b\\x1b[2J" in line and "\x1b" not in line, line
+
+
+def test_help_names_the_command_the_user_typed():
+    """Installed, the command is ``towerdeck``; from a checkout, ``python main.py``."""
+    from core.cli.progname import invoked_as
+
+    assert invoked_as("/home/u/.local/bin/towerdeck") == "towerdeck"
+    assert invoked_as("main.py") == "python main.py"
+    assert invoked_as("/usr/bin/pytest") == "python main.py"

@@ -115,6 +115,10 @@ def test_the_towerdeck_command_runs_every_subcommand_from_outside_the_checkout(i
     assert helped.returncode == 0, helped.stderr
     for subcommand in ("validate", "launch", "runs", "ctl", "demo-path", "install-desktop"):
         assert subcommand in helped.stdout
+    # Its help speaks of the command the user has, not of a checkout's main.py.
+    assert "towerdeck launch cluster.toml" in helped.stdout and "python main.py" not in helped.stdout
+    gpus_help = _run([towerdeck, "gpus", "--help"], cwd=tmp_path, env=env)
+    assert "towerdeck gpus cluster.toml --watch" in gpus_help.stdout, gpus_help.stdout
     version = _run([towerdeck, "--version"], cwd=tmp_path, env=env)
     assert version.stdout.strip() == "towerdeck 0.1.0", version.stdout + version.stderr
     demo = _run([towerdeck, "demo-path"], cwd=tmp_path, env=env)

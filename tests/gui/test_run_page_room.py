@@ -14,6 +14,7 @@ from core.cluster.spec import load, parse_text
 from tests.helpers.clusters import light_cluster
 from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
+from tests.helpers.widgets import wait_frames
 
 WINDOW = (1600, 1000)
 
@@ -71,7 +72,7 @@ def test_the_plots_get_the_room_the_overview_and_table_do_not_need(qtbot, tmp_pa
         lambda: all(c.getData()[0] is not None and len(c.getData()[0]) > 20 for c in training.time_curves.values()),
         timeout=60_000,
     )
-    qtbot.wait(300)  # a few frames: the splitter fits the tiles and rows that are there now
+    wait_frames(qtbot, window)  # the splitter fits the tiles and rows that are there now
 
     height = window.height()
     loss, time_ = training.loss_plot.height(), training.time_plot.height()
@@ -142,19 +143,19 @@ def test_splitters_the_user_moved_are_where_they_were_after_a_restart(qtbot, tmp
     spec, _ports = light_spec(tmp_path)
     window = shown_window(qtbot, spec, tmp_path)
     qtbot.waitUntil(lambda: len(window.roles.shown_roles()) == 3, timeout=10_000)
-    qtbot.wait(200)
+    wait_frames(qtbot, window)
     plots_split = window.training.plots_split
     fitted_plots = plots_split.sizes()
     drag(qtbot, window.split, 2, 80)  # the table taller
     drag(qtbot, plots_split, 1, -120)  # the step-time plot taller
     moved_main, moved_plots = window.split.sizes(), plots_split.sizes()
     assert moved_plots[0] <= fitted_plots[0] - 100, (fitted_plots, moved_plots)
-    qtbot.wait(300)  # frames: the window must not fit the table back to its rows
+    wait_frames(qtbot, window)  # the window must not fit the table back to its rows
     assert window.split.sizes() == moved_main
     window.close()
 
     again = shown_window(qtbot, spec, tmp_path)
-    qtbot.wait(300)
+    wait_frames(qtbot, again)
     for got, want in ((again.split.sizes(), moved_main), (again.training.plots_split.sizes(), moved_plots)):
         assert all(abs(g - w) <= 2 for g, w in zip(got, want, strict=True)), (got, want)
     again.close()

@@ -14,6 +14,7 @@ Clusters and launches:
 - ``clusters``: cluster files the tests write (between-graph, light trainer, "why", TensorBoard), two runs one flag apart
 - ``cli_launch``: ``python main.py launch`` in the background (``Launch``, the ``launches`` fixture), a run's states, pids and journal records
 - ``cli_process``: the CLI under a hard limit (``Cli``), clusters of fault roles launched with it
+- ``close_window``: the window as ``python main.py CLUSTER --launch`` runs it, closed with "stop" once every role runs
 - ``agent_process``: the host agent as a child process, spoken to through its JSON-lines protocol
 - ``remote_clusters``: cluster files whose roles run on other hosts over the test sshd
 - ``ssh_server``: the test sshd as tests see it (``SshServer``), what a test left under its folder

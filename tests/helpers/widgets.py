@@ -21,3 +21,19 @@ def type_into(qtbot: Any, widget: QtWidgets.QLineEdit, text: str) -> None:
     widget.selectAll()
     qtbot.keyClick(widget, QtCore.Qt.Key.Key_Delete)
     qtbot.keyClicks(widget, text)
+
+
+def wait_frames(qtbot: Any, window: Any, count: int = 3, timeout_ms: int = 10_000) -> None:
+    """Wait until the window has drawn ``count`` more frames (its frame timer's own handler ran), so a
+    check that something does NOT happen at a frame has seen frames happen, however loaded the
+    machine: a fixed wait can pass before one frame has run."""
+    seen = [window.frame._frame_ended]  # set at the end of each frame
+    drawn = [0]
+
+    def more() -> bool:
+        if window.frame._frame_ended != seen[0]:
+            seen[0] = window.frame._frame_ended
+            drawn[0] += 1
+        return drawn[0] >= count
+
+    qtbot.waitUntil(more, timeout=timeout_ms)

@@ -12,17 +12,15 @@ a typo in it) are written as they are, so nothing the user typed is lost.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import re
-import stat
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from core.atomic import replace_file
 from core.cluster.notify_table import notify_to_data
 from core.cluster.recovery_table import recovery_to_data
 from core.cluster.slurm_table import slurm_to_data
@@ -170,17 +168,7 @@ def rebase_workdir(data: dict[str, Any], base: Path, directory: Path) -> dict[st
 def write_atomically(target: Path, text: str) -> None:
     """Replace ``target`` with ``text`` in one step: a crash or a full disk never leaves half a
     cluster file; the file keeps its permissions. It touches the disk: never on a GUI thread."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".towerdeck-tmp", dir=target.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        with contextlib.suppress(FileNotFoundError):
-            os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    replace_file(target, text.encode("utf-8"))
 
 
 # --------------------------------------------------------------------------------------------

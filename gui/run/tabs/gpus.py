@@ -5,6 +5,10 @@ CPU and memory instead.
 Past ``grid_from`` GPUs (default 8: more cards than a screen holds) the panel leads with a
 :class:`~gui.run.gpu_grid.GpuGrid`, a small tile per GPU grouped by host, and shows the full card of
 the GPU clicked there only; every GPU's history is kept either way, so a card opens with it.
+Past ``hosts_from`` hosts or ``gpus_from`` GPUs (128 hosts of 8 GPUs) it leads with a
+:class:`~gui.run.gpu_host_grid.GpuHostGrid` instead, a tile per host, sorted and filtered from the
+bar above it; a host clicked there shows its GPUs' tiles, a GPU its card, and the bar's
+breadcrumb (*All hosts › host › GPU*) goes back. Only that host's boxes and cards are made.
 
 Cards are made when shown, and at most ``CARDS_PER_FRAME`` a frame (a plot widget
 costs 50-300 ms on a loaded machine, and the first frame on the GPUs tab of a 64-GPU run made
@@ -27,8 +31,10 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
 from core.views.gpu_figures import HISTORY_CAPACITY, GpuFigures, GpuKey
+from core.views.gpu_hosts import HOST_SORTS
 from core.views.series import Series
 from gui.run.gpu_grid import GpuGrid
+from gui.run.gpu_host_grid import GpuHostGrid
 from gui.run.tabs.plotting import FollowX, axis_label, fit_to_pixels, light_grid, settle
 
 UTIL_COLOUR = "#2b6cb0"
@@ -76,6 +82,44 @@ class GpuPanel(QtWidgets.QWidget):
         self.grid_scroll.setWidgetResizable(True)
         self.grid_scroll.setWidget(self.grid)
         self.grid_scroll.hide()
+        self.drill: str | None = None  # in host mode, the host whose GPUs show
+        self.host_states: dict[str, tuple[str, str]] = {}  # host -> link state, reason
+        self.gpu_status: dict[str, str] = {}  # host -> the agent's line about NVML
+        self.host_grid = GpuHostGrid(self.figures.board)
+        self.host_grid.sig_host_selected.connect(self.show_host)
+        self.host_scroll = QtWidgets.QScrollArea()
+        self.host_scroll.setWidgetResizable(True)
+        self.host_scroll.setWidget(self.host_grid)
+        self.host_scroll.hide()
+        self.back = QtWidgets.QPushButton("‹ All hosts")
+        self.back.setFlat(True)
+        self.back.clicked.connect(lambda: self.show_host(None))
+        self.crumbs = QtWidgets.QLabel()
+        self.sort = QtWidgets.QComboBox()
+        self.sort.addItems(list(HOST_SORTS))
+        self.sort.setToolTip("Order of the host tiles: attention puts idle and hot GPUs first")
+        self.filter = QtWidgets.QLineEdit()
+        self.filter.setPlaceholderText("filter hosts")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.setMaximumWidth(220)
+        for signal in (self.sort.currentTextChanged, self.filter.textChanged):
+            signal.connect(lambda _text: self.host_grid.set_order(self.sort.currentText(), self.filter.text()))
+        self.bar = QtWidgets.QWidget()
+        row = QtWidgets.QHBoxLayout(self.bar)
+        row.setContentsMargins(4, 2, 4, 2)
+        row.addWidget(self.back)
+        row.addWidget(self.crumbs, 1)
+        row.addWidget(QtWidgets.QLabel("sort"))
+        row.addWidget(self.sort)
+        row.addWidget(self.filter)
+        self.bar.hide()
+        top = QtWidgets.QWidget()
+        top_layout = QtWidgets.QVBoxLayout(top)
+        top_layout.setContentsMargins(0, 0, 0, 0)
+        top_layout.setSpacing(0)
+        top_layout.addWidget(self.bar)
+        top_layout.addWidget(self.host_scroll)
+        top_layout.addWidget(self.grid_scroll)
         inner = QtWidgets.QWidget()
         self.host_layout = QtWidgets.QVBoxLayout(inner)
         self.host_layout.addStretch(1)
@@ -91,7 +135,7 @@ class GpuPanel(QtWidgets.QWidget):
             bar.valueChanged.connect(self._on_cards_moved)
             bar.rangeChanged.connect(self._on_cards_moved)
         self.split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
-        self.split.addWidget(self.grid_scroll)
+        self.split.addWidget(top)
         self.split.addWidget(scroll)
         self.split.setSizes([400, 400])
         layout = QtWidgets.QVBoxLayout(self)
@@ -118,6 +162,28 @@ class GpuPanel(QtWidgets.QWidget):
             self._dirty = True
             self.refresh()
 
+    def show_host(self, host: str | None) -> None:
+        """In host mode: show ``host``'s GPU tiles, its CPU card and its first GPU's card; None:
+        back to a tile per host."""
+        self.drill = host
+        self.grid.show_host(host)
+        if host is not None:
+            first = next(iter(self.figures.board.latest_of(host)), None)
+            if first is not None and (self.figures.focus is None or self.figures.focus[0] != host):
+                self.figures.select((host, first.index))
+        self._dirty = True
+        self.refresh()
+
+    def breadcrumb(self) -> str:
+        """Where the GPUs tab is in host mode: ``All hosts (128) › 127.0.0.5 › GPU 3``."""
+        parts = [f"All hosts ({self.figures.board.host_count:,})"]
+        if self.drill is not None:
+            parts.append(self.drill)
+            focus = self.figures.focus
+            if focus is not None and focus[0] == self.drill:
+                parts.append(f"GPU {focus[1]}")
+        return " › ".join(parts)
+
     def _on_gpu_selected(self, host: str, index: int) -> None:
         self.figures.select((host, index))
         self._card(host, index)
@@ -132,7 +198,14 @@ class GpuPanel(QtWidgets.QWidget):
         self.cards.clear()
         self.figures.clear()  # its tile board too: the grid's
         self._hosts_listed = 0
+        self.host_states.clear()
+        self.gpu_status.clear()
+        self.host_grid.link_states.clear()
+        self.drill = None
+        self.grid.show_host(None)
         self.grid_scroll.hide()
+        self.host_scroll.hide()
+        self.bar.hide()
         self.empty.show()
 
     # ------------------------------------------------------------------ input
@@ -146,18 +219,27 @@ class GpuPanel(QtWidgets.QWidget):
         gets its box at once."""
         self.figures.add_samples(batch)
         hosts = self.figures.hosts
-        for host in hosts[self._hosts_listed :]:
-            self._host(host)
+        if not self.figures.host_mode:  # else a host's box is made when it is picked
+            for host in hosts[self._hosts_listed :]:
+                self._host(host)
         self._hosts_listed = len(hosts)
 
     def set_gpu_status(self, host: str, status: str) -> None:
         """Take a ``gpu_status`` event: the agent's one line about NVML on ``host``."""
-        self._host(host)
-        self.host_status[host].setText(status)
+        self.gpu_status[host] = status
+        if host in self.hosts or not self.figures.host_mode:
+            self._host(host)
+            self.host_status[host].setText(status)
 
     def set_link_state(self, host: str, state: str, reason: str) -> None:
         """Take a ``host_state`` event: how TowerDeck's link to that host's agent is doing."""
-        box = self._host(host)
+        self.host_states[host] = (state, reason)
+        self.host_grid.set_link_state(host, state)
+        if host in self.hosts or not self.figures.host_mode:
+            self._show_link_state(self._host(host), host)
+
+    def _show_link_state(self, box: QtWidgets.QGroupBox, host: str) -> None:
+        state, reason = self.host_states.get(host, ("connected", ""))
         box.setTitle(f"Host {host}" if state == "connected" else f"Host {host}: {state}")
         box.setToolTip(reason)
         box.setStyleSheet("" if state in ("connected", "connecting") else "QGroupBox { color: #c62828; }")
@@ -174,12 +256,14 @@ class GpuPanel(QtWidgets.QWidget):
             self.empty.hide()
             box = QtWidgets.QGroupBox(f"Host {host}")
             layout = QtWidgets.QGridLayout(box)
-            status = QtWidgets.QLabel("waiting for the agent's GPU report")
+            status = QtWidgets.QLabel(self.gpu_status.get(host, "waiting for the agent's GPU report"))
             status.setWordWrap(True)
             layout.addWidget(status, 0, 0, 1, 2)
             self.host_status[host] = status
             self.hosts[host] = box
             self.host_layout.insertWidget(self.host_layout.count() - 1, box)
+            if host in self.host_states:
+                self._show_link_state(box, host)
         return box
 
     def _card(self, host: str, index: int) -> _Card:
@@ -247,9 +331,22 @@ class GpuPanel(QtWidgets.QWidget):
             self._card(*key)
         if len(pending) > CARDS_PER_FRAME:
             self._dirty = True  # the next frame makes the next few
-        grid_mode = figures.grid_mode
-        self.grid_scroll.setVisible(grid_mode)
-        if grid_mode:
+        grid_mode, host_mode = figures.grid_mode, figures.host_mode
+        self.bar.setVisible(host_mode)
+        self.host_scroll.setVisible(host_mode and self.drill is None)
+        self.grid_scroll.setVisible(grid_mode and not (host_mode and self.drill is None))
+        if host_mode:
+            self.back.setEnabled(self.drill is not None)
+            self.sort.setVisible(self.drill is None)
+            self.filter.setVisible(self.drill is None)
+            self.crumbs.setText(self.breadcrumb())
+            shown_host = figures.focus[0] if figures.focus else None
+            for host, box in self.hosts.items():
+                box.setVisible(host == shown_host)
+            if self.drill is None:
+                self.host_grid.refresh()
+        if grid_mode and not (host_mode and self.drill is None):
+            self.grid.show_host(self.drill if host_mode else None)
             self.grid.select(*(figures.focus or (None, None)))
             self.grid.refresh()
         for key, card in self.cards.items():

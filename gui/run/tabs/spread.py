@@ -6,6 +6,7 @@
   (:mod:`gui.run.tabs.spread_menu`).
 - :class:`StepTimeHeatmap`: one row per worker (natural order), one column per x bin, colour =
   step time over that bin's median across workers, so a straggler appearing is a bright streak.
+  Past a worker per pixel row (1,024 workers), neighbours share a row showing the slowest of them.
 
 Both read a :class:`~core.views.spread.BinnedWorkers` and redraw only when its version moved.
 """
@@ -23,6 +24,9 @@ from gui.run.tabs.spread_menu import role_link
 
 MEDIAN_COLOUR = "#1f4e79"
 HIGHLIGHT_COLOURS = ("#c62828", "#d9822b", "#6a1b9a", "#00838f", "#8d6e63")
+HEAT_TITLE = "Step time relative to the median (rows: workers)"
+HEAT_TITLE_SHARED = "Step time relative to the median (rows: {} neighbouring workers each, the slowest of them)"
+MIN_HEAT_ROWS = 64  # a map not laid out yet (0 pixels high) still shows this many rows
 HEAT_RANGE = (0.5, 2.5)  # ratio to the median: below is as fast as it gets, above is saturated red
 
 
@@ -136,7 +140,7 @@ class StepTimeHeatmap(QtWidgets.QWidget):
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
-        self.plot = pg.PlotWidget(title="Step time relative to the median (rows: workers)")
+        self.plot = pg.PlotWidget(title=HEAT_TITLE)
         self.plot.setBackground("w")
         axis_label(self.plot, "bottom", "step")
         axis_label(self.plot, "left", "")  # rows named by their ticks: never a scale factor
@@ -151,6 +155,11 @@ class StepTimeHeatmap(QtWidgets.QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.plot)
 
+    def pixel_rows(self) -> int:
+        """How many rows the map can show, one a pixel: past that, neighbouring workers share a row
+        (:meth:`BinnedWorkers.heatmap`); 1,024 rows drawn into 300 pixels cost a frame."""
+        return max(MIN_HEAT_ROWS, int(self.plot.getViewBox().height()))
+
     def set_heatmap(self, heat: HeatMap | None) -> None:
         if heat is None or heat.values.size == 0:
             self.image.clear()
@@ -158,6 +167,9 @@ class StepTimeHeatmap(QtWidgets.QWidget):
             return
         values = np.nan_to_num(heat.values, nan=0.0)  # no data: darkest, as "nothing" reads
         self.image.setImage(values, autoLevels=False, levels=HEAT_RANGE)
+        title = HEAT_TITLE if heat.per_row == 1 else HEAT_TITLE_SHARED.format(heat.per_row)
+        if self.plot.getPlotItem().titleLabel.text != title:
+            self.plot.setTitle(title)
         x0, x1 = float(heat.edges[0]), float(heat.edges[-1])
         self.image.setRect(QtCore.QRectF(x0, 0.0, x1 - x0, float(len(heat.rows))))
         if heat.rows != self.rows:
@@ -196,4 +208,4 @@ def refresh_from(
         if highlight is not None:
             plot.set_highlights({w: acc.row(w, columns) for w in highlight}, highlight)
     if heat is not None:
-        heat.set_heatmap(acc.heatmap(max_columns=columns))
+        heat.set_heatmap(acc.heatmap(max_columns=columns, max_rows=heat.pixel_rows()))

@@ -1,0 +1,233 @@
+"""The GPU host grid: one small tile per host for clusters past a tile per GPU (128 hosts of 8
+GPUs, up to 1,024 hosts: 8,192 GPUs). A tile gives the host's GPUs' mean utilisation with its
+min and max, memory used, the hottest temperature and a strip of a cell per GPU (how busy, its
+heat as the cell's edge); it stands out when a GPU a role holds sits idle (amber) or one is hot
+(the heat colour). Clicking a tile asks for that host's GPUs.
+
+One painted widget reading :class:`~core.views.gpu_hosts.HostSummaries`; only the tiles in the
+scrolled view are painted, and ``refresh()`` (the window's frame timer) repaints only when the
+board, the order or the filter changed.
+
+Signals:
+    sig_host_selected(str): a tile was clicked; the host.
+"""
+
+from __future__ import annotations
+
+import math
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from core.views.gpu_hosts import GpuHost, HostSummaries, select_hosts
+from core.views.gpu_tiles import GpuTileBoard
+from gui.run.gpu_grid import HEAT_COLOURS, UTIL_COLOUR
+
+TILE = QtCore.QSize(204, 70)
+GAP = 6
+IDLE_COLOUR = "#f2a900"  # amber, as a crash loop's: a GPU a role holds that does nothing
+LOST_COLOUR = "#c62828"
+
+
+def _cell_colour(util: float | None) -> QtGui.QColor:
+    """Utilisation as the strength of the utilisation blue: empty is near white, 100 % full."""
+    if util is None:
+        return QtGui.QColor("#d0d0d0")
+    base = QtGui.QColor(UTIL_COLOUR)
+    f = max(0.0, min(util / 100.0, 1.0))
+    return QtGui.QColor(
+        round(255 + (base.red() - 255) * f), round(255 + (base.green() - 255) * f), round(255 + (base.blue() - 255) * f)
+    )
+
+
+class GpuHostGrid(QtWidgets.QWidget):
+    """See the module docstring."""
+
+    sig_host_selected = QtCore.Signal(str)
+
+    def __init__(self, board: GpuTileBoard, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.summaries = HostSummaries(board)
+        self.sort = "host"
+        self.filter_text = ""
+        self.link_states: dict[str, str] = {}  # host -> its link's state when not connected
+        self._painted: tuple[int, str, str, tuple[tuple[str, str], ...]] | None = None
+        self._rects: list[tuple[QtCore.QRect, GpuHost]] = []
+        self.repaints = 0
+        self.setMouseTracking(True)
+
+    # -- inputs -------------------------------------------------------------------------------
+    def _wanted(self) -> tuple[int, str, str, tuple[tuple[str, str], ...]]:
+        return (self.summaries.board.version, self.sort, self.filter_text, tuple(sorted(self.link_states.items())))
+
+    def refresh(self, *, force: bool = False) -> bool:
+        """Called at the frame rate: re-lay out and repaint if the board, the order or the filter
+        changed. Returns whether a repaint was asked for."""
+        if not force and self._painted == self._wanted():
+            return False
+        self._painted = self._wanted()
+        self._relayout()
+        self.update()
+        return True
+
+    def set_order(self, sort: str, text: str) -> None:
+        self.sort, self.filter_text = sort, text
+        self.refresh()
+
+    def set_link_state(self, host: str, state: str) -> None:
+        if state in ("connected", "connecting"):
+            self.link_states.pop(host, None)
+        else:
+            self.link_states[host] = state
+
+    # -- what it shows (read by tests) --------------------------------------------------------
+    def shown_hosts(self) -> list[GpuHost]:
+        return [h for _, h in self._rects]
+
+    def host_rect(self, host: str) -> QtCore.QRect | None:
+        return next((r for r, h in self._rects if h.host == host), None)
+
+    def host_at(self, pos: QtCore.QPoint) -> GpuHost | None:
+        return next((h for r, h in self._rects if r.contains(pos)), None)
+
+    # -- layout -------------------------------------------------------------------------------
+    def _relayout(self) -> None:
+        hosts = select_hosts(self.summaries.hosts(), sort=self.sort, text=self.filter_text)
+        width = max(self.width(), TILE.width() + 2 * GAP)
+        per_row = max(1, (width - GAP) // (TILE.width() + GAP))
+        self._rects = [
+            (
+                QtCore.QRect(
+                    GAP + (k % per_row) * (TILE.width() + GAP),
+                    GAP + (k // per_row) * (TILE.height() + GAP),
+                    TILE.width(),
+                    TILE.height(),
+                ),
+                host,
+            )
+            for k, host in enumerate(hosts)
+        ]
+        height = GAP + math.ceil(len(hosts) / per_row) * (TILE.height() + GAP)
+        if height != self.minimumHeight():
+            self.setMinimumHeight(height)
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:
+        self._relayout()
+        super().resizeEvent(event)
+
+    def sizeHint(self) -> QtCore.QSize:
+        return QtCore.QSize(8 * (TILE.width() + GAP) + GAP, 400)
+
+    # -- painting -----------------------------------------------------------------------------
+    def paintEvent(self, event: QtGui.QPaintEvent) -> None:
+        self.repaints += 1
+        painter = QtGui.QPainter(self)
+        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing)
+        palette = self.palette()
+        font = painter.font()
+        bold = QtGui.QFont(font)
+        bold.setBold(True)
+        clip = event.rect()
+        for rect, host in self._rects:
+            if rect.intersects(clip):  # only what is on screen: 1,024 tiles, a screen shows ~100
+                self._paint_tile(painter, rect, host, font=font, bold=bold, palette=palette)
+        painter.end()
+
+    def _border(self, host: GpuHost) -> tuple[QtGui.QColor, int]:
+        if host.host in self.link_states:
+            return QtGui.QColor(LOST_COLOUR), 3
+        if host.heat >= 2:
+            return QtGui.QColor(HEAT_COLOURS[host.heat]), 2
+        if host.idle:
+            return QtGui.QColor(IDLE_COLOUR), 2
+        return QtGui.QColor(HEAT_COLOURS[host.heat]), 1
+
+    def _paint_tile(
+        self,
+        painter: QtGui.QPainter,
+        rect: QtCore.QRect,
+        host: GpuHost,
+        *,
+        font: QtGui.QFont,
+        bold: QtGui.QFont,
+        palette: QtGui.QPalette,
+    ) -> None:
+        border, width = self._border(host)
+        painter.setPen(QtGui.QPen(border, width))
+        painter.setBrush(palette.color(QtGui.QPalette.ColorRole.Base))
+        painter.drawRoundedRect(rect.adjusted(1, 1, -1, -1), 5, 5)
+        inner = rect.adjusted(6, 3, -6, -4)
+        ink = palette.color(QtGui.QPalette.ColorRole.Text)
+        left = QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignTop
+        right = QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignTop
+        metrics = QtGui.QFontMetrics(bold)
+        line_h = metrics.height()
+        # Line 1: the host and its mean; the hottest GPU on the right, in its heat colour.
+        state = self.link_states.get(host.host)
+        hottest = f"{host.hottest_c:.0f}°C" if host.hottest_c is not None else ""
+        painter.setFont(font)
+        painter.setPen(QtGui.QColor(HEAT_COLOURS[host.heat]) if host.heat else ink)
+        painter.drawText(inner, right, hottest)
+        hottest_w = painter.fontMetrics().horizontalAdvance(hottest) + 6
+        painter.setFont(bold)
+        painter.setPen(QtGui.QColor(LOST_COLOUR) if state else ink)
+        mean = "n/a" if host.util_mean is None else f"{host.util_mean:.0f}%"
+        title = f"{host.host}  {state}" if state else f"{host.host}  {mean}"
+        painter.drawText(
+            QtCore.QRect(inner.x(), inner.y(), inner.width() - hottest_w, line_h),
+            left,
+            metrics.elidedText(title, QtCore.Qt.TextElideMode.ElideMiddle, inner.width() - hottest_w),
+        )
+        # Line 2: the spread and memory; or what needs a look.
+        painter.setFont(font)
+        second = QtCore.QRect(inner.x(), inner.y() + line_h, inner.width(), line_h)
+        spread = f"{host.util_min:.0f}–{host.util_max:.0f}%" if host.util_min is not None else ""
+        memory = "" if host.memory_fraction is None else f"mem {host.memory_fraction:.0%}"
+        note = ""
+        if host.idle:
+            note = f"{len(host.idle)} idle"
+        elif host.hot:
+            note = f"{len(host.hot)} hot"
+        painter.setPen(ink)
+        painter.drawText(second, left, "  ".join(p for p in (spread, memory) if p))
+        if note:
+            painter.setPen(QtGui.QColor(IDLE_COLOUR if host.idle else HEAT_COLOURS[max(host.heat, 2)]))
+            painter.setFont(bold)
+            painter.drawText(second, right, note)
+        # The strip: a cell per GPU by index.
+        n = max(len(host.cells), 1)
+        strip_top = second.bottom() + 4
+        strip = QtCore.QRectF(inner.x(), strip_top, inner.width(), max(6.0, inner.bottom() - strip_top))
+        cell_w = (strip.width() - (n - 1) * 2) / n
+        idle = set(host.idle)
+        for i, (util, heat) in enumerate(zip(host.cells, host.cell_heat, strict=True)):
+            cell = QtCore.QRectF(strip.x() + i * (cell_w + 2), strip.y(), cell_w, strip.height())
+            if i in idle:
+                edge = QtGui.QPen(QtGui.QColor(IDLE_COLOUR), 2)
+            elif heat:
+                edge = QtGui.QPen(QtGui.QColor(HEAT_COLOURS[heat]), 2)
+            else:
+                edge = QtGui.QPen(QtGui.QColor("#9aa5b1"), 1)
+            painter.setPen(edge)
+            painter.setBrush(_cell_colour(util))
+            painter.drawRect(cell.adjusted(0.5, 0.5, -0.5, -0.5))
+
+    # -- interaction --------------------------------------------------------------------------
+    def mousePressEvent(self, event: QtGui.QMouseEvent) -> None:
+        host = self.host_at(event.position().toPoint())
+        if host is not None:
+            self.sig_host_selected.emit(host.host)
+        super().mousePressEvent(event)
+
+    def event(self, event: QtCore.QEvent) -> bool:
+        if event.type() == QtCore.QEvent.Type.ToolTip:
+            assert isinstance(event, QtGui.QHelpEvent)
+            host = self.host_at(event.pos())
+            if host is None:
+                QtWidgets.QToolTip.hideText()
+            else:
+                text = host.text().replace(" · ", "\n")
+                if state := self.link_states.get(host.host):
+                    text += f"\nlink: {state}"
+                QtWidgets.QToolTip.showText(event.globalPos(), text + "\nclick: its GPUs", self)
+            return True
+        return super().event(event)
