@@ -173,6 +173,7 @@ LAYERS = {
     "core": (
         "agent",
         "textsafe",
+        "atomic",
         "telemetry",
         "cluster",
         "diagnosis",

@@ -317,7 +317,7 @@ class ClusterOverview(QtWidgets.QWidget):
         for rect, name in layout.host_tiles:
             tile = tiles.get(name)
             if tile is not None and rect.intersects(clip):  # 128 hosts and more: only those in view
-                self._paint_host_tile(painter, rect, tile, palette)
+                self._paint_host_tile(painter, rect, tile, palette=palette)
         for rect, host in zip(layout.boxes, self._hosts(), strict=True):
             painter.setPen(QtGui.QPen(palette.color(QtGui.QPalette.ColorRole.Mid), 1))
             painter.setBrush(palette.color(QtGui.QPalette.ColorRole.AlternateBase))
@@ -344,7 +344,7 @@ class ClusterOverview(QtWidgets.QWidget):
         painter.end()
 
     def _paint_host_tile(
-        self, painter: QtGui.QPainter, rect: QtCore.QRect, tile: HostTile, palette: QtGui.QPalette
+        self, painter: QtGui.QPainter, rect: QtCore.QRect, tile: HostTile, *, palette: QtGui.QPalette
     ) -> None:
         """A host: coloured by its worst state, its name and roles running of all, its batches/s
         spread or its trouble, and a strip of a cell per role in its state's colour."""
