@@ -32,7 +32,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 VERSION = 1
@@ -46,6 +49,35 @@ try:
     from orjson import loads as _fast_loads
 except ImportError:  # pragma: no cover - an environment without it
     _fast_loads = None
+
+
+@dataclass(frozen=True)
+class Codec:
+    """How one kind of telemetry file is encoded: its time field, the fields written by position
+    (those that change with nearly every record), and how many records a key frame covers."""
+
+    time_key: str
+    cols: tuple[str, ...]
+    key_every: int
+
+    def encoder(self) -> Encoder:
+        return Encoder(time_key=self.time_key, cols=self.cols, key_every=self.key_every)
+
+
+METRICS_CODEC = Codec("t", ("step", "loss"), KEY_EVERY)
+SCALARS_CODEC = Codec("wall_time", ("step", "value"), KEY_EVERY)
+SAMPLE_CODEC = Codec("t", (), SAMPLE_KEY_EVERY)
+
+
+def codec_for(name: str) -> Codec | None:
+    """The codec of a run directory's file called ``name``; None for a file that is not telemetry."""
+    if name == "metrics.jsonl":
+        return METRICS_CODEC
+    if name == "scalars.jsonl":
+        return SCALARS_CODEC
+    if name.startswith("samples-") and name.endswith(".jsonl"):
+        return SAMPLE_CODEC
+    return None
 
 
 class _NeedKey(Exception):
@@ -363,3 +395,15 @@ def decode(lines: list[bytes], decoder: Decoder) -> tuple[list[dict[str, Any]], 
         if record is not None:
             records.append(record)
     return records, damaged + decoder.dropped - dropped
+
+
+def encode_file(records: Iterable[dict[str, Any]], path: Path, codec: Codec) -> int:
+    """Write ``records`` to ``path`` compact (a temporary file renamed over it); returns its bytes.
+    For tests and benchmarks that need the same run in both formats, and for converting a past run."""
+    encoder = codec.encoder()
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for record in records:
+            f.write(encoder.encode([record]))
+    os.replace(tmp, path)
+    return path.stat().st_size

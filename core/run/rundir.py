@@ -206,17 +206,17 @@ class RunDir:
     def append_sample(self, host: str, sample: dict[str, Any]) -> None:
         """Append one telemetry sample to telemetry/samples-<host>.jsonl (compact, see
         :mod:`core.run.compact`: a GPU's name, uuid and limits once per key frame, not every second)."""
-        self._append_compact("write telemetry samples", self.samples_path(host), [sample], SAMPLE_CODEC)
+        self._append_compact("write telemetry samples", self.samples_path(host), [sample], compact.SAMPLE_CODEC)
 
     def append_metrics(self, task: Task, samples: list[dict[str, Any]]) -> None:
         """Append parsed training metrics to roles/<role>/metrics.jsonl (compact)."""
-        self._append_compact("write metrics", self._role_file(task, "metrics.jsonl"), samples, METRICS_CODEC)
+        self._append_compact("write metrics", self._role_file(task, "metrics.jsonl"), samples, compact.METRICS_CODEC)
 
     def append_scalars(self, task: Task, points: list[dict[str, Any]]) -> None:
         """Append TensorBoard scalars (tag, step, wall_time, value) to roles/<role>/scalars.jsonl (compact)."""
-        self._append_compact("write scalars", self._role_file(task, "scalars.jsonl"), points, SCALARS_CODEC)
+        self._append_compact("write scalars", self._role_file(task, "scalars.jsonl"), points, compact.SCALARS_CODEC)
 
-    def _append_compact(self, action: str, path: Path, records: list[dict[str, Any]], codec: Codec) -> None:
+    def _append_compact(self, action: str, path: Path, records: list[dict[str, Any]], codec: compact.Codec) -> None:
         """Encode ``records`` against what this process last wrote to ``path`` and append them.
 
         A file opened for the first time starts with a key frame, after a newline if the last
@@ -228,9 +228,7 @@ class RunDir:
         with self._encoders_lock:
             encoder = self._encoders.get(path)
             if encoder is None:
-                encoder = self._encoders[path] = compact.Encoder(
-                    time_key=codec.time_key, cols=codec.cols, key_every=codec.key_every
-                )
+                encoder = self._encoders[path] = codec.encoder()
             fresh = encoder.fresh
             text = encoder.encode(records)
 
@@ -295,20 +293,6 @@ class RunDir:
             os.replace(tmp, self.path / RUN_FILE)
 
         self._guard("write run.json", write)
-
-
-@dataclass(frozen=True)
-class Codec:
-    """How a telemetry file is encoded (:class:`core.run.compact.Encoder`'s settings)."""
-
-    time_key: str
-    cols: tuple[str, ...]
-    key_every: int
-
-
-METRICS_CODEC = Codec("t", ("step", "loss"), compact.KEY_EVERY)
-SCALARS_CODEC = Codec("wall_time", ("step", "value"), compact.KEY_EVERY)
-SAMPLE_CODEC = Codec("t", (), compact.SAMPLE_KEY_EVERY)
 
 
 def _ends_mid_line(path: Path) -> bool:
