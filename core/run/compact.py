@@ -104,13 +104,18 @@ def _ms(value: object) -> int | None:
     return round(value * 1000)
 
 
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
 def canonical(value: Any) -> Any:
     """``value`` as it will be read back: floats to 6 significant digits, containers copied."""
     kind = type(value)
+    if kind in _PLAIN:
+        return value
     if kind is float:
         return _round(value)
     if kind is dict:
-        return {k: canonical(v) for k, v in value.items()}
+        return {k: v if type(v) in _PLAIN else canonical(v) for k, v in value.items()}
     if kind is list or kind is tuple:
         return [canonical(v) for v in value]
     return value
@@ -118,11 +123,14 @@ def canonical(value: Any) -> Any:
 
 def canonical_record(record: dict[str, Any], time_key: str) -> dict[str, Any]:
     """A record as it will be read back (see :func:`canonical`; its time to the millisecond)."""
-    out = canonical(record)
-    ms = _ms(record.get(time_key))
-    if ms is not None:
-        out[time_key] = ms / 1000
-    return out
+    return _canonical_record(record, time_key, _ms(record.get(time_key)))
+
+
+def _canonical_record(record: dict[str, Any], time_key: str, ms: int | None) -> dict[str, Any]:
+    return {
+        k: ms / 1000 if k == time_key and ms is not None else v if type(v) in _PLAIN else canonical(v)
+        for k, v in record.items()
+    }
 
 
 def _keys(value: Any, into: dict[str, int]) -> None:
@@ -136,41 +144,47 @@ def _keys(value: Any, into: dict[str, int]) -> None:
             _keys(v, into)
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equal and of the same type, all the way down (1, 1.0 and True differ here)."""
-    if type(a) is not type(b):
-        return False
-    if type(a) is dict:
-        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
-    if type(a) is list:
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
+_SAME = object()  # what _diff gives for two values that are the same
 
 
-def _diff(prev: Any, cur: Any, index: dict[str, int]) -> Any:
-    """What turns ``prev`` into ``cur`` (only called when they differ)."""
-    if type(prev) is dict and type(cur) is dict:
-        if any(k not in cur for k in prev):
-            raise _NeedKey
+def _diff(prev: Any, cur: Any, index: dict[str, str]) -> Any:
+    """What turns ``prev`` into ``cur``, or ``_SAME`` when they are equal and of the same type all
+    the way down (1, 1.0 and True differ here; NaN differs from itself, and is written again)."""
+    kind = type(prev)
+    if kind is type(cur) and (kind in _PLAIN or kind is float):
+        if prev == cur:
+            return _SAME
+        if kind is int:
+            delta = cur - prev
+            if abs(delta) >= MAX_INT_DELTA:
+                raise _NeedKey
+            return delta
+        return cur
+    if kind is dict and type(cur) is dict:
+        for k in prev:
+            if k not in cur:
+                raise _NeedKey
         patch: dict[str, Any] = {}
         for k, v in cur.items():
             i = index.get(k)
             if i is None:
                 raise _NeedKey
             if k not in prev:
-                patch[str(i)] = v  # written whole (a container too: the reader sets it, not patches it)
-            elif not _same(prev[k], v):
-                patch[str(i)] = _diff(prev[k], v, index)
-        return patch
-    if type(prev) is list and type(cur) is list and len(prev) == len(cur):
-        return {str(n): _diff(p, c, index) for n, (p, c) in enumerate(zip(prev, cur, strict=True)) if not _same(p, c)}
-    if type(prev) is list and type(cur) is dict:
+                patch[i] = v  # written whole (a container too: the reader sets it, not patches it)
+            else:
+                d = _diff(prev[k], v, index)
+                if d is not _SAME:
+                    patch[i] = d
+        return patch or _SAME
+    if kind is list and type(cur) is list and len(prev) == len(cur):
+        patch = {}
+        for n, (p, c) in enumerate(zip(prev, cur, strict=True)):
+            d = _diff(p, c, index)
+            if d is not _SAME:
+                patch[str(n)] = d
+        return patch or _SAME
+    if kind is list and type(cur) is dict:
         raise _NeedKey  # a dict onto a list would read as a patch of the list
-    if _is_int(prev) and _is_int(cur):
-        delta = cur - prev
-        if abs(delta) >= MAX_INT_DELTA:
-            raise _NeedKey
-        return delta
     return cur
 
 
@@ -196,6 +210,17 @@ def _line(value: Any) -> str:
     return json.dumps(value, separators=(",", ":")) + "\n"
 
 
+def _number_line(values: list[Any]) -> str | None:
+    """``values`` as a JSON array line when all are ints or finite floats (the common delta: a
+    time, a step, a loss), ~4x quicker than json.dumps; None otherwise. ``repr`` of an int or a
+    finite float is its JSON text."""
+    for v in values:
+        kind = type(v)
+        if kind is not int and (kind is not float or v != v or v in (math.inf, -math.inf)):
+            return None
+    return "[" + ",".join(map(repr, values)) + "]\n"
+
+
 class Encoder:
     """Writes one file's records as key frames and deltas. Not thread-safe: one per file, one writer.
 
@@ -209,9 +234,10 @@ class Encoder:
         self.cols = cols
         self.key_every = key_every
         self._prev: dict[str, Any] | None = None
-        self._prev_ms = 0
-        self._index: dict[str, int] = {}
+        self._prev_ms: int | None = None
+        self._index: dict[str, str] = {}  # each key's index in the key frame's list, as a patch names it
         self._since_key = 0
+        self._fixed = frozenset({time_key, *cols})  # the fields a delta writes by position
 
     @property
     def fresh(self) -> bool:
@@ -226,11 +252,12 @@ class Encoder:
         return "".join(self._encode_one(r) for r in records)
 
     def _encode_one(self, record: dict[str, Any]) -> str:
-        cur = canonical_record(record, self.time_key)
+        ms = _ms(record.get(self.time_key))
+        cur = _canonical_record(record, self.time_key, ms)
         prev = self._prev
         if prev is not None and self._since_key < self.key_every:
             try:
-                line = self._delta(prev, cur)
+                line = self._delta(prev, cur, ms)
             except _NeedKey:
                 pass
             else:
@@ -242,17 +269,15 @@ class Encoder:
     def _key_frame(self, cur: dict[str, Any]) -> str:
         index: dict[str, int] = {}
         _keys(cur, index)
-        self._index = index
+        self._index = {k: str(i) for k, i in index.items()}
         self._prev = cur
-        self._prev_ms = _ms(cur.get(self.time_key)) or 0
+        self._prev_ms = _ms(cur.get(self.time_key))
         self._since_key = 1
         cols = [c for c in self.cols if c in cur]
         return _line({KEY_MARK: VERSION, "time": self.time_key, "cols": cols, "keys": list(index), "r": cur})
 
-    def _delta(self, prev: dict[str, Any], cur: dict[str, Any]) -> str:
-        tk = self.time_key
-        ms = _ms(cur.get(tk))
-        if ms is None or _ms(prev.get(tk)) is None:
+    def _delta(self, prev: dict[str, Any], cur: dict[str, Any], ms: int | None) -> str:
+        if ms is None or self._prev_ms is None:
             raise _NeedKey
         line: list[Any] = [ms - self._prev_ms]
         for col in self.cols:
@@ -268,12 +293,14 @@ class Encoder:
                     raise _NeedKey  # a column is a number or a string; anything else goes in a key frame
                 else:
                     line.append(value)
-        rest_prev = {k: v for k, v in prev.items() if k != tk and k not in self.cols}
-        rest_cur = {k: v for k, v in cur.items() if k != tk and k not in self.cols}
-        if not _same(rest_prev, rest_cur):
-            line.append(_diff(rest_prev, rest_cur, self._index))
+        fixed = self._fixed
+        rest_prev = {k: v for k, v in prev.items() if k not in fixed}
+        rest_cur = {k: v for k, v in cur.items() if k not in fixed}
+        patch = _diff(rest_prev, rest_cur, self._index)
+        if patch is not _SAME:
+            line.append(patch)
         self._prev_ms = ms
-        return _line(line)
+        return _number_line(line) or _line(line)
 
 
 class Decoder:

@@ -116,7 +116,7 @@ def streams(draw: st.DrawFn, record: st.SearchStrategy[dict[str, Any]]) -> list[
 CODECS = {"metrics": compact.METRICS_CODEC, "samples": compact.SAMPLE_CODEC, "scalars": compact.SCALARS_CODEC}
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data=st.data(),
     kind=st.sampled_from(["metrics", "samples"]),
