@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # core.run.leftover imports the agent's modules: not for ever
     from core.run.leftover import Agent
 
 SUMMARY_FILE = "summary.json"
-SUMMARY_VERSION = 4  # 2: the rates' windows (step_window, batch_size, strategy) instead of a mean steps/s; 3: and the run's checkpoints; 4: and its hyperparameters
+SUMMARY_VERSION = 5  # 2: the rates' windows (step_window, batch_size, strategy) instead of a mean steps/s; 3: and the run's checkpoints; 4: and its hyperparameters; 5: telemetry files may be compact (core/run/compact.py), which a version-4 reader skips
 SUMMARY_CHECKPOINTS = 100  # the newest checkpoints a summary lists (ctl RUN checkpoints lists them all)
 LIVE_TAIL_BYTES = 256 * 1024
 ARCHIVE_DIR = "archived"  # under the runs root; it holds no run.json, so listings skip it

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from core.run import compact
 from core.run.events import STATE_KINDS, EventKind, JournalKind
 
 EVENTS_FILE = "events.jsonl"
@@ -129,15 +130,19 @@ def _decode_each(lines: list[bytes], loads: Callable[[bytes], Any] = json.loads)
 class JsonlTail:
     """Follows one JSON-lines file from where the last read stopped.
 
-    :meth:`read` returns the complete lines that arrived since, decoded; an unparsable or non-object
-    line is skipped and counted in :attr:`skipped`. A missing file reads as empty (it may appear
-    later). At most ``max_bytes`` are read per call, so a caller can share its time between files.
+    :meth:`read` returns the records of the complete lines that arrived since, decoded through
+    :attr:`decoder` (:mod:`core.run.compact`: plain JSON objects as they are, the compact format's
+    key frames and deltas as the records they stand for); an unparsable line is skipped and counted
+    in :attr:`skipped`. A missing file reads as empty (it may appear later). At most ``max_bytes``
+    are read per call, so a caller can share its time between files. Started at an offset other than
+    0, the compact format's records are read from the first key frame there on.
     """
 
     def __init__(self, path: Path, offset: int = 0) -> None:
         self.path = path
         self.offset = offset
         self.skipped = 0
+        self.decoder = compact.Decoder(mid_file=offset > 0)
         self._partial = b""
 
     def read(self, max_bytes: int = CHUNK_BYTES) -> list[dict[str, Any]]:
@@ -154,7 +159,8 @@ class JsonlTail:
         if len(self._partial) > MAX_LINE_BYTES:
             self._partial = b""
             self.skipped += 1
-        records, skipped = decode_lines(lines)
+            self.decoder.reset()  # a delta after the lost line may build on its record
+        records, skipped = compact.decode(lines, self.decoder)
         self.skipped += skipped
         return records
 

@@ -56,7 +56,7 @@ def _read(tail: journal.JsonlTail, points: int = skim.SKIM_POINTS) -> list[dict[
     its newest lines exact, in one pass, instead of every line a chunk at a time; from there on it
     is followed line by line."""
     if tail.offset == 0 and _skimmed(tail.path):
-        records, tail.offset = skim.skim(tail.path, points)
+        records, tail.offset = skim.skim(tail.path, points, decoder=tail.decoder)
         return records
     return tail.read(TELEMETRY_CHUNK_BYTES)
 

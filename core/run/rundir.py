@@ -24,6 +24,7 @@ import json
 import math
 import os
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,7 @@ from typing import Any
 from core.cluster.problems import Problem
 from core.cluster.render import role_dir
 from core.cluster.spec import ClusterSpec, Task, dumps, load
-from core.run import journal
+from core.run import compact, journal
 from core.run.lock import LOCK_FILE, holder
 
 RUN_FILE = "run.json"
@@ -124,6 +125,10 @@ class RunDir:
         self.write_error: str | None = None
         self._info: dict[str, Any] = {}
         self._role_files: dict[tuple[str, str], Path] = {}
+        # One encoder per telemetry file this process appends to (core.run.compact); samples come
+        # from each host's link thread and metrics from the output intake, hence the lock.
+        self._encoders: dict[Path, compact.Encoder] = {}
+        self._encoders_lock = threading.Lock()
 
     @classmethod
     def create(cls, spec: ClusterSpec, root: Path | None = None, path: Path | None = None) -> RunDir:
@@ -199,19 +204,45 @@ class RunDir:
         return self.path / "telemetry" / f"samples-{_slug(host)}.jsonl"
 
     def append_sample(self, host: str, sample: dict[str, Any]) -> None:
-        """Append one telemetry sample to telemetry/samples-<host>.jsonl."""
-        line = journal.json_line(sample)
-        self._guard("write telemetry samples", lambda: journal.append_lines(self.samples_path(host), line))
+        """Append one telemetry sample to telemetry/samples-<host>.jsonl (compact, see
+        :mod:`core.run.compact`: a GPU's name, uuid and limits once per key frame, not every second)."""
+        self._append_compact("write telemetry samples", self.samples_path(host), [sample], compact.SAMPLE_CODEC)
 
     def append_metrics(self, task: Task, samples: list[dict[str, Any]]) -> None:
-        """Append parsed training metrics to roles/<role>/metrics.jsonl."""
-        text = "".join(journal.json_line(s) for s in samples)
-        self._guard("write metrics", lambda: journal.append_lines(self._role_file(task, "metrics.jsonl"), text))
+        """Append parsed training metrics to roles/<role>/metrics.jsonl (compact)."""
+        self._append_compact("write metrics", self._role_file(task, "metrics.jsonl"), samples, compact.METRICS_CODEC)
 
     def append_scalars(self, task: Task, points: list[dict[str, Any]]) -> None:
-        """Append TensorBoard scalars (tag, step, wall_time, value) to roles/<role>/scalars.jsonl."""
-        text = "".join(journal.json_line(p) for p in points)
-        self._guard("write scalars", lambda: journal.append_lines(self._role_file(task, "scalars.jsonl"), text))
+        """Append TensorBoard scalars (tag, step, wall_time, value) to roles/<role>/scalars.jsonl (compact)."""
+        self._append_compact("write scalars", self._role_file(task, "scalars.jsonl"), points, compact.SCALARS_CODEC)
+
+    def _append_compact(self, action: str, path: Path, records: list[dict[str, Any]], codec: compact.Codec) -> None:
+        """Encode ``records`` against what this process last wrote to ``path`` and append them.
+
+        A file opened for the first time starts with a key frame, after a newline if the last
+        process left half a line (killed mid-write): the key frame must not be glued to it. A failed
+        write (disk full) resets the encoder, so the next line written is a key frame again and no
+        delta rests on a record that is not on disk."""
+        if not records:
+            return
+        with self._encoders_lock:
+            encoder = self._encoders.get(path)
+            if encoder is None:
+                encoder = self._encoders[path] = codec.encoder()
+            fresh = encoder.fresh
+            text = encoder.encode(records)
+
+            def write() -> None:
+                prefix = "\n" if fresh and _ends_mid_line(path) else ""
+                journal.append_lines(path, prefix + text)
+
+            failed_before = self.write_error
+            try:
+                write()
+            except OSError as exc:
+                encoder.reset()
+                if failed_before is None:
+                    self.write_error = f"cannot {action} in {self.path}: {exc.strerror or exc}"
 
     def note_parsed(self, task: Task, attempt: int, end: int) -> None:
         """Record that the output of ``attempt`` up to byte ``end`` (a line's end) is parsed and its
@@ -262,6 +293,16 @@ class RunDir:
             os.replace(tmp, self.path / RUN_FILE)
 
         self._guard("write run.json", write)
+
+
+def _ends_mid_line(path: Path) -> bool:
+    """True when ``path`` exists and its last byte is not a newline."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except OSError:  # missing, or empty (a seek before the start)
+        return False
 
 
 def read_parsed(role_path: Path) -> tuple[int, int] | None:

@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from core.run import journal
+from core.run import compact
 
 SKIM_FROM_BYTES = 2 << 20  # a smaller file is read whole: it is quick, and every point shows
 SKIM_POINTS = 2048  # lines taken evenly over the file; about a plot's width in pixels
@@ -71,10 +71,22 @@ def _dense(stop: int, points: int) -> bool:
     return stop // max(points, 1) <= DENSE_SPACING_BYTES
 
 
-def skim(path: Path, points: int = SKIM_POINTS, tail_bytes: int = SKIM_TAIL_BYTES) -> tuple[list[dict[str, Any]], int]:
+def skim(
+    path: Path,
+    points: int = SKIM_POINTS,
+    tail_bytes: int = SKIM_TAIL_BYTES,
+    *,
+    decoder: compact.Decoder | None = None,
+) -> tuple[list[dict[str, Any]], int]:
     """``points`` evenly spaced records of ``path`` and all those of its last ``tail_bytes``, in
     file order, and the offset after the last complete line; ``([], 0)`` for a missing or empty
-    file. Unparsable lines are skipped."""
+    file. Unparsable lines are skipped.
+
+    In the compact format (:mod:`core.run.compact`) a spaced point is the first key frame at or
+    after its offset (a delta cannot be read alone), and the tail is read from its first key frame
+    on, through ``decoder`` (the follower's, which goes on from the returned offset with its state)."""
+    decoder = decoder if decoder is not None else compact.Decoder()
+    decoder.start_mid_file()
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
@@ -93,8 +105,11 @@ def skim(path: Path, points: int = SKIM_POINTS, tail_bytes: int = SKIM_TAIL_BYTE
         lines = _spaced_lines(fd, tail_start, points) if tail_start > 0 else []
     finally:
         os.close(fd)
-    lines.extend(tail.split(b"\n"))
-    return journal.decode_lines(lines)[0], end
+    records = compact.decode(lines, compact.Decoder(mid_file=True))[
+        0
+    ]  # each spaced line alone: key frames, old records
+    records.extend(compact.decode(tail.split(b"\n"), decoder)[0])
+    return records, end
 
 
 def _spaced_lines(fd: int, stop: int, points: int) -> list[bytes]:
@@ -121,10 +136,12 @@ def _spaced_lines(fd: int, stop: int, points: int) -> list[bytes]:
             else:
                 data, lo = os.pread(fd, want, at), 0
                 hi = len(data)
-            if at == 0:
+            if at == 0 and data[lo : lo + 1] == b"{":
                 begin = lo
             else:
-                newline = data.find(b"\n", lo, hi)
+                # A line that starts an object: a whole record (a key frame, or the plain format's),
+                # never a compact delta (an array), which needs the lines before it.
+                newline = data.find(b"\n{", lo, hi)
                 begin = newline + 1 if newline >= 0 else -1
             finish = data.find(b"\n", begin, hi) if begin >= 0 else -1  # -1: no whole line here
             if finish >= 0 or at + (hi - lo) >= stop or hi - lo < want:  # found, or the end (or a shrunk file)

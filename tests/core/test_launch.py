@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from core.run.journal import iter_jsonl
 from tests.helpers.cli_launch import Launch, run_dir_of, states
 from tests.helpers.clusters import between_graph, write_cluster
 from tests.helpers.ports import free_ports
@@ -141,9 +142,7 @@ def test_sigkilled_worker_is_restarted_with_on_failure_and_the_run_succeeds(tmp_
         r"worker:1\s+step \d+  loss [0-9.]+  [0-9.]+ ms/step  ([0-9.]+|-) batches/s  cpu \d+%  rss \d+ MiB", out
     ), out
     assert re.search(r"cluster\s+[0-9.]+ global steps/s \(mean over the last 30 s\)", out), out
-    metrics = [
-        json.loads(line) for line in (launch.run_dir / "roles" / "worker-1" / "metrics.jsonl").read_text().splitlines()
-    ]
+    metrics = list(iter_jsonl(launch.run_dir / "roles" / "worker-1" / "metrics.jsonl"))
     assert len(metrics) >= 5 and metrics[-1]["loss"] < metrics[0]["loss"]
     assert (launch.run_dir / "roles" / "worker-1" / "attempt-2.log").is_file()
     assert_ports_free(ports)
@@ -295,7 +294,7 @@ def test_samples_of_every_role_are_kept_in_the_run_directory(tmp_path: Path):
     assert result.returncode == 0, result.stdout + result.stderr
     files = list((tmp_path / "run" / "telemetry").glob("samples-*.jsonl"))
     assert len(files) == 1
-    samples = [json.loads(line) for line in files[0].read_text().splitlines()]
+    samples = list(iter_jsonl(files[0]))
     assert len(samples) >= 2  # 3 s of running at 1 s
     alive = [s for s in samples if s["roles"].get("worker:1", {}).get("alive")]
     assert alive and alive[0]["roles"]["worker:1"]["rss_bytes"] > 1 << 20
@@ -320,10 +319,7 @@ def test_user_metric_patterns_from_the_cluster_file_parse_a_custom_format(tmp_pa
     )
     result = run_cli("launch", str(cluster), "--run-dir", str(tmp_path / "run"))
     assert result.returncode == 0, result.stdout + result.stderr
-    metrics = [
-        json.loads(line)
-        for line in (tmp_path / "run" / "roles" / "worker-0" / "metrics.jsonl").read_text().splitlines()
-    ]
+    metrics = list(iter_jsonl(tmp_path / "run" / "roles" / "worker-0" / "metrics.jsonl"))
     assert [m["step"] for m in metrics] == list(range(1, 16))
     assert metrics[-1]["loss"] == 0.1333 and metrics[0]["extra"] == {"lr": 0.1} and metrics[0]["source"] == "user"
 

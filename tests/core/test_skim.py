@@ -54,30 +54,44 @@ def test_skim_of_a_small_or_missing_file(tmp_path: Path) -> None:
 
 def _first_lines(data: bytes, stop: int, points: int) -> list[bytes]:
     """What _spaced_lines must return, from the whole file at once: for each offset, the first line
-    that starts after a newline at or after it (or at 0) and ends before ``stop``; none twice."""
+    that starts an object (``{``: a whole record, never a compact delta) at or after it, after a
+    newline (or at 0), and ends before ``stop``; none twice."""
     lines: list[bytes] = []
     last = -1
     for k in range(points):
         at = k * stop // points
-        newline = data.find(b"\n", at, stop)
-        start = 0 if at == 0 else newline + 1
-        finish = data.find(b"\n", start, stop) if at == 0 or newline >= 0 else -1
+        if at == 0 and data[:1] == b"{":
+            start = 0
+        else:
+            newline = data.find(b"\n{", at, stop)
+            start = newline + 1 if newline >= 0 else -1
+        finish = data.find(b"\n", start, stop) if start >= 0 else -1
         if finish >= 0 and start > last:
             lines.append(data[start:finish])
             last = start
     return lines
 
 
-_lengths = st.lists(st.one_of(st.integers(0, 120), st.integers(3000, 20000)), min_size=1, max_size=60)
+_lengths = st.lists(
+    st.tuples(st.one_of(st.integers(0, 120), st.integers(3000, 20000)), st.booleans()), min_size=1, max_size=60
+)
 
 
 @pytest.mark.parametrize("dense", [True, False], ids=["blocks", "a-read-per-offset"])
 @given(lengths=_lengths, points=st.integers(1, 300), block=st.integers(1, 9000), cut=st.integers(0, 50))
 @settings(max_examples=150, deadline=None)
 def test_spaced_lines_read_in_blocks_or_one_by_one_are_the_same_lines(
-    tmp_path_factory: pytest.TempPathFactory, dense: bool, lengths: list[int], points: int, block: int, cut: int
+    tmp_path_factory: pytest.TempPathFactory,
+    dense: bool,
+    lengths: list[tuple[int, bool]],
+    points: int,
+    block: int,
+    cut: int,
 ) -> None:
-    data = b"".join(bytes([65 + i % 26]) * n + b"\n" for i, n in enumerate(lengths))
+    """Lines that start with ``{`` (records, key frames) among lines that do not (compact deltas)."""
+    data = b"".join(
+        (b"{" if whole else b"[") + bytes([65 + i % 26]) * n + b"\n" for i, (n, whole) in enumerate(lengths)
+    )
     stop = max(0, len(data) - cut)
     path = tmp_path_factory.mktemp("skim") / "lines.jsonl"
     path.write_bytes(data)

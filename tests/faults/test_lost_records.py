@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from core.run.journal import iter_jsonl
 from tests.helpers.cli_process import Cli, launch_roles, role_cluster
 from tests.helpers.fault_role import badutf8_lines, step_line
 from tests.helpers.waits import wait_for
@@ -33,9 +34,7 @@ def metric_steps(run: Path, role: str = "worker-0") -> list[int]:
     path = run / "roles" / role / "metrics.jsonl"
     if not path.is_file():
         return []
-    return [
-        json.loads(line)["step"] for line in path.read_text().splitlines() if json.loads(line).get("step") is not None
-    ]
+    return [r["step"] for r in iter_jsonl(path) if r.get("step") is not None]
 
 
 def test_output_that_is_not_utf8_keeps_whole_lines_every_step_and_every_byte(tmp_path: Path, clis: list[Cli]):

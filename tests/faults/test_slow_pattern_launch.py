@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.cli.exits import EXIT_INTERRUPTED
+from core.run.journal import iter_jsonl
 from tests.helpers.cli_process import Cli, launch_roles
 from tests.helpers.procs import assert_nothing_left
 from tests.helpers.waits import wait_for
@@ -30,11 +31,7 @@ def _warnings(run: Path) -> list[str]:
 
 
 def _steps(run: Path) -> list[int]:
-    try:
-        text = (run / "roles" / "worker-0" / "metrics.jsonl").read_text(encoding="utf-8")
-    except OSError:
-        return []
-    return [json.loads(line)["step"] for line in text.splitlines() if line.strip()]
+    return [r["step"] for r in iter_jsonl(run / "roles" / "worker-0" / "metrics.jsonl")]
 
 
 @pytest.mark.timeout(180)

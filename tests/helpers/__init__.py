@@ -24,6 +24,7 @@ Clusters and launches:
 - ``event_runs``: copies of a recorded run with a real TensorBoard event file, named as asked
 - ``captures``: profile captures on disk, as ``ctl RUN profile`` writes them, from recorded files
 - ``past_run``: a day-long finished run directory, generated
+- ``compact_run``: a run directory's copy with its telemetry re-encoded compact (both formats of one run)
 - ``tmpfs``: a real small file system to fill or make read-only (the ``small_disk`` fixture)
 
 Programs the tests run as roles or commands:

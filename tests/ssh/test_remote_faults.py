@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from core.run.journal import iter_jsonl
 from tests.helpers.cli_process import FAULT_ROLE, Cli
 from tests.helpers.fault_role import badutf8_lines
 from tests.helpers.ports import free_ports
@@ -50,8 +51,8 @@ def test_remote_output_that_is_not_utf8_is_mirrored_byte_for_byte(tmp_path: Path
     assert (tmp_path / "run" / "roles" / "worker-0" / "attempt-1.log").read_bytes() == expected
     shown = [line.split(" | ", 1)[1] for line in out.splitlines() if line.startswith("    worker:0 | ")]
     assert shown == [line[:-1].decode("utf-8", "replace") for line in badutf8_lines(40)], out
-    metrics = (tmp_path / "run" / "roles" / "worker-0" / "metrics.jsonl").read_text().splitlines()
-    assert [json.loads(line)["step"] for line in metrics] == list(range(40))
+    metrics = iter_jsonl(tmp_path / "run" / "roles" / "worker-0" / "metrics.jsonl")
+    assert [r["step"] for r in metrics] == list(range(40))
     assert_nothing_left_under(tmp_path, [port])
 
 
