@@ -495,6 +495,7 @@ class Controller:
             if self._slurm is not None:
                 self._slurm.release(detached=self._detached)
         finally:
+            self.run.close_files()
             self._closed.set()
             self._refuse_queued()
 

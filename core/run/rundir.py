@@ -26,6 +26,7 @@ import os
 import secrets
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from core.cluster.render import role_dir
 from core.cluster.spec import ClusterSpec, Task, dumps, load
 from core.run import compact, journal
 from core.run.lock import LOCK_FILE, holder
+from core.run.openfiles import OpenFiles
 
 RUN_FILE = "run.json"
 SPEC_FILE = "cluster.toml"
@@ -129,6 +131,11 @@ class RunDir:
         # from each host's link thread and metrics from the output intake, hence the lock.
         self._encoders: dict[Path, compact.Encoder] = {}
         self._encoders_lock = threading.Lock()
+        # The telemetry and parsed-offsets files stay open (core.run.openfiles: opening each one
+        # for every write was a third of the controller's CPU at 256 workers); closed by
+        # close_files(), or when this object goes.
+        self._files = OpenFiles()
+        weakref.finalize(self, self._files.close)
 
     @classmethod
     def create(cls, spec: ClusterSpec, root: Path | None = None, path: Path | None = None) -> RunDir:
@@ -234,7 +241,7 @@ class RunDir:
 
             def write() -> None:
                 prefix = "\n" if fresh and _ends_mid_line(path) else ""
-                journal.append_lines(path, prefix + text)
+                self._files.append(path, (prefix + text).encode())
 
             failed_before = self.write_error
             try:
@@ -243,6 +250,10 @@ class RunDir:
                 encoder.reset()
                 if failed_before is None:
                     self.write_error = f"cannot {action} in {self.path}: {exc.strerror or exc}"
+
+    def close_files(self) -> None:
+        """Close the files held open for appending (a later write opens them again)."""
+        self._files.close()
 
     def note_parsed(self, task: Task, attempt: int, end: int) -> None:
         """Record that the output of ``attempt`` up to byte ``end`` (a line's end) is parsed and its
@@ -258,20 +269,7 @@ class RunDir:
         record = json.dumps({"attempt": attempt, "end": end}).ljust(PARSED_WIDTH).encode()
         path = self._role_file(task, PARSED_FILE)
 
-        def write() -> None:
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-            except FileNotFoundError:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-            try:
-                os.pwrite(fd, record, 0)
-                if os.fstat(fd).st_size != len(record):  # an older, longer record, or an old format
-                    os.ftruncate(fd, len(record))
-            finally:
-                os.close(fd)
-
-        self._guard("write parsed offsets", write)
+        self._guard("write parsed offsets", lambda: self._files.overwrite(path, record))
 
     def write_spec(self, spec: ClusterSpec) -> None:
         """Replace cluster.toml atomically: a Slurm run's counted tasks once they are placed."""
