@@ -3,7 +3,7 @@
 A 256-worker run appends metrics and notes its parse offset ~2,500 times a second. Opening and
 closing the file each time was a third of the controller thread's CPU (py-spy at 256 simulated
 workers: ``open`` alone 175 of 593 samples), so the files stay open, least recently used first
-out past :data:`MAX_OPEN`. Every write is an unbuffered ``os.write``/``os.pwrite``: when it
+out past :data:`MAX_OPEN` (half the file limit). Every write is an unbuffered ``os.write``/``os.pwrite``: when it
 returns, the bytes are in the file (the page cache) as with a close, so "on disk before on screen"
 holds. A failed write closes that file, and the next write opens it again (a full disk that
 recovers); so does a write to a file removed since it was opened (one ``fstat`` a write).
@@ -13,12 +13,27 @@ from __future__ import annotations
 
 import collections
 import os
+import resource
 import threading
 from pathlib import Path
 
 __all__ = ["MAX_OPEN", "OpenFiles"]
 
-MAX_OPEN = 256  # files held open at once; the default RLIMIT_NOFILE is 1,024
+
+def _max_open() -> int:
+    """Half the process's file limit (the rest for links, pipes and logs), at most 4,096: a role
+    has two hot files, and a cache smaller than them all reopens a file at nearly every write (at
+    256 workers a cap of 256 still spent a quarter of the controller thread in ``open``)."""
+    try:
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        soft = 1024
+    if soft == resource.RLIM_INFINITY:
+        soft = 8192
+    return max(64, min(4096, soft // 2))
+
+
+MAX_OPEN = _max_open()  # files held open at once
 
 
 class OpenFiles:
