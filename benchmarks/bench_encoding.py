@@ -13,7 +13,7 @@ samples, and both), and CPU per record written and read.
 
     python benchmarks/bench_encoding.py [--workers 64] [--hosts 8] [--minutes 60] [--baseline d294eee]
 
-The goal (issue 38): all derived files at most 1 MB per worker-hour at 10 lines a second per worker,
+The goal: all derived files at most 1 MB per worker-hour at 10 lines a second per worker,
 8 workers and 8 GPUs a host, 1 Hz samples. The journal (events.jsonl) holds state only and is not
 re-encoded: a steady run journals a few kilobytes an hour. The roles' own logs are the users' output,
 kept verbatim, and not counted here.

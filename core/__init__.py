@@ -4,6 +4,7 @@ packages' layers, lowest first, are in docs/architecture.md.
 
 - ``agent/``: the per-host agent that starts, watches and stops one host's roles
 - ``textsafe``: outside text made safe for a terminal, a CSV cell, a shell line
+- ``atomic``: a file replaced in one step (cluster files, profile summaries, the menu entry)
 - ``telemetry/``: parsers of trainer output, TensorBoard event files
 - ``cluster/``: the cluster model: cluster files read, checked, rendered and written
 - ``diagnosis/``: why a role waits

@@ -16,4 +16,5 @@
 - ``exits``: exit codes, a cluster file's problems printed, resolving a run by name, small refusals
 - ``desktop``: ``install-desktop`` and ``uninstall-desktop``: TowerDeck in the application menu
 - ``interrupts``: Ctrl-C, SIGTERM and SIGHUP while a command waits
+- ``progname``: the command to print in help: ``towerdeck`` installed, ``python main.py`` from a checkout
 """

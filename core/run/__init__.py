@@ -5,7 +5,9 @@
 - ``publish``: the one publish rule
 - ``role_view``: the live view of a role the status is built from, and the status snapshot
 - ``journal``: state-only events, JSON lines, read streaming
+- ``compact``: the compact telemetry lines (key frames and deltas) and their one decoder
 - ``rundir``: the run directory: layout, run.json, cluster.toml
+- ``openfiles``: the run directory's hot files kept open, written unbuffered
 - ``reader``: a past or live run read back
 - ``skim``: a large telemetry file read at the resolution a view can show, tail first
 - ``control``: the control socket's protocol and client

@@ -213,17 +213,21 @@ class RunDir:
     def append_sample(self, host: str, sample: dict[str, Any]) -> None:
         """Append one telemetry sample to telemetry/samples-<host>.jsonl (compact, see
         :mod:`core.run.compact`: a GPU's name, uuid and limits once per key frame, not every second)."""
-        self._append_compact("write telemetry samples", self.samples_path(host), [sample], compact.SAMPLE_CODEC)
+        self._append_compact("write telemetry samples", self.samples_path(host), [sample], codec=compact.SAMPLE_CODEC)
 
     def append_metrics(self, task: Task, samples: list[dict[str, Any]]) -> None:
         """Append parsed training metrics to roles/<role>/metrics.jsonl (compact)."""
-        self._append_compact("write metrics", self._role_file(task, "metrics.jsonl"), samples, compact.METRICS_CODEC)
+        self._append_compact(
+            "write metrics", self._role_file(task, "metrics.jsonl"), samples, codec=compact.METRICS_CODEC
+        )
 
     def append_scalars(self, task: Task, points: list[dict[str, Any]]) -> None:
         """Append TensorBoard scalars (tag, step, wall_time, value) to roles/<role>/scalars.jsonl (compact)."""
-        self._append_compact("write scalars", self._role_file(task, "scalars.jsonl"), points, compact.SCALARS_CODEC)
+        self._append_compact(
+            "write scalars", self._role_file(task, "scalars.jsonl"), points, codec=compact.SCALARS_CODEC
+        )
 
-    def _append_compact(self, action: str, path: Path, records: list[dict[str, Any]], codec: compact.Codec) -> None:
+    def _append_compact(self, action: str, path: Path, records: list[dict[str, Any]], *, codec: compact.Codec) -> None:
         """Encode ``records`` against what this process last wrote to ``path`` and append them.
 
         A file opened for the first time starts with a key frame, after a newline if the last

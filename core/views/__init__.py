@@ -5,6 +5,7 @@ the tabs own and draw.
 - ``conditions``: a role's trouble in words, the same everywhere it is shown
 - ``empty``: what a view with nothing to show says instead, and why
 - ``gpu_tiles``: many GPUs at a glance, tiles with sparklines
+- ``gpu_hosts``: a host's GPUs summed up in one tile, past 16 hosts or 128 GPUs
 - ``spread``: the workers' spread instead of one line each
 - ``series``: bounded multi-resolution time series
 - ``series_bulk``: the series' bucket arithmetic in NumPy, for bulk extends

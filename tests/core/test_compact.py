@@ -170,7 +170,7 @@ def metric_stream(n: int, t0: float = 1_795_000_000.0) -> list[dict[str, Any]]:
 def test_a_reader_that_starts_mid_file_resyncs_at_the_next_key_frame(tmp_path: Path, offset_fraction: float) -> None:
     records = metric_stream(1000)
     path = tmp_path / "metrics.jsonl"
-    compact.encode_file(records, path, compact.METRICS_CODEC)
+    compact.encode_file(records, path, codec=compact.METRICS_CODEC)
     data = path.read_bytes()
     offset = int(len(data) * offset_fraction)
     tail = journal.JsonlTail(path, offset)
@@ -186,7 +186,7 @@ def test_a_reader_that_starts_mid_file_resyncs_at_the_next_key_frame(tmp_path: P
 def test_a_damaged_line_drops_the_deltas_after_it_until_the_next_key_frame(tmp_path: Path) -> None:
     records = metric_stream(250)
     path = tmp_path / "metrics.jsonl"
-    compact.encode_file(records, path, compact.METRICS_CODEC)
+    compact.encode_file(records, path, codec=compact.METRICS_CODEC)
     lines = path.read_bytes().split(b"\n")
     lines[10] = b"[12, damaged"
     path.write_bytes(b"\n".join(lines))
@@ -202,7 +202,7 @@ def test_a_damaged_line_drops_the_deltas_after_it_until_the_next_key_frame(tmp_p
 def test_a_skimmed_compact_file_gives_key_frames_then_an_exact_tail_and_the_follower_goes_on(tmp_path: Path) -> None:
     records = metric_stream(200_000)  # ~3.4 MB compact: past the skim threshold
     path = tmp_path / "metrics.jsonl"
-    compact.encode_file(records, path, compact.METRICS_CODEC)
+    compact.encode_file(records, path, codec=compact.METRICS_CODEC)
     tail = journal.JsonlTail(path)
     skimmed, tail.offset = skim(path, points=500, decoder=tail.decoder)
     steps = [r["step"] for r in skimmed]
@@ -223,11 +223,11 @@ def test_a_reopened_file_starts_with_a_key_frame_after_a_half_written_line(tmp_p
     """A writer killed mid-line: the next process's key frame is not glued to the half line."""
     path = tmp_path / "metrics.jsonl"
     first = metric_stream(150)
-    compact.encode_file(first, path, compact.METRICS_CODEC)
+    compact.encode_file(first, path, codec=compact.METRICS_CODEC)
     with open(path, "ab") as f:
         f.write(b"[100,1,1.2")  # half a line
     run = RunDir(tmp_path)
-    run._append_compact("write metrics", path, metric_stream(5, t0=1_795_100_000.0), compact.METRICS_CODEC)
+    run._append_compact("write metrics", path, metric_stream(5, t0=1_795_100_000.0), codec=compact.METRICS_CODEC)
     got = list(journal.iter_jsonl(path))
     assert [r["step"] for r in got] == [*range(1, 151), *range(1, 6)]
     assert run.write_error is None
@@ -240,17 +240,17 @@ def test_after_a_failed_write_the_next_line_is_a_key_frame(tmp_path: Path) -> No
     path = folder / "metrics.jsonl"
     run = RunDir(tmp_path)
     records = metric_stream(30)
-    run._append_compact("write metrics", path, records[:10], compact.METRICS_CODEC)
+    run._append_compact("write metrics", path, records[:10], codec=compact.METRICS_CODEC)
     saved = path.read_bytes()
     # A directory where the file was: the append fails with an OSError, as on a full disk (as root,
     # a read-only file would still take the write).
     path.unlink()
     path.mkdir()
-    run._append_compact("write metrics", path, records[10:20], compact.METRICS_CODEC)
+    run._append_compact("write metrics", path, records[10:20], codec=compact.METRICS_CODEC)
     assert run.write_error is not None and "write metrics" in run.write_error
     path.rmdir()
     path.write_bytes(saved)
-    run._append_compact("write metrics", path, records[20:], compact.METRICS_CODEC)
+    run._append_compact("write metrics", path, records[20:], codec=compact.METRICS_CODEC)
     got = list(journal.iter_jsonl(path))
     assert [r["step"] for r in got] == [*range(1, 11), *range(21, 31)]
     assert all(r == compact.canonical_record(records[r["step"] - 1], "t") for r in got)

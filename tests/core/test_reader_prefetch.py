@@ -5,6 +5,7 @@ for the disk (issue 25: 1.4 s of a cold open, 0.8 s with the prefetch; see core/
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,9 +28,9 @@ def test_every_skimmed_file_is_prefetched_before_the_first_is_skimmed(
         calls.append(("prefetch", path, points))
         real_prefetch(path, points)
 
-    def skim_(path: Path, points: int = skim.SKIM_POINTS) -> object:
+    def skim_(path: Path, points: int = skim.SKIM_POINTS, **kwargs: Any) -> object:  # kwargs: the follower's decoder
         calls.append(("skim", path, points))
-        return real_skim(path, points)
+        return real_skim(path, points, **kwargs)
 
     monkeypatch.setattr(skim, "prefetch", prefetch)
     monkeypatch.setattr(skim, "skim", skim_)
