@@ -149,6 +149,7 @@ class Role:
         self.tree_gone_at: float | None = None
         self.tree_checked_at = 0.0  # see watch.tick
         self.skip_backlog = False  # once stopping, output far behind may be skipped (watch.tail)
+        self.next_read_at = 0.0  # when its log is read again, once read to its end (watch.tail)
         # Set when the agent simulates the role: no process of it exists, so none is looked for.
         self.sim: Simulated | None = None
 
