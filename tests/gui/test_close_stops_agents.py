@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from tests.helpers.cli_launch import Launch
-from tests.helpers.ports import free_ports
+from tests.helpers.clusters import spread_light_cluster
 from tests.helpers.procs import assert_nothing_left, of_run
 from tests.helpers.project import ROOT
 from tests.helpers.waits import wait_for
@@ -33,27 +33,6 @@ pytestmark = pytest.mark.slow
 
 WORKERS, HOSTS = 16, 8
 DRIVER = ROOT / "tests" / "helpers" / "close_window.py"
-
-
-def spread_cluster(tmp_path: Path) -> tuple[Path, list[int]]:
-    ports = free_ports(WORKERS + 1)
-    workers = ", ".join(f'"127.0.0.{i % HOSTS + 1}:{ports[i + 1]}"' for i in range(WORKERS))
-    path = tmp_path / "spread.toml"
-    path.write_text(
-        f"""name = "spread"
-strategy = "custom"
-workdir = "{ROOT / "resources" / "trainers"}"
-command = ["{sys.executable}", "-u", "light_trainer.py", "--steps=0", "--rate_hz=2", "--test_marker={tmp_path.name}"]
-stop_grace_s = 3
-
-[jobs.ps]
-tasks = ["127.0.0.1:{ports[0]}"]
-
-[jobs.worker]
-tasks = [{workers}]
-"""
-    )
-    return path, ports
 
 
 def agents_of(run: Path) -> list[str]:
@@ -69,7 +48,7 @@ def agents_of(run: Path) -> list[str]:
 
 @pytest.mark.timeout(420)
 def test_closing_the_window_with_stop_leaves_no_agent_of_8_hosts(tmp_path: Path):
-    cluster, ports = spread_cluster(tmp_path)
+    cluster, ports = spread_light_cluster(tmp_path, workers=WORKERS, hosts=HOSTS, name="spread")
     window = subprocess.run(
         [sys.executable, str(DRIVER), str(cluster)],
         capture_output=True,
@@ -104,7 +83,7 @@ def test_closing_the_window_with_stop_leaves_no_agent_of_8_hosts(tmp_path: Path)
 
 @pytest.mark.timeout(420)
 def test_ctrl_c_on_a_launch_of_8_hosts_leaves_no_agent(tmp_path: Path, launches: list[Launch]):
-    cluster, ports = spread_cluster(tmp_path)
+    cluster, ports = spread_light_cluster(tmp_path, workers=WORKERS, hosts=HOSTS, name="spread")
     run = tmp_path / "run"
     launch = Launch(cluster, run)
     launches.append(launch)

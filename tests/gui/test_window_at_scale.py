@@ -9,16 +9,15 @@ keeps turning while 64 workers stream in."""
 
 from __future__ import annotations
 
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 from core.cluster.spec import load
+from tests.helpers.clusters import spread_light_cluster
 from tests.helpers.gcwatch import collection_threads
 from tests.helpers.heartbeat import INTERVAL_MS, Heartbeat
-from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
 from tests.helpers.project import ROOT
 
@@ -28,36 +27,12 @@ WORKERS, HOSTS = 64, 8
 FAKE_NVML = str(ROOT / "tests" / "helpers" / "fake_nvml.py")
 
 
-def big_cluster(tmp_path: Path) -> tuple[Path, list[int]]:
-    ports = free_ports(WORKERS + 1)
-    workers = ", ".join(f'"127.0.0.{i % HOSTS + 1}:{ports[i + 1]}"' for i in range(WORKERS))
-    path = tmp_path / "big.toml"
-    path.write_text(
-        # custom: each light trainer counts its own steps, so its tile shows its own batches/s
-        # (between-graph workers print the shared global step: their own share is unknown).
-        f"""name = "big"
-strategy = "custom"
-workdir = "{ROOT / "resources" / "trainers"}"
-command = ["{sys.executable}", "-u", "light_trainer.py", "--steps=0", "--rate_hz=2", "--test_marker={tmp_path.name}"]
-stop_grace_s = 3
-
-[jobs.ps]
-tasks = ["127.0.0.1:{ports[0]}"]
-
-[jobs.worker]
-tasks = [{workers}]
-gpus = [0]
-"""
-    )
-    return path, ports
-
-
 def test_64_workers_on_8_hosts_in_the_overview_and_the_gpu_grid(qtbot, tmp_path: Path, monkeypatch):
     from gui.window.main_window import MainWindow
 
     monkeypatch.setenv("TOWERDECK_NVML_MODULE", FAKE_NVML)
     monkeypatch.setenv("FAKE_NVML_GPUS", "8")
-    cluster, ports = big_cluster(tmp_path)
+    cluster, ports = spread_light_cluster(tmp_path, workers=WORKERS, hosts=HOSTS, name="big", gpus=[0])
     spec, problems = load(cluster)
     assert spec is not None, problems
     window = MainWindow(spec, runs_root=tmp_path / "runs")

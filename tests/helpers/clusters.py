@@ -4,6 +4,7 @@ TOML text for a command list."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -224,3 +225,32 @@ def tensorboard_runs(tmp_path: Path) -> tuple[Path, Path]:
     info = json.loads((second / "run.json").read_text())
     (second / "run.json").write_text(json.dumps({**info, "id": "tb-b", "name": "tb-b"}))
     return first, second
+
+
+def spread_light_cluster(
+    tmp_path: Path, *, workers: int, hosts: int, name: str, gpus: list[int] | None = None
+) -> tuple[Path, list[int]]:
+    """1 ps + ``workers`` light trainers (2 steps a second, for ever) spread over loopback "hosts"
+    127.0.0.1..``hosts`` (each its own agent), marked with ``tmp_path``'s name so that what a test
+    left running is found; ``gpus`` for every worker. Returns the file and its ports (the ps first)."""
+    ports = free_ports(workers + 1)
+    listed = ", ".join(f'"127.0.0.{i % hosts + 1}:{ports[i + 1]}"' for i in range(workers))
+    gpu_line = f"gpus = {gpus}\n" if gpus is not None else ""
+    path = tmp_path / f"{name}.toml"
+    # custom: each light trainer counts its own steps, so its tile shows its own batches/s
+    # (between-graph workers print the shared global step: their own share is unknown).
+    path.write_text(
+        f"""name = "{name}"
+strategy = "custom"
+workdir = "{TRAINERS}"
+command = ["{sys.executable}", "-u", "light_trainer.py", "--steps=0", "--rate_hz=2", "--test_marker={tmp_path.name}"]
+stop_grace_s = 3
+
+[jobs.ps]
+tasks = ["127.0.0.1:{ports[0]}"]
+
+[jobs.worker]
+tasks = [{listed}]
+{gpu_line}"""
+    )
+    return path, ports
