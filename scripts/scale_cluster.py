@@ -11,27 +11,15 @@ Usage: python scripts/scale_cluster.py OUT.toml. Then, with the NVML double for 
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script: its own folder is on the path, not the checkout
+
+from scripts.sim_cluster import free_ports  # noqa: E402 - after the path is set
+
 WORKERS, HOSTS = 64, 8
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports free now: bound together, then released. One at a time, the kernel
-    could hand out a port just released again (a full make bench once got one twice)."""
-    held = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            held.append(s)
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in held]
-    finally:
-        for s in held:
-            s.close()
 
 
 def main(argv: list[str]) -> int:
