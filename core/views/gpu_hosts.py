@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.views.gpu_tiles import GpuTile, GpuTileBoard
+from core.views.gpu_tiles import GpuTile, GpuTileBoard, memory_fraction
 from core.views.overview import natural_key
 
 __all__ = [
@@ -55,9 +55,7 @@ class GpuHost:
 
     @property
     def memory_fraction(self) -> float | None:
-        if self.memory_used_bytes is None or not self.memory_total_bytes:
-            return None
-        return self.memory_used_bytes / self.memory_total_bytes
+        return memory_fraction(self.memory_used_bytes, self.memory_total_bytes)
 
     @property
     def attention(self) -> bool:

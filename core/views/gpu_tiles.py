@@ -15,7 +15,7 @@ from typing import Any
 
 from core.views.overview import natural_key
 
-__all__ = ["SPARK_POINTS", "GpuTile", "GpuTileBoard", "heat_level"]
+__all__ = ["SPARK_POINTS", "GpuTile", "GpuTileBoard", "heat_level", "memory_fraction"]
 
 SPARK_POINTS = 120
 
@@ -37,6 +37,13 @@ def heat_level(temperature_c: float | None, power_w: float | None, power_limit_w
 
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def memory_fraction(used_bytes: float | None, total_bytes: float | None) -> float | None:
+    """Memory used as a fraction of the total; None when either is unknown (or the total is 0)."""
+    if used_bytes is None or not total_bytes:
+        return None
+    return used_bytes / total_bytes
 
 
 @dataclass(frozen=True)
@@ -63,9 +70,7 @@ class GpuTile:
 
     @property
     def memory_fraction(self) -> float | None:
-        if self.memory_used_bytes is None or not self.memory_total_bytes:
-            return None
-        return self.memory_used_bytes / self.memory_total_bytes
+        return memory_fraction(self.memory_used_bytes, self.memory_total_bytes)
 
     @property
     def heat(self) -> int:
