@@ -14,7 +14,8 @@ from its start in chunks of 256 KiB per file and poll, every line parsed and han
 and everything that arrived handed over at the next frame (the reader and the inbox as they were
 before skimming and bounded frames). It is stopped at ``BASELINE_CAP_S`` (default 120 s) with the
 share of the points it had shown by then. Offscreen Qt. Run from the repo root:
-``python benchmarks/bench_open_run.py`` (``WORKERS``, ``SECONDS``, ``HOSTS`` may be set).
+``python benchmarks/bench_open_run.py`` (``WORKERS``, ``SECONDS``, ``HOSTS`` may be set; ``COMPACT=1``
+writes the generated run's telemetry in today's compact encoding, as a run TowerDeck records now).
 """
 
 from __future__ import annotations
@@ -41,17 +42,21 @@ from tests.helpers.past_run import START_T, generate_run
 WORKERS = int(os.environ.get("WORKERS", "64"))
 SECONDS = int(os.environ.get("SECONDS", "86400"))
 HOSTS = int(os.environ.get("HOSTS", "8"))
+COMPACT = os.environ.get("COMPACT", "") == "1"  # the telemetry as today's runs write it (core/run/compact.py)
 BASELINE_CAP_S = float(os.environ.get("BASELINE_CAP_S", "120"))
 TARGET_S, TARGET_GAP_MS = 2.0, 100.0
 
 
 def run_dir() -> Path:
-    default = Path(tempfile.gettempdir()) / f"towerdeck-bench-open-run-{WORKERS}x{SECONDS}x{HOSTS}"
+    default = (
+        Path(tempfile.gettempdir())
+        / f"towerdeck-bench-open-run-{WORKERS}x{SECONDS}x{HOSTS}{'-compact' if COMPACT else ''}"
+    )
     path = Path(os.environ.get("TOWERDECK_BENCH_RUN", default))
     if not (path / "generated").exists():
         shutil.rmtree(path, ignore_errors=True)
         t0 = time.perf_counter()
-        generate_run(path, workers=WORKERS, seconds=SECONDS, hosts=HOSTS)
+        generate_run(path, workers=WORKERS, seconds=SECONDS, hosts=HOSTS, compact=COMPACT)
         (path / "generated").write_text("complete\n")
         print(f"(generated {path} in {time.perf_counter() - t0:.0f} s)", flush=True)
     return path

@@ -424,7 +424,9 @@ def memory_figures(workers: int, hosts: int, hours: float) -> dict[str, Any]:
 
 
 def open_run_figures(workers: int, hosts: int, seconds: int) -> dict[str, Any]:
+    # COMPACT=1: the day-long run as this code writes it (key frames and deltas), not the old format.
     env = {**os.environ, "WORKERS": str(workers), "HOSTS": str(hosts), "SECONDS": str(seconds), "BASELINE_CAP_S": "1"}
+    env["COMPACT"] = "1"
     done = subprocess.run(
         [sys.executable, "benchmarks/bench_open_run.py"], cwd=ROOT, env=env, capture_output=True, text=True
     )

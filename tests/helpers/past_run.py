@@ -10,6 +10,8 @@ import json
 import math
 from pathlib import Path
 
+from core.run.compact import METRICS_CODEC, SAMPLE_CODEC, Codec
+
 START_T = 1_795_000_000.0
 GIB = 1 << 30
 
@@ -71,8 +73,12 @@ def samples_text(host: str, seconds: int, first_worker: int) -> str:
     return "".join(lines)
 
 
-def generate_run(path: Path, workers: int = 64, seconds: int = 86_400, hosts: int = 8) -> Path:
-    """Writes the finished run into ``path`` (created); returns it."""
+def generate_run(
+    path: Path, workers: int = 64, seconds: int = 86_400, hosts: int = 8, *, compact: bool = False
+) -> Path:
+    """Writes the finished run into ``path`` (created); returns it. ``compact``: the telemetry in the
+    key-frame-and-delta encoding today's runs are written in (core/run/compact.py), else as plain
+    JSON lines (the format of runs written before it, which is read too)."""
     roles_dir = path / "roles"
     (path / "telemetry").mkdir(parents=True)
     listed = ", ".join(f'"127.0.0.1:{40001 + w}"' for w in range(workers))
@@ -116,7 +122,7 @@ def generate_run(path: Path, workers: int = 64, seconds: int = 86_400, hosts: in
         )
     )
     (path / "events.jsonl").write_text("".join(events), encoding="utf-8")
-    metrics = metrics_text(seconds).encode()
+    metrics = _encoded(metrics_text(seconds), METRICS_CODEC) if compact else metrics_text(seconds).encode()
     for role in roles:
         directory = roles_dir / role.replace(":", "-")
         directory.mkdir(parents=True)
@@ -125,5 +131,14 @@ def generate_run(path: Path, workers: int = 64, seconds: int = 86_400, hosts: in
             (directory / "metrics.jsonl").write_bytes(metrics)
     for h in range(hosts):
         host = f"gpu-{h}"
-        (path / "telemetry" / f"samples-{host}.jsonl").write_text(samples_text(host, seconds, 8 * h), encoding="utf-8")
+        text = samples_text(host, seconds, 8 * h)
+        (path / "telemetry" / f"samples-{host}.jsonl").write_bytes(
+            _encoded(text, SAMPLE_CODEC) if compact else text.encode()
+        )
     return path
+
+
+def _encoded(text: str, codec: Codec) -> bytes:
+    """Plain JSON lines re-encoded as the controller writes them (one encoder, the file's records in order)."""
+    encoder = codec.encoder()
+    return encoder.encode([json.loads(line) for line in text.splitlines()]).encode()
