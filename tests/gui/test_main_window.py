@@ -431,7 +431,9 @@ def test_a_hung_worker_is_marked_stalled_and_killed_from_the_window(qtbot, tmp_p
     qtbot.addWidget(window)
     window.show()
     window.launch()
-    qtbot.waitUntil(lambda: cell(window, "worker:1", "Step") != "", timeout=60_000)
+    # TensorFlow's import alone can take a minute on a loaded machine (this wait timed out at 60 s
+    # with two GUI test files running side by side).
+    qtbot.waitUntil(lambda: cell(window, "worker:1", "Step") != "", timeout=180_000)
     pid = int(cell(window, "worker:1", "PID"))
     os.kill(pid, signal.SIGSTOP)  # hung: alive, no more steps
     qtbot.waitUntil(lambda: cell(window, "worker:1", "State").startswith("running (stalled"), timeout=30_000)
