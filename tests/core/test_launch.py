@@ -149,7 +149,14 @@ def test_sigkilled_worker_is_restarted_with_on_failure_and_the_run_succeeds(tmp_
 
 
 def test_sigkilled_worker_with_never_fails_the_run_and_names_it(tmp_path: Path, launches: list[Launch]):
+    # The classic example's cluster with the light trainer (the same step lines, no TensorFlow):
+    # failing the run on a role's death under Never is the launcher's doing, whatever the trainer
+    # (a TensorFlow worker killed and restarted is the OnFailure test above).
     cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01, policy="Never")
+    text = cluster.read_text()
+    trainer = '"between_graph.py", "--train_steps=100000", "--step_sleep=0.01", "--log_every=10"'
+    assert trainer in text
+    cluster.write_text(text.replace(trainer, '"light_trainer.py", "--steps=0", "--rate_hz=30"'))
     launch = Launch(cluster, tmp_path / "run")
     launches.append(launch)
     worker = launch.wait_role("worker:1", "running")

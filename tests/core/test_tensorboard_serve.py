@@ -22,12 +22,16 @@ from core.cluster.spec import load
 from core.run import journal
 from core.run.csv_export import export_csv, read_csv
 from core.run.tensorboard import event_dirs
-from tests.helpers.clusters import TENSORBOARD_CLUSTER, tensorboard_runs
-from tests.helpers.ports import free_ports
+from tests.helpers.clusters import launch_tensorboard_run, tensorboard_runs
 from tests.helpers.project import ROOT, run_cli
 
 pytestmark = pytest.mark.slow
-TRAINERS = ROOT / "resources" / "trainers"
+
+
+@pytest.fixture(scope="module")
+def tb_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One finished real run with event files for the tests here, which only read it (or a copy)."""
+    return launch_tensorboard_run(tmp_path_factory.mktemp("tb") / "runs" / "tb")
 
 
 def _get(url: str) -> object:
@@ -35,12 +39,8 @@ def _get(url: str) -> object:
         return json.loads(reply.read())
 
 
-def test_runs_tensorboard_serves_the_roles_event_files_and_leaves_nothing(tmp_path: Path) -> None:
-    cluster = tmp_path / "tb.toml"
-    cluster.write_text(TENSORBOARD_CLUSTER.format(trainers=TRAINERS, p=free_ports(2)))
-    run = tmp_path / "run"
-    launched = run_cli("launch", str(cluster), "--run-dir", str(run), "--progress-every", "0")
-    assert launched.returncode == 0, launched.stdout + launched.stderr
+def test_runs_tensorboard_serves_the_roles_event_files_and_leaves_nothing(tmp_path: Path, tb_run: Path) -> None:
+    run = tb_run  # launched to success (launch_tensorboard_run asserts it)
 
     spec, _ = load(run / "cluster.toml")
     assert spec is not None
@@ -119,10 +119,10 @@ def _serve_until_ready(
 
 
 @pytest.mark.timeout(600)
-def test_runs_tensorboard_overlays_several_runs_named_by_run_and_role(tmp_path: Path) -> None:
+def test_runs_tensorboard_overlays_several_runs_named_by_run_and_role(tmp_path: Path, tb_run: Path) -> None:
     """`runs tensorboard A B`: one TensorBoard, each run's roles named `<run name>/<role>`; after
     Ctrl-C no TensorBoard, port or private folder is left."""
-    first, second = tensorboard_runs(tmp_path)
+    first, second = tensorboard_runs(tmp_path, tb_run)
     private = tmp_path / "tmp"
     private.mkdir()
     env = {**os.environ, "TMPDIR": str(private)}

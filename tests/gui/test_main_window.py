@@ -1,8 +1,10 @@
-"""The window driven like a user drives it, against a real local TensorFlow cluster."""
+"""The window driven like a user drives it, against a real local TensorFlow cluster (light trainers
+where what is tested is the window's, whatever the trainer: see light_forever)."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +13,7 @@ import pytest
 
 from core.cluster.spec import load
 from tests.helpers.cli_launch import states
-from tests.helpers.clusters import between_graph
+from tests.helpers.clusters import between_graph, light_cluster
 from tests.helpers.heartbeat import Heartbeat
 from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
@@ -33,6 +35,17 @@ def placement_cluster(tmp_path: Path, steps: int, sleep: float) -> tuple[Path, l
     text = cluster.read_text().replace('"--log_every=10"]', '"--log_every=10", "--log_device_placement"]')
     assert "--log_device_placement" in text
     cluster.write_text(text.replace("[jobs.ps]", '[env]\nTF_CPP_MIN_LOG_LEVEL = "0"\n[jobs.ps]'))
+    return cluster, ports
+
+
+def light_forever(tmp_path: Path) -> tuple[Path, list[int]]:
+    """1 ps + 2 light workers (no TensorFlow) stepping 30 times a second until stopped: for the tests
+    of what the window does with any trainer (full disk, screenshot, leave and reattach), which a
+    TensorFlow cluster only made slower to start (TensorFlow under a full disk is
+    tests/faults/test_disk_full.py's)."""
+    cluster = light_cluster(tmp_path, workers=2, steps=0, rate=30.0)
+    ports = [int(port) for port in re.findall(r"127\.0\.0\.1:(\d+)", cluster.read_text())]
+    assert len(ports) == 3
     return cluster, ports
 
 
@@ -239,7 +252,7 @@ def test_window_layout_persists_in_settings_not_the_users(qtbot, tmp_path: Path)
 
 def test_screenshot_command_renders_a_live_run(tmp_path: Path):
     shot = tmp_path / "shot.png"
-    cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01)
+    cluster, ports = light_forever(tmp_path)
     result = subprocess.run(
         [sys.executable, str(ROOT / "main.py"), str(cluster), "--launch", "--screenshot", str(shot), "--after", "12"],
         capture_output=True,
@@ -364,7 +377,7 @@ def test_closing_asks_and_leave_keeps_the_cluster_which_the_window_reattaches(
     from gui.window.main_window import MainWindow
 
     monkeypatch.delenv("TOWERDECK_CLOSE_CHOICE")
-    cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01)
+    cluster, ports = light_forever(tmp_path)
     spec, _ = load(cluster)
     window = MainWindow(spec, runs_root=tmp_path / "runs")
     qtbot.addWidget(window)
@@ -418,7 +431,9 @@ def test_a_hung_worker_is_marked_stalled_and_killed_from_the_window(qtbot, tmp_p
     qtbot.addWidget(window)
     window.show()
     window.launch()
-    qtbot.waitUntil(lambda: cell(window, "worker:1", "Step") != "", timeout=60_000)
+    # TensorFlow's import alone can take a minute on a loaded machine (this wait timed out at 60 s
+    # with two GUI test files running side by side).
+    qtbot.waitUntil(lambda: cell(window, "worker:1", "Step") != "", timeout=180_000)
     pid = int(cell(window, "worker:1", "PID"))
     os.kill(pid, signal.SIGSTOP)  # hung: alive, no more steps
     qtbot.waitUntil(lambda: cell(window, "worker:1", "State").startswith("running (stalled"), timeout=30_000)
@@ -438,7 +453,7 @@ def test_a_full_run_disk_is_a_clear_warning_and_training_goes_on(qtbot, tmp_path
     from gui.window.main_window import MainWindow
     from tests.helpers.tmpfs import fill
 
-    cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01)
+    cluster, ports = light_forever(tmp_path)
     spec, _ = load(cluster)
     window = MainWindow(spec, runs_root=small_disk / "runs")
     qtbot.addWidget(window)

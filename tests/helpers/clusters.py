@@ -204,22 +204,35 @@ def one_flag_apart(tmp_path: Path, rates: tuple[str, ...] = ("0.1", "0.3")) -> P
     return path
 
 
-def tensorboard_runs(tmp_path: Path) -> tuple[Path, Path]:
+def launch_tensorboard_run(run: Path) -> Path:
+    """A finished run at ``run`` (a folder named ``tb`` under a runs folder, as a launch names it)
+    of TENSORBOARD_CLUSTER with real TensorFlow: its two workers' TensorBoard event files. Tests that
+    only read it share one (a module-scoped fixture) instead of each launching its own."""
+    from tests.helpers.project import run_cli
+
+    run.parent.mkdir(parents=True, exist_ok=True)
+    cluster = run.parent / "tb.toml"
+    cluster.write_text(TENSORBOARD_CLUSTER.format(trainers=TRAINERS, p=free_ports(2)))
+    launched = run_cli("launch", str(cluster), "--run-dir", str(run), "--progress-every", "0")
+    assert launched.returncode == 0, launched.stdout[-2000:] + launched.stderr[-2000:]
+    return run
+
+
+def tensorboard_runs(tmp_path: Path, finished: Path | None = None) -> tuple[Path, Path]:
     """Two finished runs with TensorBoard event files under ``tmp_path/runs``: ``tb`` launched
-    with real TensorFlow (TENSORBOARD_CLUSTER), and ``tb-b`` a copy of its folder under another
-    name, as a second run of the same trainer would be."""
+    with real TensorFlow (TENSORBOARD_CLUSTER), or a copy of ``finished`` (launch_tensorboard_run's),
+    and ``tb-b`` a copy of its folder under another name, as a second run of the same trainer would be."""
     import json
     import shutil
 
-    from tests.helpers.project import run_cli
-
-    cluster = tmp_path / "tb.toml"
-    cluster.write_text(TENSORBOARD_CLUSTER.format(trainers=TRAINERS, p=free_ports(2)))
     first = tmp_path / "runs" / "tb"
-    launched = run_cli("launch", str(cluster), "--run-dir", str(first), "--progress-every", "0")
-    assert launched.returncode == 0, launched.stdout[-2000:] + launched.stderr[-2000:]
+    leave_out = shutil.ignore_patterns("summary.json", "*.sock", "*.lock")
+    if finished is None:
+        launch_tensorboard_run(first)
+    else:
+        shutil.copytree(finished, first, ignore=leave_out)
     second = tmp_path / "runs" / "tb-b"
-    shutil.copytree(first, second, ignore=shutil.ignore_patterns("summary.json", "*.sock", "*.lock"))
+    shutil.copytree(first, second, ignore=leave_out)
     spec = second / "cluster.toml"
     spec.write_text(spec.read_text().replace('name = "tb"', 'name = "tb-b"', 1))
     info = json.loads((second / "run.json").read_text())

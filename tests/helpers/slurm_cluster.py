@@ -33,7 +33,7 @@ name = "bg-slurm-cli"
 strategy = "between_graph"
 launch_style = "flags"
 workdir = "{trainers}"
-command = ["python", "-u", "between_graph.py", "--train_steps={steps}", "--log_every=10"]
+command = {command}
 stop_grace_s = 3
 [jobs.ps]
 tasks = ["127.0.0.1:{p[0]}"]
@@ -47,12 +47,25 @@ nodes = 1
 """
 
 
-def write_slurm_cluster(tmp_path: Path, slurm: SlurmCluster, steps: int, extra: str = "") -> tuple[Path, list[int]]:
-    """The between-graph example in one allocation of ``slurm``'s partition; ``extra`` goes in ``[slurm]``."""
+# The trainers a Slurm test cluster runs: the between-graph example (real TensorFlow), or the light
+# trainer (no TensorFlow: 10 classic step lines a second) for tests of what TowerDeck and Slurm do
+# with any running role, where a TensorFlow import per role only made the run slower to start.
+SLURM_COMMANDS = {
+    "between_graph": '["python", "-u", "between_graph.py", "--train_steps={steps}", "--log_every=10"]',
+    "light": '["python", "-u", "light_trainer.py", "--steps={steps}", "--rate_hz=10"]',
+}
+
+
+def write_slurm_cluster(
+    tmp_path: Path, slurm: SlurmCluster, steps: int, extra: str = "", *, trainer: str = "between_graph"
+) -> tuple[Path, list[int]]:
+    """The between-graph example (or, with ``trainer="light"``, the light trainer, ``steps`` 0 for
+    ever) in one allocation of ``slurm``'s partition; ``extra`` goes in ``[slurm]``."""
     ports = free_ports(3)
     path = tmp_path / "cluster.toml"
+    command = SLURM_COMMANDS[trainer].format(steps=steps)
     path.write_text(
-        SLURM_BETWEEN_GRAPH.format(trainers=TRAINERS, p=ports, steps=steps, partition=slurm.partition, extra=extra)
+        SLURM_BETWEEN_GRAPH.format(trainers=TRAINERS, p=ports, command=command, partition=slurm.partition, extra=extra)
     )
     return path, ports
 

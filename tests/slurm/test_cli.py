@@ -178,7 +178,7 @@ def sruns_of(job_id: str) -> list[psutil.Process]:
 def test_attach_after_the_launcher_is_sigkilled_takes_the_roles_over_and_stop_leaves_nothing(
     slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path, launched: list[Launcher]
 ) -> None:
-    path, ports = write_slurm_cluster(tmp_path, slurm, steps=100000)
+    path, ports = write_slurm_cluster(tmp_path, slurm, steps=0, trainer="light")
     run_dir = tmp_path / "run"
     launcher = Launcher("launch", str(path), "--run-dir", str(run_dir))
     launched.append(launcher)

@@ -8,6 +8,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,30 +21,55 @@ from core.agent import tbtail
 from core.telemetry.tbevents import ScalarPoint, ScalarTailer
 from tests.helpers.ports import free_ports
 from tests.helpers.project import ROOT, run_cli
+from tests.helpers.waits import wait_for
 
-# A trainer stand-in: reads commands on stdin and writes them with a real TensorFlow summary writer.
-#   "TAG STEP VALUE"  add one scalar      "flush"  flush, then print "flushed"      EOF  close, exit
+# A trainer stand-in: a real TensorFlow summary writer in a subprocess, driven by commands on stdin.
+#   "open LOGDIR"   close the open writer if any, open a new one on LOGDIR, print "ready"
+#   "STEP TAG=VALUE TAG=VALUE"   add one summary     "flush"  flush, then print "flushed"
+#   "nonscalar"     write summaries that are not scalars (and two that are), print "written"
+#   "close"         close the writer, print "closed"     EOF  exit
 # kind "v1": tf.compat.v1.summary.FileWriter + Summary(simple_value), one Summary per line with all
-# the tag=value pairs of that line ("STEP TAG=VALUE TAG=VALUE"); kind "v2": tf.summary.scalar.
+# the tag=value pairs of that line; kind "v2": tf.summary.scalar. One process per kind serves every
+# test (importing TensorFlow takes 10 to 30 s on a loaded machine, once per kind instead of once
+# per writer); each writer it opens writes its own event file, as a trainer (or its restart) does.
 WRITER = r"""
 import os, sys
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 import tensorflow as tf
 
-kind, logdir = sys.argv[1], sys.argv[2]
+kind = sys.argv[1]
 if kind == "v1":
     tf.compat.v1.disable_eager_execution()
-    writer = tf.compat.v1.summary.FileWriter(logdir)
-else:
-    writer = tf.summary.create_file_writer(logdir, flush_millis=10**9, max_queue=10**6)
-print("ready", flush=True)
+writer = None
+print("started", flush=True)
 for line in sys.stdin:
     words = line.split()
     if not words:
         continue
-    if words == ["flush"]:
+    if words[0] == "open":
+        if writer is not None:
+            writer.close()
+        logdir = line.rstrip("\n")[len("open "):]
+        if kind == "v1":
+            writer = tf.compat.v1.summary.FileWriter(logdir)
+        else:
+            writer = tf.summary.create_file_writer(logdir, flush_millis=10**9, max_queue=10**6)
+        print("ready", flush=True)
+    elif words == ["flush"]:
         writer.flush()
         print("flushed", flush=True)
+    elif words == ["close"]:
+        writer.close()
+        writer = None
+        print("closed", flush=True)
+    elif words == ["nonscalar"]:
+        with writer.as_default():
+            tf.summary.scalar("loss", 0.5, step=1)
+            tf.summary.histogram("weights", [1.0, 2.0, 3.0], step=1)
+            tf.summary.text("note", "hello", step=1)
+            tf.summary.write("raw", tf.constant(7.0), step=1)  # a float scalar, but no `scalars` plugin
+            tf.summary.scalar("loss", tf.constant(0.25, tf.float64), step=2)
+        print("written", flush=True)
     elif kind == "v1":
         step, pairs = int(words[0]), [w.split("=") for w in words[1:]]
         values = [tf.compat.v1.Summary.Value(tag=t, simple_value=float(v)) for t, v in pairs]
@@ -53,49 +79,87 @@ for line in sys.stdin:
         with writer.as_default():
             for t, v in pairs:
                 tf.summary.scalar(t, float(v), step=step)
-writer.close()
-print("closed", flush=True)
+if writer is not None:
+    writer.close()
 """
 
 
-class Writer:
-    """A live TensorFlow summary writer in a subprocess, driven line by line."""
+class WriterHost:
+    """One TensorFlow process of one summary kind, started on first use and kept for the session."""
 
-    def __init__(self, kind: str, logdir: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", WRITER, kind, str(logdir)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        self._expect("ready")
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.proc: subprocess.Popen[str] | None = None
+
+    def send(self, line: str, answer: str | None = None) -> None:
+        if self.proc is None:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", WRITER, self.kind],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            self._expect("started")
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        if answer is not None:
+            self._expect(answer)
 
     def _expect(self, word: str) -> None:
-        assert self.proc.stdout is not None
+        assert self.proc is not None and self.proc.stdout is not None
         line = self.proc.stdout.readline().strip()
         assert line == word, f"writer said {line!r}, expected {word!r}"
 
+    def open(self, logdir: Path) -> Writer:
+        self.send(f"open {logdir}", "ready")
+        return Writer(self)
+
+    def stop(self) -> None:
+        """Ends the process: at the session's end, or after a test left it in an unknown state."""
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+class Writer:
+    """A live TensorFlow summary writer (one event file), driven line by line."""
+
+    def __init__(self, host: WriterHost) -> None:
+        self.host = host
+        self.closed = False
+
     def write(self, points: list[tuple[int, dict[str, float]]]) -> None:
         """Add one summary per (step, {tag: value}) and flush."""
-        assert self.proc.stdin is not None
         for step, values in points:
             pairs = " ".join(f"{tag}={value!r}" for tag, value in values.items())
-            self.proc.stdin.write(f"{step} {pairs}\n")
-        self.proc.stdin.write("flush\n")
-        self.proc.stdin.flush()
-        self._expect("flushed")
+            self.host.send(f"{step} {pairs}")
+        self.host.send("flush", "flushed")
 
     def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self._expect("closed")
-        assert self.proc.wait(timeout=60) == 0
+        self.host.send("close", "closed")
+        self.closed = True
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=30)
+        """After a failure mid-way the writer's process may be out of step: the next test gets a new one."""
+        if not self.closed:
+            self.host.stop()
+
+
+@pytest.fixture(scope="session")
+def writers() -> Iterator[dict[str, WriterHost]]:
+    hosts = {kind: WriterHost(kind) for kind in ("v1", "v2")}
+    yield hosts
+    for host in hosts.values():
+        host.stop()
 
 
 def schedule(first: int, last: int) -> list[tuple[int, dict[str, float]]]:
@@ -124,13 +188,13 @@ class Written:
 
 
 @pytest.fixture(scope="session")
-def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Written]:
+def written(tmp_path_factory: pytest.TempPathFactory, writers: dict[str, WriterHost]) -> dict[str, Written]:
     """One closed event file per writer kind, 25 steps of loss and steps_per_sec each."""
     out: dict[str, Written] = {}
     points = schedule(1, 26)
     for kind in ("v1", "v2"):
         logdir = tmp_path_factory.mktemp(f"written-{kind}")
-        writer = Writer(kind, logdir)
+        writer = writers[kind].open(logdir)
         try:
             writer.write(points[:10])
             writer.write(points[10:])
@@ -175,21 +239,13 @@ def test_reads_exactly_the_written_points(written: dict[str, Written], kind: str
     assert tailer.poll() == []
 
 
-def test_v2_ignores_non_scalar_tensor_summaries(tmp_path: Path):
-    script = r"""
-import os, sys
-os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-import tensorflow as tf
-w = tf.summary.create_file_writer(sys.argv[1])
-with w.as_default():
-    tf.summary.scalar("loss", 0.5, step=1)
-    tf.summary.histogram("weights", [1.0, 2.0, 3.0], step=1)
-    tf.summary.text("note", "hello", step=1)
-    tf.summary.write("raw", tf.constant(7.0), step=1)  # a float scalar, but no `scalars` plugin
-    tf.summary.scalar("loss", tf.constant(0.25, tf.float64), step=2)
-w.close()
-"""
-    subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True, timeout=120)
+def test_v2_ignores_non_scalar_tensor_summaries(tmp_path: Path, writers: dict[str, WriterHost]):
+    writer = writers["v2"].open(tmp_path)
+    try:
+        writer.host.send("nonscalar", "written")
+        writer.close()
+    finally:
+        writer.kill()
     assert triples(ScalarTailer(tmp_path).poll()) == [("loss", 1, 0.5), ("loss", 2, 0.25)]
 
 
@@ -198,9 +254,9 @@ w.close()
 
 
 @pytest.mark.parametrize("kind", ["v1", "v2"])
-def test_incremental_polls_return_only_new_points(tmp_path: Path, kind: str):
+def test_incremental_polls_return_only_new_points(tmp_path: Path, writers: dict[str, WriterHost], kind: str):
     tailer = ScalarTailer(tmp_path)
-    writer = Writer(kind, tmp_path)
+    writer = writers[kind].open(tmp_path)
     try:
         seen: list[ScalarPoint] = []
         for first, last in [(1, 6), (6, 7), (7, 20)]:
@@ -318,17 +374,22 @@ def test_any_split_of_a_file_yields_every_point_once(written: dict[str, Written]
 # 4. A restarted trainer writes a new file
 
 
-def test_new_file_is_picked_up(tmp_path: Path):
+def test_new_file_is_picked_up(tmp_path: Path, writers: dict[str, WriterHost]):
     tailer = ScalarTailer(tmp_path)
-    first = Writer("v1", tmp_path)
+    first = writers["v1"].open(tmp_path)
     try:
         first.write(schedule(1, 11))
         first.close()
     finally:
         first.kill()
     assert triples(tailer.poll()) == expected(schedule(1, 11))
+    # A restarted trainer starts seconds later, so its file's name (which begins with the second it
+    # was opened) sorts after the first's: the writer that is already running waits for that second.
+    (first_file,) = event_files(tmp_path)
+    opened = int(first_file.name.split(".")[3])
+    wait_for(lambda: int(time.time()) > opened, 5, "the clock past the first file's second")
     # The restarted trainer resumes from an earlier step, in the other summary style.
-    second = Writer("v2", tmp_path)
+    second = writers["v2"].open(tmp_path)
     try:
         second.write(schedule(8, 15))
         assert len(event_files(tmp_path)) == 2
