@@ -1,6 +1,8 @@
 """Which run the window shows: :class:`RunBinding` holds the run's source (a live controller launched
-or attached here, or a reader following a run directory), the launch session when this window runs
-the cluster, and the inbox the source's events land in; it launches, attaches and lets go of runs.
+or attached here, a large cluster's launch process that this window started and follows
+(core/controller/child_launch.py), or a reader following a run directory), the launch session when
+this window runs the cluster, and the inbox the source's events land in; it launches, attaches and
+lets go of runs.
 
 The GUI thread never waits here. A launch (a run directory, its lock file, the control socket's
 bind) and an attach run on the ``window-run-switch`` thread, and the run they bring is bound on
