@@ -408,10 +408,16 @@ def _print_summary(
 def _supervise(session: LaunchSession, args: argparse.Namespace, *, out: TextIO, err: TextIO, started: float) -> int:
     """Wait for a launched or reattached run to end: Ctrl-C or SIGTERM stops it, twice kills."""
     controller, run = session.controller, session.run
-    printer = PrinterThread(
-        LaunchPrinter(out, args.follow, controller.status, args.progress_every, spec=controller.spec)
+    # --quiet: nobody reads these lines (a window follows the run directory), so none are made.
+    printer = (
+        None
+        if getattr(args, "quiet", False)
+        else PrinterThread(
+            LaunchPrinter(out, args.follow, controller.status, args.progress_every, spec=controller.spec)
+        )
     )
-    session.subscribe(printer.inbox.put)
+    if printer is not None:
+        session.subscribe(printer.inbox.put)
     interrupts = 0
 
     def on_signal(signum: int, frame: object) -> None:
@@ -435,7 +441,8 @@ def _supervise(session: LaunchSession, args: argparse.Namespace, *, out: TextIO,
         controller.close()
     finally:
         session.close()
-        printer.close()
+        if printer is not None:
+            printer.close()
         if is_main:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)

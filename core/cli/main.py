@@ -179,6 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the pre-flight check of remote hosts over SSH before launching",
     )
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print no state changes, progress or output lines, only the run directory, errors and the "
+        "summary at the end (the window uses it for the launch it follows: it shows them itself, and "
+        "printing a line per role of a large cluster costs the launcher CPU for nothing)",
+    )
 
     p = command(
         sub,

@@ -19,5 +19,6 @@ state of their own, wired by the controller, which only dispatches.
 - ``slurm``: a run held by a Slurm allocation
 - ``session``: a launch or attach (run directory, lock, control server, notifier); the :class:`RunSource` protocol
 - ``control_server``: answers the control socket
+- ``child_launch``: a launch run by a child process (``launch --quiet``) that the window follows, for large clusters
 - ``checkpoints``: the checkpoint directory watched on its own thread; what changed published, which checkpoint a recovery restored
 """

@@ -326,14 +326,14 @@ class MainWindow(QtWidgets.QMainWindow):
             self.pages.setCurrentWidget(self.monitor)
 
     def _on_launched(self, spec: ClusterSpec, error: str | None) -> None:
-        session = self.session
-        if error is not None or session is None:
+        source = self.source  # this window's controller, or the launch process it follows
+        if error is not None or source is None or not source.controls_here:
             self._say(f"not launched: {error}")
         else:
             self._show_new_run()
             self.editor.set_running(running=True)
-            self._say(f"run directory: {session.run.path}")
-            self._remember_run(session.run.path)
+            self._say(f"run directory: {source.path}")
+            self._remember_run(source.path)
             workers = [r for r in spec.role_ids() if r.split(":")[0] in ("chief", "worker")]
             if workers and not self.selected_roles():
                 self.select_role(workers[0])
@@ -500,21 +500,26 @@ class MainWindow(QtWidgets.QMainWindow):
             event.ignore()
             return
         controller = self.controller
-        if controller is not None and not controller.done:
+        child = self.binding.child  # a launch run by a process of its own, which this window started
+        if (controller is not None and not controller.done) or (child is not None and not child.done):
             choice = self._close_choice or dialogs.ask_close_choice(self)
             if choice == "cancel":
                 event.ignore()
                 return
-            # The frame closes the window once every role is down, or the agents are left.
-            self._closing = True
-            if choice == "leave":
-                controller.detach()
-                self._say("leaving the cluster running; reattach with File > Open run...")
+            if choice == "leave" and child is not None:
+                # The launch process supervises the run to its end; File > Open run shows it again.
+                self._say("leaving the cluster running in its launch process; reopen it with File > Open run...")
             else:
-                controller.stop_all()
-                self._say("stopping every role before closing...")
-            event.ignore()
-            return
+                # The frame closes the window once every role is down (the launch process gone), or the agents are left.
+                self._closing = True
+                if choice == "leave" and controller is not None:
+                    controller.detach()
+                    self._say("leaving the cluster running; reattach with File > Open run...")
+                else:
+                    self.binding.act_on_source(lambda source: source.stop_all())
+                    self._say("stopping every role before closing...")
+                event.ignore()
+                return
         settings.save_layout(self, self.tabs, moved=self.splits_moved)
         self.frame.stop()
         self.host_check.cancel()  # its probes and the ssh under them end now

@@ -1,6 +1,8 @@
 """Which run the window shows: :class:`RunBinding` holds the run's source (a live controller launched
-or attached here, or a reader following a run directory), the launch session when this window runs
-the cluster, and the inbox the source's events land in; it launches, attaches and lets go of runs.
+or attached here, a large cluster's launch process that this window started and follows
+(core/controller/child_launch.py), or a reader following a run directory), the launch session when
+this window runs the cluster, and the inbox the source's events land in; it launches, attaches and
+lets go of runs.
 
 The GUI thread never waits here. A launch (a run directory, its lock file, the control socket's
 bind) and an attach run on the ``window-run-switch`` thread, and the run they bring is bound on
@@ -23,6 +25,7 @@ from pathlib import Path
 from PySide6 import QtCore
 
 from core.cluster.spec import ClusterSpec
+from core.controller.child_launch import ChildRunSource, in_child_process, launch_child
 from core.controller.controller import Controller
 from core.controller.session import LaunchSession, RunSource
 from core.run.events import warning
@@ -32,6 +35,9 @@ from gui.offthread import Relay, SerialJobs, start_soon
 
 ABANDON_WAIT_S = 30.0
 Landed = Callable[[str | None], None]  # on the GUI thread: None once bound, else why not (one line)
+# What a launch or attach brings: the source to bind, its session when this process runs the
+# controller (None for a launch in a child process), the inbox its events land in.
+_Started = tuple[RunSource, LaunchSession | None, EventInbox]
 
 
 class RunBinding(QtCore.QObject):
@@ -65,6 +71,11 @@ class RunBinding(QtCore.QObject):
         return self.source.spec if self.source is not None else self._form_spec
 
     @property
+    def child(self) -> ChildRunSource | None:
+        """The launch this window runs in a child process, while it is the run shown."""
+        return self.source if isinstance(self.source, ChildRunSource) else None
+
+    @property
     def controller(self) -> Controller | None:
         """The live controller when this window launched (or attached) the cluster."""
         session = self.session
@@ -89,7 +100,12 @@ class RunBinding(QtCore.QObject):
         if self.pending is not None:
             return False
         root = self.runs_root
-        self._start("launching", lambda: _started(LaunchSession.launch(spec, root=root, who="window")), landed)
+        if in_child_process(spec):
+            # A large cluster's controller in a process of its own: in this one it would share the
+            # GIL with the GUI thread, and every frame would wait for it. The window follows it.
+            self._start("launching", lambda: _child_started(launch_child(spec, root=root)), landed)
+        else:
+            self._start("launching", lambda: _started(LaunchSession.launch(spec, root=root, who="window")), landed)
         return True
 
     def attach(self, *, landed: Landed) -> bool:
@@ -145,7 +161,7 @@ class RunBinding(QtCore.QObject):
 
     # ------------------------------------------------------------------ internals
 
-    def _start(self, what: str, work: Callable[[], tuple[LaunchSession, EventInbox]], landed: Landed) -> None:
+    def _start(self, what: str, work: Callable[[], _Started], landed: Landed) -> None:
         self.pending = what
         self._progress()
 
@@ -155,8 +171,8 @@ class RunBinding(QtCore.QObject):
                 self._progress()
                 landed(str(error) or type(error).__name__)
                 return
-            session, inbox = result
-            self._bind(session.controller, session, inbox)
+            source, session, inbox = result
+            self._bind(source, session, inbox)
             landed(None)
 
         # A launch's roles nobody watches are stopped; an attach leaves them as it found them.
@@ -183,12 +199,21 @@ class RunBinding(QtCore.QObject):
         self.sig_progress_changed.emit(self.progress())
 
 
-def _started(session: LaunchSession) -> tuple[LaunchSession, EventInbox]:
+def _started(session: LaunchSession) -> _Started:
     """A new session (on the run-switch thread): its events go to an inbox of its own, then it starts."""
     inbox = EventInbox()
     session.subscribe(inbox.put)  # the controller's events and the [notify] reports
     session.start()
-    return session, inbox
+    return session.controller, session, inbox
+
+
+def _child_started(source: ChildRunSource) -> _Started:
+    """A launch in a child process (on the run-switch thread), its control socket up: the reader of
+    its run directory sends its events to an inbox of its own, then starts."""
+    inbox = EventInbox()
+    source.subscribe(inbox.put)
+    source.start()
+    return source, None, inbox
 
 
 def _close(source: RunSource, session: LaunchSession | None) -> None:
@@ -203,8 +228,15 @@ def _abandon(result: object, *, stop_roles: bool) -> None:
     """A launch or attach that landed after its window was gone, on the run-switch thread: a
     launch's roles are stopped (nobody would see them, nor stop them), an attach lets go of the
     roles it took over as they were; then the session is closed."""
-    if isinstance(result, tuple) and isinstance(result[0], LaunchSession):
-        session = result[0]
+    if isinstance(result, tuple) and isinstance(result[0], ChildRunSource):
+        child = result[0]
+        if stop_roles:
+            with contextlib.suppress(Exception):
+                child.stop_all().result(ABANDON_WAIT_S)
+            child.wait(ABANDON_WAIT_S)
+        child.release()
+    elif isinstance(result, tuple) and isinstance(result[1], LaunchSession):
+        session = result[1]
         with contextlib.suppress(Exception):
             if stop_roles:
                 session.controller.close()

@@ -15,6 +15,7 @@ Clusters and launches:
 - ``cli_launch``: ``python main.py launch`` in the background (``Launch``, the ``launches`` fixture), a run's states, pids and journal records
 - ``cli_process``: the CLI under a hard limit (``Cli``), clusters of fault roles launched with it
 - ``close_window``: the window as ``python main.py CLUSTER --launch`` runs it, closed with "stop" once every role runs
+- ``window_launch``: the window as ``python main.py CLUSTER --launch`` runs it, left open; prints the run once every role runs (to be killed)
 - ``agent_process``: the host agent as a child process, spoken to through its JSON-lines protocol
 - ``remote_clusters``: cluster files whose roles run on other hosts over the test sshd
 - ``ssh_server``: the test sshd as tests see it (``SshServer``), what a test left under its folder
