@@ -23,6 +23,7 @@ from core.run.events import (
     ClusterStateChanged,
     Event,
     GpuStatus,
+    Metrics,
     RecoveryChanged,
     RoleCrashLoop,
     RoleOutput,
@@ -31,6 +32,7 @@ from core.run.events import (
     RoleStraggler,
     RoleWaiting,
     Sample,
+    Scalars,
     SlurmChanged,
     WarningMessage,
 )
@@ -190,6 +192,24 @@ class PrinterThread:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="launch-printer", daemon=True)
         self._thread.start()
+
+    def put(self, event: Event) -> None:
+        """Take ``event`` for the printer (on the controller's thread). What it prints nothing for
+        is not kept: training metrics, TensorBoard scalars, and the output of a role it does not
+        follow; at 256 simulated workers keeping them cost the controller a merge per event and
+        the printer a pass over every role's pieces each period, to print nothing."""
+        payload = event.payload
+        if isinstance(payload, (Metrics, Scalars)):
+            return
+        printer = self.printer
+        if (
+            isinstance(payload, RoleOutput)
+            and isinstance(printer, LaunchPrinter)
+            and not printer.follow_all
+            and event.role not in printer.follow
+        ):
+            return
+        self.inbox.put(event)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -417,7 +437,7 @@ def _supervise(session: LaunchSession, args: argparse.Namespace, *, out: TextIO,
         )
     )
     if printer is not None:
-        session.subscribe(printer.inbox.put)
+        session.subscribe(printer.put)
     interrupts = 0
 
     def on_signal(signum: int, frame: object) -> None:

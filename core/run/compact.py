@@ -252,9 +252,13 @@ class Encoder:
         return "".join(self._encode_one(r) for r in records)
 
     def _encode_one(self, record: dict[str, Any]) -> str:
+        prev = self._prev
+        if prev is not None and self._since_key < self.key_every:
+            line = self._flat_delta(record, prev)
+            if line is not None:
+                return line
         ms = _ms(record.get(self.time_key))
         cur = _canonical_record(record, self.time_key, ms)
-        prev = self._prev
         if prev is not None and self._since_key < self.key_every:
             try:
                 line = self._delta(prev, cur, ms)
@@ -265,6 +269,70 @@ class Encoder:
                 self._since_key += 1
                 return line
         return self._key_frame(cur)
+
+    def _flat_delta(self, record: dict[str, Any], prev: dict[str, Any]) -> str | None:
+        """The delta line of a record with exactly the keys of the one before and no container
+        but an empty dict (a step record: its ``extra`` mostly ``{}``), in one pass over it; None
+        for any other record, which the general path (:meth:`_delta`) takes. It writes the very
+        line the general path would: at 256 workers the general path's canonical copy, two
+        dict comprehensions and recursive diff per record were ~20 % of the controller's thread."""
+        ms = _ms(record.get(self.time_key))
+        prev_ms = self._prev_ms
+        if ms is None or prev_ms is None or len(record) != len(prev):
+            return None
+        time_key, fixed, index = self.time_key, self._fixed, self._index
+        cur: dict[str, Any] = {}
+        patch: dict[str, Any] = {}
+        for k, v in record.items():
+            kind = type(v)
+            if kind is float:
+                v = _round(v)
+            elif kind not in _PLAIN:
+                if kind is not dict or v:
+                    return None
+                v = {}
+            if k == time_key:
+                cur[k] = ms / 1000
+                continue
+            if k not in prev:
+                return None
+            cur[k] = v
+            if k in fixed:
+                continue
+            before = prev[k]
+            if kind is dict:  # an empty dict: the same as an empty one, else for the general path
+                if type(before) is not dict or before:
+                    return None
+                continue
+            if type(before) is type(v):
+                if before == v:
+                    continue
+                if kind is int:
+                    if abs(v - before) >= MAX_INT_DELTA:
+                        return None
+                    v = v - before
+            i = index.get(k)
+            if i is None:
+                return None
+            patch[i] = v
+        line: list[Any] = [ms - prev_ms]
+        for col in self.cols:
+            if col in cur:
+                value, before = cur[col], prev[col]
+                if _is_int(value) and _is_int(before):
+                    if abs(value - before) >= MAX_INT_DELTA:
+                        return None
+                    line.append(value - before)
+                elif type(value) is dict:
+                    return None
+                else:
+                    line.append(value)
+        if patch:
+            line.append(patch)
+        self._prev = cur
+        self._prev_ms = ms
+        self._since_key += 1
+        return _number_line(line) or _line(line)
 
     def _key_frame(self, cur: dict[str, Any]) -> str:
         index: dict[str, int] = {}

@@ -13,6 +13,9 @@ import pytest
 from core.cluster.spec import load
 from core.controller import controller as controller_module
 from core.controller.controller import Controller
+from core.controller.roles import RoleMachine
+from core.controller.stalls import StallWatch
+from core.controller.supervisor import JUDGE_EVERY_S
 from core.run.events import Event
 from core.run.rundir import RunDir
 from tests.helpers.clusters import light_cluster
@@ -89,3 +92,37 @@ def test_the_status_figures_rebuild_keeps_to_a_share_of_the_controller_thread(tm
     gaps = [b - a for a, b in itertools.pairwise(rebuilds)]
     assert gaps and min(gaps) >= 0.02 * FIGURES_COST_FACTOR - 0.05, gaps  # every_s alone: 0.3 s
     assert len(rebuilds) <= 10 / (0.02 * FIGURES_COST_FACTOR) + 1, len(rebuilds)
+
+
+@pytest.mark.timeout(180)
+def test_the_judges_of_every_role_run_at_their_period_not_at_every_tick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller ticks 10 to 20 times a second; the stall, crash-loop and diagnosis judges,
+    which look at every role, run at most every JUDGE_EVERY_S (at 256 simulated workers, judging
+    every role at each tick was ~7 % of the controller's thread)."""
+    ticks: list[float] = []
+    judged: list[float] = []
+    refresh, check = RoleMachine.refresh_figures, StallWatch.check
+
+    def counted_refresh(self: RoleMachine, now: float, *, every_s: float) -> None:
+        ticks.append(time.monotonic())
+        refresh(self, now, every_s=every_s)
+
+    def counted_check(self: StallWatch, now: float) -> None:
+        judged.append(time.monotonic())
+        check(self, now)
+
+    monkeypatch.setattr(RoleMachine, "refresh_figures", counted_refresh)
+    monkeypatch.setattr(StallWatch, "check", counted_check)
+    spec, problems = load(light_cluster(tmp_path, workers=1, steps=100_000, rate=20.0))
+    assert spec is not None, problems
+    controller = Controller(spec, RunDir.create(spec, root=tmp_path / "runs"))
+    controller.start()
+    try:
+        wait_for(lambda: len(ticks) >= 60, 120, "60 ticks of the controller")
+        seen_ticks, seen_judged = list(ticks), list(judged)
+    finally:
+        controller.close()
+    span_s = seen_ticks[-1] - seen_ticks[0]
+    assert len(seen_judged) <= span_s / JUDGE_EVERY_S + 2, (len(seen_judged), len(seen_ticks), span_s)

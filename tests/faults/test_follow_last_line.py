@@ -69,3 +69,29 @@ def test_a_last_line_is_printed_once_whole_after_the_output_of_its_batch() -> No
     printer.end_batch()
     lines = [line for line in out.getvalue().splitlines() if " | " in line]
     assert lines == ["    worker:0 | a", "    worker:0 | FATAL: cut", "    worker:0 | attempt 2"]
+
+
+def test_the_printer_keeps_nothing_it_would_not_print() -> None:
+    """At 256 workers the controller published ~2,500 metrics and output events a second into
+    the printer's inbox, which merged them and passed them to a printer that printed none of
+    them: metrics, scalars and the output of a role not followed are not kept; followed output,
+    states and samples (the progress lines) are, and print as before."""
+    out = io.StringIO()
+    printer = LaunchPrinter(out, ["worker:0"], progress_s=0)
+    thread = PrinterThread(printer, interval_s=3600)  # drained by close() only: one batch
+    kept: list[str] = []
+    put = thread.inbox.put
+    thread.inbox.put = lambda event: (kept.append(event.kind), put(event))[1]  # type: ignore[method-assign]
+    for n in range(100):
+        role = f"worker:{n % 4}"
+        thread.put(make_event("role_output", 1.0 + n, role, {"text": f"step {n}\n"}))
+        thread.put(make_event("metrics", 1.0 + n, role, {"samples": [{"t": 1.0 + n, "step": n}]}))
+        thread.put(make_event("scalars", 1.0 + n, role, {"points": [{"tag": "loss", "step": n, "value": 1.0}]}))
+    thread.put(
+        make_event("role_state", 200.0, "worker:2", {"state": "failed", "detail": "exit code 3", "old": "running"})
+    )
+    thread.close()
+    assert kept == ["role_output"] * 25 + ["role_state"], kept
+    lines = out.getvalue().splitlines()
+    assert [line for line in lines if " | " in line] == [f"    worker:0 | step {n}" for n in range(0, 100, 4)]
+    assert any("worker:2" in line and "FAILED" in line for line in lines), lines
