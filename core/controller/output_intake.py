@@ -27,6 +27,7 @@ RECEIVED_KEY = "_received"  # an event's arrival in the queue (time.monotonic())
 COALESCE_KEEP_CHARS = 4096  # of a coalesced chunk, what is parsed and shown (its last lines)
 COALESCE_PERIOD_S = 0.5  # how often a coalesced role's newest lines are parsed
 PARSED_NOTE_PERIOD_S = 1.0
+COALESCE_WARNING_EVERY_S = 60.0
 
 
 class OutputIntake:
@@ -52,7 +53,8 @@ class OutputIntake:
         self._diagnoser = diagnoser
         self._behind_anyway = behind_anyway
         self._on_restored = on_restored
-        self._coalesced: set[str] = set()  # roles told about coalescing
+        self._coalesced: set[str] = set()  # roles whose output was coalesced
+        self._coalesce_said_at: float | None = None
 
     def on_output(self, role: SupervisedRole, event: dict[str, Any]) -> None:
         data = str(event.get("data", ""))
@@ -156,11 +158,23 @@ class OutputIntake:
         return (isinstance(received, float) and time.monotonic() - received > LAG_S) or self._behind_anyway()
 
     def _say_coalescing(self, role: SupervisedRole) -> None:
-        if role.task.role_id in self._coalesced:
-            return
+        """One warning for the run, not one per role, at most once a minute: coalescing is the
+        controller's state (behind, or stopping), not something a role did, and at 1,024 workers a
+        warning per role was 1,024 lines burying everything else."""
         self._coalesced.add(role.task.role_id)
-        message = (
-            f"{role.task.role_id} prints faster than its output can be followed: its newest lines are "
-            f"parsed and shown a few times a second while that lasts (every byte is in {role.log_path})"
+        now = time.monotonic()
+        if self._coalesce_said_at is not None and now - self._coalesce_said_at < COALESCE_WARNING_EVERY_S:
+            return
+        self._coalesce_said_at = now
+        count = len(self._coalesced)
+        roles = f"{count} roles so far" if count > 1 else role.task.role_id
+        why = (
+            "the run is stopping"
+            if self._behind_anyway()
+            else f"the controller is more than {LAG_S:g} s behind the roles' output"
         )
-        self._publisher.publish(warning(message, round(time.time(), 3), role.task.role_id))
+        message = (
+            f"{why}: the newest lines of each role ({roles}) are parsed and shown a few times a second, "
+            f"not every line, until it catches up; every byte is in the roles' logs (e.g. {role.log_path})"
+        )
+        self._publisher.publish(warning(message, round(time.time(), 3)))

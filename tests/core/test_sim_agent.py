@@ -366,3 +366,36 @@ def test_a_sigkilled_launcher_s_simulated_run_is_reattached_and_every_step_is_re
         # so the count is checked too, with that one chunk's slack.)
         assert sorted(set(steps)) == list(range(1, max(steps) + 1)), (worker, steps[:5], at_kill[worker])
         assert len(steps) - len(set(steps)) <= 5, (worker, len(steps), len(set(steps)))
+
+
+@pytest.mark.timeout(300)
+def test_a_stop_that_coalesces_every_role_s_output_says_so_once_for_the_run_not_once_a_role(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, launches: list[Launch]
+) -> None:
+    """Workers printing 1,000 lines a second each, and on through the stop's grace (they ignore
+    SIGTERM): the controller coalesces every worker's output (behind, then stopping), and one
+    warning for the run says so (a warning per role was 1,024 identical lines at 1,024 workers,
+    each blaming a role for the controller's state)."""
+    cluster = tmp_path / "sim8.toml"
+    text = generate(cluster, "--workers", "8", "--hosts", "2", "--rate-hz", "1000")
+    cluster.write_text(text.replace('"--steps=0"]', '"--steps=0", "--ignore_sigterm"]'))
+    assert "--ignore_sigterm" in cluster.read_text()
+    monkeypatch.setenv("TOWERDECK_SIMULATE", "1")
+    run_dir = tmp_path / "runs" / "sim8"
+    launch = Launch(cluster, run_dir)
+    launches.append(launch)
+    launch.wait_role("ps:0", "running", timeout_s=120)
+    workers = [f"worker:{i}" for i in range(8)]
+    wait_for(lambda: all(len(worker_steps(run_dir, w)) >= 5 for w in workers), timeout_s=90, what="steps recorded")
+    launch.proc.send_signal(signal.SIGINT)
+    code, out = launch.finish(timeout_s=120)
+    assert code in (0, 130), out[-3000:]
+    warnings = [
+        json.loads(line)
+        for line in (run_dir / "events.jsonl").read_text().splitlines()
+        if '"warning"' in line and "newest lines" in line
+    ]
+    assert len(warnings) == 1, [w["message"] for w in warnings]
+    assert warnings[0]["role"] is None, warnings[0]
+    assert warnings[0]["message"].startswith(("the run is stopping", "the controller is more than")), warnings[0]
+    wait_for(lambda: not with_marker(str(run_dir)), timeout_s=30, what="no agent left")
