@@ -179,28 +179,14 @@ class BinnedWorkers:
     def add_many(self, worker: str, xs: npt.ArrayLike, values: npt.ArrayLike) -> None:
         """Many points of ``worker`` at once (loading a past run's metrics file): the same result
         as calling :meth:`add` for each, in one vectorised pass."""
-        few = isinstance(xs, list) and isinstance(values, list) and len(xs) <= _FEW
-        x = np.asarray(xs if not few else (), dtype=np.float64)  # no array for a live frame's few
-        v = np.asarray(values if not few else (), dtype=np.float64)
-        if few or x.size <= _FEW:  # a live frame's point or two: kept for one pass over every worker's
-            kept = 0
-            isfinite = math.isfinite
-            pairs: Iterable[tuple[float, float]] = (
-                zip(cast(list[float], xs), cast(list[float], values), strict=True)
-                if few
-                else zip(x.tolist(), v.tolist(), strict=True)
-            )
-            for one_x, one_v in pairs:
-                if isfinite(one_x) and isfinite(one_v):  # as add() leaves them out
-                    self._pending_workers.append(worker)
-                    self._pending_x.append(float(one_x))
-                    self._pending_v.append(float(one_v))
-                    kept += 1
-            if not kept:
-                return
-            self.version += 1
-            if len(self._pending_x) >= _PENDING_MAX:  # nobody reads (another tab shown): bounded
-                self._flush()
+        if isinstance(xs, list) and isinstance(values, list) and len(xs) <= _FEW:
+            # A live frame's point or two (the Training tab's lists): no array made for them.
+            self._keep(worker, zip(cast(list[float], xs), cast(list[float], values), strict=True))
+            return
+        x = np.asarray(xs, dtype=np.float64)
+        v = np.asarray(values, dtype=np.float64)
+        if x.size <= _FEW:
+            self._keep(worker, zip(x.tolist(), v.tolist(), strict=True))
             return
         self._flush()
         ok = np.isfinite(x) & np.isfinite(v)
@@ -221,6 +207,22 @@ class BinnedWorkers:
         self._dirty_from = min(self._dirty_from, int(index.min()))
         self._used = max(self._used, int(index.max()) + 1)
         self.version += 1
+
+    def _keep(self, worker: str, pairs: Iterable[tuple[float, float]]) -> None:
+        """A few points of ``worker`` wait for one pass over every worker's at the next read."""
+        kept = 0
+        isfinite = math.isfinite
+        for one_x, one_v in pairs:
+            if isfinite(one_x) and isfinite(one_v):  # as add() leaves them out
+                self._pending_workers.append(worker)
+                self._pending_x.append(float(one_x))
+                self._pending_v.append(float(one_v))
+                kept += 1
+        if not kept:
+            return
+        self.version += 1
+        if len(self._pending_x) >= _PENDING_MAX:  # nobody reads (another tab shown): bounded
+            self._flush()
 
     def _flush(self) -> None:
         """The waiting points into the bins, as :meth:`add` on each in order would put them."""
