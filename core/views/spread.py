@@ -24,8 +24,9 @@ from __future__ import annotations
 import math
 import statistics
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +36,7 @@ from core.views.overview import natural_key
 __all__ = ["BinnedWorkers", "HeatMap", "Spread", "slowest"]
 
 _FEW = 8
+_PENDING_MAX = 100_000  # points waiting for a read (a few MB) before they go into the bins anyway
 """Batches up to this size go point by point (:meth:`BinnedWorkers.add`): 64 workers' one new
 point each through the vectorised path was 2 ms of a 9 ms frame."""
 
@@ -97,8 +99,8 @@ class BinnedWorkers:
         if bins < 2 or bins % 2:
             raise ValueError("bins must be an even number of at least 2")
         self.bins = bins
-        self.origin = origin
-        self.width = float(width)
+        self._origin = origin
+        self._width = float(width)
         self._rows: dict[str, int] = {}
         self._sums = np.zeros((4, bins))
         self._counts = np.zeros((4, bins), dtype=np.int64)
@@ -109,11 +111,31 @@ class BinnedWorkers:
         # next only in the columns the new points touched (_dirty_from on).
         self._view: _View | None = None
         self._dirty_from = 0
+        # A live frame brings a point or two from each of hundreds of workers: they wait here, in
+        # order, and go into the bins in one vectorised pass when the bins are next read (a
+        # NumPy update per point of 256 workers was the Training tab's largest cost per frame).
+        self._pending_workers: list[str] = []
+        self._pending_x: list[float] = []
+        self._pending_v: list[float] = []
+
+    @property
+    def origin(self) -> float | None:
+        """The x of bin 0's left edge: the first point's, unless given."""
+        self._flush()
+        return self._origin
+
+    @property
+    def width(self) -> float:
+        """Each bin's width in x; doubles whenever the points outgrow the bins."""
+        self._flush()
+        return self._width
 
     def __len__(self) -> int:
+        self._flush()
         return len(self._rows)
 
     def memory_bytes(self) -> int:
+        self._flush()
         return int(self._sums.nbytes + self._counts.nbytes)
 
     def _row(self, worker: str) -> int:
@@ -134,19 +156,20 @@ class BinnedWorkers:
             self._sums[:, half:] = 0.0
             self._counts[:, half:] = 0
             self._used = (self._used + 1) // 2
-            self.width *= 2
+            self._width *= 2
             self._dirty_from = 0
             index //= 2
         return index
 
     def add(self, worker: str, x: float, value: float) -> None:
         """One point of ``worker``; non-finite values are left out."""
+        self._flush()
         if not (math.isfinite(x) and math.isfinite(value)):
             return
-        if self.origin is None:
-            self.origin = x
+        if self._origin is None:
+            self._origin = x
         row = self._row(worker)
-        index = self._coarsen_until(max(0, int((x - self.origin) // self.width)))
+        index = self._coarsen_until(max(0, int((x - self._origin) // self._width)))
         self._sums[row, index] += value
         self._counts[row, index] += 1
         self._dirty_from = min(self._dirty_from, index)
@@ -156,30 +179,79 @@ class BinnedWorkers:
     def add_many(self, worker: str, xs: npt.ArrayLike, values: npt.ArrayLike) -> None:
         """Many points of ``worker`` at once (loading a past run's metrics file): the same result
         as calling :meth:`add` for each, in one vectorised pass."""
+        if isinstance(xs, list) and isinstance(values, list) and len(xs) <= _FEW:
+            # A live frame's point or two (the Training tab's lists): no array made for them.
+            self._keep(worker, zip(cast(list[float], xs), cast(list[float], values), strict=True))
+            return
         x = np.asarray(xs, dtype=np.float64)
         v = np.asarray(values, dtype=np.float64)
-        if x.size <= _FEW:  # a live frame's point or two: NumPy's cost per call is more than the work
-            for one_x, one_v in zip(x.tolist(), v.tolist(), strict=True):
-                self.add(worker, one_x, one_v)
+        if x.size <= _FEW:
+            self._keep(worker, zip(x.tolist(), v.tolist(), strict=True))
             return
+        self._flush()
         ok = np.isfinite(x) & np.isfinite(v)
         x, v = x[ok], v[ok]
         if x.size == 0:
             return
-        if self.origin is None:
-            self.origin = float(x[0])
+        if self._origin is None:
+            self._origin = float(x[0])
         row = self._row(worker)
-        index = np.maximum(0, np.floor((x - self.origin) / self.width)).astype(np.int64)
+        index = np.maximum(0, np.floor((x - self._origin) / self._width)).astype(np.int64)
         top = int(index.max())
         if top >= self.bins:
             # Coarsen as add() would have on the way, then re-bin these points at the new width.
             self._coarsen_until(top)
-            index = np.maximum(0, np.floor((x - self.origin) / self.width)).astype(np.int64)
+            index = np.maximum(0, np.floor((x - self._origin) / self._width)).astype(np.int64)
         self._sums[row] += np.bincount(index, weights=v, minlength=self.bins)[: self.bins]
         self._counts[row] += np.bincount(index, minlength=self.bins)[: self.bins]
         self._dirty_from = min(self._dirty_from, int(index.min()))
         self._used = max(self._used, int(index.max()) + 1)
         self.version += 1
+
+    def _keep(self, worker: str, pairs: Iterable[tuple[float, float]]) -> None:
+        """A few points of ``worker`` wait for one pass over every worker's at the next read."""
+        kept = 0
+        isfinite = math.isfinite
+        for one_x, one_v in pairs:
+            if isfinite(one_x) and isfinite(one_v):  # as add() leaves them out
+                self._pending_workers.append(worker)
+                self._pending_x.append(float(one_x))
+                self._pending_v.append(float(one_v))
+                kept += 1
+        if not kept:
+            return
+        self.version += 1
+        if len(self._pending_x) >= _PENDING_MAX:  # nobody reads (another tab shown): bounded
+            self._flush()
+
+    def _flush(self) -> None:
+        """The waiting points into the bins, as :meth:`add` on each in order would put them."""
+        if not self._pending_x:
+            return
+        workers, xs, values = self._pending_workers, self._pending_x, self._pending_v
+        self._pending_workers, self._pending_x, self._pending_v = [], [], []
+        x = np.asarray(xs, dtype=np.float64)
+        v = np.asarray(values, dtype=np.float64)
+        ok = np.isfinite(x) & np.isfinite(v)
+        if not ok.all():
+            kept = np.flatnonzero(ok)
+            x, v = x[kept], v[kept]
+            workers = [workers[i] for i in kept.tolist()]
+        if x.size == 0:
+            return
+        if self._origin is None:
+            self._origin = float(x[0])
+        row_of = self._row  # rows in order of first point, as add() gives them
+        rows = np.fromiter((row_of(w) for w in workers), dtype=np.int64, count=len(workers))
+        index = np.maximum(0, np.floor((x - self._origin) / self._width)).astype(np.int64)
+        top = int(index.max())
+        if top >= self.bins:
+            self._coarsen_until(top)
+            index = np.maximum(0, np.floor((x - self._origin) / self._width)).astype(np.int64)
+        np.add.at(self._sums, (rows, index), v)
+        np.add.at(self._counts, (rows, index), 1)
+        self._dirty_from = min(self._dirty_from, int(index.min()))
+        self._used = max(self._used, int(index.max()) + 1)
 
     def _means(self, max_columns: int | None) -> tuple[list[str], FloatArray, FloatArray] | None:
         """Worker names (natural order), bin edges and the workers x bins means (NaN: no point);
@@ -192,7 +264,8 @@ class BinnedWorkers:
         to date. Only the columns from the first one a point touched since the last call are
         worked out again: a live frame adds a point per worker to the newest bin, and redoing
         every column (a sort of 1,024 workers x 1,024 bins, twice) was 170 ms of a frame."""
-        if not self._rows or self._used == 0 or self.origin is None:
+        self._flush()
+        if not self._rows or self._used == 0 or self._origin is None:
             return None
         group = 1
         if max_columns is not None and max_columns > 0 and self._used > max_columns:
@@ -204,8 +277,8 @@ class BinnedWorkers:
             and view.max_columns == max_columns
             and view.group == group
             and view.rows == len(self._rows)
-            and view.width == self.width
-            and view.origin == self.origin
+            and view.width == self._width
+            and view.origin == self._origin
         )
         if same and view is not None and view.version == self.version:
             return view
@@ -248,13 +321,13 @@ class BinnedWorkers:
             for k, (labels, buffer) in view.grouped.items():  # a heat map of shared rows: its new columns
                 buffer[:, first:columns] = _slowest_of(heat_buffer[:, first:columns], k)
                 grouped[k] = (labels, buffer)
-        edges = self.origin + self.width * group * np.arange(columns + 1, dtype=np.float64)
+        edges = self._origin + self._width * group * np.arange(columns + 1, dtype=np.float64)
         self._view = _View(
             max_columns=max_columns,
             group=group,
             rows=len(self._rows),
-            width=self.width,
-            origin=self.origin,
+            width=self._width,
+            origin=self._origin,
             version=self.version,
             names=names,
             order=order,

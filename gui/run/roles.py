@@ -305,17 +305,14 @@ class RolesView(QtWidgets.QWidget):
         layout.addLayout(bar)
         layout.addWidget(self.table)
 
-    def content_height(self) -> int:
+    def content_height(self, *, cap: int | None = None) -> int:
         """The height that shows the banner, the filter bar and every row without scrolling: the
-        window gives the table that much, up to a limit, and the rest to the plots."""
+        window gives the table that much, up to a limit, and the rest to the plots.
+
+        With ``cap``, rows are counted only until the height reaches it (then the answer is at
+        least ``cap``): the window asks every frame, and walking all 257 rows of a large run to
+        learn that the table is past its share cost 13 % of the GUI thread."""
         table = self.table
-        rows = 0
-        for row in range(self.proxy.rowCount()):
-            rows += 1
-            index = self.proxy.index(row, 0)
-            if self.proxy.hasChildren(index) and table.isExpanded(index):
-                rows += self.proxy.rowCount(index)
-        row_h = table.sizeHintForRow(0) if rows else table.fontMetrics().height() + 4
         layout = self.layout()
         spacing = layout.spacing() if layout is not None else 0
         banner = self.banner.sizeHint().height() + spacing if self.banner.isVisibleTo(self) else 0
@@ -323,7 +320,20 @@ class RolesView(QtWidgets.QWidget):
         frame = 2 * table.frameWidth() + 2
         scroll = table.horizontalScrollBar()
         across = scroll.sizeHint().height() if scroll.maximum() > 0 else 0  # columns wider than the window
-        return banner + bar + table.header().sizeHint().height() + max(rows, 1) * row_h + frame + across
+        fixed = banner + bar + table.header().sizeHint().height() + frame + across
+        proxy = self.proxy
+        top_rows = proxy.rowCount()
+        row_h = table.sizeHintForRow(0) if top_rows else table.fontMetrics().height() + 4
+        enough = None if cap is None else max((cap - fixed) // max(row_h, 1) + 1, 1)
+        rows = 0
+        for row in range(top_rows):
+            rows += 1
+            index = proxy.index(row, 0)
+            if proxy.hasChildren(index) and table.isExpanded(index):
+                rows += proxy.rowCount(index)
+            if enough is not None and rows >= enough:
+                break
+        return fixed + max(rows, 1) * row_h
 
     # ------------------------------------------------------------------ selection
 

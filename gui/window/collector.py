@@ -9,7 +9,11 @@ with a 64-worker run).
 
 :func:`hold` turns automatic collection off and starts a GUI-thread timer that collects by
 generation as CPython would (``pyqtgraph.GarbageCollector`` does the same, without a way back):
-the oldest generation whose count is over its threshold. The last :meth:`Hold.release` (the window
+the oldest generation whose count is over its threshold, and the oldest (a full collection) only
+once the objects that reached it since the last full collection are a quarter of those it kept
+then, as CPython's own ``long_lived_pending`` / ``long_lived_total`` rule (gcmodule.c) waits. With
+a big heap (the ring buffers of 257 roles) a full collection is a long frame, and the count alone
+asked for one every ten gen-1 collections, about every 10 s. The last :meth:`Hold.release` (the window
 closed or destroyed) stops the timer and gives automatic collection back.
 """
 
@@ -28,6 +32,11 @@ class _Collector(QtCore.QObject):
         self.was_enabled = gc.isenabled()
         self.threshold = gc.get_threshold()
         self.users = 0
+        # CPython's figures for when a full collection is worth its cost: the objects that survived
+        # a gen-1 collection (moved to the oldest generation) since the last full collection, and
+        # how many the last full collection kept.
+        self.long_lived_pending = 0
+        self.long_lived_total = 0
         self.timer = QtCore.QTimer(self)
         self.timer.setInterval(INTERVAL_MS)
         self.timer.timeout.connect(self.check)
@@ -36,10 +45,17 @@ class _Collector(QtCore.QObject):
         counts, threshold = gc.get_count(), self.threshold
         if threshold[0] <= 0 or counts[0] <= threshold[0]:
             return
-        if counts[2] > threshold[2]:
+        if counts[2] > threshold[2] and self.long_lived_pending >= self.long_lived_total // 4:
             gc.collect(2)
+            self.long_lived_pending = 0
+            # Survivors of a full collection are all in the oldest generation: listing them costs a
+            # fraction of the collection just made, and only once per full collection.
+            self.long_lived_total = len(gc.get_objects(generation=2))
         elif counts[1] > threshold[1]:
-            gc.collect(1)
+            # What survives collecting the two young generations moves to the oldest one.
+            young = len(gc.get_objects(generation=0)) + len(gc.get_objects(generation=1))
+            found = gc.collect(1)
+            self.long_lived_pending += max(young - found, 0)
         else:
             gc.collect(0)
 

@@ -286,7 +286,8 @@ class MainWindow(QtWidgets.QMainWindow):
         frame = 2 * self.overview_scroll.frameWidth()
         overview = self.overview.content_height(self.overview_scroll.viewport().width()) + frame
         overview = min(overview, int(OVERVIEW_MAX_SHARE * total))
-        table = min(self.roles.content_height(), int(TABLE_MAX_SHARE * total))
+        table_cap = int(TABLE_MAX_SHARE * total)
+        table = min(self.roles.content_height(cap=table_cap), table_cap)
         wanted = [overview, table, total - overview - table]
         if wanted != self._split_fitted:  # once per change: a relayout each frame would cost the frame
             self._split_fitted = wanted

@@ -205,3 +205,36 @@ def test_every_plot_of_the_run_page_writes_its_units_without_si_rescaling(qtbot,
     spread.getAxis("left").updateAutoSIPrefix()
     assert "(x" not in spread.getAxis("left").labelString()
     window.close()
+
+
+@pytest.mark.timeout(60)
+def test_fitting_the_split_walks_only_the_rows_that_fill_the_tables_share(qtbot, tmp_path: Path) -> None:
+    """The window fits its split every frame; with 257 roles the table is at its share after a
+    dozen rows, and walking all of them each frame cost 13 % of the GUI thread."""
+    ports = free_ports(257)
+    tasks = ", ".join(f'"127.0.0.1:{p}"' for p in ports[1:])
+    spec, problems = parse_text(
+        f'strategy = "custom"\ncommand = ["python", "x.py"]\n[jobs.ps]\ntasks = ["127.0.0.1:{ports[0]}"]\n'
+        f"[jobs.worker]\ntasks = [{tasks}]\n",
+        tmp_path / "c.toml",
+    )
+    assert spec is not None, problems
+    window = shown_window(qtbot, spec, tmp_path)
+    roles = window.roles
+    qtbot.waitUntil(lambda: len(roles.shown_roles()) == 257, timeout=10_000)
+    qtbot.waitUntil(lambda: window.split.sizes()[1] > 0 and roles.table.verticalScrollBar().maximum() > 0)
+    from gui.window.main_window import TABLE_MAX_SHARE
+
+    cap = int(TABLE_MAX_SHARE * sum(window.split.sizes()))
+    walked: list[int] = []
+    index = roles.proxy.index
+    roles.proxy.index = lambda row, column, *parent: walked.append(row) or index(row, column, *parent)
+    try:
+        window.fit_split()
+    finally:
+        del roles.proxy.index
+    row_h = roles.table.sizeHintForRow(0)
+    # Other code asks for row 0 too; the walk's rows are 0, 1, 2 ... as far as it went.
+    assert walked and max(walked) + 1 <= cap // row_h + 2, (max(walked), cap, row_h)
+    # The same split as counting every row gives: the table at its share.
+    assert window.split.sizes()[1] == min(roles.content_height(), cap) == cap

@@ -4,6 +4,8 @@ rows, neighbours share a row that shows the slowest of them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -62,3 +64,62 @@ def test_a_heat_map_of_1024_workers_has_a_row_per_pixel_showing_the_slowest():
     assert heat.values[row, -1] == pytest.approx(3.0) and heat.values[row, 0] == pytest.approx(1.0)
     assert np.nanmax(np.delete(heat.values, row, axis=0)) == pytest.approx(1.0)
     assert acc.heatmap(max_columns=64, max_rows=2000).rows == full.rows  # room for every worker
+
+
+nonfinite_or_point = st.tuples(
+    st.integers(0, 5), st.one_of(st.floats(0, 300), st.just(float("nan"))), st.floats(0.01, 10)
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(nonfinite_or_point, min_size=1, max_size=3), max_size=40),
+    st.sampled_from([8, 16]),
+    st.sampled_from([None, 3]),
+    st.integers(1, 15),
+)
+def test_live_points_of_many_workers_taken_in_one_pass_equal_adding_each(calls, bins, columns, read_every):
+    """A live frame's point or two per worker wait for the next read and go in together: the
+    same views, origin and width as :meth:`BinnedWorkers.add` on each point in order."""
+    live = BinnedWorkers(bins=bins)  # no origin given: the first finite point's
+    each = BinnedWorkers(bins=bins)
+    for n, call in enumerate(calls):
+        worker = f"worker:{call[0][0]}"
+        live.add_many(worker, [x for _, x, _ in call], [v for _, _, v in call])
+        for _, x, value in call:
+            each.add(worker, x, value)
+        if n % read_every == 0:
+            same(live, each, columns)
+    same(live, each, columns)
+    assert (live.origin, live.width, len(live)) == (each.origin, each.width, len(each))
+
+
+def metrics_record(step: int) -> dict[str, Any]:
+    """A ``metrics`` event's sample, as the inbox hands it to the Training tab."""
+    return {"t": 1.0 + step, "step": step, "loss": 1.0 / step, "step_time_s": 0.1, "steps_per_sec": 10.0} | {
+        "extra": {},
+        "source": "step",
+    }
+
+
+def test_a_live_frame_of_256_workers_goes_into_the_bins_without_a_numpy_update_per_point(monkeypatch):
+    """The Training tab's figures take a metrics event per worker per frame: point by point, each
+    was two NumPy element updates per bins (BinnedWorkers.add), the tab's largest cost at 256."""
+    from core.views.training import TrainingFigures
+
+    figures = TrainingFigures()
+    for step in range(1, 4):  # three frames, a point per worker each
+        for w in range(256):
+            figures.add_samples(f"worker:{w}", [metrics_record(step)])
+        figures.loss_bins.spread()  # the frame reads the bins
+        figures.time_bins.spread()
+    calls: list[str] = []
+    add = BinnedWorkers.add
+    monkeypatch.setattr(BinnedWorkers, "add", lambda self, *a: calls.append(a[0]) or add(self, *a))
+    for w in range(256):
+        figures.add_samples(f"worker:{w}", [metrics_record(4)])
+    figures.loss_bins.spread()
+    assert calls == []
+    assert len(figures.loss_bins) == len(figures.time_bins) == 256
+    _, losses = figures.loss_bins.row("worker:255")
+    assert losses[-1] == 0.25  # the frame's points are in
