@@ -315,24 +315,36 @@ class Encoder:
             if i is None:
                 return None
             patch[i] = v
-        line: list[Any] = [ms - prev_ms]
-        for col in self.cols:
-            if col in cur:
-                value, before = cur[col], prev[col]
-                if _is_int(value) and _is_int(before):
-                    if abs(value - before) >= MAX_INT_DELTA:
-                        return None
-                    line.append(value - before)
-                elif type(value) is dict:
-                    return None
-                else:
-                    line.append(value)
+        cols = self._columns(prev, cur)
+        if cols is None:
+            return None
+        line: list[Any] = [ms - prev_ms, *cols]
         if patch:
             line.append(patch)
         self._prev = cur
         self._prev_ms = ms
         self._since_key += 1
         return _number_line(line) or _line(line)
+
+    def _columns(self, prev: dict[str, Any], cur: dict[str, Any]) -> list[Any] | None:
+        """The columns of ``cur`` as a delta line writes them after ``prev`` (ints as differences),
+        or None where only a key frame can carry them: a column that came or went, an int that
+        jumped ``MAX_INT_DELTA`` or more, a container (a column is a number or a string)."""
+        values: list[Any] = []
+        for col in self.cols:
+            if (col in cur) != (col in prev):
+                return None
+            if col in cur:
+                value, before = cur[col], prev[col]
+                if _is_int(value) and _is_int(before):
+                    if abs(value - before) >= MAX_INT_DELTA:
+                        return None
+                    values.append(value - before)
+                elif type(value) is dict or type(value) is list:
+                    return None
+                else:
+                    values.append(value)
+        return values
 
     def _key_frame(self, cur: dict[str, Any]) -> str:
         index: dict[str, int] = {}
@@ -347,20 +359,10 @@ class Encoder:
     def _delta(self, prev: dict[str, Any], cur: dict[str, Any], ms: int | None) -> str:
         if ms is None or self._prev_ms is None:
             raise _NeedKey
-        line: list[Any] = [ms - self._prev_ms]
-        for col in self.cols:
-            if (col in cur) != (col in prev):
-                raise _NeedKey
-            if col in cur:
-                value, before = cur[col], prev[col]
-                if _is_int(value) and _is_int(before):
-                    if abs(value - before) >= MAX_INT_DELTA:
-                        raise _NeedKey
-                    line.append(value - before)
-                elif type(value) is dict or type(value) is list:
-                    raise _NeedKey  # a column is a number or a string; anything else goes in a key frame
-                else:
-                    line.append(value)
+        cols = self._columns(prev, cur)
+        if cols is None:
+            raise _NeedKey
+        line: list[Any] = [ms - self._prev_ms, *cols]
         fixed = self._fixed
         rest_prev = {k: v for k, v in prev.items() if k not in fixed}
         rest_cur = {k: v for k, v in cur.items() if k not in fixed}
