@@ -312,6 +312,19 @@ def worker_steps(run_dir: Path, worker: str) -> list[int]:
     return [r["step"] for r in iter_jsonl(path) if isinstance(r.get("step"), int)]
 
 
+def launch_8_stepping(
+    cluster: Path, run_dir: Path, monkeypatch: pytest.MonkeyPatch, launches: list[Launch]
+) -> tuple[Launch, list[str]]:
+    """``main.py launch`` of an 8-worker simulated cluster, once every worker has recorded 5 steps."""
+    monkeypatch.setenv("TOWERDECK_SIMULATE", "1")  # the launcher's environment, inherited by its agents
+    launch = Launch(cluster, run_dir)
+    launches.append(launch)
+    launch.wait_role("ps:0", "running", timeout_s=120)
+    workers = [f"worker:{i}" for i in range(8)]
+    wait_for(lambda: all(len(worker_steps(run_dir, w)) >= 5 for w in workers), timeout_s=90, what="steps recorded")
+    return launch, workers
+
+
 @pytest.mark.timeout(300)
 def test_a_sigkilled_launcher_s_simulated_run_is_reattached_and_every_step_is_recorded_without_a_gap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, launches: list[Launch]
@@ -321,13 +334,8 @@ def test_a_sigkilled_launcher_s_simulated_run_is_reattached_and_every_step_is_re
     compact metrics go on with a key frame written by the new process)."""
     cluster = tmp_path / "sim8.toml"
     generate(cluster, "--workers", "8", "--hosts", "2", "--rate-hz", "5")
-    monkeypatch.setenv("TOWERDECK_SIMULATE", "1")
-    run_dir = tmp_path / "runs" / "sim8"
-    launch = Launch(cluster, run_dir)
-    launches.append(launch)
-    launch.wait_role("ps:0", "running", timeout_s=120)
-    workers = [f"worker:{i}" for i in range(8)]
-    wait_for(lambda: all(len(worker_steps(run_dir, w)) >= 5 for w in workers), timeout_s=90, what="steps recorded")
+    launch, workers = launch_8_stepping(cluster, tmp_path / "runs" / "sim8", monkeypatch, launches)
+    run_dir = launch.run_dir
 
     launch.proc.send_signal(signal.SIGKILL)
     launch.proc.communicate(timeout=30)
@@ -380,13 +388,8 @@ def test_a_stop_that_coalesces_every_role_s_output_says_so_once_for_the_run_not_
     text = generate(cluster, "--workers", "8", "--hosts", "2", "--rate-hz", "1000")
     cluster.write_text(text.replace('"--steps=0"]', '"--steps=0", "--ignore_sigterm"]'))
     assert "--ignore_sigterm" in cluster.read_text()
-    monkeypatch.setenv("TOWERDECK_SIMULATE", "1")
-    run_dir = tmp_path / "runs" / "sim8"
-    launch = Launch(cluster, run_dir)
-    launches.append(launch)
-    launch.wait_role("ps:0", "running", timeout_s=120)
-    workers = [f"worker:{i}" for i in range(8)]
-    wait_for(lambda: all(len(worker_steps(run_dir, w)) >= 5 for w in workers), timeout_s=90, what="steps recorded")
+    launch, _workers = launch_8_stepping(cluster, tmp_path / "runs" / "sim8", monkeypatch, launches)
+    run_dir = launch.run_dir
     launch.proc.send_signal(signal.SIGINT)
     code, out = launch.finish(timeout_s=120)
     assert code in (0, 130), out[-3000:]
