@@ -23,7 +23,7 @@ from core.cli.helptree import command
 from core.cli.interrupts import Interrupted, raising_on_signals
 from core.cli.progname import PROG
 from core.cluster.spec import ClusterSpec
-from core.preflight.gpus import GIB, GpuTarget, HostFeed, HostGpus, TargetError, slurm_targets, start_feeds, targets_for
+from core.preflight.gpus import GIB, GpuTarget, HostFeed, HostGpus, TargetError, new_feeds, slurm_targets, targets_for
 from core.run.journal import json_line
 from core.textsafe import terminal
 
@@ -127,10 +127,12 @@ def _show(
     # SIGTERM and SIGHUP (a closed terminal) unwind like Ctrl-C, so the feeds' ssh and queries
     # are ended here; a SIGKILL leaves that to the kernel (core/run/children.py).
     with raising_on_signals():
-        feeds = start_feeds(
+        feeds = new_feeds(
             targets, ssh_config_path(spec), every_s=args.interval if args.watch else 0.0, timeout_s=args.timeout
         )
         try:
+            for feed in feeds:
+                feed.start()  # inside the try: a signal while one starts still says so and ends them
             return _watch(feeds, args, out) if args.watch else _once(feeds, args, out)
         except Interrupted as stop:
             if args.watch:

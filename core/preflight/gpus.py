@@ -260,16 +260,14 @@ def _read_all(stream: IO[bytes]) -> bytes:
         return b""
 
 
-def start_feeds(
+def new_feeds(
     targets: Sequence[GpuTarget], ssh_config: Path | None, *, every_s: float, timeout_s: float
 ) -> list[HostFeed]:
-    """One started feed per target (all at once)."""
+    """One feed per target, not started: the caller starts them inside the ``try`` whose
+    ``finally`` closes them, so a signal that arrives while one starts ends those started."""
     # ssh's own connect timeout, when shorter than ours, says why (refused, no banner ...).
     connect_s = min(10, int(timeout_s) + 2)
-    feeds = [HostFeed(t, ssh_config, every_s, connect_timeout_s=connect_s) for t in targets]
-    for feed in feeds:
-        feed.start()
-    return feeds
+    return [HostFeed(t, ssh_config, every_s, connect_timeout_s=connect_s) for t in targets]
 
 
 def snapshot_all(
@@ -282,9 +280,11 @@ def snapshot_all(
     """One look at every target, queried at once; a host that has not answered within
     ``timeout_s`` is reported as such (the others are not held up beyond it). In target order.
     ``stop`` set (a cancelled pre-flight) ends the wait, and the queries, at once."""
-    feeds = start_feeds(targets, ssh_config, every_s=0.0, timeout_s=timeout_s)
-    deadline = time.monotonic() + timeout_s
+    feeds = new_feeds(targets, ssh_config, every_s=0.0, timeout_s=timeout_s)
     try:
+        for feed in feeds:
+            feed.start()
+        deadline = time.monotonic() + timeout_s
         for feed in feeds:
             while not (stop is not None and stop.is_set()) and time.monotonic() < deadline:
                 if feed.answered.wait(min(0.1, max(0.0, deadline - time.monotonic()))):

@@ -85,7 +85,24 @@ def _on_spawner(start: Callable[[], subprocess.Popen[Any]]) -> subprocess.Popen[
             _spawner.start()
     result: Future[subprocess.Popen[Any]] = Future()
     _requests.put((start, result))
-    return result.result()
+    try:
+        return result.result()
+    except BaseException:
+        # Interrupted while waiting (a signal's exception in this thread): a child the spawner
+        # has started would be nobody's, alive until this process dies. End it before unwinding.
+        if not result.cancel():
+            _end_unclaimed(result)
+        raise
+
+
+def _end_unclaimed(result: Future[subprocess.Popen[Any]]) -> None:
+    try:
+        proc = result.result(timeout=30)
+    except BaseException:  # its own failure, or a second interrupt: nothing of ours to end
+        return
+    kill_group(proc)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(5)
 
 
 def popen(argv: list[str], **kwargs: Any) -> subprocess.Popen[Any]:

@@ -210,3 +210,50 @@ def test_a_child_started_from_a_thread_that_ended_lives_on_until_this_process_di
     finally:
         children.kill_group(proc)
         proc.wait(10)
+
+
+class _Interrupt(Exception):
+    pass
+
+
+@pytest.mark.timeout(60)
+def test_a_signal_while_a_child_is_being_started_ends_that_child() -> None:
+    """CI caught ``gpus`` interrupted while the spawner thread was starting its ssh: the
+    caller's wait raised, the started ssh was nobody's (alive until the process died), and
+    the command said only "interrupted". The wait now ends a child it will never return."""
+    import subprocess
+    import sys
+    import threading
+
+    from core.run import children
+
+    started: list[subprocess.Popen[bytes]] = []
+    release = threading.Event()
+
+    def slow_start() -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+        started.append(proc)
+        release.wait(30)  # the signal below arrives while this start is still under way
+        return proc
+
+    def interrupt(signum: int, frame: object) -> None:
+        release.set()
+        raise _Interrupt
+
+    def signal_once_started() -> None:
+        wait_for(lambda: bool(started), 30, "the child to be started")
+        os.kill(os.getpid(), signal.SIGALRM)  # handled in the main thread, which waits in _on_spawner
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        threading.Thread(target=signal_once_started, daemon=True).start()
+        with pytest.raises(_Interrupt):
+            children._on_spawner(slow_start)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    (proc,) = started
+    try:
+        assert proc.poll() is not None, "the child whose start was interrupted is still running"
+    finally:
+        children.kill_group(proc)
+        proc.wait(10)
