@@ -81,11 +81,14 @@ class StepWindow:
         self._buckets: collections.OrderedDict[int, _Bucket] = collections.OrderedDict()
         self._prev: tuple[float, float] | None = None  # the last (step, t) with a step
         self.last_t: float | None = None
-        # The sums of the window that ends in the newest bucket, summed afresh when a bucket starts
-        # and added to as records come: :meth:`sums` gives them without a pass over the buckets
-        # when the window ends there (nearly always while the role trains: it ends in the cluster's
-        # newest second). At 256 simulated workers that pass was half of the status rebuild's cost.
-        self._total = _Bucket()
+        # The sums of the window that ends in the newest bucket, added to as records come:
+        # :meth:`sums` gives them without a pass over the buckets when the window ends there (nearly
+        # always while the role trains: it ends in the cluster's newest second). At 256 simulated
+        # workers that pass was half of the status rebuild's cost. None once a bucket starts, until
+        # :meth:`sums` is asked: summed afresh then, not as each bucket starts, since a reopened
+        # run's records (a bucket each) had that pass per record, unasked, and it was most of the
+        # CPU spent opening a day-long 256-worker run.
+        self._total: _Bucket | None = _Bucket()
         self._total_from = 0  # the oldest bucket in those sums
 
     def __repr__(self) -> str:
@@ -109,7 +112,7 @@ class StepWindow:
                 self._prune(key)
         self.last_t = t if self.last_t is None else max(self.last_t, t)
         # A bucket before the window of the newest one (a record late by 30 s) is not in its sums.
-        total = self._total if key >= self._total_from else _Bucket()
+        total = self._total if key >= self._total_from and self._total is not None else _Bucket()
         if (
             isinstance(printed_step_time_s, (int, float))
             and math.isfinite(printed_step_time_s)
@@ -130,19 +133,27 @@ class StepWindow:
         self._prev = (step, t)
 
     def _prune(self, newest: int) -> None:
-        """A bucket started (``newest``): the buckets past the window dropped, the window's sums anew."""
-        span = math.ceil(self.window_s / BUCKET_S)
-        oldest = newest - span
+        """A bucket started (``newest``): the buckets past the window dropped; the window's sums are
+        taken afresh when next asked (:meth:`_window_total`)."""
+        oldest = newest - math.ceil(self.window_s / BUCKET_S)
         while self._buckets and next(iter(self._buckets)) < oldest:
             self._buckets.popitem(last=False)
-        total = self._total = _Bucket()
+        self._total = None
         self._total_from = oldest + 1
-        for key, b in self._buckets.items():
-            if key > oldest:  # in the window that ends in the newest bucket
-                total.steps += b.steps
-                total.steps_s += b.steps_s
-                total.timed += b.timed
-                total.timed_s += b.timed_s
+
+    def _window_total(self) -> _Bucket:
+        """The sums of the window that ends in the newest bucket: kept, or summed afresh once after
+        a bucket started."""
+        total = self._total
+        if total is None:
+            total = self._total = _Bucket()
+            for key, b in self._buckets.items():
+                if key >= self._total_from:  # in the window that ends in the newest bucket
+                    total.steps += b.steps
+                    total.steps_s += b.steps_s
+                    total.timed += b.timed
+                    total.timed_s += b.timed_s
+        return total
 
     def sums(self, end: float) -> StepSums:
         """The window of :data:`RATE_WINDOW_S` seconds that ends at ``end`` (the cluster's newest
@@ -151,7 +162,7 @@ class StepWindow:
         first = last - math.ceil(self.window_s / BUCKET_S) + 1
         buckets = self._buckets
         if buckets and next(reversed(buckets)) == last:  # the window ends in the newest bucket
-            total = self._total
+            total = self._window_total()
             return StepSums(total.steps, total.steps_s, total.timed, total.timed_s, self.last_t)
         steps = steps_s = timed_s = 0.0
         timed = 0

@@ -87,16 +87,33 @@ class _CountedBuckets(collections.OrderedDict):  # type: ignore[type-arg]
 def test_the_sums_of_a_training_role_take_no_pass_over_its_buckets() -> None:
     """The status rebuild asks every role's sums a few times a second (257 roles at 256 workers):
     for a role whose newest record is in the window's last second, that is no pass over its 30
-    buckets; a pass happens once a second per role, as a bucket starts."""
+    buckets but the first after a bucket started: at most one a second per role."""
     window = StepWindow()
     window._buckets = _CountedBuckets()
+    _CountedBuckets.passes = 0
     t = 1000.0
-    for step in range(600):  # a minute at 10 steps a second
+    for step in range(600):  # a minute at 10 steps a second, the status asked after each record
         t = 1000.0 + step / 10
         window.take(t, step, 0.1)
+        window.sums(t)
     passes_taking = _CountedBuckets.passes
     assert passes_taking <= 61  # one a second, as each bucket starts
     for _ in range(1000):
         sums = window.sums(t)
     assert _CountedBuckets.passes == passes_taking
     assert sums.steps == pytest.approx(300) and sums.timed == 300
+
+
+def test_records_taken_without_their_sums_asked_take_no_pass_over_the_buckets() -> None:
+    """A reopened run hands over a worker's records in one batch (~1,700 each of 256 workers for a
+    day-long run) and its window is asked once, after: a pass over the 30 buckets as each bucket
+    started was ~40 % of the CPU spent opening it. The sums come out the same (the property above)."""
+    window = StepWindow()
+    window._buckets = _CountedBuckets()
+    _CountedBuckets.passes = 0
+    for second in range(600):  # ten minutes of a 1 Hz worker: a bucket a record
+        window.take(1000.0 + second, second + 1, 0.98)
+    assert _CountedBuckets.passes == 0  # was 600: one as each bucket started
+    sums = window.sums(1599.0)
+    assert _CountedBuckets.passes == 1
+    assert sums.steps == pytest.approx(30) and sums.timed == 30
