@@ -47,16 +47,22 @@ CHUNKS_PER_POLL = 8
 TELEMETRY_CHUNK_BYTES = 256 * 1024  # per telemetry file and poll: ~2,500 metrics samples
 CATCH_UP_OUTPUT_BYTES = 512 * 1024  # of an attempt log read back, only the tail is published as output
 SKIM_SAMPLES = 1024  # host samples taken over a long file (each feeds 8 GPUs' cards and tiles)
+# What the first pass over a run hands the views of its skimmed files, in all, shared among them
+# (:func:`core.run.skim.share`): the roles' metrics and scalars, and the hosts' samples (each
+# feeds 8 GPUs). A 256-worker day-long run handed ~424,000 metrics records (1,656 a worker), most
+# of the 30 s it took to open; no plot shows more than its width of each of 256 curves.
+RUN_METRICS_RECORDS = 131_072
+RUN_SAMPLES = 16_384
 _ATTEMPT = re.compile(r"attempt-(\d+)\.log$")
 
 
-def _read(tail: journal.JsonlTail, points: int = skim.SKIM_POINTS) -> list[dict[str, Any]]:
+def _read(tail: journal.JsonlTail, part: skim.Share) -> list[dict[str, Any]]:
     """The next records of a telemetry file. A large file read for the first time (a past run, or a
     live one opened late) is skimmed (:mod:`core.run.skim`): its whole span at a plot's resolution and
-    its newest lines exact, in one pass, instead of every line a chunk at a time; from there on it
-    is followed line by line."""
+    its newest lines exact, in one pass, instead of every line a chunk at a time, taking ``part``
+    of the run's budget; from there on it is followed line by line."""
     if tail.offset == 0 and _skimmed(tail.path):
-        records, tail.offset = skim.skim(tail.path, points, decoder=tail.decoder)
+        records, tail.offset = skim.skim(tail.path, part.points, decoder=tail.decoder, tail_records=part.tail_records)
         return records
     return tail.read(TELEMETRY_CHUNK_BYTES)
 
@@ -114,6 +120,9 @@ class RunReader:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.info: dict[str, Any] = {}
+        # Each skimmed file's part of the budget, set by the first pass from how many files it skims.
+        self._telemetry_part = skim.share(RUN_METRICS_RECORDS, 1)
+        self._samples_part = skim.share(RUN_SAMPLES, 1, max_points=SKIM_SAMPLES)
 
     # ------------------------------------------------------------------ the Controller-like surface
 
@@ -253,17 +262,19 @@ class RunReader:
             self._stop.wait(POLL_S)
 
     def _prefetch(self) -> None:
-        """The files the first pass skims, asked of the disk all at once, in the order they are read
+        """The files the first pass skims: each one's part of the run's budget, from how many there
+        are; then asked of the disk all at once, in the order they are read
         (:func:`core.run.skim.prefetch`): a run from yesterday is no longer in the page cache."""
-        for path in self._sample_files():
-            if _skimmed(path):
-                skim.prefetch(path, SKIM_SAMPLES)
-        for role in self._roles.values():
+        samples = [path for path in self._sample_files() if _skimmed(path)]
+        telemetry = [t.path for r in self._roles.values() for t in (r.metrics, r.scalars) if _skimmed(t.path)]
+        self._samples_part = skim.share(RUN_SAMPLES, len(samples), max_points=SKIM_SAMPLES)
+        self._telemetry_part = skim.share(RUN_METRICS_RECORDS, len(telemetry))
+        for path in samples:
+            skim.prefetch(path, self._samples_part.points)
+        for path in telemetry:
             if self._stop.is_set():
                 return
-            for tail in (role.metrics, role.scalars):
-                if _skimmed(tail.path):
-                    skim.prefetch(tail.path)
+            skim.prefetch(path, self._telemetry_part.points)
 
     def _sample_files(self) -> list[Path]:
         return sorted((self.path / "telemetry").glob("samples-*.jsonl"))
@@ -302,13 +313,13 @@ class RunReader:
         """A chunk of the role's metrics and scalars: into its view, and to the view as one batch.
         The views are this thread's alone; the status others read is the board's snapshot."""
         name = role.task.role_id
-        samples = _read(role.metrics)
+        samples = _read(role.metrics, self._telemetry_part)
         if samples:
             role.add_metrics(samples)
             self._publisher.publish(Event(_time(samples[-1].get("t")), name, Metrics(samples)))
         if self._stop.is_set():
             return
-        points = _read(role.scalars)
+        points = _read(role.scalars, self._telemetry_part)
         if points:
             role.add_scalars(points)
             self._publisher.publish(Event(_time(points[-1].get("wall_time")), name, Scalars(points)))
@@ -318,9 +329,10 @@ class RunReader:
             if self._stop.is_set():
                 return
             tail = self._samples.setdefault(path, journal.JsonlTail(path))
-            records = _read(tail, SKIM_SAMPLES)  # a GPU card draws ~600 px of a day
-            for record in records:
+            records = _read(tail, self._samples_part)  # a GPU card draws ~600 px of a day
+            for record in _newest_figures(records):
                 apply_sample(self._roles, record)
+            for record in records:
                 self._publisher.publish(Event(_time(record.get("t")), None, Sample.from_record(record)))
 
     def _read_output(self, role: _RoleReplay) -> None:
@@ -397,6 +409,25 @@ class RunReader:
 
     def _warn(self, message: str) -> None:
         self._publisher.publish(warning(message, time.time()))
+
+
+def _newest_figures(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Those of a host's ``records`` (in order) that hold some role's newest figures: applied in
+    order, they leave the role views as all of them would (:func:`apply_sample` replaces a role's
+    figures with those of each sample where it is alive). A skimmed file's hundreds of samples
+    were each applied, ~30 % of reading a 32-host run's samples."""
+    seen: set[str] = set()
+    newest: list[dict[str, Any]] = []
+    for record in reversed(records):
+        roles = record.get("roles")
+        if not isinstance(roles, dict):
+            continue
+        alive = [n for n, f in roles.items() if n not in seen and isinstance(f, dict) and f.get("alive", True)]
+        if alive:
+            seen.update(alive)
+            newest.append(record)
+    newest.reverse()
+    return newest
 
 
 def _time(t: object) -> float:

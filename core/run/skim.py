@@ -21,6 +21,7 @@ of a file's ranges at once, before they are read, so the disk serves them togeth
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +37,35 @@ SKIM_TAIL_BYTES = 64 * 1024  # read whole at the end: the newest few hundred lin
 # The same for a compact file (~6x the records a byte): its 64 KB tail was ~3,000 records a worker,
 # most of what opening a 256-worker day-long run decoded (59 s to full views; 27.5 s with this).
 COMPACT_TAIL_BYTES = 16 * 1024
+# A run of many workers shares one budget of records among its skimmed files (:func:`share`):
+# 256 workers' curves share one plot, where a person sees their spread and a few highlighted ones,
+# not 256 x 2,048 points; at most this few spaced points and tail lines a file, whatever the run's size.
+MIN_POINTS = 128
+MIN_TAIL_RECORDS = 64
 DENSE_SPACING_BYTES = 16 * 1024  # offsets closer than this are served from blocks read whole
 DENSE_BLOCK_BYTES = 1 << 20
 WINDOW_BYTES = 4096  # read at each offset first; doubled while a line does not fit
 PREFETCH_WINDOW_BYTES = 2 * WINDOW_BYTES  # a line of up to ~4 KB fits in what is asked for
 PREFETCH_CALL_BYTES = 128 * 1024
 COMPACT_MARK = b'{"' + compact.KEY_MARK.encode() + b'":'  # how a compact file's first key frame starts
+
+
+@dataclass(frozen=True)
+class Share:
+    """What :func:`skim` takes of each file: ``points`` spaced over it, its last ``tail_records`` lines."""
+
+    points: int
+    tail_records: int
+
+
+def share(budget_records: int, files: int, *, max_points: int = SKIM_POINTS) -> Share:
+    """Each of ``files`` files' part of a run's ``budget_records``: half spaced over its span (at
+    most ``max_points``, a plot's width), the rest its newest lines; never under :data:`MIN_POINTS`
+    and :data:`MIN_TAIL_RECORDS`. A few files get what one always got (the tail is bounded by its
+    bytes too); 256 workers get a quarter each of what 8 do."""
+    each = budget_records // max(files, 1)
+    points = max(MIN_POINTS, min(max_points, each // 2))
+    return Share(points, max(MIN_TAIL_RECORDS, each - points))
 
 
 def prefetch(path: Path, points: int = SKIM_POINTS, tail_bytes: int = SKIM_TAIL_BYTES) -> None:
@@ -85,10 +109,13 @@ def skim(
     tail_bytes: int = SKIM_TAIL_BYTES,
     *,
     decoder: compact.Decoder | None = None,
+    tail_records: int | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """``points`` evenly spaced records of ``path`` and all those of its last ``tail_bytes``, in
     file order, and the offset after the last complete line; ``([], 0)`` for a missing or empty
-    file. Unparsable lines are skipped.
+    file. Unparsable lines are skipped. ``tail_records``: of the tail, only its last this many
+    lines (a run of hundreds of workers shares a budget of records among them, see
+    :func:`share`); what lies before them is spanned by the spaced records.
 
     In the compact format (:mod:`core.run.compact`) a spaced point is the first key frame at or
     after its offset (a delta cannot be read alone), and the tail is read from its first key frame
@@ -112,6 +139,9 @@ def skim(
             tail_start, tail = tail_start + first, tail[first:cut]
         else:
             tail = tail[:cut]
+        if tail_records is not None:
+            first = _last_lines_start(tail, tail_records)
+            tail_start, tail = tail_start + first, tail[first:]
         lines = _spaced_lines(fd, tail_start, points) if tail_start > 0 else []
     finally:
         os.close(fd)
@@ -120,6 +150,27 @@ def skim(
     ]  # each spaced line alone: key frames, old records
     records.extend(compact.decode(tail.split(b"\n"), decoder)[0])
     return records, end
+
+
+def _last_lines_start(tail: bytes, lines: int) -> int:
+    """Where the last ``lines`` lines of ``tail`` (whole lines) start: at a line that starts an
+    object (a key frame, or a plain record), since a compact delta cannot be read without the lines
+    before it: the first such line among them, else the last one before them; 0 when ``tail``
+    holds no more lines than that."""
+    if lines <= 0:
+        return len(tail)
+    at = len(tail) - 1  # the newline that ends the last line
+    for _ in range(lines):
+        at = tail.rfind(b"\n", 0, at)
+        if at < 0:
+            return 0
+    start = at + 1
+    if tail[start : start + 1] == b"{":
+        return start
+    frame = tail.find(b"\n{", start)
+    if frame < 0:
+        frame = tail.rfind(b"\n{", 0, start)
+    return frame + 1 if frame >= 0 else 0
 
 
 def _spaced_lines(fd: int, stop: int, points: int) -> list[bytes]:

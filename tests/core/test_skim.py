@@ -195,3 +195,31 @@ def test_a_day_long_worker_s_compact_metrics_are_skimmed_not_read_whole(tmp_path
     records, _end = skim.skim(path)
     # Its key frames (one a 100 records) and a 16 KB tail: a 64 KB tail alone was ~3,000 records.
     assert len(records) < 2_000 and records[0]["step"] == 1 and records[-1]["step"] == 86_400
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 3_000), tail_records=st.integers(1, 400), compact_format=st.booleans())
+def test_a_tail_of_n_records_is_the_newest_n_lines_from_a_whole_record_on(
+    n: int, tail_records: int, compact_format: bool
+) -> None:
+    """``tail_records`` keeps, of the tail, its newest lines from a line that starts a whole record:
+    in the plain format exactly the last ``tail_records``; in the compact one from the first key frame
+    among them (at most that many), or the last one before (at most one key frame's span more)."""
+    from core.run.compact import KEY_EVERY, METRICS_CODEC
+    from tests.helpers.past_run import metrics_text
+
+    lines = [json.loads(line) for line in metrics_text(n).splitlines()]
+    text = METRICS_CODEC.encoder().encode(lines) if compact_format else "".join(json.dumps(r) + "\n" for r in lines)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "metrics.jsonl"
+        path.write_text(text)
+        records, end = skim.skim(path, points=64, tail_bytes=1 << 30, tail_records=tail_records)
+    steps = [r["step"] for r in records]
+    assert steps == sorted(set(steps)) and end == len(text.encode())
+    assert steps[-1] == n and steps[0] == 1  # the whole span: spaced records before the tail
+    tail = list(itertools.takewhile(lambda s: s > n - tail_records, reversed(steps)))
+    if compact_format:
+        assert len(tail) >= min(n, tail_records) - KEY_EVERY  # from the first key frame among them
+        assert len([s for s in steps if s > n - tail_records - KEY_EVERY]) <= tail_records + KEY_EVERY
+    else:
+        assert tail == list(range(n, max(n - tail_records, 0), -1))  # exactly the newest lines
