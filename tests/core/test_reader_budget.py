@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.run import reader as reader_module
 from core.run.events import Event, Metrics
@@ -54,3 +56,50 @@ def test_a_256_worker_run_hands_its_views_the_run_s_budget_whole_span_and_tail(t
         assert steps[0] <= SECONDS / 100 and steps[-1] == SECONDS  # the whole span
         tail = list(itertools.takewhile(lambda s: s > SECONDS - 100, reversed(steps)))
         assert tail == list(range(SECONDS, SECONDS - 100, -1)), worker  # the newest lines, every one
+
+
+FIGURES = st.fixed_dictionaries(
+    {"cpu_percent": st.floats(0, 100), "rss_bytes": st.integers(0, 1 << 30), "alive": st.booleans()}
+)
+SAMPLE = st.fixed_dictionaries(
+    {
+        "roles": st.dictionaries(st.sampled_from(["worker:0", "worker:1", "ps:0"]), FIGURES, max_size=3),
+        "gpus": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "index": st.integers(0, 3),
+                    "utilization_gpu_percent": st.floats(0, 100),
+                    "processes": st.lists(
+                        st.fixed_dictionaries({"role": st.sampled_from(["worker:0", "worker:1"])}), max_size=2
+                    ),
+                }
+            ),
+            max_size=4,
+        ),
+    }
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=st.lists(SAMPLE, max_size=30))
+def test_applying_only_the_samples_with_a_role_s_newest_figures_leaves_the_views_as_all_do(
+    records: list[dict[str, Any]],
+) -> None:
+    """A skimmed host file's samples go to the role views as only those holding some role's newest
+    figures (reader._newest_figures): the views end as if each had been applied."""
+    from core.cluster.spec import Task
+    from core.run.reader import _newest_figures
+    from core.run.role_view import RoleView, apply_sample
+
+    def views() -> dict[str, RoleView]:
+        tasks = [Task("worker", 0, "127.0.0.1", 2222), Task("worker", 1, "127.0.0.1", 2223), Task("ps", 0, "h", 1)]
+        return {t.role_id: RoleView(t, Path("/nonexistent")) for t in tasks}
+
+    every, newest = views(), views()
+    for record in records:
+        apply_sample(every, record)
+    for record in _newest_figures(records):
+        apply_sample(newest, record)
+    fields = ("cpu_percent", "rss_bytes", "threads", "gpus", "gpu_utilization_percent")
+    for role in every:
+        assert [getattr(every[role], f) for f in fields] == [getattr(newest[role], f) for f in fields], role
