@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.cli_launch import Launch
-from tests.helpers.clusters import write_cluster
+from tests.helpers.clusters import light_between_graph, write_cluster
 from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
 
@@ -31,33 +31,16 @@ def wait_for(predicate: Any, timeout_s: float, what: str) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-# The between-graph example's cluster (1 ps, 2 workers, no restart), its roles the light trainer:
-# a stall is TowerDeck's judgement of a role's output, not a TensorFlow fact, and three TensorFlow
-# starts were most of this test's time. The same SIGSTOP on a TensorFlow between-graph worker is
-# tests/gui/test_main_window.py::test_a_hung_worker_is_marked_stalled_and_killed_from_the_window.
-LIGHT_BETWEEN_GRAPH = """
-name = "bg"
-strategy = "between_graph"
-launch_style = "flags"
-workdir = "{trainers}"
-command = ["python", "-u", "light_trainer.py", "--steps=0", "--rate_hz=20"]
-stop_grace_s = 3
-stall_after_s = {stall_after_s}
-[jobs.ps]
-tasks = ["127.0.0.1:{p[0]}"]
-[jobs.worker]
-tasks = ["127.0.0.1:{p[1]}", "127.0.0.1:{p[2]}"]
-restart = {{ policy = "Never", max_restarts = 2, backoff_s = 0.5 }}
-[recovery]
-mode = "role"
-"""
-
-
 def test_sigstopped_worker_is_marked_stalled_unstalled_on_sigcont_and_killed_by_the_user(
     tmp_path: Path, launches: list[Launch]
 ):
-    ports = free_ports(3)
-    cluster = write_cluster(tmp_path, LIGHT_BETWEEN_GRAPH, ports, stall_after_s=STALL_AFTER_S)
+    # The light trainer: a stall is TowerDeck's judgement of a role's output, not a TensorFlow fact
+    # (the same SIGSTOP on a TensorFlow worker: tests/gui/test_main_window.py's
+    # test_a_hung_worker_is_marked_stalled_and_killed_from_the_window).
+    cluster, ports = light_between_graph(tmp_path)
+    cluster.write_text(
+        cluster.read_text().replace("stop_grace_s = 3", f"stop_grace_s = 3\nstall_after_s = {STALL_AFTER_S}")
+    )
     launch = Launch(cluster, tmp_path / "run")
     launches.append(launch)
     worker = launch.wait_role("worker:1", "running")
