@@ -39,7 +39,7 @@ from core.run.inbox import EventInbox
 from core.run.status import ClusterStatus
 from core.telemetry.pci import tf_devices_by_bus
 from core.views.overview import PlannedRole
-from core.views.rates import status_rates
+from core.views.rates import StepRates, status_rates
 from core.views.slurm_text import slurm_banner
 from gui.offthread import JobThread
 from gui.run.overview import ClusterOverview
@@ -73,6 +73,10 @@ SLOW_REFRESH_S = 1.0  # placement tables and TF devices: they change slowly and 
 # in QTreeView's paint, 15-20 % in the overview's), and a monitor's figures are read at 1 Hz.
 FIGURES_SCALE_ROLES = 16
 FIGURES_EVERY_S = 1.0
+# ... and the roles table's rows a share each frame (RolesView.show_status): all 257 rows of a
+# 256-worker run in one frame were its 20-40 ms p95 frame (py-spy: role_row, the font
+# measurements, a dataChanged a row, then the paint of every visible row at once).
+TABLE_PARTS = round(FIGURES_EVERY_S * FRAME_HZ)
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,8 @@ class FramePump(QtCore.QObject):
         self._last_slow_refresh = 0.0
         self._last_status: ClusterStatus | None = None
         self._figures_shown: tuple[Any, float] | None = None  # (what the table last showed of states, when)
+        self._rates: StepRates | None = None  # the run's, as the last figures shown
+        self._table_part = 0  # a large run's share of the table's rows this frame
         # Slow reads of the source (placement summaries, TF devices) run here, never on the GUI thread.
         self._background = JobThread("window-reads")
         self._placement_job: tuple[Future[dict[str, Any]], str, bool] | None = None
@@ -174,6 +180,8 @@ class FramePump(QtCore.QObject):
         self.slurm_text = ""
         self._last_status = None
         self._figures_shown = None
+        self._rates = None
+        self.roles.forget_shown()
 
     def refresh_table(self) -> None:
         """The roles table, the overview and the phase now, not at the next frame."""
@@ -363,10 +371,17 @@ class FramePump(QtCore.QObject):
             phase += f"  |  {self.slurm_text}"
         self.phase_label.setText(phase)
         self._on_status(status)
-        if not self._figures_due(status):
+        due = self._figures_due(status)
+        if due or self._rates is None:
+            self._rates = status_rates(status.roles, self.spec)  # one set of figures for every view (core.views.rates)
+        rates = self._rates
+        if len(status.roles) > FIGURES_SCALE_ROLES:  # a share of the rows each frame, a new state at once
+            self.roles.show_status(status, self.host_states, rates, part=self._table_part, parts=TABLE_PARTS)
+            self._table_part = (self._table_part + 1) % TABLE_PARTS
+        elif due:
+            self.roles.show_status(status, self.host_states, rates)
+        if not due:
             return
-        rates = status_rates(status.roles, self.spec)  # one set of figures for every view (core.views.rates)
-        self.roles.show_status(status, self.host_states, rates)
         self.overview.set_roles(status.roles, rates)
         self.training.set_status(status.roles, rates=rates)
         self.logs.set_status(status.roles, time.time())
