@@ -327,6 +327,7 @@ class RolesView(QtWidgets.QWidget):
         self._collapsed: set[str] = set()
         self._shown: dict[str, tuple[tuple[Any, ...], RoleRow]] = {}  # role -> (look_key, row) shown
         self._widths: tuple[QtGui.QFont, TextWidths] | None = None
+        self._row_h: tuple[QtGui.QFont, int] | None = None  # (font, a row's height) since the last reset
         self._last_selection: list[str] = []
         self._hidden_selection: list[str] = []
         self.table.selectionModel().selectionChanged.connect(lambda *_: self._on_selection_changed())
@@ -375,8 +376,10 @@ class RolesView(QtWidgets.QWidget):
         fixed = banner + bar + table.header().sizeHint().height() + frame + across
         proxy = self.proxy
         top_rows = proxy.rowCount()
-        row_h = table.sizeHintForRow(0) if top_rows else table.fontMetrics().height() + 4
+        row_h = self._row_height() if top_rows else table.fontMetrics().height() + 4
         enough = None if cap is None else max((cap - fixed) // max(row_h, 1) + 1, 1)
+        if self.model.grouping == "none":  # no group to open: the rows are the proxy's
+            return fixed + max(top_rows if enough is None else min(top_rows, enough), 1) * row_h
         rows = 0
         for row in range(top_rows):
             rows += 1
@@ -386,6 +389,15 @@ class RolesView(QtWidgets.QWidget):
             if enough is not None and rows >= enough:
                 break
         return fixed + max(rows, 1) * row_h
+
+    def _row_height(self) -> int:
+        """A row's height (the rows are uniform), measured again only after a reset or a new
+        font: ``sizeHintForRow`` asks the delegate for every cell of a row, and the window asks
+        for the table's height every frame."""
+        font = self.table.font()
+        if self._row_h is None or self._row_h[0] != font:
+            self._row_h = (font, self.table.sizeHintForRow(0))
+        return self._row_h[1]
 
     # ------------------------------------------------------------------ selection
 
@@ -580,6 +592,7 @@ class RolesView(QtWidgets.QWidget):
 
     def _after_reset(self) -> None:
         """Group rows span the table and open unless the user closed them; the count follows."""
+        self._row_h = None
         grouped = self.model.grouping != "none"
         self.table.setRootIsDecorated(grouped)
         for row in range(self.proxy.rowCount() if grouped else 0):
