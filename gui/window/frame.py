@@ -128,6 +128,7 @@ class FramePump(QtCore.QObject):
         self._figures_shown: tuple[Any, float] | None = None  # (what the table last showed of states, when)
         self._rates: StepRates | None = None  # the run's, as the last figures shown
         self._table_part = 0  # a large run's share of the table's rows this frame
+        self._lists_due = False  # the tabs' status and role lists, a frame after the overview
         # Slow reads of the source (placement summaries, TF devices) run here, never on the GUI thread.
         self._background = JobThread("window-reads")
         self._placement_job: tuple[Future[dict[str, Any]], str, bool] | None = None
@@ -181,6 +182,7 @@ class FramePump(QtCore.QObject):
         self._last_status = None
         self._figures_shown = None
         self._rates = None
+        self._lists_due = False
         self.roles.forget_shown()
 
     def refresh_table(self) -> None:
@@ -380,9 +382,17 @@ class FramePump(QtCore.QObject):
             self._table_part = (self._table_part + 1) % TABLE_PARTS
         elif due:
             self.roles.show_status(status, self.host_states, rates)
-        if not due:
+        if due:
+            self.overview.set_roles(status.roles, rates)
+            if len(status.roles) > FIGURES_SCALE_ROLES and not self._lists_due:
+                # The Training and Logs tabs' status and the role lists on the next frame: with
+                # the overview's rebuild and paint, they made the once-a-second frame at 256
+                # workers 25-30 ms. A second due frame in a row (states changing) does them.
+                self._lists_due = True
+                return
+        elif not self._lists_due:
             return
-        self.overview.set_roles(status.roles, rates)
+        self._lists_due = False
         self.training.set_status(status.roles, rates=rates)
         self.logs.set_status(status.roles, time.time())
         self._sync_role_lists([r.role for r in status.roles])
