@@ -87,6 +87,11 @@ class StepWindow:
         # newest second). At 256 simulated workers that pass was half of the status rebuild's cost.
         self._total = _Bucket()
         self._total_from = 0  # the oldest bucket in those sums
+        # The same for the window that ends one second past the newest bucket: where the window
+        # ends while this role's newest record is still in the second before the cluster's newest
+        # (one role in a few at any moment, every role of a loaded run), which walked the buckets.
+        self._next = _Bucket()
+        self._next_from = 1
 
     def __repr__(self) -> str:
         buckets = {k: (b.steps, b.steps_s, b.timed, b.timed_s) for k, b in self._buckets.items()}
@@ -109,24 +114,26 @@ class StepWindow:
                 self._prune(key)
         self.last_t = t if self.last_t is None else max(self.last_t, t)
         # A bucket before the window of the newest one (a record late by 30 s) is not in its sums.
-        total = self._total if key >= self._total_from else _Bucket()
+        adds = [bucket]
+        if key >= self._total_from:
+            adds.append(self._total)
+        if key >= self._next_from:
+            adds.append(self._next)
         if (
             isinstance(printed_step_time_s, (int, float))
             and math.isfinite(printed_step_time_s)
             and printed_step_time_s > 0
         ):
-            bucket.timed += 1
-            bucket.timed_s += printed_step_time_s
-            total.timed += 1
-            total.timed_s += printed_step_time_s
+            for into in adds:
+                into.timed += 1
+                into.timed_s += printed_step_time_s
         if not isinstance(step, (int, float)) or not math.isfinite(step):
             return
         prev = self._prev
         if prev is not None and step > prev[0] and t >= prev[1]:
-            bucket.steps += step - prev[0]
-            bucket.steps_s += t - prev[1]
-            total.steps += step - prev[0]
-            total.steps_s += t - prev[1]
+            for into in adds:
+                into.steps += step - prev[0]
+                into.steps_s += t - prev[1]
         self._prev = (step, t)
 
     def _prune(self, newest: int) -> None:
@@ -137,12 +144,19 @@ class StepWindow:
             self._buckets.popitem(last=False)
         total = self._total = _Bucket()
         self._total_from = oldest + 1
+        following = self._next = _Bucket()
+        self._next_from = oldest + 2
         for key, b in self._buckets.items():
             if key > oldest:  # in the window that ends in the newest bucket
                 total.steps += b.steps
                 total.steps_s += b.steps_s
                 total.timed += b.timed
                 total.timed_s += b.timed_s
+            if key > oldest + 1:  # in the one that ends a second later
+                following.steps += b.steps
+                following.steps_s += b.steps_s
+                following.timed += b.timed
+                following.timed_s += b.timed_s
 
     def sums(self, end: float) -> StepSums:
         """The window of :data:`RATE_WINDOW_S` seconds that ends at ``end`` (the cluster's newest
@@ -150,9 +164,11 @@ class StepWindow:
         last = math.floor(end / BUCKET_S) if math.isfinite(end) else 0
         first = last - math.ceil(self.window_s / BUCKET_S) + 1
         buckets = self._buckets
-        if buckets and next(reversed(buckets)) == last:  # the window ends in the newest bucket
-            total = self._total
-            return StepSums(total.steps, total.steps_s, total.timed, total.timed_s, self.last_t)
+        if buckets:
+            newest = next(reversed(buckets))
+            if newest == last or newest == last - 1:  # the window ends in the newest bucket, or just past it
+                total = self._total if newest == last else self._next
+                return StepSums(total.steps, total.steps_s, total.timed, total.timed_s, self.last_t)
         steps = steps_s = timed_s = 0.0
         timed = 0
         for key, b in self._buckets.items():
