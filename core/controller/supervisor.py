@@ -135,8 +135,11 @@ class Supervisor:
         now = time.time()
         self._roles.exited(role, returncode, signal, now=now)
         how = exit_text(returncode, signal)
-        if not role.stop_requested and (returncode != 0 or signal is not None):
-            self._check_ending()  # Slurm ending the job (scancel, time limit) stops the roles
+        if not role.stop_requested:
+            # Slurm ending the job (scancel, time limit) stops the roles. Asked at a clean exit
+            # too: a trainer that saves and exits 0 on SIGTERM (PreemptionCheckpointHandler's way)
+            # would otherwise read as one that finished. Outside Slurm this asks nothing.
+            self._check_ending()
         if role.stop_requested:
             if role.restart_after_stop and self.phase == ClusterPhase.RUNNING:
                 role.restart_after_stop = False

@@ -284,6 +284,9 @@ class Encoder:
         cur: dict[str, Any] = {}
         patch: dict[str, Any] = {}
         for k, v in record.items():
+            if k == time_key:  # a number (its ms are known): written as ms, never rounded
+                cur[k] = ms / 1000
+                continue
             kind = type(v)
             if kind is float:
                 v = _round(v)
@@ -291,9 +294,6 @@ class Encoder:
                 if kind is not dict or v:
                     return None
                 v = {}
-            if k == time_key:
-                cur[k] = ms / 1000
-                continue
             if k not in prev:
                 return None
             cur[k] = v

@@ -269,8 +269,11 @@ class RunDir:
         CPU under a 64-worker run's writes, 2.3x the whole controller's CPU of c23e87e (profiled
         over a day-long run). A killed process has written all of the record or none of it (one small write
         at offset 0, within a page); padded to a fixed width, it covers any earlier record, and a
-        file that was longer (an old format, or a record past that width) is cut to its length."""
-        record = json.dumps({"attempt": attempt, "end": end}).ljust(PARSED_WIDTH).encode()
+        file that was longer (an old format, or a record past that width) is cut to its length. Two
+        system calls a note: an ``fstat`` (the file still linked, and its size) and the ``pwrite``."""
+        # json.dumps's very text for two ints, formatted directly: json.dumps of the dict was
+        # half of this note's CPU (~1,300 notes a second at 256 workers).
+        record = f'{{"attempt": {int(attempt)}, "end": {int(end)}}}'.ljust(PARSED_WIDTH).encode()
         path = self._role_file(task, PARSED_FILE)
 
         self._guard("write parsed offsets", lambda: self._files.overwrite(path, record))

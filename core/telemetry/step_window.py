@@ -81,15 +81,20 @@ class StepWindow:
         self._buckets: collections.OrderedDict[int, _Bucket] = collections.OrderedDict()
         self._prev: tuple[float, float] | None = None  # the last (step, t) with a step
         self.last_t: float | None = None
-        # The sums of the window that ends in the newest bucket, added to as records come:
-        # :meth:`sums` gives them without a pass over the buckets when the window ends there (nearly
-        # always while the role trains: it ends in the cluster's newest second). At 256 simulated
-        # workers that pass was half of the status rebuild's cost. None once a bucket starts, until
-        # :meth:`sums` is asked: summed afresh then, not as each bucket starts, since a reopened
-        # run's records (a bucket each) had that pass per record, unasked, and it was most of the
-        # CPU spent opening a day-long 256-worker run.
+        # The sums of the window that ends in the newest bucket, summed afresh when a bucket starts
+        # and added to as records come: :meth:`sums` gives them without a pass over the buckets
+        # when the window ends there (nearly always while the role trains: it ends in the cluster's
+        # newest second). At 256 simulated workers that pass was half of the status rebuild's cost.
+        # Both are None once a bucket starts, until :meth:`sums` asks for them: summed afresh then,
+        # not as each bucket starts, since a reopened run's records (a bucket each) paid that pass
+        # per record, unasked: ~40 % of the CPU spent opening a day-long 256-worker run.
         self._total: _Bucket | None = _Bucket()
         self._total_from = 0  # the oldest bucket in those sums
+        # The same for the window that ends one second past the newest bucket: where the window
+        # ends while this role's newest record is still in the second before the cluster's newest
+        # (one role in a few at any moment, every role of a loaded run), which walked the buckets.
+        self._next: _Bucket | None = _Bucket()
+        self._next_from = 1
 
     def __repr__(self) -> str:
         buckets = {k: (b.steps, b.steps_s, b.timed, b.timed_s) for k, b in self._buckets.items()}
@@ -112,47 +117,55 @@ class StepWindow:
                 self._prune(key)
         self.last_t = t if self.last_t is None else max(self.last_t, t)
         # A bucket before the window of the newest one (a record late by 30 s) is not in its sums.
-        total = self._total if key >= self._total_from and self._total is not None else _Bucket()
+        adds = [bucket]
+        if key >= self._total_from and self._total is not None:
+            adds.append(self._total)
+        if key >= self._next_from and self._next is not None:
+            adds.append(self._next)
         if (
             isinstance(printed_step_time_s, (int, float))
             and math.isfinite(printed_step_time_s)
             and printed_step_time_s > 0
         ):
-            bucket.timed += 1
-            bucket.timed_s += printed_step_time_s
-            total.timed += 1
-            total.timed_s += printed_step_time_s
+            for into in adds:
+                into.timed += 1
+                into.timed_s += printed_step_time_s
         if not isinstance(step, (int, float)) or not math.isfinite(step):
             return
         prev = self._prev
         if prev is not None and step > prev[0] and t >= prev[1]:
-            bucket.steps += step - prev[0]
-            bucket.steps_s += t - prev[1]
-            total.steps += step - prev[0]
-            total.steps_s += t - prev[1]
+            for into in adds:
+                into.steps += step - prev[0]
+                into.steps_s += t - prev[1]
         self._prev = (step, t)
 
     def _prune(self, newest: int) -> None:
-        """A bucket started (``newest``): the buckets past the window dropped; the window's sums are
-        taken afresh when next asked (:meth:`_window_total`)."""
+        """A bucket started (``newest``): the buckets past the window dropped; the windows' sums are
+        taken afresh when next asked (:meth:`_summed`)."""
         oldest = newest - math.ceil(self.window_s / BUCKET_S)
         while self._buckets and next(iter(self._buckets)) < oldest:
             self._buckets.popitem(last=False)
-        self._total = None
+        self._total = self._next = None
         self._total_from = oldest + 1
+        self._next_from = oldest + 2
 
-    def _window_total(self) -> _Bucket:
-        """The sums of the window that ends in the newest bucket: kept, or summed afresh once after
-        a bucket started."""
-        total = self._total
+    def _summed(self, *, following: bool) -> _Bucket:
+        """The kept sums of the window that ends in the newest bucket (or a second past it, with
+        ``following``), summed afresh once after a bucket started."""
+        total = self._next if following else self._total
         if total is None:
-            total = self._total = _Bucket()
+            total = _Bucket()
+            first = self._next_from if following else self._total_from
             for key, b in self._buckets.items():
-                if key >= self._total_from:  # in the window that ends in the newest bucket
+                if key >= first:
                     total.steps += b.steps
                     total.steps_s += b.steps_s
                     total.timed += b.timed
                     total.timed_s += b.timed_s
+            if following:
+                self._next = total
+            else:
+                self._total = total
         return total
 
     def sums(self, end: float) -> StepSums:
@@ -161,9 +174,11 @@ class StepWindow:
         last = math.floor(end / BUCKET_S) if math.isfinite(end) else 0
         first = last - math.ceil(self.window_s / BUCKET_S) + 1
         buckets = self._buckets
-        if buckets and next(reversed(buckets)) == last:  # the window ends in the newest bucket
-            total = self._window_total()
-            return StepSums(total.steps, total.steps_s, total.timed, total.timed_s, self.last_t)
+        if buckets:
+            newest = next(reversed(buckets))
+            if newest == last or newest == last - 1:  # the window ends in the newest bucket, or just past it
+                total = self._summed(following=newest != last)
+                return StepSums(total.steps, total.steps_s, total.timed, total.timed_s, self.last_t)
         steps = steps_s = timed_s = 0.0
         timed = 0
         for key, b in self._buckets.items():

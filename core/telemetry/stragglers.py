@@ -21,10 +21,10 @@ time-weighted median turns once the slow (or fast) stretch fills half the window
 
 from __future__ import annotations
 
+import bisect
 import collections
 import math
-import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -191,9 +191,10 @@ class StragglerJudge:
             del self._since[worker]
         if len(usable) < 2:
             return changes
+        ordered = sorted(usable.values())
         for worker in sorted(usable):
             value = usable[worker]
-            peers = statistics.median(v for w, v in usable.items() if w != worker)
+            peers = median_without(ordered, bisect.bisect_left(ordered, value))
             ratio = value / peers
             flagged = worker in self.flagged
             turning = ratio < self.clear_ratio if flagged else ratio >= self.flag_ratio
@@ -209,3 +210,19 @@ class StragglerJudge:
                     self.flagged.add(worker)
                 changes.append(StragglerChange(worker, not flagged, value, peers, ratio, now - since))
         return changes
+
+
+def median_without(ordered: Sequence[float], index: int) -> float:
+    """The median of the sorted ``ordered`` without its item at ``index`` (at least two items):
+    what ``statistics.median`` of the others gives, read off the one sorted list. A median of the
+    other workers for each worker, sorted afresh each time, was O(N² log N) a judgement: 65,000
+    values sorted every 0.5 s at 256 workers, a million at 1,024."""
+    count = len(ordered) - 1
+
+    def at(j: int) -> float:
+        return ordered[j] if j < index else ordered[j + 1]
+
+    middle = count // 2
+    if count % 2 == 1:
+        return at(middle)
+    return (at(middle - 1) + at(middle)) / 2

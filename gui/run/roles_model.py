@@ -1,8 +1,8 @@
 """The roles table's model: rows grouped by job or host, filtered and sorted, updated in place.
 
 :class:`RolesModel` holds one :class:`RoleRow` per role, under a group row per job or host (or
-flat). A frame's new status only emits ``dataChanged`` for the cells that changed (one signal a row,
-with the roles that changed), and one signal a group carrying the sort key's role for the rows
+flat). A frame's new status only emits ``dataChanged`` for the cells that changed (one signal a run
+of consecutive changed rows, with the roles that changed), and one signal a group carrying the sort key's role for the rows
 whose key in the sort column changed: the proxy re-sorts only then (a full-width
 signal a group re-sorted and re-measured all 65 rows 10 times a second). So a steady 65-row table
 costs next to nothing, and the views' selection (persistent indexes) and
@@ -124,15 +124,25 @@ class RolesModel(QtCore.QAbstractItemModel):
             old_title = group.title()
             parent = self.index(g, 0) if grouped else ROOT
             resort: list[int] = []  # rows whose key in the sort column changed
+            # One dataChanged per run of consecutive changed rows, over the columns any of them
+            # changed: a refresh of 257 rows emitted 257 signals, each through the proxy and view.
+            run: list[int] = []  # [first row, last row, first column, last column]
             for i, (old, new) in enumerate(zip(group.rows, new_rows, strict=True)):
-                if old == new:
+                if old is new or old == new:
                     continue
                 group.rows[i] = new
-                self._emit_row_changes(i, old, new, parent=parent)
+                span = self._changed_span(old, new)
+                if span is not None:
+                    if run and run[1] == i - 1:
+                        run[1], run[2], run[3] = i, min(run[2], span[0]), max(run[3], span[1])
+                    else:
+                        self._emit_run(run, parent)
+                        run = [i, i, *span]
                 if 0 <= self.sort_column < len(self._columns) and (
                     old.sort_keys[self.sort_column] != new.sort_keys[self.sort_column]
                 ):
                     resort.append(i)
+            self._emit_run(run, parent)
             if resort:  # one signal a group a frame that re-sorts: the proxy sorts once, not once a role
                 self.dataChanged.emit(
                     self.index(resort[0], self.sort_column, parent),
@@ -143,8 +153,8 @@ class RolesModel(QtCore.QAbstractItemModel):
                 self.dataChanged.emit(self.index(g, 0), self.index(g, 0), LOOK_ROLES)
         return False
 
-    def _emit_row_changes(self, i: int, old: RoleRow, new: RoleRow, *, parent: QtCore.QModelIndex) -> None:
-        """dataChanged on the changed cells of one row, without the sort key's role: the proxy
+    def _changed_span(self, old: RoleRow, new: RoleRow) -> tuple[int, int] | None:
+        """The columns of one row to signal (first, last), without the sort key's role: the proxy
         then neither re-sorts nor measures anything but those cells (see :meth:`set_rows`)."""
         columns = [c for c, (a, b) in enumerate(zip(old.cells, new.cells, strict=True)) if a != b]
         if (old.emphasised, old.state_colour, old.state_tooltip) != (
@@ -156,10 +166,16 @@ class RolesModel(QtCore.QAbstractItemModel):
         # A new background (failed, crash-looping) repaints the whole row, but only the cells whose
         # text changed are measured: the row turns amber as its Exit cell fills, which must widen.
         span = [0, len(self._columns) - 1] if (old.failed, old.crash_looping) != (new.failed, new.crash_looping) else []
-        if columns or span:
-            first, last = min(columns + span), max(columns + span)
-            self.dataChanged.emit(self.index(i, first, parent), self.index(i, last, parent), LOOK_ROLES)
         self.changed_cells += [(c, new.cells[c]) for c in columns]
+        if columns or span:
+            return min(columns + span), max(columns + span)
+        return None
+
+    def _emit_run(self, run: list[int], parent: QtCore.QModelIndex) -> None:
+        """dataChanged over ``run`` (first row, last row, first column, last column), if any."""
+        if run:
+            first, last, left, right = run
+            self.dataChanged.emit(self.index(first, left, parent), self.index(last, right, parent), LOOK_ROLES)
 
     def _layout_of(self, rows: list[RoleRow]) -> list[tuple[str, list[str]]]:
         if self._grouping == "none":

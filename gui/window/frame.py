@@ -39,7 +39,7 @@ from core.run.inbox import EventInbox
 from core.run.status import ClusterStatus
 from core.telemetry.pci import tf_devices_by_bus
 from core.views.overview import PlannedRole
-from core.views.rates import status_rates
+from core.views.rates import StepRates, status_rates
 from core.views.slurm_text import slurm_banner
 from gui.offthread import JobThread
 from gui.run.overview import ClusterOverview
@@ -58,6 +58,10 @@ FRAME_HZ = 10
 FRAME_TELEMETRY_POINTS: int | None = 2_000
 FRAME_TELEMETRY_S = 0.03
 FRAME_OWN_TELEMETRY_S = 0.01  # what a frame takes itself before it redraws; the rest between frames
+# ... in batches of this many points, so its time is checked often enough to hold: a window
+# following 256 simulated workers is handed a second of every worker's lines at once (2,560
+# points), and the frame's one batch of FRAME_TELEMETRY_POINTS took 60-120 ms of a frame's CPU.
+FRAME_OWN_TELEMETRY_POINTS = 128
 CATCH_UP_AFTER_FRAME_MS = 5  # a backlog's next slice after a frame
 CATCH_UP_FRAME_MARGIN_S = 0.005  # a slice between frames ends this long before the next frame is due
 CATCH_UP_MIN_S = 0.005  # ... and has at least this, else the frame starts the next one
@@ -69,6 +73,10 @@ SLOW_REFRESH_S = 1.0  # placement tables and TF devices: they change slowly and 
 # in QTreeView's paint, 15-20 % in the overview's), and a monitor's figures are read at 1 Hz.
 FIGURES_SCALE_ROLES = 16
 FIGURES_EVERY_S = 1.0
+# ... and the roles table's rows a share each frame (RolesView.show_status): all 257 rows of a
+# 256-worker run in one frame were its 20-40 ms p95 frame (py-spy: role_row, the font
+# measurements, a dataChanged a row, then the paint of every visible row at once).
+TABLE_PARTS = round(FIGURES_EVERY_S * FRAME_HZ)
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,9 @@ class FramePump(QtCore.QObject):
         self._last_slow_refresh = 0.0
         self._last_status: ClusterStatus | None = None
         self._figures_shown: tuple[Any, float] | None = None  # (what the table last showed of states, when)
+        self._rates: StepRates | None = None  # the run's, as the last figures shown
+        self._table_part = 0  # a large run's share of the table's rows this frame
+        self._lists_due = False  # the tabs' status and role lists, a frame after the overview
         # Slow reads of the source (placement summaries, TF devices) run here, never on the GUI thread.
         self._background = JobThread("window-reads")
         self._placement_job: tuple[Future[dict[str, Any]], str, bool] | None = None
@@ -170,6 +181,9 @@ class FramePump(QtCore.QObject):
         self.slurm_text = ""
         self._last_status = None
         self._figures_shown = None
+        self._rates = None
+        self._lists_due = False
+        self.roles.forget_shown()
 
     def refresh_table(self) -> None:
         """The roles table, the overview and the phase now, not at the next frame."""
@@ -189,7 +203,7 @@ class FramePump(QtCore.QObject):
         # A backlog's slice that stopped for this frame left the rest to after it.
         backlog, self._backlog_after_frame = self._backlog_after_frame, False
         if not backlog and not self.catch_up_timer.isActive():
-            backlog = self._take_telemetry(FRAME_OWN_TELEMETRY_S)
+            backlog = self._take_telemetry(FRAME_OWN_TELEMETRY_S, own=True)
         self._refresh_table()
         self._refresh_visible()
         if backlog and not self.catch_up_timer.isActive():
@@ -226,12 +240,17 @@ class FramePump(QtCore.QObject):
         else:
             self._backlog_after_frame = True
 
-    def _take_telemetry(self, budget_s: float = FRAME_TELEMETRY_S) -> bool:
+    def _take_telemetry(self, budget_s: float = FRAME_TELEMETRY_S, *, own: bool = False) -> bool:
         """Hand the inbox's events and output to the views for at most ``budget_s``; whether that
-        time ran out with events still coming (a backlog)."""
+        time ran out with events still coming (a backlog). ``own``: the frame's own slice, in
+        smaller batches (FRAME_OWN_TELEMETRY_POINTS)."""
         deadline = time.monotonic() + budget_s
+        # Read here, not bound as a default: benchmarks/bench_open_run.py sets them for its baseline.
+        points = FRAME_TELEMETRY_POINTS
+        if own and points is not None:
+            points = min(points, FRAME_OWN_TELEMETRY_POINTS)
         while True:
-            events, output = self.inbox.drain(FRAME_TELEMETRY_POINTS)
+            events, output = self.inbox.drain(points)
             samples: list[dict[str, Any]] = []  # consecutive host samples go to the GPUs in one batch
             for event in events:
                 if isinstance(event.payload, Sample):
@@ -354,11 +373,26 @@ class FramePump(QtCore.QObject):
             phase += f"  |  {self.slurm_text}"
         self.phase_label.setText(phase)
         self._on_status(status)
-        if not self._figures_due(status):
+        due = self._figures_due(status)
+        if due or self._rates is None:
+            self._rates = status_rates(status.roles, self.spec)  # one set of figures for every view (core.views.rates)
+        rates = self._rates
+        if len(status.roles) > FIGURES_SCALE_ROLES:  # a share of the rows each frame, a new state at once
+            self.roles.show_status(status, self.host_states, rates, part=self._table_part, parts=TABLE_PARTS)
+            self._table_part = (self._table_part + 1) % TABLE_PARTS
+        elif due:
+            self.roles.show_status(status, self.host_states, rates)
+        if due:
+            self.overview.set_roles(status.roles, rates)
+            if len(status.roles) > FIGURES_SCALE_ROLES and not self._lists_due:
+                # The Training and Logs tabs' status and the role lists on the next frame: with
+                # the overview's rebuild and paint, they made the once-a-second frame at 256
+                # workers 25-30 ms. A second due frame in a row (states changing) does them.
+                self._lists_due = True
+                return
+        elif not self._lists_due:
             return
-        rates = status_rates(status.roles, self.spec)  # one set of figures for every view (core.views.rates)
-        self.roles.show_status(status, self.host_states, rates)
-        self.overview.set_roles(status.roles, rates)
+        self._lists_due = False
         self.training.set_status(status.roles, rates=rates)
         self.logs.set_status(status.roles, time.time())
         self._sync_role_lists([r.role for r in status.roles])

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.cli_launch import Launch, run_dir_of
-from tests.helpers.clusters import between_graph, write_cluster
+from tests.helpers.clusters import between_graph, light_between_graph, write_cluster
 from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
 from tests.helpers.project import ROOT, run_cli
@@ -41,7 +41,10 @@ def first_after(run_dir: Path, role: str, t: float, states: tuple[str, ...]) -> 
 def test_sigkilled_worker_is_reported_within_a_sample_period_with_its_last_lines_then_backs_off(
     tmp_path: Path, launches: list[Launch]
 ):
-    cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01, policy="OnFailure")
+    # The light trainer: the report of a killed role and its back-off are TowerDeck's (a TensorFlow
+    # worker restarted into its cluster: tests/core/test_launch.py's
+    # test_sigkilled_worker_is_restarted_with_on_failure_and_the_run_succeeds).
+    cluster, ports = light_between_graph(tmp_path, policy="OnFailure")
     # A back-off long enough for `ctl status` (a fresh python) to see it on a loaded machine.
     cluster.write_text(cluster.read_text().replace("backoff_s = 0.5", "backoff_s = 10"))
     launch = Launch(cluster, tmp_path / "run")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.cli_launch import Launch
-from tests.helpers.clusters import between_graph, write_cluster
+from tests.helpers.clusters import light_between_graph, write_cluster
 from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
 
@@ -34,7 +34,10 @@ def wait_for(predicate: Any, timeout_s: float, what: str) -> Any:
 def test_sigstopped_worker_is_marked_stalled_unstalled_on_sigcont_and_killed_by_the_user(
     tmp_path: Path, launches: list[Launch]
 ):
-    cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.01)
+    # The light trainer: a stall is TowerDeck's judgement of a role's output, not a TensorFlow fact
+    # (the same SIGSTOP on a TensorFlow worker: tests/gui/test_main_window.py's
+    # test_a_hung_worker_is_marked_stalled_and_killed_from_the_window).
+    cluster, ports = light_between_graph(tmp_path)
     cluster.write_text(
         cluster.read_text().replace("stop_grace_s = 3", f"stop_grace_s = 3\nstall_after_s = {STALL_AFTER_S}")
     )

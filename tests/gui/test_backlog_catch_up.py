@@ -167,3 +167,29 @@ def test_no_slice_starts_when_the_frame_is_due(qtbot, tmp_path: Path) -> None:
     window.frame._on_catch_up()
     assert window.binding.inbox.pending() < pending
     window.close()
+
+
+def test_a_frame_takes_a_followed_run_s_second_of_lines_in_small_batches(qtbot, tmp_path: Path, monkeypatch) -> None:
+    """A window following 256 workers is handed a second of every worker's lines at once (2,560
+    points); the frame took them in one batch of 2,000 before it looked at its 10 ms, 60-120 ms of
+    the frame's CPU (its p95 at 256 simulated workers). Its own slice now goes a small batch at a
+    time, and the rest waits for the slices between frames."""
+    from gui.window import frame
+    from gui.window.main_window import MainWindow
+
+    window = MainWindow(None, runs_root=tmp_path / "runs")
+    qtbot.addWidget(window)
+    window.answer_close_question("leave")
+    window.frame.timer.stop()
+    for w in range(256):
+        window.binding.inbox.put(make_event("metrics", 0.0, f"worker:{w}", {"samples": metrics(1, 10)}))
+    taken: list[int] = []
+    add_samples = window.training.add_samples
+    monkeypatch.setattr(window.training, "add_samples", lambda role, s: taken.append(len(s)) or add_samples(role, s))
+    monkeypatch.setattr(frame, "FRAME_OWN_TELEMETRY_S", 0.0)  # the frame's time is up after one batch
+    window.frame._on_frame()
+    assert 0 < sum(taken) <= frame.FRAME_OWN_TELEMETRY_POINTS, f"one frame took {sum(taken)} of 2,560 points"
+    assert window.frame.catch_up_timer.isActive()  # the rest between frames, all of it
+    qtbot.waitUntil(lambda: window.binding.inbox.pending() == 0, timeout=30_000)
+    assert sum(taken) == 2_560
+    window.close()

@@ -13,7 +13,7 @@ import pytest
 
 from core.cluster.spec import load
 from tests.helpers.cli_launch import states
-from tests.helpers.clusters import between_graph, light_cluster
+from tests.helpers.clusters import LIGHT, between_graph, light_cluster, write_cluster
 from tests.helpers.heartbeat import Heartbeat
 from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
@@ -196,7 +196,12 @@ def test_a_failed_role_stands_out_with_its_reason_and_last_lines(qtbot, tmp_path
 def test_a_past_run_reopens_with_its_table_curves_and_logs(qtbot, tmp_path: Path):
     from gui.window.main_window import MainWindow
 
-    cluster, ports = between_graph(tmp_path, steps=200, sleep=0.0)
+    # A light-trainer run (1 ps, 2 workers, 60 steps each): reopening a past run is TowerDeck's
+    # reading of its run directory, whatever trained in it; a TensorFlow run of the same shape was
+    # most of this test's time (TensorFlow's output is read live in the tests above).
+    ports = free_ports(3)
+    listed = ", ".join(f'"127.0.0.1:{p}"' for p in ports[1:])
+    cluster = write_cluster(tmp_path, LIGHT, ports, steps=60, rate=30, workers=listed)
     result = subprocess.run(
         [sys.executable, str(ROOT / "main.py"), "launch", str(cluster)], capture_output=True, text=True, timeout=180
     )

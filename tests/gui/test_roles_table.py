@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import time
+from typing import cast
 
 import pytest
 
@@ -228,3 +229,107 @@ def test_at_scale_the_table_shows_new_figures_once_a_second_and_a_new_state_at_o
     assert window.frame._figures_due(cluster(4, failed="worker:40"))
     small = ClusterStatus(ClusterPhase.RUNNING, None, "", cluster(5).roles[: frame.FIGURES_SCALE_ROLES])
     assert window.frame._figures_due(small) and window.frame._figures_due(small)  # a small run: every frame
+
+
+def big_cluster(frame: int, **changes: dict[str, object]) -> ClusterStatus:
+    """1 ps + 256 workers on 32 hosts at a frame: every worker's step, loss, step time, CPU and RSS
+    move at each frame (as a live run's do every second); ``changes``: a role's fields changed."""
+    rng = random.Random(frame)
+    roles = [role("ps:0", "127.0.0.1", RoleState.RUNNING, cpu_percent=3.0)]
+    for i in range(256):
+        name = f"worker:{i}"
+        fields: dict[str, object] = dict(
+            step=frame * 10 + i,
+            loss=rng.random(),
+            step_time_s=0.1 + rng.random() / 100,
+            cpu_percent=rng.uniform(1, 50),
+            rss_bytes=int(rng.uniform(1e8, 2e8)),
+        )
+        fields.update(changes.get(name, {}))
+        roles.append(
+            role(name, f"127.0.0.{i % 32 + 1}", cast(RoleState, fields.pop("state", RoleState.RUNNING)), **fields)
+        )
+    return ClusterStatus(ClusterPhase.RUNNING, None, "", tuple(roles))
+
+
+class Counted:
+    """Counts role_row calls, the model's dataChanged signals and font measurements."""
+
+    def __init__(self, view, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+        from PySide6 import QtGui
+
+        from gui.run import roles
+
+        self.rows = self.signals = self.measured = 0
+        role_row, advance = roles.role_row, QtGui.QFontMetrics.horizontalAdvance
+
+        def counting_row(*a, **k):  # type: ignore[no-untyped-def]
+            self.rows += 1
+            return role_row(*a, **k)
+
+        def counting_advance(metrics, *a):  # type: ignore[no-untyped-def]
+            self.measured += 1
+            return advance(metrics, *a)
+
+        monkeypatch.setattr(roles, "role_row", counting_row)
+        monkeypatch.setattr(QtGui.QFontMetrics, "horizontalAdvance", counting_advance)
+        view.model.dataChanged.connect(lambda *_: setattr(self, "signals", self.signals + 1))
+
+    def take(self) -> tuple[int, int, int]:
+        counts = (self.rows, self.signals, self.measured)
+        self.rows = self.signals = self.measured = 0
+        return counts
+
+
+def test_257_rows_refreshed_at_once_cost_one_signal_and_few_font_measurements(view, qtbot, monkeypatch):
+    from gui.run.roles import COLUMNS
+
+    """At 257 roles every row's figures change once a second: the refresh emitted a dataChanged a
+    row (257, each through the proxy and the view) and measured each changed cell's text (~2,600)."""
+    view.show_status(big_cluster(0), {})  # a reset: the columns fitted
+    view.show_status(big_cluster(1), {})  # the shapes of this run's texts seen once
+    counted = Counted(view, monkeypatch)
+    view.show_status(big_cluster(2), {})
+    rows, signals, measured = counted.take()
+    assert rows == 257
+    assert signals == 1, f"{signals} dataChanged signals for one refresh of 257 rows"
+    assert measured <= 20, f"{measured} texts measured for one refresh of 257 rows"
+    assert view.cell("worker:200", "Step") == str(20 + 200)  # and the table shows it
+    # A text wider than its column still widens it (new shapes are measured).
+    column = COLUMNS.index("Step")
+    view.show_status(big_cluster(10**9), {})
+    needed = view.table.fontMetrics().horizontalAdvance(view.cell("worker:1", "Step"))
+    assert view.table.header().sectionSize(column) >= needed
+
+
+def test_a_large_run_s_rows_are_refreshed_a_share_a_frame_and_a_change_at_once(view, qtbot, monkeypatch):
+    """A large run's table is fed every frame, a tenth of its rows' figures each time: the 257 rows
+    at once were the 20-40 ms p95 frame at 256 workers. A new state, a restart, a stalled mark
+    still reach their row on the frame that brings them."""
+    view.show_status(big_cluster(0), {}, part=0, parts=10)
+    counted = Counted(view, monkeypatch)
+    per_frame = []
+    for frame in range(1, 11):  # a second of frames, every worker's figures new in each
+        view.show_status(big_cluster(frame), {}, part=frame % 10, parts=10)
+        per_frame.append(counted.take())
+    assert sum(rows for rows, _, _ in per_frame) == 257  # every row once a second
+    assert max(rows for rows, _, _ in per_frame) <= 26, per_frame
+    assert max(signals for _, signals, _ in per_frame) <= 26, per_frame
+    # Every row shows the last second's figures: worker:i's step as of its part's frame.
+    for i in (0, 5, 99, 255):
+        frame = next(f for f in range(1, 11) if (i + 1) % 10 == f % 10)
+        assert view.cell(f"worker:{i}", "Step") == str(frame * 10 + i)
+    # worker:100 (row 101, part 1) fails, worker:7 restarts and worker:8 stalls on a frame of part 5.
+    changes = {
+        "worker:100": {"state": RoleState.FAILED, "returncode": 1},
+        "worker:7": {"restarts": 1, "attempt": 2},
+        "worker:8": {"stalled": True, "stalled_for_s": 65.0},
+    }
+    view.show_status(big_cluster(11, **changes), {}, part=5, parts=10)
+    rows, _, _ = counted.take()
+    assert rows <= 26 + 3
+    assert view.state_index("worker:100").data() == "failed"
+    assert view.cell("worker:100", "Exit").startswith("exit code 1")
+    assert view.cell("worker:7", "Restarts") == "1"
+    assert view.cell("worker:8", "State") == "running (stalled 1:05)"
+    assert "worker:100 failed" in view.banner.text()

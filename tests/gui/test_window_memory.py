@@ -28,13 +28,16 @@ pytestmark = pytest.mark.slow
 BOUND_MIB = 8.0
 
 
+# The benchmark's own 840 s bound, not the suite's default 300 s: on a loaded machine four
+# simulated hours took over 300 s, and pytest's timeout then killed the test mid-run.
+@pytest.mark.timeout(900)
 def test_rss_is_flat_after_warm_up_over_sped_up_hours():
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "HOURS": "4", "WARMUP_H": "2", "FRAME_S": "60"}
     result = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_window_memory.py")],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=840,
         env=env,
         cwd=ROOT,
     )

@@ -49,6 +49,22 @@ def between_graph(
     return write_cluster(tmp_path, BETWEEN_GRAPH, ports, **values), ports
 
 
+# The between-graph example's cluster with the light trainer as every role (workers step forever at
+# 20 Hz, printing the example's ``Step: N,  Cost: X``; the ps serves until stopped): for tests of
+# what TowerDeck does with roles' output and ends, where three TensorFlow starts were most of the
+# time and TensorFlow's part is covered by a test that runs the example itself.
+LIGHT_BETWEEN_GRAPH = BETWEEN_GRAPH.replace(
+    '"between_graph.py", "--train_steps={steps}", "--step_sleep={sleep}", "--log_every=10"',
+    '"light_trainer.py", "--steps=0", "--rate_hz=20"',
+)
+
+
+def light_between_graph(tmp_path: Path, policy: str = "Never", recovery: str = "role") -> tuple[Path, list[int]]:
+    """:func:`between_graph`'s cluster, its roles the light trainer (:data:`LIGHT_BETWEEN_GRAPH`)."""
+    ports = free_ports(3)
+    return write_cluster(tmp_path, LIGHT_BETWEEN_GRAPH, ports, policy=policy, recovery=recovery), ports
+
+
 # A light-trainer cluster of 1 ps and ``workers`` workers.
 LIGHT = """
 name = "light"

@@ -20,7 +20,7 @@ def test_the_window_shows_the_slurm_job_and_its_nodes_and_stop_all_cancels_it(
     from gui.window.main_window import MainWindow
     from tests.helpers.widgets import cell
 
-    path, ports = write_slurm_cluster(tmp_path, slurm, steps=100000)
+    path, ports = write_slurm_cluster(tmp_path, slurm, steps=0, trainer="light")  # the window and Slurm, not TensorFlow
     spec, problems = load(path)
     assert spec is not None, problems
     window = MainWindow(spec, runs_root=tmp_path / "runs")

@@ -1,0 +1,69 @@
+"""At 257 roles no frame carries the whole once-a-second refresh (256 simulated workers: the
+window's p95 frame, 25-40 ms of the GUI thread and its paint): the roles table's rows go a tenth
+a frame, and the Training and Logs tabs' status and the role lists a frame after the overview.
+Counted, not timed, on a generated 256-worker run opened in the window."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.past_run import generate_run
+
+
+@pytest.mark.timeout(300)
+def test_no_frame_carries_the_whole_refresh_of_257_roles(qtbot, tmp_path: Path, monkeypatch) -> None:
+    from core.run.status import RoleState
+    from gui.run import roles as roles_module
+    from gui.window import frame
+    from gui.window.main_window import MainWindow
+
+    run = generate_run(tmp_path / "run", workers=256, seconds=60, hosts=32)
+    window = MainWindow(None, runs_root=tmp_path / "runs")
+    qtbot.addWidget(window)
+    window.answer_close_question("leave")
+    assert window.open_run(run)
+    pump = window.frame
+
+    def read_to_the_end() -> bool:  # every role in its final state: no state changes from here
+        status = pump.last_status
+        return (
+            status is not None
+            and len(status.roles) == 257
+            and all(r.state in (RoleState.SUCCEEDED, RoleState.STOPPED) for r in status.roles)
+        )
+
+    qtbot.waitUntil(read_to_the_end, timeout=120_000)
+    qtbot.waitUntil(lambda: window.binding.inbox.pending() == 0, timeout=120_000)
+    pump.timer.stop()  # the frames from here are this test's
+    counts: dict[str, int] = {}
+    role_row = roles_module.role_row
+
+    def count(name: str, fn):  # type: ignore[no-untyped-def]
+        def counted(*a, **k):  # type: ignore[no-untyped-def]
+            counts[name] = counts.get(name, 0) + 1
+            return fn(*a, **k)
+
+        return counted
+
+    monkeypatch.setattr(roles_module, "role_row", count("role_row", role_row))
+    monkeypatch.setattr(window.overview, "set_roles", count("overview", window.overview.set_roles))
+    monkeypatch.setattr(window.training, "set_status", count("training", window.training.set_status))
+    monkeypatch.setattr(window.logs, "set_status", count("logs", window.logs.set_status))
+    frames: list[dict[str, int]] = []
+    for n in range(30):  # three seconds of frames
+        if n % round(frame.FIGURES_EVERY_S * frame.FRAME_HZ) == 0:  # a second on: the figures are due
+            states, _ = pump._figures_shown
+            pump._figures_shown = (states, time.monotonic() - frame.FIGURES_EVERY_S)
+        counts.clear()
+        pump._on_frame()
+        frames.append(dict(counts))
+    both = [f for f in frames if f.get("overview") and (f.get("training") or f.get("logs"))]
+    assert not both, f"{len(both)} frames refreshed the overview and the tabs' status together"
+    assert sum(f.get("overview", 0) for f in frames) == 3 and sum(f.get("training", 0) for f in frames) == 3
+    assert sum(f.get("logs", 0) for f in frames) == 3
+    assert max(f.get("role_row", 0) for f in frames) <= 26, [f.get("role_row", 0) for f in frames]
+    assert sum(f.get("role_row", 0) for f in frames) == 3 * 257  # every row once a second
+    window.close()
