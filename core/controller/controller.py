@@ -1,8 +1,10 @@
 """One controller per launched cluster: it wires the parts that run a cluster, and dispatches to them.
 
-The controller runs on its own thread. Agents' events and users' commands reach it through two
-queues (commands first, so a stop is never queued behind a flood of output); it hands each to the
-part that owns it:
+The controller runs on its own thread. Users' commands reach it through a queue taken first, so a
+stop is never queued behind a flood of output; agents' events through lanes
+(:mod:`~core.controller.lanes`: lifecycle news first, each role's output in its own lane, taken
+before that role's exit), so the news that roles ended is not queued behind other roles' output
+either. It hands each to the part that owns it:
 
 - :mod:`~core.controller.roles` (:class:`RoleMachine`): every role's state, changed only by its
   named transitions, and the status snapshot other threads read;
@@ -55,6 +57,7 @@ from core.controller.commands import (
 from core.controller.connections import HostConnections, TransportFactory, link_factory
 from core.controller.crashloop import CrashLoops
 from core.controller.intake import TelemetryIntake
+from core.controller.lanes import AgentEvent, EventLanes, merge_output
 from core.controller.ops import RoleOps
 from core.controller.output_intake import RECEIVED_KEY, OutputIntake
 from core.controller.recovery import Recovery
@@ -95,14 +98,6 @@ class RoleAddress(NamedTuple):
 
 
 @dataclass(frozen=True)
-class AgentEvent:
-    """A line from a host's agent (see docs/agent-protocol.md), for the controller's thread."""
-
-    host: str
-    event: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class SlurmReport:
     """What the Slurm allocation's watcher saw (core.slurm.allocation), for the controller's thread."""
 
@@ -134,7 +129,7 @@ class Controller:
         self.run = run
         self._attaching = attach
         self._detached = False
-        self._queue: queue.Queue[AgentEvent | SlurmReport | CheckpointReport] = queue.Queue(MAX_QUEUE)
+        self._lanes = EventLanes(MAX_QUEUE, received_key=RECEIVED_KEY)  # agents' events and reports
         self._queue_full = threading.Event()  # set by a link that found it full; said on the loop
         self._behind_said_at: float | None = None  # time.monotonic() when the loop last said so
         self._commands: queue.Queue[tuple[Command, Future[str] | None]] = queue.Queue(MAX_QUEUE)
@@ -176,7 +171,7 @@ class Controller:
         self._checkpoint_poller = CheckpointPoller(
             current,
             run.path,
-            lambda report: self._queue.put(report, timeout=TICK_S * 10),  # queue.Full: told again later
+            lambda report: self._lanes.put(report, timeout=TICK_S * 10),  # queue.Full: told again later
             since=(run.created or time.time()) - 1.0,
         )
         self._recovery = Recovery(
@@ -196,7 +191,7 @@ class Controller:
                 self._roles,
                 self._hosts,
                 self._publisher,
-                report=lambda report: self._queue.put(SlurmReport(report)),
+                report=lambda report: self._lanes.put(SlurmReport(report)),
                 attaching=attach,
                 on_disconnect=on_disconnect,
                 place=self._place,
@@ -319,6 +314,10 @@ class Controller:
         their period (0.2 to 10 s): what the GPU proof alternates to measure their cost."""
         return self.command(SetSampling(on, period_s))
 
+    def backlog(self) -> int:
+        """How many agents' events (and reports) wait for the controller's thread; any thread."""
+        return len(self._lanes)
+
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait until every role has ended and every agent was closed (or left, on a detach); True if so."""
         return self._closed.wait(timeout_s)
@@ -439,10 +438,10 @@ class Controller:
             return
         event[RECEIVED_KEY] = time.monotonic()  # how far behind the controller is (core.controller.output_intake)
         try:
-            self._queue.put_nowait(AgentEvent(host, event))
+            self._lanes.put_nowait(AgentEvent(host, event))
         except queue.Full:
             self._queue_full.set()
-            self._queue.put(AgentEvent(host, event))  # the link waits: lossless, bounded
+            self._lanes.put(AgentEvent(host, event))  # the link waits: lossless, bounded
 
     # ------------------------------------------------------------------ the controller's thread
 
@@ -459,10 +458,9 @@ class Controller:
                 self._publisher.publish(warning(f"internal error: {exc!r}", round(time.time(), 3)))
             if done.is_set():
                 break
-            try:
-                item: AgentEvent | SlurmReport | CheckpointReport | None = self._queue.get(timeout=TICK_S)
-            except queue.Empty:
-                item = None
+            # While stopping, a role's output chunks are taken as one: its flood is parsed by its
+            # last lines (core.controller.output_intake), so the backlog goes in seconds.
+            item: AgentEvent | SlurmReport | CheckpointReport | None = self._lanes.take(TICK_S, merged=self._stopping())
             if self._queue_full.is_set():
                 self._queue_full.clear()
                 said = self._behind_said_at
@@ -618,6 +616,7 @@ class Controller:
             elif kind == "start_failed":
                 self._roles.start_failed(role, str(event.get("error")), output=f"[towerdeck] {event.get('error')}\n")
             elif kind == "exited" and role.state in ALIVE:  # once: a resume repeats exits
+                self._take_lane(self._lanes.take_role(role.task.role_id))  # its output before its exit
                 self._output.take_held(role)  # its last lines first, if a flood left them unparsed
                 self._supervisor.on_exit(role, event.get("returncode"), event.get("signal"))
             elif kind == "scalars":
@@ -644,7 +643,14 @@ class Controller:
             message = f"agent on {host}: {event.get('message')}"
             self._publisher.publish(warning(message, round(time.time(), 3), name if isinstance(name, str) else None))
 
+    def _take_lane(self, items: list[AgentEvent]) -> None:
+        """Handle what waited in a lane, in order, before the news that ends it (an exit, a lost
+        agent); merged while stopping, as the loop takes lanes then."""
+        for item in merge_output(items, received_key=RECEIVED_KEY) if self._stopping() else items:
+            self._on_agent_event(item.host, item.event)
+
     def _on_agent_lost(self, host: str, event: dict[str, Any]) -> None:
+        self._take_lane(self._lanes.take_host(host))  # its roles' output before they are lost
         transport = self._hosts.drop(host)
         local = transport.is_local if transport is not None else True
         reason = event.get("reason")

@@ -1,0 +1,168 @@
+"""What waits for the controller's thread, in lanes: lifecycle news first, each role's output in
+a lane of its own, host samples in a third.
+
+One FIFO held a role's exit behind every role's output: at 1,024 simulated workers the exits of a
+Ctrl-C reached the controller 222-372 s after the roles had stopped, behind ~100,000 output events,
+and a link that found the FIFO full stopped reading its agent, so the exits waited in the agent too.
+Here:
+
+- lifecycle events (``started``, ``exited``, ``hello``, ``agent_lost``, ``host_state``, errors,
+  and the Slurm and checkpoint reports) are taken before anything else;
+- ``output``, ``skipped`` and ``scalars`` of a role wait in that role's lane, in the order its
+  agent sent them. A role's exit is handled only after its own lane is taken (the controller asks
+  for it: :meth:`EventLanes.take_role`), so what the controller records for a role is still its
+  output, then its last lines and metrics, then its exit; it no longer waits for other roles' output;
+- while the run stops, a lane is taken as one merged ``output`` event (consecutive chunks of one
+  attempt joined): :class:`~core.controller.output_intake.OutputIntake` parses a stopping run's
+  flood by its last lines, so a backlog of any size is taken in a few items per role.
+
+Every item counts against one bound (``max_items``): past it the link that puts waits (nothing is
+dropped, the agents' pipes buffer), as with the single queue before.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+ROLE_LANE_KINDS = frozenset({"output", "skipped", "scalars"})  # a role's stream: ordered within the role
+BULK_KINDS = frozenset({"sample"})  # a host's figures: many, and news to nobody's lifecycle
+
+
+@dataclass(frozen=True)
+class AgentEvent:
+    """A line from a host's agent (see docs/agent-protocol.md), for the controller's thread."""
+
+    host: str
+    event: dict[str, Any]
+
+
+def _mergeable(first: dict[str, Any], second: dict[str, Any]) -> bool:
+    """Whether ``second`` continues ``first``: both output of one attempt, byte for byte."""
+    if first.get("ev") != "output" or second.get("ev") != "output" or first.get("attempt") != second.get("attempt"):
+        return False
+    end, offset = first.get("end"), second.get("offset")
+    return isinstance(end, int) and isinstance(offset, int) and end == offset
+
+
+def merge_output(items: Iterable[AgentEvent], *, received_key: str) -> list[AgentEvent]:
+    """``items`` with each run of consecutive output chunks of one attempt joined into one event:
+    the first chunk's offset and arrival (``received_key``: how long it waited), the last one's end
+    and time, every chunk's data in order. Anything else stays as it is, in its place."""
+    merged: list[AgentEvent] = []
+    parts: list[str] = []
+
+    def close_run() -> None:
+        if len(parts) > 1:
+            last = merged[-1]
+            merged[-1] = AgentEvent(last.host, {**last.event, "data": "".join(parts)})
+        parts.clear()
+
+    for item in items:
+        if merged and parts and _mergeable(merged[-1].event, item.event):
+            head = merged[-1].event
+            parts.append(str(item.event.get("data", "")))
+            merged[-1] = AgentEvent(
+                item.host,
+                {**head, "end": item.event.get("end"), "t": item.event.get("t"), received_key: head.get(received_key)},
+            )
+            continue
+        close_run()
+        merged.append(item)
+        if item.event.get("ev") == "output":
+            parts.append(str(item.event.get("data", "")))
+    close_run()
+    return merged
+
+
+class EventLanes:
+    """See the module docstring. Any thread puts; the controller's thread takes."""
+
+    def __init__(self, max_items: int, *, received_key: str) -> None:
+        self._max_items = max_items
+        self._received_key = received_key
+        self._lock = threading.Lock()
+        self._not_empty = threading.Condition(self._lock)
+        self._not_full = threading.Condition(self._lock)
+        self._urgent: deque[Any] = deque()  # lifecycle events, Slurm and checkpoint reports
+        self._bulk: deque[AgentEvent] = deque()  # host samples
+        self._lanes: OrderedDict[str, deque[AgentEvent]] = OrderedDict()  # role -> its stream; oldest turn first
+        self._count = 0
+        self._bulk_turn = False  # samples and role lanes take turns, so neither starves the other
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._count
+
+    def put(self, item: Any, *, block: bool = True, timeout: float | None = None) -> None:
+        """Add ``item`` (an :class:`AgentEvent`, or a report for the urgent lane); when ``max_items``
+        wait, wait for room (``block``, up to ``timeout``) or raise :class:`queue.Full`."""
+        with self._not_full:
+            full = self._count >= self._max_items
+            if full and (not block or not self._not_full.wait_for(lambda: self._count < self._max_items, timeout)):
+                raise queue.Full
+            self._add(item)
+            self._count += 1
+            self._not_empty.notify()
+
+    def put_nowait(self, item: Any) -> None:
+        self.put(item, block=False)
+
+    def _add(self, item: Any) -> None:
+        if not isinstance(item, AgentEvent):
+            self._urgent.append(item)
+            return
+        kind, role = item.event.get("ev"), item.event.get("role")
+        if kind in ROLE_LANE_KINDS and isinstance(role, str):
+            lane = self._lanes.get(role)
+            if lane is None:
+                lane = self._lanes[role] = deque()
+            lane.append(item)
+        elif kind in BULK_KINDS:
+            self._bulk.append(item)
+        else:
+            self._urgent.append(item)
+
+    def take(self, timeout_s: float, *, merged: bool) -> Any | None:
+        """The next item, or None after ``timeout_s`` with nothing: lifecycle news first, then a
+        host sample and a role's next event in turn (``merged``: a role's consecutive output
+        chunks as one event). Controller thread."""
+        with self._not_empty:
+            if self._count == 0 and not self._not_empty.wait_for(lambda: self._count > 0, timeout_s):
+                return None
+            if self._urgent:
+                return self._taken(1, self._urgent.popleft())
+            self._bulk_turn = not self._bulk_turn
+            if self._bulk and (self._bulk_turn or not self._lanes):
+                return self._taken(1, self._bulk.popleft())
+            role, lane = next(iter(self._lanes.items()))
+            items = [lane.popleft()]
+            while merged and lane and _mergeable(items[-1].event, lane[0].event):
+                items.append(lane.popleft())
+            if lane:
+                self._lanes.move_to_end(role)  # the other roles' turn first
+            else:
+                del self._lanes[role]
+            return self._taken(len(items), merge_output(items, received_key=self._received_key)[0])
+
+    def take_role(self, role: str) -> list[AgentEvent]:
+        """Everything in ``role``'s lane, in order (its exit is next). Controller thread."""
+        with self._lock:
+            lane = self._lanes.pop(role, None)
+            return self._taken(len(lane), list(lane)) if lane else []
+
+    def take_host(self, host: str) -> list[AgentEvent]:
+        """Everything in the lanes of ``host``'s roles, in order within each (its agent is gone)."""
+        with self._lock:
+            roles = [role for role, lane in self._lanes.items() if lane[0].host == host]
+            items = [item for role in roles for item in self._lanes.pop(role)]
+            return self._taken(len(items), items)
+
+    def _taken(self, count: int, result: Any) -> Any:
+        self._count -= count
+        self._not_full.notify_all()
+        return result
