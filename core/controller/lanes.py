@@ -42,8 +42,10 @@ class AgentEvent:
 
 
 def _mergeable(first: dict[str, Any], second: dict[str, Any]) -> bool:
-    """Whether ``second`` continues ``first``: both output of one attempt, byte for byte."""
-    if first.get("ev") != "output" or second.get("ev") != "output" or first.get("attempt") != second.get("attempt"):
+    """Whether ``second`` continues ``first``: both output of one attempt of one role, byte for byte."""
+    if first.get("ev") != "output" or second.get("ev") != "output":
+        return False
+    if first.get("role") != second.get("role") or first.get("attempt") != second.get("attempt"):
         return False
     end, offset = first.get("end"), second.get("offset")
     return isinstance(end, int) and isinstance(offset, int) and end == offset
@@ -164,5 +166,5 @@ class EventLanes:
 
     def _taken(self, count: int, result: Any) -> Any:
         self._count -= count
-        self._not_full.notify_all()
+        self._not_full.notify(count)
         return result
