@@ -59,7 +59,7 @@ from core.controller.crashloop import CrashLoops
 from core.controller.intake import TelemetryIntake
 from core.controller.lanes import AgentEvent, EventLanes, merge_output
 from core.controller.ops import RoleOps
-from core.controller.output_intake import RECEIVED_KEY, OutputIntake
+from core.controller.output_intake import COALESCE_KEEP_CHARS, RECEIVED_KEY, OutputIntake
 from core.controller.recovery import Recovery
 from core.controller.roles import RoleMachine
 from core.controller.slurm import SlurmHosting
@@ -129,7 +129,9 @@ class Controller:
         self.run = run
         self._attaching = attach
         self._detached = False
-        self._lanes = EventLanes(MAX_QUEUE, received_key=RECEIVED_KEY)  # agents' events and reports
+        # Agents' events and reports; while stopping, output chunks are joined up to the size the
+        # output intake still parses whole: fewer, larger takes, every metric kept.
+        self._lanes = EventLanes(MAX_QUEUE, received_key=RECEIVED_KEY, merge_chars=COALESCE_KEEP_CHARS)
         self._queue_full = threading.Event()  # set by a link that found it full; said on the loop
         self._behind_said_at: float | None = None  # time.monotonic() when the loop last said so
         self._commands: queue.Queue[tuple[Command, Future[str] | None]] = queue.Queue(MAX_QUEUE)
@@ -458,8 +460,8 @@ class Controller:
                 self._publisher.publish(warning(f"internal error: {exc!r}", round(time.time(), 3)))
             if done.is_set():
                 break
-            # While stopping, a role's output chunks are taken as one: its flood is parsed by its
-            # last lines (core.controller.output_intake), so the backlog goes in seconds.
+            # While stopping, a role's consecutive output chunks are taken joined: the backlog then
+            # costs per line, not per chunk (core.controller.lanes).
             item: AgentEvent | SlurmReport | CheckpointReport | None = self._lanes.take(TICK_S, merged=self._stopping())
             if self._queue_full.is_set():
                 self._queue_full.clear()
@@ -646,7 +648,9 @@ class Controller:
     def _take_lane(self, items: list[AgentEvent]) -> None:
         """Handle what waited in a lane, in order, before the news that ends it (an exit, a lost
         agent); merged while stopping, as the loop takes lanes then."""
-        for item in merge_output(items, received_key=RECEIVED_KEY) if self._stopping() else items:
+        if self._stopping():
+            items = merge_output(items, received_key=RECEIVED_KEY, max_chars=COALESCE_KEEP_CHARS)
+        for item in items:
             self._on_agent_event(item.host, item.event)
 
     def _on_agent_lost(self, host: str, event: dict[str, Any]) -> None:

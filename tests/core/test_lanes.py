@@ -38,7 +38,7 @@ def take(lanes: EventLanes, *, merged: bool) -> AgentEvent:
 
 
 def test_an_exit_is_taken_before_output_queued_ahead_of_it_and_the_role_s_own_lane_comes_with_it() -> None:
-    lanes = EventLanes(100, received_key=KEY)
+    lanes = EventLanes(100, received_key=KEY, merge_chars=6)
     for i in range(5):
         lanes.put(output("worker:0", i * 2, "a\n"))
         lanes.put(output("worker:1", i * 2, "b\n"))
@@ -52,7 +52,7 @@ def test_an_exit_is_taken_before_output_queued_ahead_of_it_and_the_role_s_own_la
 
 
 def test_while_stopping_a_role_s_consecutive_chunks_are_taken_as_one_and_lanes_take_turns() -> None:
-    lanes = EventLanes(100, received_key=KEY)
+    lanes = EventLanes(100, received_key=KEY, merge_chars=6)
     for i in range(3):
         lanes.put(output("worker:0", i * 2, f"{i}\n"))
     lanes.put(output("worker:1", 0, "x\n"))
@@ -67,8 +67,15 @@ def test_while_stopping_a_role_s_consecutive_chunks_are_taken_as_one_and_lanes_t
     assert lanes.take(0.0, merged=True) is None
 
 
+def test_a_merged_take_stops_short_of_the_size_the_output_intake_would_coalesce() -> None:
+    lanes = EventLanes(100, received_key=KEY, merge_chars=6)
+    for i in range(5):
+        lanes.put(output("worker:0", i * 2, f"{i}\n"))
+    assert [take(lanes, merged=True).event["data"] for _ in range(2)] == ["0\n1\n2\n", "3\n4\n"]
+
+
 def test_a_full_lane_set_makes_the_putter_wait_until_the_controller_takes_one() -> None:
-    lanes = EventLanes(2, received_key=KEY)
+    lanes = EventLanes(2, received_key=KEY, merge_chars=6)
     lanes.put(output("worker:0", 0, "a\n"))
     lanes.put(output("worker:0", 2, "b\n"))
     try:
@@ -102,7 +109,7 @@ def test_merging_keeps_every_byte_of_every_attempt_in_order_and_every_other_even
         start = ends.get((role, attempt), 0)
         items.append(output(role, start, data, attempt=attempt))
         ends[(role, attempt)] = start + len(data.encode())
-    merged = merge_output(items, received_key=KEY)
+    merged = merge_output(items, received_key=KEY, max_chars=12)
     assert [e.event["ev"] for e in merged if e.event["ev"] != "output"] == ["scalars"] * sum(g for *_, g in chunks)
     for role, attempt in ends:
 
@@ -117,3 +124,4 @@ def test_merging_keeps_every_byte_of_every_attempt_in_order_and_every_other_even
         assert text(merged) == text(items)
     for event in (e.event for e in merged if e.event["ev"] == "output"):
         assert event["end"] - event["offset"] == len(event["data"].encode())
+        assert len(event["data"]) <= 12 or event in [i.event for i in items]  # only a long chunk alone is longer
