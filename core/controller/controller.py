@@ -647,7 +647,7 @@ class Controller:
 
     def _take_lane(self, items: list[AgentEvent]) -> None:
         """Handle what waited in a lane, in order, before the news that ends it (an exit, a lost
-        agent); merged while stopping, as the loop takes lanes then."""
+        agent); joined while stopping, as the loop takes lanes then."""
         if self._stopping():
             items = merge_output(items, received_key=RECEIVED_KEY, max_chars=COALESCE_KEEP_CHARS)
         for item in items:
