@@ -84,6 +84,9 @@ MAX_QUEUE = 100_000
 # used to raise a warning, and 256 workers' links behind a busy controller journalled 23,438 of
 # them in a minute (4.3 MB of events.jsonl, and as many status-bar messages in the window).
 BEHIND_WARNING_EVERY_S = 60.0
+# A stopping role's queued output past this is taken as one chunk, parsed by its last lines, not
+# line by line (core.controller.lanes): ~2,500 step lines, four minutes of a role at 10 a second.
+STOP_PARSE_CHARS = 64 * 1024
 _OVER = "the run is over; launch the cluster again"
 _NOTHING_TO_LEAVE = "the run is over; there is nothing to leave running"
 
@@ -131,7 +134,9 @@ class Controller:
         self._detached = False
         # Agents' events and reports; while stopping, output chunks are joined up to the size the
         # output intake still parses whole: fewer, larger takes, every metric kept.
-        self._lanes = EventLanes(MAX_QUEUE, received_key=RECEIVED_KEY, merge_chars=COALESCE_KEEP_CHARS)
+        self._lanes = EventLanes(
+            MAX_QUEUE, received_key=RECEIVED_KEY, merge_chars=COALESCE_KEEP_CHARS, flood_chars=STOP_PARSE_CHARS
+        )
         self._queue_full = threading.Event()  # set by a link that found it full; said on the loop
         self._behind_said_at: float | None = None  # time.monotonic() when the loop last said so
         self._commands: queue.Queue[tuple[Command, Future[str] | None]] = queue.Queue(MAX_QUEUE)
@@ -649,7 +654,7 @@ class Controller:
         """Handle what waited in a lane, in order, before the news that ends it (an exit, a lost
         agent); joined while stopping, as the loop takes lanes then."""
         if self._stopping():
-            items = merge_output(items, received_key=RECEIVED_KEY, max_chars=COALESCE_KEEP_CHARS)
+            items = merge_output(items, received_key=RECEIVED_KEY, max_chars=self._lanes.join_limit(items))
         for item in items:
             self._on_agent_event(item.host, item.event)
 

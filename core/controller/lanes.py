@@ -16,7 +16,10 @@ Here:
   characters (below the size :class:`~core.controller.output_intake.OutputIntake` coalesces, so
   every line is still parsed and every metric written): the backlog costs the controller per
   line, not per chunk. At 10 lines a second a chunk holds 2-3 lines and cost ~370 us to take,
-  most of it per chunk, not per line.
+  most of it per chunk, not per line. A role whose lane holds more than ``flood_chars`` (a flood,
+  or minutes of backlog) has it taken as one chunk instead, which OutputIntake parses by its last
+  lines: its exit and last metrics come in seconds, and the lines before them are in its log but
+  not in its metrics (parsing them all cost 290 s at 256 workers x 100 lines a second).
 
 Every item counts against one bound (``max_items``): past it the link that puts waits (nothing is
 dropped, the agents' pipes buffer), as with the single queue before.
@@ -25,6 +28,7 @@ dropped, the agents' pipes buffer), as with the single queue before.
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Iterable
@@ -91,10 +95,11 @@ def merge_output(items: Iterable[AgentEvent], *, received_key: str, max_chars: i
 class EventLanes:
     """See the module docstring. Any thread puts; the controller's thread takes."""
 
-    def __init__(self, max_items: int, *, received_key: str, merge_chars: int) -> None:
+    def __init__(self, max_items: int, *, received_key: str, merge_chars: int, flood_chars: int) -> None:
         self._max_items = max_items
         self._received_key = received_key
         self.merge_chars = merge_chars
+        self.flood_chars = flood_chars
         self._lock = threading.Lock()
         self._not_empty = threading.Condition(self._lock)
         self._not_full = threading.Condition(self._lock)
@@ -150,20 +155,29 @@ class EventLanes:
             if self._bulk and (self._bulk_turn or not self._lanes):
                 return self._taken(1, self._bulk.popleft())
             role, lane = next(iter(self._lanes.items()))
+            limit = self.join_limit(lane) if merged else 0
             items = [lane.popleft()]
             chars = len(str(items[0].event.get("data", "")))
             while merged and lane and _mergeable(items[-1].event, lane[0].event):
                 chars += len(str(lane[0].event.get("data", "")))
-                if chars > self.merge_chars:
+                if chars > limit:
                     break
                 items.append(lane.popleft())
             if lane:
                 self._lanes.move_to_end(role)  # the other roles' turn first
             else:
                 del self._lanes[role]
-            return self._taken(
-                len(items), merge_output(items, received_key=self._received_key, max_chars=self.merge_chars)[0]
-            )
+            return self._taken(len(items), merge_output(items, received_key=self._received_key, max_chars=limit)[0])
+
+    def join_limit(self, lane: Iterable[AgentEvent]) -> int:
+        """How many characters of a stopping role's lane are joined into one take: ``merge_chars``,
+        or no limit once the lane holds more than ``flood_chars`` (see the module docstring)."""
+        total = 0
+        for item in lane:
+            total += len(str(item.event.get("data", "")))
+            if total > self.flood_chars:
+                return sys.maxsize
+        return self.merge_chars
 
     def take_role(self, role: str) -> list[AgentEvent]:
         """Everything in ``role``'s lane, in order (its exit is next). Controller thread."""

@@ -38,7 +38,7 @@ def take(lanes: EventLanes, *, merged: bool) -> AgentEvent:
 
 
 def test_an_exit_is_taken_before_output_queued_ahead_of_it_and_the_role_s_own_lane_comes_with_it() -> None:
-    lanes = EventLanes(100, received_key=KEY, merge_chars=6)
+    lanes = EventLanes(100, received_key=KEY, merge_chars=6, flood_chars=100)
     for i in range(5):
         lanes.put(output("worker:0", i * 2, "a\n"))
         lanes.put(output("worker:1", i * 2, "b\n"))
@@ -52,7 +52,7 @@ def test_an_exit_is_taken_before_output_queued_ahead_of_it_and_the_role_s_own_la
 
 
 def test_while_stopping_a_role_s_consecutive_chunks_are_taken_as_one_and_lanes_take_turns() -> None:
-    lanes = EventLanes(100, received_key=KEY, merge_chars=6)
+    lanes = EventLanes(100, received_key=KEY, merge_chars=6, flood_chars=100)
     for i in range(3):
         lanes.put(output("worker:0", i * 2, f"{i}\n"))
     lanes.put(output("worker:1", 0, "x\n"))
@@ -68,14 +68,21 @@ def test_while_stopping_a_role_s_consecutive_chunks_are_taken_as_one_and_lanes_t
 
 
 def test_a_merged_take_stops_short_of_the_size_the_output_intake_would_coalesce() -> None:
-    lanes = EventLanes(100, received_key=KEY, merge_chars=6)
+    lanes = EventLanes(100, received_key=KEY, merge_chars=6, flood_chars=100)
     for i in range(5):
         lanes.put(output("worker:0", i * 2, f"{i}\n"))
     assert [take(lanes, merged=True).event["data"] for _ in range(2)] == ["0\n1\n2\n", "3\n4\n"]
 
 
+def test_a_stopping_role_s_flood_is_taken_as_one_chunk() -> None:
+    lanes = EventLanes(100, received_key=KEY, merge_chars=6, flood_chars=8)
+    for i in range(5):
+        lanes.put(output("worker:0", i * 2, f"{i}\n"))
+    assert take(lanes, merged=True).event["data"] == "0\n1\n2\n3\n4\n"  # 10 characters wait: past 8
+
+
 def test_a_full_lane_set_makes_the_putter_wait_until_the_controller_takes_one() -> None:
-    lanes = EventLanes(2, received_key=KEY, merge_chars=6)
+    lanes = EventLanes(2, received_key=KEY, merge_chars=6, flood_chars=100)
     lanes.put(output("worker:0", 0, "a\n"))
     lanes.put(output("worker:0", 2, "b\n"))
     try:
