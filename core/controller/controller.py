@@ -1,8 +1,10 @@
 """One controller per launched cluster: it wires the parts that run a cluster, and dispatches to them.
 
-The controller runs on its own thread. Agents' events and users' commands reach it through two
-queues (commands first, so a stop is never queued behind a flood of output); it hands each to the
-part that owns it:
+The controller runs on its own thread. Users' commands reach it through a queue taken first, so a
+stop is never queued behind a flood of output; agents' events through lanes
+(:mod:`~core.controller.lanes`: lifecycle news first, each role's output in its own lane, taken
+before that role's exit), so the news that roles ended is not queued behind other roles' output
+either. It hands each to the part that owns it:
 
 - :mod:`~core.controller.roles` (:class:`RoleMachine`): every role's state, changed only by its
   named transitions, and the status snapshot other threads read;
@@ -55,8 +57,9 @@ from core.controller.commands import (
 from core.controller.connections import HostConnections, TransportFactory, link_factory
 from core.controller.crashloop import CrashLoops
 from core.controller.intake import TelemetryIntake
+from core.controller.lanes import AgentEvent, EventLanes, merge_output
 from core.controller.ops import RoleOps
-from core.controller.output_intake import RECEIVED_KEY, OutputIntake
+from core.controller.output_intake import COALESCE_KEEP_CHARS, RECEIVED_KEY, OutputIntake
 from core.controller.recovery import Recovery
 from core.controller.roles import RoleMachine
 from core.controller.slurm import SlurmHosting
@@ -81,6 +84,9 @@ MAX_QUEUE = 100_000
 # used to raise a warning, and 256 workers' links behind a busy controller journalled 23,438 of
 # them in a minute (4.3 MB of events.jsonl, and as many status-bar messages in the window).
 BEHIND_WARNING_EVERY_S = 60.0
+# A stopping role's queued output past this is taken as one chunk, parsed by its last lines, not
+# line by line (core.controller.lanes): ~2,500 step lines, four minutes of a role at 10 a second.
+STOP_PARSE_CHARS = 64 * 1024
 _OVER = "the run is over; launch the cluster again"
 _NOTHING_TO_LEAVE = "the run is over; there is nothing to leave running"
 
@@ -92,14 +98,6 @@ class RoleAddress(NamedTuple):
     host: str
     state: RoleState
     address: str
-
-
-@dataclass(frozen=True)
-class AgentEvent:
-    """A line from a host's agent (see docs/agent-protocol.md), for the controller's thread."""
-
-    host: str
-    event: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -134,7 +132,11 @@ class Controller:
         self.run = run
         self._attaching = attach
         self._detached = False
-        self._queue: queue.Queue[AgentEvent | SlurmReport | CheckpointReport] = queue.Queue(MAX_QUEUE)
+        # Agents' events and reports; while stopping, output chunks are joined up to the size the
+        # output intake still parses whole: fewer, larger takes, every metric kept.
+        self._lanes = EventLanes(
+            MAX_QUEUE, received_key=RECEIVED_KEY, merge_chars=COALESCE_KEEP_CHARS, flood_chars=STOP_PARSE_CHARS
+        )
         self._queue_full = threading.Event()  # set by a link that found it full; said on the loop
         self._behind_said_at: float | None = None  # time.monotonic() when the loop last said so
         self._commands: queue.Queue[tuple[Command, Future[str] | None]] = queue.Queue(MAX_QUEUE)
@@ -176,7 +178,7 @@ class Controller:
         self._checkpoint_poller = CheckpointPoller(
             current,
             run.path,
-            lambda report: self._queue.put(report, timeout=TICK_S * 10),  # queue.Full: told again later
+            lambda report: self._lanes.put(report, timeout=TICK_S * 10),  # queue.Full: told again later
             since=(run.created or time.time()) - 1.0,
         )
         self._recovery = Recovery(
@@ -196,7 +198,7 @@ class Controller:
                 self._roles,
                 self._hosts,
                 self._publisher,
-                report=lambda report: self._queue.put(SlurmReport(report)),
+                report=lambda report: self._lanes.put(SlurmReport(report)),
                 attaching=attach,
                 on_disconnect=on_disconnect,
                 place=self._place,
@@ -319,6 +321,10 @@ class Controller:
         their period (0.2 to 10 s): what the GPU proof alternates to measure their cost."""
         return self.command(SetSampling(on, period_s))
 
+    def backlog(self) -> int:
+        """How many agents' events (and reports) wait for the controller's thread; any thread."""
+        return len(self._lanes)
+
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait until every role has ended and every agent was closed (or left, on a detach); True if so."""
         return self._closed.wait(timeout_s)
@@ -439,10 +445,10 @@ class Controller:
             return
         event[RECEIVED_KEY] = time.monotonic()  # how far behind the controller is (core.controller.output_intake)
         try:
-            self._queue.put_nowait(AgentEvent(host, event))
+            self._lanes.put_nowait(AgentEvent(host, event))
         except queue.Full:
             self._queue_full.set()
-            self._queue.put(AgentEvent(host, event))  # the link waits: lossless, bounded
+            self._lanes.put(AgentEvent(host, event))  # the link waits: lossless, bounded
 
     # ------------------------------------------------------------------ the controller's thread
 
@@ -459,10 +465,9 @@ class Controller:
                 self._publisher.publish(warning(f"internal error: {exc!r}", round(time.time(), 3)))
             if done.is_set():
                 break
-            try:
-                item: AgentEvent | SlurmReport | CheckpointReport | None = self._queue.get(timeout=TICK_S)
-            except queue.Empty:
-                item = None
+            # While stopping, a role's consecutive output chunks are taken joined: the backlog then
+            # costs per line, not per chunk (core.controller.lanes).
+            item: AgentEvent | SlurmReport | CheckpointReport | None = self._lanes.take(TICK_S, merged=self._stopping())
             if self._queue_full.is_set():
                 self._queue_full.clear()
                 said = self._behind_said_at
@@ -618,6 +623,7 @@ class Controller:
             elif kind == "start_failed":
                 self._roles.start_failed(role, str(event.get("error")), output=f"[towerdeck] {event.get('error')}\n")
             elif kind == "exited" and role.state in ALIVE:  # once: a resume repeats exits
+                self._take_lane(self._lanes.take_role(role.task.role_id))  # its output before its exit
                 self._output.take_held(role)  # its last lines first, if a flood left them unparsed
                 self._supervisor.on_exit(role, event.get("returncode"), event.get("signal"))
             elif kind == "scalars":
@@ -644,7 +650,16 @@ class Controller:
             message = f"agent on {host}: {event.get('message')}"
             self._publisher.publish(warning(message, round(time.time(), 3), name if isinstance(name, str) else None))
 
+    def _take_lane(self, items: list[AgentEvent]) -> None:
+        """Handle what waited in a lane, in order, before the news that ends it (an exit, a lost
+        agent); joined while stopping, as the loop takes lanes then."""
+        if self._stopping():
+            items = merge_output(items, received_key=RECEIVED_KEY, max_chars=self._lanes.join_limit(items))
+        for item in items:
+            self._on_agent_event(item.host, item.event)
+
     def _on_agent_lost(self, host: str, event: dict[str, Any]) -> None:
+        self._take_lane(self._lanes.take_host(host))  # its roles' output before they are lost
         transport = self._hosts.drop(host)
         local = transport.is_local if transport is not None else True
         reason = event.get("reason")
