@@ -2,6 +2,7 @@
 state of their own, wired by the controller, which only dispatches.
 
 - ``controller``: :class:`~core.controller.controller.Controller`: the queues, the loop, dispatch
+- ``lanes``: what waits for the controller's thread: lifecycle news first, each role's output in a lane of its own
 - ``roles``: the role state machine: named transitions, the status snapshot
 - ``supervisor``: the restart policy applied, the tick's deadlines, the cluster's phase
 - ``supervised``: one role's record as supervision keeps it

@@ -81,20 +81,19 @@ class StepWindow:
         self._buckets: collections.OrderedDict[int, _Bucket] = collections.OrderedDict()
         self._prev: tuple[float, float] | None = None  # the last (step, t) with a step
         self.last_t: float | None = None
-        # The sums of the window that ends in the newest bucket, summed afresh when a bucket starts
-        # and added to as records come: :meth:`sums` gives them without a pass over the buckets
-        # when the window ends there (nearly always while the role trains: it ends in the cluster's
-        # newest second). At 256 simulated workers that pass was half of the status rebuild's cost.
-        # Both are None once a bucket starts, until :meth:`sums` asks for them: summed afresh then,
-        # not as each bucket starts, since a reopened run's records (a bucket each) paid that pass
-        # per record, unasked: ~40 % of the CPU spent opening a day-long 256-worker run.
-        self._total: _Bucket | None = _Bucket()
-        self._total_from = 0  # the oldest bucket in those sums
-        # The same for the window that ends one second past the newest bucket: where the window
-        # ends while this role's newest record is still in the second before the cluster's newest
-        # (one role in a few at any moment, every role of a loaded run), which walked the buckets.
-        self._next: _Bucket | None = _Bucket()
-        self._next_from = 1
+        # The sums of the window's buckets before the newest one (from the window's first bucket
+        # when it ends in the newest bucket; from the one after, when it ends a second past it),
+        # summed when first asked after a bucket started (or after a late record changed one of
+        # them) and kept: :meth:`sums` adds the newest bucket to them, without a pass over the
+        # buckets while the role trains (at 256 simulated workers that pass was half of the status
+        # rebuild's cost). Summed when asked, not as each bucket starts: a reopened run's records
+        # (a bucket each) paid that pass per record, unasked. Older buckets first, then the newest,
+        # in key order: the very sum :meth:`sums`'s general path makes, so the figures do not
+        # depend on when they were asked (every reader of the same records gives the same floats).
+        self._base: _Bucket | None = _Bucket()
+        self._base_from = 0  # the oldest bucket in the base
+        self._base_next: _Bucket | None = _Bucket()
+        self._base_next_from = 1
 
     def __repr__(self) -> str:
         buckets = {k: (b.steps, b.steps_s, b.timed, b.timed_s) for k, b in self._buckets.items()}
@@ -116,57 +115,59 @@ class StepWindow:
                 bucket = self._buckets[key] = _Bucket()
                 self._prune(key)
         self.last_t = t if self.last_t is None else max(self.last_t, t)
-        # A bucket before the window of the newest one (a record late by 30 s) is not in its sums.
-        adds = [bucket]
-        if key >= self._total_from and self._total is not None:
-            adds.append(self._total)
-        if key >= self._next_from and self._next is not None:
-            adds.append(self._next)
+        if key != next(reversed(self._buckets)):
+            self._base = self._base_next = None  # a late record changed an older bucket
         if (
             isinstance(printed_step_time_s, (int, float))
             and math.isfinite(printed_step_time_s)
             and printed_step_time_s > 0
         ):
-            for into in adds:
-                into.timed += 1
-                into.timed_s += printed_step_time_s
+            bucket.timed += 1
+            bucket.timed_s += printed_step_time_s
         if not isinstance(step, (int, float)) or not math.isfinite(step):
             return
         prev = self._prev
         if prev is not None and step > prev[0] and t >= prev[1]:
-            for into in adds:
-                into.steps += step - prev[0]
-                into.steps_s += t - prev[1]
+            bucket.steps += step - prev[0]
+            bucket.steps_s += t - prev[1]
         self._prev = (step, t)
 
     def _prune(self, newest: int) -> None:
-        """A bucket started (``newest``): the buckets past the window dropped; the windows' sums are
-        taken afresh when next asked (:meth:`_summed`)."""
+        """A bucket started (``newest``): the buckets past the window dropped; the bases are summed
+        afresh when next asked (:meth:`_summed`)."""
         oldest = newest - math.ceil(self.window_s / BUCKET_S)
         while self._buckets and next(iter(self._buckets)) < oldest:
             self._buckets.popitem(last=False)
-        self._total = self._next = None
-        self._total_from = oldest + 1
-        self._next_from = oldest + 2
+        self._base = self._base_next = None
+        self._base_from = oldest + 1
+        self._base_next_from = oldest + 2
 
-    def _summed(self, *, following: bool) -> _Bucket:
-        """The kept sums of the window that ends in the newest bucket (or a second past it, with
-        ``following``), summed afresh once after a bucket started."""
-        total = self._next if following else self._total
-        if total is None:
-            total = _Bucket()
-            first = self._next_from if following else self._total_from
+    def _summed(self, *, following: bool) -> StepSums:
+        """The sums of the window that ends in the newest bucket (or a second past it, with
+        ``following``): the kept base of the older buckets, then the newest bucket."""
+        base = self._base_next if following else self._base
+        newest_key = next(reversed(self._buckets))
+        if base is None:
+            base = _Bucket()
+            first = self._base_next_from if following else self._base_from
             for key, b in self._buckets.items():
-                if key >= first:
-                    total.steps += b.steps
-                    total.steps_s += b.steps_s
-                    total.timed += b.timed
-                    total.timed_s += b.timed_s
+                if first <= key < newest_key:
+                    base.steps += b.steps
+                    base.steps_s += b.steps_s
+                    base.timed += b.timed
+                    base.timed_s += b.timed_s
             if following:
-                self._next = total
+                self._base_next = base
             else:
-                self._total = total
-        return total
+                self._base = base
+        newest = self._buckets[newest_key]
+        return StepSums(
+            base.steps + newest.steps,
+            base.steps_s + newest.steps_s,
+            base.timed + newest.timed,
+            base.timed_s + newest.timed_s,
+            self.last_t,
+        )
 
     def sums(self, end: float) -> StepSums:
         """The window of :data:`RATE_WINDOW_S` seconds that ends at ``end`` (the cluster's newest
@@ -177,8 +178,7 @@ class StepWindow:
         if buckets:
             newest = next(reversed(buckets))
             if newest == last or newest == last - 1:  # the window ends in the newest bucket, or just past it
-                total = self._summed(following=newest != last)
-                return StepSums(total.steps, total.steps_s, total.timed, total.timed_s, self.last_t)
+                return self._summed(following=newest != last)
         steps = steps_s = timed_s = 0.0
         timed = 0
         for key, b in self._buckets.items():

@@ -162,7 +162,8 @@ def test_export_plots_and_csv_from_a_live_run_and_notify_when_it_ends(qtbot, tmp
 
     # The run ends: [notify] runs the command from the window's launch too.
     qtbot.waitUntil(lambda: window.source.done, timeout=120_000)
-    qtbot.waitUntil(lambda: sink_out.exists(), timeout=30_000)
+    # A whole line, not just the file: the sink creates it before it writes (CI read it empty once).
+    qtbot.waitUntil(lambda: sink_out.exists() and sink_out.read_text().endswith("\n"), timeout=30_000)
     got = [json.loads(line) for line in sink_out.read_text().splitlines()]
     assert [(g["kind"], g["event"]["result"]) for g in got] == [("run_finished", "succeeded")]
     run_path = window.source.path

@@ -18,8 +18,9 @@ def _daemon(out: str) -> None:
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:  # the daemon: in a session of its own, its parent gone
-            with open(f"{out}.daemon-{os.getpid()}", "w") as f:
+            with open(f"{out}.tmp-{os.getpid()}", "w") as f:
                 f.write(str(os.getpid()))
+            os.replace(f"{out}.tmp-{os.getpid()}", f"{out}.daemon-{os.getpid()}")
             time.sleep(3600)
         os._exit(0)
     os.wait()
@@ -30,8 +31,10 @@ def main() -> int:
     if "--daemon" in sys.argv:
         _daemon(out)
     if "--hang" in sys.argv:
-        with open(out + ".pid", "w") as f:
+        # Whole or not at all: a test reads the pid as soon as the file is there.
+        with open(out + ".pid.tmp", "w") as f:
             f.write(str(os.getpid()))
+        os.replace(out + ".pid.tmp", out + ".pid")
         time.sleep(3600)
     payload = json.loads(sys.stdin.read())
     if "--fail" in sys.argv:
