@@ -53,3 +53,34 @@ def test_heatmap_rows_are_workers_and_the_straggler_is_bright(qtbot):
     view._set_row_ticks()
     ticks = view.plot.getAxis("left")._tickLevels[0]
     assert ticks[0][1] == "worker:0" and 8 <= len(ticks) < 64  # as many as fit, not one per row
+
+
+def test_a_heatmap_cell_without_data_is_not_drawn_in_the_scale_s_fast_colour(qtbot):
+    """Before: no data was drawn as 0.0, the darkest colour, which the scale reads as "much faster
+    than the median": workers not read yet (a window behind a 1,024-worker run) looked fast."""
+    from PySide6 import QtCore
+
+    from core.views.spread import HeatMap
+    from gui.run.tabs.spread import HEAT_RANGE, StepTimeHeatmap
+
+    view = StepTimeHeatmap()
+    qtbot.addWidget(view)
+    view.resize(600, 400)
+    view.show()
+    values = np.full((2, 10), 1.0)
+    values[1, 5:] = np.nan  # worker:1 has no data past bin 5
+    values[0, 0] = HEAT_RANGE[0]  # the scale's fastest colour, for comparison
+    view.set_heatmap(HeatMap(rows=("worker:0", "worker:1"), edges=np.arange(11.0), values=values))
+    qtbot.waitUntil(lambda: view.plot.getViewBox().height() > 100)
+    image = view.plot.grab().toImage()
+
+    def colour_at(col: float, row: float) -> tuple[int, int, int]:
+        scene = view.plot.getViewBox().mapViewToScene(QtCore.QPointF(col, row))
+        point = view.plot.mapFromScene(scene)
+        c = image.pixelColor(point)
+        return c.red(), c.green(), c.blue()
+
+    fastest = colour_at(0.5, 0.5)
+    no_data = colour_at(8.5, 1.5)
+    assert no_data != fastest, (no_data, fastest)
+    assert min(no_data) > 200, no_data  # the plot's white shows through: nothing there

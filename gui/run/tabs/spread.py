@@ -165,8 +165,10 @@ class StepTimeHeatmap(QtWidgets.QWidget):
             self.image.clear()
             self.rows = ()
             return
-        values = np.nan_to_num(heat.values, nan=0.0)  # no data: darkest, as "nothing" reads
-        self.image.setImage(values, autoLevels=False, levels=HEAT_RANGE)
+        # No data stays NaN, which pyqtgraph draws transparent: the plot's white shows through.
+        # Drawn as 0.0 it was the scale's darkest colour, which reads "much faster than the
+        # median": workers a window has not read yet looked fast.
+        self.image.setImage(heat.values, autoLevels=False, levels=HEAT_RANGE)
         title = HEAT_TITLE if heat.per_row == 1 else HEAT_TITLE_SHARED.format(heat.per_row)
         if self.plot.getPlotItem().titleLabel.text != title:
             self.plot.setTitle(title)
