@@ -202,18 +202,7 @@ def test_a_step_record_with_the_last_one_s_keys_skips_the_general_diff(monkeypat
     monkeypatch.setattr(compact, "_diff", counted_diff)
     monkeypatch.setattr(compact, "_canonical_record", counted_canonical)
     encoder = compact.METRICS_CODEC.encoder()
-    records = [
-        {
-            "t": 1.8e9 + n / 10,
-            "step": n,
-            "loss": 1 / (n + 1),
-            "step_time_s": 0.1,
-            "steps_per_sec": None,
-            "extra": {},
-            "source": "classic",
-        }
-        for n in range(1000)
-    ]
+    records = _step_records(1000, step_time_s=0.1)
     text = encoder.encode(records)
     key_frames = sum(line.startswith("{") for line in text.splitlines())
     assert key_frames == 10
@@ -368,6 +357,22 @@ def test_a_recorded_64_worker_run_re_encoded_is_under_a_quarter_of_its_bytes(tmp
     assert new_bytes <= old_bytes / 4, (new_bytes, old_bytes)
 
 
+def _step_records(count: int, *, step_time_s: float | None) -> list[dict[str, Any]]:
+    """``count`` step records of one role, 0.1 s apart, with the same keys each: the fast path's case."""
+    return [
+        {
+            "t": 1.8e9 + n / 10,
+            "step": n,
+            "loss": 1 / (n + 1),
+            "step_time_s": step_time_s,
+            "steps_per_sec": None,
+            "extra": {},
+            "source": "classic",
+        }
+        for n in range(count)
+    ]
+
+
 def _cells(rows: list[dict[str, str]]) -> list[list[Any]]:
     """CSV rows with numbers as numbers rounded to 6 significant digits (what the compact format keeps)."""
 
@@ -444,18 +449,7 @@ def test_a_step_record_s_delta_rounds_its_loss_not_its_time(monkeypatch: pytest.
 
     monkeypatch.setattr(compact, "_round", counted_round)
     encoder = compact.METRICS_CODEC.encoder()
-    records = [
-        {
-            "t": 1.8e9 + n / 10,
-            "step": n,
-            "loss": 1 / (n + 1),
-            "step_time_s": None,
-            "steps_per_sec": None,
-            "extra": {},
-            "source": "classic",
-        }
-        for n in range(100)
-    ]
+    records = _step_records(100, step_time_s=None)
     encoder.encode(records[:1])  # the key frame: every float canonical, as before
     rounded.clear()
     encoder.encode(records[1:])
