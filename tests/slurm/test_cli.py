@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.slow
 class Launcher:
     """``python main.py launch`` in the background, its output read as it comes."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "main.py"), *args],
             cwd=ROOT,
@@ -37,6 +38,7 @@ class Launcher:
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
+            env=env,
         )
         self.lines: list[str] = []
         self._lock = threading.Lock()
@@ -78,6 +80,51 @@ def launched() -> Iterator[list[Launcher]]:
         if launcher.proc.poll() is None:
             launcher.proc.kill()
             launcher.proc.wait()
+
+
+@dataclass(frozen=True)
+class PastItsLimit:
+    """The time-limit test's launch: its launcher, run directory and ports, and where it ran."""
+
+    launcher: Launcher
+    run_dir: Path
+    ports: list[int]
+    tmp_path: Path
+
+
+@pytest.fixture(scope="module", autouse=True)
+def past_its_limit(slurm: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PastItsLimit]:
+    """A launch with Slurm's smallest time limit (one minute), started as this module's first test
+    starts and judged by test_a_run_past_its_slurm_time_limit_says_timed_out_by_slurm: slurmctld
+    checks limits about every 30 s, so the run ends 60-90 s after it starts, and the module's tests
+    before that one run meanwhile instead of the suite waiting for it alone (the partition
+    oversubscribes its CPUs, and every other test watches its own job, ports and folder). Run alone,
+    that test waits for it as it always did. Whatever is left at the module's end is stopped."""
+    tmp_path = tmp_path_factory.mktemp("past-its-limit")
+    # The light trainer: what is tested is Slurm's end and its words, not TensorFlow's.
+    path, ports = write_slurm_cluster(tmp_path, slurm, steps=0, trainer="light")
+    path.write_text(path.read_text().replace('time = "10"', 'time = "1"'))
+    run_dir = tmp_path / "run"
+    # The environment the autouse data_dir fixture and slurm_env give a test, for a launch that
+    # outlives the first test: its own runs root and settings, never the user's, and SLURM_CONF.
+    env = {
+        **os.environ,
+        **slurm.env,
+        "TOWERDECK_DATA_DIR": str(tmp_path / "towerdeck-data"),
+        "TOWERDECK_SETTINGS_DIR": str(tmp_path / "towerdeck-settings"),
+    }
+    launcher = Launcher("launch", str(path), "--run-dir", str(run_dir), env=env)
+    try:
+        yield PastItsLimit(launcher, run_dir, ports, tmp_path)
+    finally:
+        if launcher.proc.poll() is None:  # its test did not run, or failed before the end
+            os.killpg(launcher.proc.pid, signal.SIGINT)  # as Ctrl-C: the launch cancels its job
+            try:
+                launcher.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(launcher.proc.pid, signal.SIGKILL)
+                launcher.proc.wait()
+        kill_strays(tmp_path)
 
 
 def training(run_dir: Path) -> bool:
@@ -246,28 +293,25 @@ def test_validate_remote_checks_slurm_and_names_a_wrong_partition(
 
 
 def test_a_run_past_its_slurm_time_limit_says_timed_out_by_slurm(
-    slurm: SlurmCluster, slurm_env: dict[str, str], tmp_path: Path
+    slurm: SlurmCluster, past_its_limit: PastItsLimit
 ) -> None:
     """One minute is Slurm's smallest limit (and slurmctld checks limits about every 30 s): this
-    test also covers the client's reading of a timed-out job (it had a 90 s test of its own)."""
-    # The light trainer: what is tested is Slurm's end and its words, not TensorFlow's.
-    path, ports = write_slurm_cluster(tmp_path, slurm, steps=0, trainer="light")
-    path.write_text(path.read_text().replace('time = "10"', 'time = "1"'))
-    run_dir = tmp_path / "run"
-    result = run_cli("launch", str(path), "--run-dir", str(run_dir), timeout=400)
-    assert result.returncode == 1, result.stdout + result.stderr
+    test also covers the client's reading of a timed-out job (it had a 90 s test of its own). The
+    launch started with the module (:func:`past_its_limit`)."""
+    run_dir, launcher = past_its_limit.run_dir, past_its_limit.launcher
+    assert launcher.finish(400) == 1, launcher.text
     info = json.loads((run_dir / "run.json").read_text())
     job_id = info["slurm"]["job_id"]
     said = f"timed out by Slurm (time limit 1 min, job {job_id})"
     assert info["result"] == "failed" and info["reason"] == said, info
-    ends = [line for line in result.stdout.splitlines() if line.startswith(("  ps:0", "  worker:"))]
-    assert len(ends) == 3 and all(said in line for line in ends), result.stdout
+    ends = [line for line in launcher.text.splitlines() if line.startswith(("  ps:0", "  worker:"))]
+    assert len(ends) == 3 and all(said in line for line in ends), launcher.text
     client = SlurmClient(env=slurm.env)
     assert left_in_squeue(client, job_id).strip() == ""
     end = client.job_end(job_id)
     assert end is not None and end.state == "TIMEOUT"
     assert "timed out: the allocation's time limit was reached" in end.describe()
-    assert_nothing_left_under(tmp_path, ports)
+    assert_nothing_left_under(past_its_limit.tmp_path, past_its_limit.ports)
 
 
 def test_a_task_on_a_host_outside_the_allocation_is_refused_and_the_allocation_cancelled(
