@@ -328,7 +328,12 @@ def test_a_live_run_of_another_process_is_watched_and_controlled(qtbot, tmp_path
 
 
 def test_fill_the_form_by_pasting_a_command_line_then_launch_and_edit_while_running(qtbot, tmp_path: Path):
-    """A new user's path: empty window, paste the command they used to type per terminal, launch."""
+    """A new user's path: empty window, paste the command they used to type per terminal, launch.
+    The pasted line runs the light trainer (the classic flags, the same ``Step: N`` lines, no
+    TensorFlow): the form, the launch and editing while it runs are the window's whatever the
+    trainer; a TensorFlow cluster launched and watched from the window is
+    test_launch_watch_every_tab_stop_a_worker_and_stop_all, and a pasted classic command line read
+    into a cluster is tests/core/test_spec.py's."""
     from PySide6 import QtCore, QtWidgets
 
     from gui.window.main_window import MainWindow
@@ -344,9 +349,9 @@ def test_fill_the_form_by_pasting_a_command_line_then_launch_and_edit_while_runn
     dialog.show()
     qtbot.keyClicks(
         dialog.text_edit,
-        f"python -u between_graph.py --ps_hosts=127.0.0.1:{ports[0]} "
+        f"python -u light_trainer.py --ps_hosts=127.0.0.1:{ports[0]} "
         f"--worker_hosts=127.0.0.1:{ports[1]},127.0.0.1:{ports[2]} --job_name=worker --task_index=0 "
-        "--train_steps=100000 --step_sleep=0.01 --log_every=10",
+        "--steps=0 --rate_hz=30",
     )
     qtbot.mouseClick(dialog.fill_button, QtCore.Qt.MouseButton.LeftButton)
     assert dialog.result() == QtWidgets.QDialog.DialogCode.Accepted
