@@ -22,8 +22,17 @@ def test_window_checks_remote_hosts_then_launches_across_them(qtbot, tmp_path: P
     from gui.window.preflight import PreflightDialog
 
     cluster, ports = write_remote_cluster(tmp_path, sshd, steps=100000, sleep=0.01)
+    # The light trainer (the classic flags and step lines, no TensorFlow): the pre-flight, the launch
+    # across the hosts and what the window shows of them are TowerDeck's whatever the roles run; the
+    # between-graph example trained across the two ssh hosts is tests/ssh/test_remote_launch.py's
+    # test_launch_one_ps_two_workers_across_two_ssh_hosts_to_success, and the pre-flight still
+    # checks TensorFlow on each host (asserted below).
+    text = cluster.read_text()
+    trainer = '"between_graph.py", "--train_steps=100000", "--step_sleep=0.01", "--log_every=10"'
+    assert trainer in text
+    cluster.write_text(text.replace(trainer, '"light_trainer.py", "--steps=0", "--rate_hz=20"'))
     broken = tmp_path / "broken.toml"
-    broken.write_text(cluster.read_text().replace("between_graph.py", "no_such_trainer.py"))
+    broken.write_text(cluster.read_text().replace("light_trainer.py", "no_such_trainer.py"))
     spec, problems = load(broken)
     assert spec is not None, problems
     window = MainWindow(spec, runs_root=tmp_path / "runs")
