@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from tests.helpers.project import ROOT, run_cli
@@ -124,12 +125,35 @@ class Launch:
         return self.proc.returncode, out
 
     def kill(self) -> None:
+        """Ctrl-C, as a user ends a launch; a launcher that has not ended 30 s later is killed, and
+        with it the run's host agents and what they started: serve agents outlive their launcher
+        by design (for ``attach``), so a SIGKILLed launcher alone left a whole cluster training
+        (seen under load 39: a module's cluster ran on 27 minutes after its tests)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
             try:
                 self.proc.communicate(timeout=30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.communicate()
+                kill_run_agents(self.run_dir)
+
+
+def kill_run_agents(run_dir: Path) -> None:
+    """SIGKILL each of ``run_dir``'s host agents (``agents/*.sock.pid``, checked to be this run's by
+    its command line) and every process under it."""
+    for pid_file in sorted((run_dir / "agents").glob("*.sock.pid")):
+        try:
+            agent = psutil.Process(int(pid_file.read_text().split()[0]))
+            if str(run_dir) not in " ".join(agent.cmdline()):
+                continue  # the pid was reused by another process
+            procs = [*agent.children(recursive=True), agent]
+        except (ValueError, IndexError, OSError, psutil.Error):
+            continue
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        psutil.wait_procs(procs, timeout=10)
 
 
 @pytest.fixture
