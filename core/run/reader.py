@@ -40,6 +40,7 @@ from core.run.role_view import RoleView, StatusBoard, apply_sample
 from core.run.rundir import RUN_FILE, SPEC_FILE, launcher_alive, read_run_json, read_run_spec
 from core.run.status import ClusterPhase, ClusterStatus, RoleStatus, agent_hosts
 from core.telemetry.placement import PlacementAggregator
+from core.telemetry.step_window import BUCKET_S, RATE_WINDOW_S
 
 POLL_S = 0.5
 CHUNK_BYTES = 1 << 20  # read at most this much of one file per poll: the view stays fed evenly
@@ -53,18 +54,26 @@ SKIM_SAMPLES = 1024  # host samples taken over a long file (each feeds 8 GPUs' c
 # of the 30 s it took to open; no plot shows more than its width of each of 256 curves.
 RUN_METRICS_RECORDS = 131_072
 RUN_SAMPLES = 16_384
+# Of a skimmed metrics file, only the lines of its last this many seconds go into a role's rate
+# window (and straggler readings): older buckets leave the window anyway, and the line just before
+# them gives the first one's step advance. A 256-worker run's 116,736 records each went through
+# both, a third of this thread's first pass; the reader shows no straggler medians (its flags come
+# from the journal), only the window's sums, which are the same.
+WINDOWS_HISTORY_S = RATE_WINDOW_S + 2 * BUCKET_S
 _ATTEMPT = re.compile(r"attempt-(\d+)\.log$")
 
 
-def _read(tail: journal.JsonlTail, part: skim.Share) -> list[dict[str, Any]]:
-    """The next records of a telemetry file. A large file read for the first time (a past run, or a
-    live one opened late) is skimmed (:mod:`core.run.skim`): its whole span at a plot's resolution and
-    its newest lines exact, in one pass, instead of every line a chunk at a time, taking ``part``
-    of the run's budget; from there on it is followed line by line."""
+def _read(tail: journal.JsonlTail, part: skim.Share) -> tuple[list[dict[str, Any]], int]:
+    """The next records of a telemetry file, and how many of the first are spaced over its span
+    rather than consecutive lines. A large file read for the first time (a past run, or a live one
+    opened late) is skimmed (:mod:`core.run.skim`): its whole span at a plot's resolution and its
+    newest lines exact, in one pass, instead of every line a chunk at a time, taking ``part`` of
+    the run's budget; from there on it is followed line by line (none spaced)."""
     if tail.offset == 0 and _skimmed(tail.path):
-        records, tail.offset = skim.skim(tail.path, part.points, decoder=tail.decoder, tail_records=part.tail_records)
-        return records
-    return tail.read(TELEMETRY_CHUNK_BYTES)
+        parts = skim.skim_parts(tail.path, part.points, decoder=tail.decoder, tail_records=part.tail_records)
+        tail.offset = parts.end
+        return parts.spaced + parts.tail, len(parts.spaced)
+    return tail.read(TELEMETRY_CHUNK_BYTES), 0
 
 
 def _skimmed(path: Path) -> bool:
@@ -313,15 +322,15 @@ class RunReader:
         """A chunk of the role's metrics and scalars: into its view, and to the view as one batch.
         The views are this thread's alone; the status others read is the board's snapshot."""
         name = role.task.role_id
-        samples = _read(role.metrics, self._telemetry_part)
+        samples, spaced = _read(role.metrics, self._telemetry_part)
         if samples:
-            role.add_metrics(samples)
+            role.add_metrics(samples, windows_from=_windows_start(samples, spaced))
             self._publisher.publish(Event(_time(samples[-1].get("t")), name, Metrics(samples)))
         if self._stop.is_set():
             return
-        points = _read(role.scalars, self._telemetry_part)
+        points, spaced = _read(role.scalars, self._telemetry_part)
         if points:
-            role.add_scalars(points)
+            role.add_scalars(points, windows_from=spaced)
             self._publisher.publish(Event(_time(points[-1].get("wall_time")), name, Scalars(points)))
 
     def _read_samples(self) -> None:
@@ -329,7 +338,7 @@ class RunReader:
             if self._stop.is_set():
                 return
             tail = self._samples.setdefault(path, journal.JsonlTail(path))
-            records = _read(tail, self._samples_part)  # a GPU card draws ~600 px of a day
+            records, _spaced = _read(tail, self._samples_part)  # a GPU card draws ~600 px of a day
             for record in _newest_figures(records):
                 apply_sample(self._roles, record)
             for record in records:
@@ -409,6 +418,25 @@ class RunReader:
 
     def _warn(self, message: str) -> None:
         self._publisher.publish(warning(message, time.time()))
+
+
+def _windows_start(records: list[dict[str, Any]], spaced: int) -> int:
+    """Where a role's rate window starts taking ``records``, read in time order, of which the first
+    ``spaced`` are spaced over a skimmed file: at the last consecutive line more than
+    :data:`WINDOWS_HISTORY_S` older than the newest (the step it starts from), else at the first
+    consecutive one; 0 for lines followed one by one (every one counts)."""
+    if spaced == 0:
+        return 0
+    newest: float | None = None
+    for i in range(len(records) - 1, spaced - 1, -1):
+        t = records[i].get("t")
+        if not isinstance(t, (int, float)) or isinstance(t, bool):
+            continue
+        if newest is None:
+            newest = t
+        elif t < newest - WINDOWS_HISTORY_S:
+            return i
+    return spaced
 
 
 def _newest_figures(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
