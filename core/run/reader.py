@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import os
 import re
 import threading
 import time
@@ -40,8 +41,12 @@ from core.run.role_view import RoleView, StatusBoard, apply_sample
 from core.run.rundir import RUN_FILE, SPEC_FILE, launcher_alive, read_run_json, read_run_spec
 from core.run.status import ClusterPhase, ClusterStatus, RoleStatus, agent_hosts
 from core.telemetry.placement import PlacementAggregator
+from core.telemetry.step_window import BUCKET_S, RATE_WINDOW_S
 
 POLL_S = 0.5
+# A pass that read nothing new rebuilds the roles' status at most this often (for the figures that
+# age: how long a role has been stalled); one that read something, at once.
+IDLE_STATUS_S = 1.0
 CHUNK_BYTES = 1 << 20  # read at most this much of one file per poll: the view stays fed evenly
 CHUNKS_PER_POLL = 8
 TELEMETRY_CHUNK_BYTES = 256 * 1024  # per telemetry file and poll: ~2,500 metrics samples
@@ -53,18 +58,40 @@ SKIM_SAMPLES = 1024  # host samples taken over a long file (each feeds 8 GPUs' c
 # of the 30 s it took to open; no plot shows more than its width of each of 256 curves.
 RUN_METRICS_RECORDS = 131_072
 RUN_SAMPLES = 16_384
+# Of a skimmed metrics file, only the lines of its last this many seconds go into a role's rate
+# window (and straggler readings): older buckets leave the window anyway, and the line just before
+# them gives the first one's step advance. A 256-worker run's 116,736 records each went through
+# both, a third of this thread's first pass; the reader shows no straggler medians (its flags come
+# from the journal), only the window's sums, which are the same.
+WINDOWS_HISTORY_S = RATE_WINDOW_S + 2 * BUCKET_S
 _ATTEMPT = re.compile(r"attempt-(\d+)\.log$")
 
 
-def _read(tail: journal.JsonlTail, part: skim.Share) -> list[dict[str, Any]]:
-    """The next records of a telemetry file. A large file read for the first time (a past run, or a
-    live one opened late) is skimmed (:mod:`core.run.skim`): its whole span at a plot's resolution and
-    its newest lines exact, in one pass, instead of every line a chunk at a time, taking ``part``
-    of the run's budget; from there on it is followed line by line."""
-    if tail.offset == 0 and _skimmed(tail.path):
-        records, tail.offset = skim.skim(tail.path, part.points, decoder=tail.decoder, tail_records=part.tail_records)
-        return records
-    return tail.read(TELEMETRY_CHUNK_BYTES)
+def _read(tail: journal.JsonlTail, part: skim.Share) -> tuple[list[dict[str, Any]], int]:
+    """The next records of a telemetry file, and how many of the first are spaced over its span
+    rather than consecutive lines. A large file read for the first time (a past run, or a live one
+    opened late) is skimmed (:mod:`core.run.skim`): its whole span at a plot's resolution and its
+    newest lines exact, in one pass, instead of every line a chunk at a time, taking ``part`` of
+    the run's budget; from there on it is followed line by line (none spaced)."""
+    size = _grown(tail)
+    if size is None:
+        return [], 0
+    if tail.offset == 0 and size >= skim.SKIM_FROM_BYTES:
+        parts = skim.skim_parts(tail.path, part.points, decoder=tail.decoder, tail_records=part.tail_records)
+        tail.offset = parts.end
+        return parts.spaced + parts.tail, len(parts.spaced)
+    return tail.read(TELEMETRY_CHUNK_BYTES), 0
+
+
+def _grown(tail: journal.JsonlTail) -> int | None:
+    """The size of the file ``tail`` follows when it holds bytes past what was read, else None:
+    one stat for a file with nothing new, not an open and a read (each pass over a 256-worker run's
+    files took the reader's thread ~40 ms of CPU, every POLL_S, while the window took the run in)."""
+    try:
+        size = os.stat(tail.path).st_size
+    except OSError:  # not written yet
+        return None
+    return size if size > tail.offset else None
 
 
 def _skimmed(path: Path) -> bool:
@@ -89,6 +116,7 @@ class _RoleReplay(RoleView):
         self.read_offset = 0
         self.decoder: Any = codecs.getincrementaldecoder("utf-8")("replace")
         directory = role_dir(run_path, task)
+        self.logs = str(directory / "attempt-")  # + "<n>.log": a string, joined each pass for every role
         self.metrics = journal.JsonlTail(directory / "metrics.jsonl")
         self.scalars = journal.JsonlTail(directory / "scalars.jsonl")
 
@@ -118,6 +146,7 @@ class RunReader:
         self._agent_hosts: frozenset[str] = frozenset()
         self._status_problem = ""  # the last unreadable status reply, said once
         self._stop = threading.Event()
+        self._taken = 0  # how many reads brought something (events, telemetry, samples), ever
         self._thread: threading.Thread | None = None
         self.info: dict[str, Any] = {}
         # Each skimmed file's part of the budget, set by the first pass from how many files it skims.
@@ -237,7 +266,8 @@ class RunReader:
     # ------------------------------------------------------------------ the reading thread
 
     def _run(self) -> None:
-        last_status_poll = 0.0
+        last_status_poll = last_refresh = 0.0
+        refreshed_at = -1  # self._taken when the status was last rebuilt
         self._prefetch()
         while not self._stop.is_set():
             try:
@@ -256,7 +286,11 @@ class RunReader:
                 if now - last_status_poll >= 1.0 and not self._stop.is_set():
                     last_status_poll = now
                     self._poll_live_status()
-                self._board.refresh(time.time())
+                if self._taken != refreshed_at or now - last_refresh >= IDLE_STATUS_S:
+                    # Rebuilt after a pass that read something; else only for the figures that age:
+                    # 257 roles' status each POLL_S, unchanged, as the window took a finished run in.
+                    refreshed_at, last_refresh = self._taken, now
+                    self._board.refresh(time.time())
             except Exception as exc:  # a damaged file must not kill the reader
                 self._warn(f"reading {self.path}: {exc!r}")
             self._stop.wait(POLL_S)
@@ -290,10 +324,13 @@ class RunReader:
         subscribers, so a listener that reads :meth:`status` on an event sees what it tells.
         Old run directories journalled telemetry too: those lines are skipped (the telemetry
         files have the same data), as are users' commands (nothing to show)."""
+        if _grown(self._events) is None:
+            return
         records = [r for r in self._events.read(CHUNK_BYTES * 8) if journal.is_state_record(r.get("kind"))]
         events = [e for r in records if (e := Event.from_record(r)) is not None]
         if not events:
             return
+        self._taken += 1
         now = time.time()
         with self._lock:
             for event in events:
@@ -313,15 +350,17 @@ class RunReader:
         """A chunk of the role's metrics and scalars: into its view, and to the view as one batch.
         The views are this thread's alone; the status others read is the board's snapshot."""
         name = role.task.role_id
-        samples = _read(role.metrics, self._telemetry_part)
+        samples, spaced = _read(role.metrics, self._telemetry_part)
         if samples:
-            role.add_metrics(samples)
+            self._taken += 1
+            role.add_metrics(samples, windows_from=_windows_start(samples, spaced))
             self._publisher.publish(Event(_time(samples[-1].get("t")), name, Metrics(samples)))
         if self._stop.is_set():
             return
-        points = _read(role.scalars, self._telemetry_part)
+        points, spaced = _read(role.scalars, self._telemetry_part)
         if points:
-            role.add_scalars(points)
+            self._taken += 1
+            role.add_scalars(points, windows_from=spaced)
             self._publisher.publish(Event(_time(points[-1].get("wall_time")), name, Scalars(points)))
 
     def _read_samples(self) -> None:
@@ -329,7 +368,9 @@ class RunReader:
             if self._stop.is_set():
                 return
             tail = self._samples.setdefault(path, journal.JsonlTail(path))
-            records = _read(tail, self._samples_part)  # a GPU card draws ~600 px of a day
+            records, _spaced = _read(tail, self._samples_part)  # a GPU card draws ~600 px of a day
+            if records:
+                self._taken += 1
             for record in _newest_figures(records):
                 apply_sample(self._roles, record)
             for record in records:
@@ -342,14 +383,13 @@ class RunReader:
 
     def _read_output_chunk(self, role: _RoleReplay) -> bool:
         """Read one chunk of the role's current attempt log; False when there is nothing more now."""
-        directory = role_dir(self.path, role.task)
-        path = directory / f"attempt-{role.read_attempt}.log"
+        path = f"{role.logs}{role.read_attempt}.log"
         try:
-            size = path.stat().st_size
+            size = os.stat(path).st_size
         except FileNotFoundError:
             return False
         if role.read_offset >= size:
-            if not (directory / f"attempt-{role.read_attempt + 1}.log").exists():
+            if not os.path.exists(f"{role.logs}{role.read_attempt + 1}.log"):
                 return False
             role.read_attempt += 1  # that attempt is over and read: go on to the next
             role.read_offset = 0
@@ -409,6 +449,25 @@ class RunReader:
 
     def _warn(self, message: str) -> None:
         self._publisher.publish(warning(message, time.time()))
+
+
+def _windows_start(records: list[dict[str, Any]], spaced: int) -> int:
+    """Where a role's rate window starts taking ``records``, read in time order, of which the first
+    ``spaced`` are spaced over a skimmed file: at the last consecutive line more than
+    :data:`WINDOWS_HISTORY_S` older than the newest (the step it starts from), else at the first
+    consecutive one; 0 for lines followed one by one (every one counts)."""
+    if spaced == 0:
+        return 0
+    newest: float | None = None
+    for i in range(len(records) - 1, spaced - 1, -1):
+        t = records[i].get("t")
+        if not isinstance(t, (int, float)) or isinstance(t, bool):
+            continue
+        if newest is None:
+            newest = t
+        elif t < newest - WINDOWS_HISTORY_S:
+            return i
+    return spaced
 
 
 def _newest_figures(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -28,7 +28,6 @@ from core.run.events import (
 )
 from core.run.status import ALIVE, TERMINAL, ClusterPhase, ClusterStatus, RoleState, RoleStatus, exit_text
 from core.telemetry.loss_tags import is_loss_tag
-from core.telemetry.metrics import MetricSample
 from core.telemetry.worker_stats import WorkerStats
 
 
@@ -107,13 +106,16 @@ class RoleView:
             case RoleStraggler():
                 self.straggler = payload if payload.straggler else None
 
-    def add_metrics(self, samples: Iterable[dict[str, Any]]) -> None:
-        """Take parsed output metrics (records of metrics.jsonl); one without a sample's fields is skipped."""
-        self.stats.add_records(samples)
+    def add_metrics(self, samples: Iterable[dict[str, Any]], *, windows_from: int = 0) -> None:
+        """Take parsed output metrics (records of metrics.jsonl); one without a sample's fields is
+        skipped. ``windows_from``: the first records not taken into the rate window and the straggler
+        readings (:meth:`WorkerStats.add_records`)."""
+        self.stats.add_records(samples, windows_from=windows_from)
 
-    def add_scalars(self, points: Iterable[dict[str, Any]]) -> None:
-        """Take TensorBoard scalars ({tag, step, wall_time, value}): the step and any loss tag."""
-        for p in points:
+    def add_scalars(self, points: Iterable[dict[str, Any]], *, windows_from: int = 0) -> None:
+        """Take TensorBoard scalars ({tag, step, wall_time, value}): the step and any loss tag;
+        ``windows_from`` as for :meth:`add_metrics`."""
+        for i, p in enumerate(points):
             tag, step, value = p.get("tag"), p.get("step"), p.get("value")
             if not isinstance(tag, str) or not isinstance(step, int) or not isinstance(value, (int, float)):
                 continue
@@ -121,7 +123,9 @@ class RoleView:
             t = float(p.get("wall_time") or 0.0)
             loss = float(value) if is_loss_tag(tag) else None
             extra = {} if loss is not None else {tag: float(value)}
-            self.tb_stats.add(MetricSample(t, step, loss, None, None, extra, "tensorboard"))
+            self.tb_stats.take(
+                t, step, loss=loss, step_time_s=None, steps_per_sec=None, extra=extra, windows=i >= windows_from
+            )
 
     # ------------------------------------------------------------------ the view
 

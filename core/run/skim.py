@@ -111,8 +111,31 @@ def skim(
     decoder: compact.Decoder | None = None,
     tail_records: int | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """``points`` evenly spaced records of ``path`` and all those of its last ``tail_bytes``, in
-    file order, and the offset after the last complete line; ``([], 0)`` for a missing or empty
+    """The records of :func:`skim_parts`, spaced then tail, and the offset after them."""
+    parts = skim_parts(path, points, tail_bytes, decoder=decoder, tail_records=tail_records)
+    return parts.spaced + parts.tail, parts.end
+
+
+@dataclass(frozen=True)
+class Skimmed:
+    """What :func:`skim_parts` read of a file: ``spaced`` records over its span, then every record of
+    its ``tail``, and ``end``, the offset just past the last complete line."""
+
+    spaced: list[dict[str, Any]]
+    tail: list[dict[str, Any]]
+    end: int
+
+
+def skim_parts(
+    path: Path,
+    points: int = SKIM_POINTS,
+    tail_bytes: int = SKIM_TAIL_BYTES,
+    *,
+    decoder: compact.Decoder | None = None,
+    tail_records: int | None = None,
+) -> Skimmed:
+    """``points`` evenly spaced records of ``path``, all those of its last ``tail_bytes``, each in
+    file order, and the offset after the last complete line; nothing and 0 for a missing or empty
     file. Unparsable lines are skipped. ``tail_records``: of the tail, only its last this many
     lines (a run of hundreds of workers shares a budget of records among them, see
     :func:`share`); what lies before them is spanned by the spaced records.
@@ -125,7 +148,7 @@ def skim(
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return [], 0
+        return Skimmed([], [], 0)
     try:
         size = os.fstat(fd).st_size
         if tail_bytes == SKIM_TAIL_BYTES and os.pread(fd, len(COMPACT_MARK), 0) == COMPACT_MARK:
@@ -145,11 +168,8 @@ def skim(
         lines = _spaced_lines(fd, tail_start, points) if tail_start > 0 else []
     finally:
         os.close(fd)
-    records = compact.decode(lines, compact.Decoder(mid_file=True))[
-        0
-    ]  # each spaced line alone: key frames, old records
-    records.extend(compact.decode(tail.split(b"\n"), decoder)[0])
-    return records, end
+    spaced = compact.decode(lines, compact.Decoder(mid_file=True))[0]  # each spaced line alone: key frames, old records
+    return Skimmed(spaced, compact.decode(tail.split(b"\n"), decoder)[0], end)
 
 
 def _last_lines_start(tail: bytes, lines: int) -> int:

@@ -26,9 +26,12 @@ class WorkerStats:
 
     ``window`` keeps the last 30 s of steps for the step rates (:mod:`core.telemetry.step_window`),
     ``times`` the step-time readings the straggler judge reads (:mod:`core.telemetry.stragglers`).
+    With ``windows=False`` both stay empty: a view that shows neither (the Training tab, which
+    derives each point's step time here) skips them, about half of each record's cost, and a
+    reopened 256-worker run hands that tab ~130,000 records.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, windows: bool = True) -> None:
         self.step: int | None = None
         self.loss: float | None = None
         self.step_time_s: float | None = None
@@ -39,6 +42,7 @@ class WorkerStats:
         self._prev_step_t: tuple[int, float] | None = None
         self.window = StepWindow()
         self.times = StepTimes()
+        self._windows = windows
 
     def add(self, sample: MetricSample) -> None:
         """Take one sample into account."""
@@ -51,12 +55,17 @@ class WorkerStats:
             extra=sample.extra,
         )
 
-    def add_records(self, records: Iterable[Mapping[str, Any]]) -> None:
+    def add_records(self, records: Iterable[Mapping[str, Any]], *, windows_from: int = 0) -> None:
         """:meth:`add` for records of metrics.jsonl (a sample's fields as a dict) without making the
         samples: opening a day-long run of 64 workers takes ~170,000 of them. A record whose keys are not
-        exactly the sample's fields is skipped, as ``MetricSample(**record)`` refuses it."""
+        exactly the sample's fields is skipped, as ``MetricSample(**record)`` refuses it.
+
+        ``windows_from``: the records before this index are not taken into the rate window and the
+        straggler readings (the other figures take them all). A skimmed file's first records are
+        spaced over its span, minutes or hours apart: what those windows hold at the end comes from
+        its newest lines, read whole after them (:func:`core.run.skim.skim_parts`)."""
         take, fields = self.take, METRIC_FIELDS
-        for r in records:
+        for i, r in enumerate(records):
             if r.keys() == fields:
                 take(
                     r["t"],
@@ -65,6 +74,7 @@ class WorkerStats:
                     step_time_s=r["step_time_s"],
                     steps_per_sec=r["steps_per_sec"],
                     extra=r["extra"],
+                    windows=i >= windows_from,
                 )
 
     def take(
@@ -76,8 +86,10 @@ class WorkerStats:
         step_time_s: float | None,
         steps_per_sec: float | None,
         extra: dict[str, float],
+        windows: bool = True,
     ) -> None:
-        """Take one sample given by its fields (what :meth:`add` and :meth:`add_records` do)."""
+        """Take one sample given by its fields (what :meth:`add` and :meth:`add_records` do);
+        ``windows=False``: not into the rate window and the straggler readings."""
         self.samples += 1
         self.last_t = t
         if loss is not None:
@@ -86,8 +98,9 @@ class WorkerStats:
             self.extra.update(extra)
         # A step time that is not a finite positive number (a damaged record) is not a figure.
         printed = printed_step_time(step_time_s, steps_per_sec)
-        self.window.take(t, step, printed)
-        self.times.take(t, step, printed)
+        if windows and self._windows:
+            self.window.take(t, step, printed)
+            self.times.take(t, step, printed)
         if step is not None:
             prev = self._prev_step_t
             if printed is None and prev is not None and step > prev[0] and t > prev[1]:

@@ -63,7 +63,10 @@ class TrainingFigures:
 
     def add_samples(self, role: str, samples: Iterable[Mapping[str, Any]]) -> None:
         """Take a ``metrics`` event's samples for ``role``."""
-        stats = self.stats.setdefault(role, WorkerStats())
+        stats = self.stats.get(role)
+        if stats is None:
+            # Each point's step time is derived here; the rates and stragglers come from the status.
+            stats = self.stats[role] = WorkerStats(windows=False)
         loss_x: list[float] = []
         loss_v: list[float] = []
         time_x: list[float] = []

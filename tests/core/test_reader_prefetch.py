@@ -22,7 +22,7 @@ def test_every_skimmed_file_is_prefetched_before_the_first_is_skimmed(
     run = generate_run(tmp_path / "run", workers=3, seconds=3_000, hosts=2)
     monkeypatch.setattr(skim, "SKIM_FROM_BYTES", 64 * 1024)  # these small files are skimmed too
     calls: list[tuple[str, Path, int]] = []  # what was called, on which file, for how many points
-    real_prefetch, real_skim = skim.prefetch, skim.skim
+    real_prefetch, real_skim = skim.prefetch, skim.skim_parts
 
     def prefetch(path: Path, points: int = skim.SKIM_POINTS) -> None:
         calls.append(("prefetch", path, points))
@@ -33,7 +33,7 @@ def test_every_skimmed_file_is_prefetched_before_the_first_is_skimmed(
         return real_skim(path, points, **kwargs)
 
     monkeypatch.setattr(skim, "prefetch", prefetch)
-    monkeypatch.setattr(skim, "skim", skim_)
+    monkeypatch.setattr(skim, "skim_parts", skim_)  # what the reader calls
     large = {p for p in run.rglob("*.jsonl") if p.stat().st_size >= skim.SKIM_FROM_BYTES and p.name != "events.jsonl"}
     assert len(large) == 3 + 2, sorted(large)  # each worker's metrics, each host's samples
     reader = RunReader(run)
