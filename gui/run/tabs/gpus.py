@@ -35,7 +35,7 @@ from core.views.gpu_hosts import HOST_SORTS
 from core.views.series import Series
 from gui.run.gpu_grid import GpuGrid
 from gui.run.gpu_host_grid import GpuHostGrid
-from gui.run.tabs.plotting import FollowX, axis_label, fit_to_pixels, light_grid, settle
+from gui.run.tabs.plotting import FollowX, axis_label, fit_to_pixels, light_grid, plot_with_menu_on_demand, settle
 
 UTIL_COLOUR = "#2b6cb0"
 MEMORY_COLOUR = "#d9822b"
@@ -277,7 +277,7 @@ class GpuPanel(QtWidgets.QWidget):
         values.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         users = QtWidgets.QLabel()
         users.setWordWrap(True)
-        plot = pg.PlotWidget()
+        plot = plot_with_menu_on_demand()  # a card's menus when first asked for: see there
         axis_label(plot, "bottom", "time", unit="s, 0 = the latest sample")
         plot.setBackground("w")
         plot.setFixedHeight(190)
