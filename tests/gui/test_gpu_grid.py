@@ -263,3 +263,23 @@ def test_a_gpu_card_s_plot_builds_its_menus_at_the_first_right_click_not_when_ma
     qtbot.waitUntil(lambda: box.menu is not None)
     assert card.plot.getPlotItem().menuEnabled() and box.menu.isVisible()
     box.menu.close()
+
+
+def test_the_grid_s_half_of_the_tab_shows_only_with_a_grid_in_it(qtbot):
+    """Before the first samples (the agents' GPU lines only) the tab showed an empty half above
+    the hosts' boxes (seen following 256 simulated workers); the grid's half comes with the grid."""
+    from gui.run.tabs.gpus import GpuPanel
+
+    panel = GpuPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1400, 900)
+    panel.show()
+    for h in range(1, 9):
+        panel.set_gpu_status(f"127.0.0.{h}", "8 GPUs")
+    panel.refresh()
+    grids = panel.split.widget(0)  # the grid's half
+    assert not grids.isVisible() and panel.cards_scroll.isVisible()
+    for h in range(1, 9):
+        panel.add_sample(sample(f"127.0.0.{h}", 1.0) | {"figures": {"cpu_percent": 10.0}})
+    panel.refresh()
+    assert panel.grid_scroll.isVisible() and grids.height() >= panel.height() // 3

@@ -136,6 +136,10 @@ class GpuPanel(QtWidgets.QWidget):
             bar.rangeChanged.connect(self._on_cards_moved)
         self.split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         self.split.addWidget(top)
+        # The grids' half shows only with a grid in it: before the first samples (or with a card
+        # per GPU) it was an empty half of the tab above the hosts' boxes.
+        self.top = top
+        top.hide()
         self.split.addWidget(scroll)
         self.split.setSizes([400, 400])
         layout = QtWidgets.QVBoxLayout(self)
@@ -206,6 +210,7 @@ class GpuPanel(QtWidgets.QWidget):
         self.grid_scroll.hide()
         self.host_scroll.hide()
         self.bar.hide()
+        self.top.hide()
         self.empty.show()
 
     # ------------------------------------------------------------------ input
@@ -333,6 +338,11 @@ class GpuPanel(QtWidgets.QWidget):
             self._dirty = True  # the next frame makes the next few
         grid_mode, host_mode = figures.grid_mode, figures.host_mode
         self.bar.setVisible(host_mode)
+        if self.top.isHidden() == (grid_mode or host_mode):
+            self.top.setVisible(grid_mode or host_mode)
+            if grid_mode or host_mode:  # the grid's half, as the tab opened with
+                half = max(sum(self.split.sizes()), 800) // 2
+                self.split.setSizes([half, half])
         self.host_scroll.setVisible(host_mode and self.drill is None)
         self.grid_scroll.setVisible(grid_mode and not (host_mode and self.drill is None))
         if host_mode:
