@@ -314,11 +314,10 @@ def test_a_large_run_s_rows_are_refreshed_a_share_a_frame_and_a_change_at_once(v
         per_frame.append(counted.take())
     assert sum(rows for rows, _, _ in per_frame) == 257  # every row once a second
     assert max(rows for rows, _, _ in per_frame) <= 26, per_frame
-    # A block of consecutive rows a frame, one signal: every tenth row was 26 signals a frame.
-    assert max(signals for _, signals, _ in per_frame) <= 1, per_frame
-    # Every row shows the last second's figures: worker:i (row i + 1 of 257) as of its block's frame.
+    assert max(signals for _, signals, _ in per_frame) <= 26, per_frame
+    # Every row shows the last second's figures: worker:i's step as of its part's frame.
     for i in (0, 5, 99, 255):
-        frame = next(f for f in range(1, 11) if (i + 1) * 10 // 257 == f % 10)
+        frame = next(f for f in range(1, 11) if (i + 1) % 10 == f % 10)
         assert view.cell(f"worker:{i}", "Step") == str(frame * 10 + i)
     # worker:100 (row 101, part 1) fails, worker:7 restarts and worker:8 stalls on a frame of part 5.
     changes = {
@@ -334,43 +333,6 @@ def test_a_large_run_s_rows_are_refreshed_a_share_a_frame_and_a_change_at_once(v
     assert view.cell("worker:7", "Restarts") == "1"
     assert view.cell("worker:8", "State") == "running (stalled 1:05)"
     assert "worker:100 failed" in view.banner.text()
-
-
-def test_a_large_run_s_table_repaints_its_visible_rows_once_a_second_not_every_frame(view, qtbot):
-    """A large run's figures go to the table a share of its rows a frame; the rows in view are
-    repainted when their share comes (once a second), not on every frame: every tenth row each
-    frame put some of them in view each time, and the table's paint was in every frame of a
-    256-worker run (its p50 rose from 5 to 18-24 ms). A new state in view still paints at once."""
-    from PySide6 import QtCore
-
-    view.show_status(big_cluster(0), {}, part=0, parts=10)
-    qtbot.waitUntil(lambda: view.table.viewport().isVisible())
-    paints = []
-
-    class PaintCounter(QtCore.QObject):
-        def eventFilter(self, obj, event):  # type: ignore[no-untyped-def]
-            if event.type() == QtCore.QEvent.Type.Paint:
-                paints.append(1)
-            return False
-
-    counter = PaintCounter()
-    view.table.viewport().installEventFilter(counter)
-    QtCore.QCoreApplication.processEvents()
-    painted = []
-    for frame in range(1, 21):  # two seconds of frames, every worker's figures new in each
-        paints.clear()
-        view.show_status(big_cluster(frame), {}, part=frame % 10, parts=10)
-        QtCore.QCoreApplication.processEvents()
-        painted.append(len(paints))
-    assert sum(1 for n in painted if n) <= 4, painted  # the block in view, once a second
-    assert view.cell("worker:3", "Step") == str(20 * 10 + 3)  # ... shown: block 0, frame 20
-    paints.clear()
-    view.show_status(
-        big_cluster(21, **{"worker:3": {"state": RoleState.FAILED, "returncode": 1}}), {}, part=1, parts=10
-    )
-    QtCore.QCoreApplication.processEvents()
-    assert paints and view.state_index("worker:3").data() == "failed"
-    view.table.viewport().removeEventFilter(counter)
 
 
 def test_a_frame_of_a_large_run_reads_neither_the_selection_nor_the_header_s_size(view, qtbot, monkeypatch):
