@@ -124,6 +124,7 @@ class ClusterOverview(QtWidgets.QWidget):
         self.host_tiles_from = HOST_TILES_FROM
         self.drill: str | None = None  # in host mode, the host whose roles show
         self._host_tiles: tuple[HostTile, ...] | None = None  # built at layout from the model
+        self._content_heights: dict[int, int] = {}  # width -> content_height, while the structure stands
 
     # -- inputs -------------------------------------------------------------------------------
     def set_roles(self, roles: Sequence[RoleLike], rates: StepRates | None = None) -> None:
@@ -143,6 +144,7 @@ class ClusterOverview(QtWidgets.QWidget):
             self.model_changes += 1
             if structure_changed:
                 self._layout = None
+                self._content_heights.clear()
                 self.updateGeometry()
             self.update()
 
@@ -157,6 +159,7 @@ class ClusterOverview(QtWidgets.QWidget):
         if host != self.drill:
             self.drill = host
             self._layout = None
+            self._content_heights.clear()
             self.updateGeometry()
             self.update()
 
@@ -296,8 +299,16 @@ class ClusterOverview(QtWidgets.QWidget):
 
     def content_height(self, width: int) -> int:
         """The height the hosts and tiles need at ``width`` with tiles at their full size: the
-        window gives the overview that much, up to a limit (then the tiles shrink, then scroll)."""
-        return self._compute_layout(width, 1 << 20).height
+        window gives the overview that much, up to a limit (then the tiles shrink, then scroll).
+
+        Laid out again only when the hosts, their roles or the host shown change: the window asks
+        every frame, and the layout of 257 roles' tiles tried every tile size each time."""
+        heights = self._content_heights
+        if width not in heights:
+            if len(heights) > 16:  # a resize drags through many widths
+                heights.clear()
+            heights[width] = self._compute_layout(width, 1 << 20).height
+        return heights[width]
 
     def sizeHint(self) -> QtCore.QSize:
         return QtCore.QSize(800, self.content_height(max(self.width(), 800)))

@@ -328,6 +328,7 @@ class RolesView(QtWidgets.QWidget):
         self._shown: dict[str, tuple[tuple[Any, ...], RoleRow]] = {}  # role -> (look_key, row) shown
         self._widths: tuple[QtGui.QFont, TextWidths] | None = None
         self._row_h: tuple[QtGui.QFont, int] | None = None  # (font, a row's height) since the last reset
+        self._header_h: tuple[QtGui.QFont, int] | None = None  # (font, the header's height) since the last reset
         self._last_selection: list[str] = []
         self._hidden_selection: list[str] = []
         self.table.selectionModel().selectionChanged.connect(lambda *_: self._on_selection_changed())
@@ -373,7 +374,7 @@ class RolesView(QtWidgets.QWidget):
         frame = 2 * table.frameWidth() + 2
         scroll = table.horizontalScrollBar()
         across = scroll.sizeHint().height() if scroll.maximum() > 0 else 0  # columns wider than the window
-        fixed = banner + bar + table.header().sizeHint().height() + frame + across
+        fixed = banner + bar + self._header_height() + frame + across
         proxy = self.proxy
         top_rows = proxy.rowCount()
         row_h = self._row_height() if top_rows else table.fontMetrics().height() + 4
@@ -389,6 +390,15 @@ class RolesView(QtWidgets.QWidget):
             if enough is not None and rows >= enough:
                 break
         return fixed + max(rows, 1) * row_h
+
+    def _header_height(self) -> int:
+        """The header's height, measured again only after a reset or a new font: the header's
+        ``sizeHint`` measures every column's title (a model call each), and the window asks for
+        the table's height every frame."""
+        font = self.table.header().font()
+        if self._header_h is None or self._header_h[0] != font:
+            self._header_h = (font, self.table.header().sizeHint().height())
+        return self._header_h[1]
 
     def _row_height(self) -> int:
         """A row's height (the rows are uniform), measured again only after a reset or a new
@@ -509,7 +519,10 @@ class RolesView(QtWidgets.QWidget):
         With ``parts`` > 1 (a large run, called every frame), only the roles at ``part``,
         ``part + parts``, ... get their figures again, with every role whose :func:`look_key`
         changed: a refresh of all 257 rows in one frame took 20-40 ms of it and its paint, so
-        it is spread over ``parts`` frames, and a role's new state still shows on the next."""
+        it is spread over ``parts`` frames, and a role's new state still shows on the next.
+        Every ``parts``-th role, not a block of consecutive ones: with blocks, the table's
+        viewport took 30-35 ms of CPU to paint on every frame following 256 simulated workers,
+        against ~2 ms with every tenth row (why on every frame was not found)."""
         now = time.time()
         shown = self._shown
         rows: list[RoleRow] = []
@@ -532,12 +545,16 @@ class RolesView(QtWidgets.QWidget):
             self._update_banner(status, now)
 
     def _show_rows(self, rows: list[RoleRow]) -> None:
-        selected = self.selected_roles()
-        scroll = self.table.verticalScrollBar().value()
         self.model.sort_column = self.proxy.sortColumn()
-        if self.model.set_rows(rows):  # the set of roles changed: put back what can be
+        if self.model.needs_reset(rows):  # the set of roles changed: put back what can be
+            # Read only before a reset: the selection's rows, sorted by where they show, cost a
+            # large run's every frame 5-10 ms for nothing while the set of roles stood.
+            selected = self.selected_roles()
+            scroll = self.table.verticalScrollBar().value()
+            self.model.set_rows(rows)
             self._restore(selected, scroll)
             return
+        self.model.set_rows(rows)
         self._widen(self.model.changed_cells)
         if self.filter.text():
             self._update_count()  # a role's new state may enter or leave the filter
@@ -592,7 +609,7 @@ class RolesView(QtWidgets.QWidget):
 
     def _after_reset(self) -> None:
         """Group rows span the table and open unless the user closed them; the count follows."""
-        self._row_h = None
+        self._row_h = self._header_h = None
         grouped = self.model.grouping != "none"
         self.table.setRootIsDecorated(grouped)
         for row in range(self.proxy.rowCount() if grouped else 0):

@@ -108,11 +108,14 @@ class RolesModel(QtCore.QAbstractItemModel):
             self._grouping = grouping
             self._rebuild(rows)
 
+    def needs_reset(self, rows: list[RoleRow]) -> bool:
+        """Whether showing ``rows`` resets the model (the set of roles or groups changed)."""
+        return [(g.name, [r.name for r in g.rows]) for g in self._groups] != self._layout_of(rows)
+
     def set_rows(self, rows: list[RoleRow]) -> bool:
         """Show ``rows``; True when the model was reset (the set of roles or groups changed)."""
         self.changed_cells = []
-        layout = [(g.name, [r.name for r in g.rows]) for g in self._groups]
-        if layout != self._layout_of(rows):
+        if self.needs_reset(rows):
             self._rebuild(rows)
             return True
         grouped = self._grouping != "none"

@@ -244,3 +244,42 @@ def test_the_board_takes_a_batch_as_samples_in_turn():
     version = batched.version
     batched.add_samples(samples[:1])
     assert batched.version > version
+
+
+def test_a_gpu_card_s_plot_builds_its_menus_at_the_first_right_click_not_when_made(qtbot):
+    """Making a card's plot built pyqtgraph's context menus too (two thirds of the plot's making,
+    the GPUs tab's longest turn at 256 GPUs); they are built when the user first right-clicks it,
+    and then are pyqtgraph's own."""
+    from PySide6 import QtCore
+
+    panel = fed_panel(qtbot, 3)
+    panel.refresh()
+    card = panel.cards[("127.0.0.1", 0)]
+    box = card.plot.getViewBox()
+    assert box.menu is None and not card.plot.getPlotItem().menuEnabled()
+    qtbot.waitUntil(lambda: card.plot.isVisible() and card.plot.width() > 100)
+    centre = card.plot.mapFromScene(box.sceneBoundingRect().center())
+    qtbot.mouseClick(card.plot.viewport(), QtCore.Qt.MouseButton.RightButton, pos=centre)
+    qtbot.waitUntil(lambda: box.menu is not None)
+    assert card.plot.getPlotItem().menuEnabled() and box.menu.isVisible()
+    box.menu.close()
+
+
+def test_the_grid_s_half_of_the_tab_shows_only_with_a_grid_in_it(qtbot):
+    """Before the first samples (the agents' GPU lines only) the tab showed an empty half above
+    the hosts' boxes (seen following 256 simulated workers); the grid's half comes with the grid."""
+    from gui.run.tabs.gpus import GpuPanel
+
+    panel = GpuPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1400, 900)
+    panel.show()
+    for h in range(1, 9):
+        panel.set_gpu_status(f"127.0.0.{h}", "8 GPUs")
+    panel.refresh()
+    grids = panel.split.widget(0)  # the grid's half
+    assert not grids.isVisible() and panel.cards_scroll.isVisible()
+    for h in range(1, 9):
+        panel.add_sample(sample(f"127.0.0.{h}", 1.0) | {"figures": {"cpu_percent": 10.0}})
+    panel.refresh()
+    assert panel.grid_scroll.isVisible() and grids.height() >= panel.height() // 3

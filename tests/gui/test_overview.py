@@ -181,3 +181,35 @@ def test_tiles_paint_the_current_state_after_a_launch(qtbot):
         ]
     )
     assert colour_of("worker:0") == CATEGORY_COLOURS["running"]
+
+
+def test_the_overview_s_height_is_laid_out_again_only_when_its_hosts_or_roles_change(qtbot, monkeypatch):
+    """The window asks the overview's height every frame: at 256 workers that tried every tile
+    size over 257 tiles each time. Now once per width while the hosts and their roles stand; a
+    host more (or a role more on one) lays it out again."""
+    from gui.run.overview import ClusterOverview
+
+    view = ClusterOverview()
+    qtbot.addWidget(view)
+    view.resize(1280, 420)
+    view.show()
+    roles = big_cluster(200, 25)
+    view.set_roles(roles, status_rates(roles, None))
+    laid_out = []
+    compute = view._compute_layout
+
+    def counting(*a, **k):  # type: ignore[no-untyped-def]
+        laid_out.append(1)
+        return compute(*a, **k)
+
+    monkeypatch.setattr(view, "_compute_layout", counting)
+    first = view.content_height(1280)
+    for frame in range(10):  # new figures every frame: the same hosts and roles
+        moved = [dataclasses.replace(r, cpu_percent=float(frame)) for r in roles]
+        view.set_roles(moved, status_rates(moved, None))
+        assert view.content_height(1280) == first
+    assert len(laid_out) == 1
+    more = big_cluster(200, 26)  # a host more
+    view.set_roles(more, status_rates(more, None))
+    assert view.content_height(1280) == compute(1280, 1 << 20).height
+    assert len(laid_out) == 2

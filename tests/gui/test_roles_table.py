@@ -333,3 +333,38 @@ def test_a_large_run_s_rows_are_refreshed_a_share_a_frame_and_a_change_at_once(v
     assert view.cell("worker:7", "Restarts") == "1"
     assert view.cell("worker:8", "State") == "running (stalled 1:05)"
     assert "worker:100 failed" in view.banner.text()
+
+
+def test_a_frame_of_a_large_run_reads_neither_the_selection_nor_the_header_s_size(view, qtbot, monkeypatch):
+    """Each frame of a large run feeds the table and asks its height; while the set of roles
+    stands, neither reads the selection (its rows sorted by where they show) nor asks the header
+    its size (which measures every column's title once a section moved): both were paid every
+    frame at 257 roles."""
+    from PySide6 import QtWidgets
+
+    view.show_status(big_cluster(0), {}, part=0, parts=10)
+    view.select_role("worker:7")
+    view.content_height(cap=300)
+    calls = {"selection": 0, "header": 0}
+    selected_roles, size_hint = view.selected_roles, QtWidgets.QHeaderView.sizeHint
+
+    def counting_selection():  # type: ignore[no-untyped-def]
+        calls["selection"] += 1
+        return selected_roles()
+
+    def counting_size(header):  # type: ignore[no-untyped-def]
+        calls["header"] += 1
+        return size_hint(header)
+
+    monkeypatch.setattr(view, "selected_roles", counting_selection)
+    monkeypatch.setattr(QtWidgets.QHeaderView, "sizeHint", counting_size)
+    heights = set()
+    for frame in range(1, 11):
+        view.show_status(big_cluster(frame), {}, part=frame % 10, parts=10)
+        heights.add(view.content_height(cap=300))
+    assert calls == {"selection": 0, "header": 0}, calls
+    assert len(heights) == 1
+    # A new set of roles (a reset) still puts the selection back.
+    smaller = big_cluster(11)
+    view.show_status(type(smaller)(smaller.phase, None, "", smaller.roles[:200]), {}, part=1, parts=10)
+    assert calls["selection"] >= 1 and selected_roles() == ["worker:7"]

@@ -35,7 +35,7 @@ from core.views.gpu_hosts import HOST_SORTS
 from core.views.series import Series
 from gui.run.gpu_grid import GpuGrid
 from gui.run.gpu_host_grid import GpuHostGrid
-from gui.run.tabs.plotting import FollowX, axis_label, fit_to_pixels, light_grid, settle
+from gui.run.tabs.plotting import FollowX, axis_label, fit_to_pixels, light_grid, plot_with_menu_on_demand, settle
 
 UTIL_COLOUR = "#2b6cb0"
 MEMORY_COLOUR = "#d9822b"
@@ -136,6 +136,10 @@ class GpuPanel(QtWidgets.QWidget):
             bar.rangeChanged.connect(self._on_cards_moved)
         self.split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         self.split.addWidget(top)
+        # The grids' half shows only with a grid in it: before the first samples (or with a card
+        # per GPU) it was an empty half of the tab above the hosts' boxes.
+        self.top = top
+        top.hide()
         self.split.addWidget(scroll)
         self.split.setSizes([400, 400])
         layout = QtWidgets.QVBoxLayout(self)
@@ -206,6 +210,7 @@ class GpuPanel(QtWidgets.QWidget):
         self.grid_scroll.hide()
         self.host_scroll.hide()
         self.bar.hide()
+        self.top.hide()
         self.empty.show()
 
     # ------------------------------------------------------------------ input
@@ -277,7 +282,7 @@ class GpuPanel(QtWidgets.QWidget):
         values.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         users = QtWidgets.QLabel()
         users.setWordWrap(True)
-        plot = pg.PlotWidget()
+        plot = plot_with_menu_on_demand()  # a card's menus when first asked for: see there
         axis_label(plot, "bottom", "time", unit="s, 0 = the latest sample")
         plot.setBackground("w")
         plot.setFixedHeight(190)
@@ -333,6 +338,11 @@ class GpuPanel(QtWidgets.QWidget):
             self._dirty = True  # the next frame makes the next few
         grid_mode, host_mode = figures.grid_mode, figures.host_mode
         self.bar.setVisible(host_mode)
+        if self.top.isHidden() == (grid_mode or host_mode):
+            self.top.setVisible(grid_mode or host_mode)
+            if grid_mode or host_mode:  # the grid's half, as the tab opened with
+                half = max(sum(self.split.sizes()), 800) // 2
+                self.split.setSizes([half, half])
         self.host_scroll.setVisible(host_mode and self.drill is None)
         self.grid_scroll.setVisible(grid_mode and not (host_mode and self.drill is None))
         if host_mode:

@@ -21,8 +21,10 @@ data, before the paint, leaves nothing for the paint to change.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pyqtgraph as pg
+from PySide6 import QtCore
 
 GRID_COLOUR = "#e4e4e4"
 
@@ -109,3 +111,22 @@ class FollowX:
         margin = self.headroom * (hi - lo) or 1.0
         self.range = (lo - margin, hi + margin)
         self.plot.setXRange(*self.range, padding=0)
+
+
+def plot_with_menu_on_demand(**kwargs: Any) -> pg.PlotWidget:
+    """A :class:`pg.PlotWidget` whose context menus are built at its first right-click, not when it
+    is made: the view's menu (two axis panels of widgets) and the plot's options were about two
+    thirds of a plot's making, 100-300 ms of the GUI thread in one turn on a loaded machine (the
+    GPUs tab's first frame at 256 GPUs). The menus are pyqtgraph's own once built."""
+    plot = pg.PlotWidget(enableMenu=False, **kwargs)
+    box = plot.getViewBox()
+    clicked = box.mouseClickEvent
+
+    def first_click(event: Any) -> None:
+        if event.button() == QtCore.Qt.MouseButton.RightButton and box.menu is None:
+            plot.getPlotItem().setMenuEnabled(True)  # builds the view's menu, with the plot's options in it
+            del box.mouseClickEvent  # the class's own from now on
+        clicked(event)
+
+    box.mouseClickEvent = first_click
+    return plot
