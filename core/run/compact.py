@@ -291,7 +291,7 @@ class Encoder:
         if prev_ms is None or len(record) != len(prev):
             return None
         time_key, fixed, index = self.time_key, self._fixed, self._index
-        when = record.get(time_key)
+        when: Any = record.get(time_key)
         kind = type(when)
         if (kind is float or kind is int) and -1e12 <= when <= 1e12:  # NaN and infinities fail both
             ms = round(when * 1000)
