@@ -26,8 +26,18 @@ from core.run.events import (
     RoleStraggler,
     RoleWaiting,
 )
-from core.run.status import ALIVE, TERMINAL, ClusterPhase, ClusterStatus, RoleState, RoleStatus, exit_text
+from core.run.status import (
+    ALIVE,
+    TERMINAL,
+    ClusterPhase,
+    ClusterStatus,
+    RoleState,
+    RoleStatus,
+    exit_text,
+    role_status,
+)
 from core.telemetry.loss_tags import is_loss_tag
+from core.telemetry.step_window import window_key
 from core.telemetry.worker_stats import WorkerStats
 
 
@@ -35,6 +45,8 @@ class RoleView:
     """What is known of one role; owned by one thread (the controller's or the reader's)."""
 
     def __init__(self, task: Task, run_path: Path, since: float = 0.0) -> None:
+        # The last status built, with what it was built from (see :meth:`status`).
+        self._kept: tuple[tuple[int, int, int | None], RoleStatus] | None = None
         self.task = task
         self.run_path = run_path
         self.state = RoleState.PENDING
@@ -64,6 +76,12 @@ class RoleView:
         self.straggler: RoleStraggler | None = None  # while the straggler judge flags it
         self.last_exit = ""  # how its last failed attempt ended, and why (kept once it runs again)
         self.last_error = ""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Any field set drops the kept status: the controller's modules set a role's fields
+        # directly in many places, and a status kept past one of them would show a stale table.
+        object.__setattr__(self, name, value)
+        self.__dict__["_kept"] = None
 
     # ------------------------------------------------------------------ changes
 
@@ -143,7 +161,22 @@ class RoleView:
 
     def status(self, *, now: float, window_end: float | None = None) -> RoleStatus:
         """The immutable status; figures of the process only while it lives. ``window_end``: where
-        the run's rate window ends (its newest training record, :func:`rate_window_end`)."""
+        the run's rate window ends (its newest training record, :func:`rate_window_end`).
+
+        The last status is returned again while nothing it was built from changed: no field of
+        the view set, no record taken by its figures, the window ending in the same bucket, and
+        it not stalled (its ``stalled_for_s`` counts from ``now``). A refresh of 257 roles of which
+        one changed builds one status, not 257."""
+        key = (self.stats.samples, self.tb_stats.samples, None if window_end is None else window_key(window_end))
+        kept = self._kept
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        status = self._build(now=now, window_end=window_end)
+        if status.stalled_for_s is None:
+            self.__dict__["_kept"] = (key, status)  # not through __setattr__, which drops it
+        return status
+
+    def _build(self, *, now: float, window_end: float | None) -> RoleStatus:
         t = self.task
         alive = self.state in ALIVE
         stats, source = self._shown_stats()
@@ -151,52 +184,55 @@ class RoleView:
         loss = stats.loss
         if loss is None and self.tb_stats.loss is not None:
             loss, source = self.tb_stats.loss, "tb"  # steps from the output, the loss from TensorBoard
-        return RoleStatus(
-            role=t.role_id,
-            job=t.job,
-            index=t.index,
-            host=t.host,
-            address=t.address,
-            state=self.state,
-            state_since=self.state_since,
-            pid=self.pid if alive else None,
-            attempt=self.attempt,
-            restarts=self.restarts,
-            returncode=self.returncode,
-            signal=self.signal,
-            started_at=self.started_at,
-            ended_at=self.ended_at,
-            detail=self.detail,
-            log_path=self.log_path,
-            cpu_percent=self.cpu_percent if alive else None,
-            rss_bytes=self.rss_bytes if alive else None,
-            threads=self.threads if alive else None,
-            gpus=self.gpus if alive else (),
-            gpu_utilization_percent=self.gpu_utilization_percent if alive else None,
-            step=stats.step,
-            loss=loss,
-            step_time_s=stats.step_time_s,
-            steps_per_sec=stats.steps_per_sec,
-            straggler=straggler is not None,
-            straggler_detail=straggler.detail if straggler is not None else "",
-            window=stats.window.sums(window_end)
-            if window_end is not None and stats.window.last_t is not None
-            else None,
-            stalled=self.stalled and self.state == RoleState.RUNNING,
-            stalled_for_s=(
-                round(now - self.stalled_since, 1)
-                if self.stalled and self.state == RoleState.RUNNING and self.stalled_since is not None
-                else None
-            ),
-            loss_source=source,
-            waiting_for=self.waiting.waiting_for if self.waiting else None,
-            waiting_message=self.waiting.message if self.waiting else "",
-            waiting_fix=self.waiting.fix if self.waiting else "",
-            crash_looping=self.crash is not None,
-            last_exit=self.last_exit,
-            last_error=self.last_error,
-            attempts=self.crash.attempts if self.crash is not None else None,
-            next_attempt_at=self.crash.next_attempt_at if self.crash is not None else None,
+        # role_status(): the status without the dataclass's __init__ (every field named here).
+        return role_status(
+            dict(
+                role=t.role_id,
+                job=t.job,
+                index=t.index,
+                host=t.host,
+                address=t.address,
+                state=self.state,
+                state_since=self.state_since,
+                pid=self.pid if alive else None,
+                attempt=self.attempt,
+                restarts=self.restarts,
+                returncode=self.returncode,
+                signal=self.signal,
+                started_at=self.started_at,
+                ended_at=self.ended_at,
+                detail=self.detail,
+                log_path=self.log_path,
+                cpu_percent=self.cpu_percent if alive else None,
+                rss_bytes=self.rss_bytes if alive else None,
+                threads=self.threads if alive else None,
+                gpus=self.gpus if alive else (),
+                gpu_utilization_percent=self.gpu_utilization_percent if alive else None,
+                step=stats.step,
+                loss=loss,
+                step_time_s=stats.step_time_s,
+                steps_per_sec=stats.steps_per_sec,
+                straggler=straggler is not None,
+                straggler_detail=straggler.detail if straggler is not None else "",
+                window=stats.window.sums(window_end)
+                if window_end is not None and stats.window.last_t is not None
+                else None,
+                stalled=self.stalled and self.state == RoleState.RUNNING,
+                stalled_for_s=(
+                    round(now - self.stalled_since, 1)
+                    if self.stalled and self.state == RoleState.RUNNING and self.stalled_since is not None
+                    else None
+                ),
+                loss_source=source,
+                waiting_for=self.waiting.waiting_for if self.waiting else None,
+                waiting_message=self.waiting.message if self.waiting else "",
+                waiting_fix=self.waiting.fix if self.waiting else "",
+                crash_looping=self.crash is not None,
+                last_exit=self.last_exit,
+                last_error=self.last_error,
+                attempts=self.crash.attempts if self.crash is not None else None,
+                next_attempt_at=self.crash.next_attempt_at if self.crash is not None else None,
+            )
         )
 
 

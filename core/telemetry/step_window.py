@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BUCKET_S", "RATE_WINDOW_S", "StepSums", "StepWindow"]
+__all__ = ["BUCKET_S", "RATE_WINDOW_S", "StepSums", "StepWindow", "window_key"]
 
 RATE_WINDOW_S = 30.0
 """Every rate TowerDeck shows is a mean over the last this many seconds of training."""
@@ -61,6 +61,12 @@ class StepSums:
             timed_s=float(data["timed_s"]),
             last_t=float(last_t) if isinstance(last_t, (int, float)) and not isinstance(last_t, bool) else None,
         )
+
+
+def window_key(end: float) -> int:
+    """The bucket a window ending at ``end`` ends in: :meth:`StepWindow.sums` depends on ``end``
+    through this alone, so a caller may keep sums (or a status holding them) while it is unchanged."""
+    return math.floor(end / BUCKET_S) if math.isfinite(end) else 0
 
 
 class _Bucket:
@@ -172,7 +178,7 @@ class StepWindow:
     def sums(self, end: float) -> StepSums:
         """The window of :data:`RATE_WINDOW_S` seconds that ends at ``end`` (the cluster's newest
         record, at or after this role's): its buckets, the one holding ``end`` the last."""
-        last = math.floor(end / BUCKET_S) if math.isfinite(end) else 0
+        last = window_key(end)
         first = last - math.ceil(self.window_s / BUCKET_S) + 1
         buckets = self._buckets
         if buckets:
