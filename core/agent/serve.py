@@ -24,6 +24,11 @@ from .protocol import encode_event, now
 from .supervisor import TICK_S, Agent
 
 LINGER_S = 600.0  # an agent with no roles and no controller waits this long for a reattach
+# A new agent waits this long for its first controller (the relay of the process that started it).
+# Ending at the first tick without one made a launch under load lose hosts: the starter's relay,
+# scheduled late after the fork, found the socket already gone ("no agent at ...sock: No such file
+# or directory"). Bounded, so an agent whose starter died before connecting does not stay.
+FIRST_CONNECT_S = 60.0
 # A controller heard from within this long holds the agent: another connection is refused. The
 # controller's link pings every few seconds; one silent longer is taken as gone (a dead network).
 CONTROLLER_QUIET_S = 15.0
@@ -82,12 +87,16 @@ def _connect(sock_path: str) -> socket.socket:
     return conn
 
 
-def serve(agent: Agent, listener: socket.socket, linger_s: float = LINGER_S) -> None:
-    """Run ``agent`` for one controller at a time on ``listener`` until it has nothing left to do."""
+def serve(
+    agent: Agent, listener: socket.socket, linger_s: float = LINGER_S, *, first_connect_s: float = FIRST_CONNECT_S
+) -> None:
+    """Run ``agent`` for one controller at a time on ``listener`` until it has nothing left to do;
+    until a first controller connects it waits ``first_connect_s`` for one."""
     client: socket.socket | None = None
     heard_at = 0.0
     agent.connected = False
     idle_since = now()
+    first_connect_by: float | None = idle_since + first_connect_s  # None once a controller came
     while not agent.finished:
         fds: list[Any] = [listener] + ([client] if client is not None else [])
         ready, _, _ = select.select(fds, [], [], 0 if agent.behind else TICK_S)
@@ -112,6 +121,7 @@ def serve(agent: Agent, listener: socket.socket, linger_s: float = LINGER_S) -> 
                 if client is not None:  # silent too long: that controller is gone
                     _hang_up(client)
                 client, heard_at = new, now()
+                first_connect_by = None
                 agent.out = client.makefile("w", encoding="utf-8", newline="\n")
                 agent.connected = True
                 agent.awaiting_resume = True
@@ -122,6 +132,8 @@ def serve(agent: Agent, listener: socket.socket, linger_s: float = LINGER_S) -> 
         agent.tick()
         if agent.connected or agent.roles:
             idle_since = now()
+        elif first_connect_by is not None and not agent.shutting_down:
+            agent.finished = now() > first_connect_by
         elif agent.shutting_down or not agent.exits or now() - idle_since > linger_s:
             agent.finished = True
     if client is not None:
