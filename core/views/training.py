@@ -17,7 +17,7 @@ from typing import Any
 
 from core.run.status import RoleStatus
 from core.telemetry.loss_tags import loss_tags_in
-from core.telemetry.worker_stats import METRIC_FIELDS, WorkerStats
+from core.telemetry.worker_stats import METRIC_FIELDS, WorkerStats, printed_step_time
 from core.views.overview import natural_key
 from core.views.rates import StepRates, cluster_text
 from core.views.series import Series
@@ -71,12 +71,20 @@ class TrainingFigures:
         # The records as they are, not a MetricSample each: a reopened day-long run hands over
         # ~170,000 of them.
         take, fields = stats.take, METRIC_FIELDS
+        # A derived step time is final at its output batch's last line (WorkerStats): plotted
+        # there, once the next line's time (or the end of these samples) says the batch ended.
+        derived: tuple[float, float] | None = None  # the batch's newest line: step, step time (ms)
+        derived_t: object = None
         for record in samples:
             if record.keys() != fields:
                 continue  # not a metrics record: MetricSample(**record) refuses it
-            step, loss = record["step"], record["loss"]
+            step, loss, t = record["step"], record["loss"], record["t"]
+            if derived is not None and t != derived_t:
+                time_x.append(derived[0])
+                time_v.append(derived[1])
+                derived = None
             take(
-                record["t"],
+                t,
                 step,
                 loss=loss,
                 step_time_s=record["step_time_s"],
@@ -89,9 +97,16 @@ class TrainingFigures:
             if loss is not None and math.isfinite(loss):
                 loss_x.append(float(step))
                 loss_v.append(loss)
-            if stats.step_time_s is not None:
+            if stats.step_time_s is None:
+                continue
+            if printed_step_time(record["step_time_s"], record["steps_per_sec"]) is not None:
                 time_x.append(float(step))
                 time_v.append(stats.step_time_s * 1000.0)
+            else:
+                derived, derived_t = (float(step), stats.step_time_s * 1000.0), t
+        if derived is not None:
+            time_x.append(derived[0])
+            time_v.append(derived[1])
         # The bins take a batch in one vectorised pass (a reopened run hands over thousands).
         for table, bins, xs, values in (
             (self.loss, self.loss_bins, loss_x, loss_v),
