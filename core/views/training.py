@@ -18,6 +18,7 @@ from typing import Any
 from core.run.status import RoleStatus
 from core.telemetry.loss_tags import loss_tags_in
 from core.telemetry.worker_stats import METRIC_FIELDS, WorkerStats, printed_step_time
+from core.views.empty import trainers
 from core.views.overview import natural_key
 from core.views.rates import StepRates, cluster_text
 from core.views.series import Series
@@ -44,6 +45,7 @@ class TrainingFigures:
         self.loss_bins = BinnedWorkers(origin=0.0)
         self.time_bins = BinnedWorkers(origin=0.0)
         self.workers: list[str] = []  # every role with a series, in the order they came
+        self.trainers: frozenset[str] = frozenset()  # the roles that may print steps, from their status
         self.version = 0  # moves on every change a drawing could show
 
     def clear(self) -> None:
@@ -57,6 +59,7 @@ class TrainingFigures:
         self.loss_bins = BinnedWorkers(origin=0.0)
         self.time_bins = BinnedWorkers(origin=0.0)
         self.workers.clear()
+        self.trainers = frozenset()
         self.version += 1
 
     # ------------------------------------------------------------------ input
@@ -139,11 +142,14 @@ class TrainingFigures:
     def apply_status(self, roles: Iterable[RoleStatus], rates: StepRates | None = None) -> None:
         """Take the roles' status: which workers are stragglers; and the run's rates
         (:func:`core.views.rates.status_rates`)."""
+        roles = tuple(roles)
         stragglers = {r.role for r in roles if r.straggler}
         rates = rates if rates is not None else StepRates()
-        if stragglers != self.stragglers or rates != self.rates:
+        training = frozenset(r.role for r in trainers(roles))
+        if stragglers != self.stragglers or rates != self.rates or training != self.trainers:
             self.stragglers = stragglers
             self.rates = rates
+            self.trainers = training
             self.version += 1
 
     def _series(self, table: dict[str, Series], role: str) -> Series:
@@ -185,6 +191,18 @@ class TrainingFigures:
     def step_times_ms(self) -> dict[str, float | None]:
         """Each worker's latest step time in milliseconds (None before it has one)."""
         return {r: (s.step_time_s * 1000.0 if s.step_time_s is not None else None) for r, s in self.stats.items()}
+
+    def spread_key(self, *, step_time: bool) -> str:
+        """Whose figures a spread's median is of (the step-time spread's, or the loss's), counting
+        the workers not read yet: ``median of 700 of 1,024 workers (324 no step time yet)``. A
+        median of the workers read so far, said as if of all, hid a quarter of a 1,024-worker run."""
+        series = self.step_time if step_time else self.loss
+        read = len(series)
+        total = len(self.trainers | series.keys())
+        if read >= total:
+            return f"median of {read:,} workers"
+        what = "step time" if step_time else "loss"
+        return f"median of {read:,} of {total:,} workers ({total - read:,} no {what} yet)"
 
     def rate_text(self) -> str:
         """The run's global steps/s and examples/s (core.views.rates), and the stragglers by name."""
