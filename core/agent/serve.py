@@ -72,6 +72,20 @@ def _pid_alive(pid_file: str) -> bool:
         return False
 
 
+def _process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc to ask: the signal said it is there
+    return state not in (b"Z", b"X")
+
+
 def _connect(sock_path: str) -> socket.socket:
     directory, name = os.path.split(os.path.abspath(sock_path))
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -88,10 +102,16 @@ def _connect(sock_path: str) -> socket.socket:
 
 
 def serve(
-    agent: Agent, listener: socket.socket, linger_s: float = LINGER_S, *, first_connect_s: float = FIRST_CONNECT_S
+    agent: Agent,
+    listener: socket.socket,
+    linger_s: float = LINGER_S,
+    *,
+    first_connect_s: float = FIRST_CONNECT_S,
+    starter_alive: Callable[[], bool] = lambda: True,
 ) -> None:
     """Run ``agent`` for one controller at a time on ``listener`` until it has nothing left to do;
-    until a first controller connects it waits ``first_connect_s`` for one."""
+    until a first controller connects it waits ``first_connect_s`` for one, while ``starter_alive``
+    (the process whose relay is to connect: a launch cancelled while connecting kills it)."""
     client: socket.socket | None = None
     heard_at = 0.0
     agent.connected = False
@@ -133,7 +153,7 @@ def serve(
         if agent.connected or agent.roles:
             idle_since = now()
         elif first_connect_by is not None and not agent.shutting_down:
-            agent.finished = now() > first_connect_by
+            agent.finished = now() > first_connect_by or not starter_alive()
         elif agent.shutting_down or not agent.exits or now() - idle_since > linger_s:
             agent.finished = True
     if client is not None:
@@ -223,11 +243,17 @@ def serve_in_step(args: argparse.Namespace) -> int:
 
 
 def serve_here(
-    agent: Agent, listener: socket.socket, args: argparse.Namespace, *, before: Callable[[str], None] | None = None
+    agent: Agent,
+    listener: socket.socket,
+    args: argparse.Namespace,
+    *,
+    before: Callable[[str], None] | None = None,
+    starter_pid: int | None = None,
 ) -> None:
     """Serve in this process, from the socket's directory: SIGTERM stops the roles, the pid file
     says who serves, and the socket and pid file go when it ends. ``before(name)`` runs once the
-    pid file is written (the in-step agent starts its own relay there)."""
+    pid file is written (the in-step agent starts its own relay there); ``starter_pid``: the
+    process whose relay is to connect first (a daemon's starter), waited for while it lives."""
     signal.signal(signal.SIGTERM, lambda signum, frame: agent.shutdown(agent.shutdown_grace_s))
     ignore_here(signal.SIGINT, signal.SIGHUP)
     name = os.path.basename(args.serve)
@@ -236,7 +262,8 @@ def serve_here(
     if before is not None:
         before(name)
     try:
-        serve(agent, listener, args.linger)
+        alive = (lambda: _process_alive(starter_pid)) if starter_pid is not None else (lambda: True)
+        serve(agent, listener, args.linger, starter_alive=alive)
     finally:
         for path in (name, name + ".pid"):
             with contextlib.suppress(OSError):
@@ -252,6 +279,7 @@ def start_detached(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return 3
     log_path = os.path.abspath(args.log) if args.log else None
+    starter = os.getpid()  # relays to the daemon once it has forked it
     if os.fork() == 0:
         os.setsid()
         os.chdir(os.path.dirname(os.path.abspath(args.serve)))  # the run dir: hello reports it
@@ -265,7 +293,7 @@ def start_detached(args: argparse.Namespace) -> int:
             os.dup2(log, 2)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         agent = Agent(sys.stdout, args.on_disconnect, args.sample_period)
-        serve_here(agent, listener, args)
+        serve_here(agent, listener, args, starter_pid=starter)
         os._exit(0)
     listener.close()
     os.wait()  # the first child exits at once; the daemon is init's

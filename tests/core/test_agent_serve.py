@@ -162,14 +162,26 @@ def tick():
         print("ticked alone", flush=True)
     real_tick()
 agent.tick = tick
-serve(agent, listener, **({} if sys.argv[3] == "default" else {"first_connect_s": float(sys.argv[3])}))
+options = {} if sys.argv[3] == "default" else {"first_connect_s": float(sys.argv[3])}
+if sys.argv[4] != "none":  # the starter whose relay is to connect: a process of the test's
+    from core.agent.serve import _process_alive
+    options["starter_alive"] = lambda: _process_alive(int(sys.argv[4]))
+serve(agent, listener, **options)
 print("served", flush=True)
 """
 
 
-def _daemon(sock: Path, first_connect_s: float | None) -> subprocess.Popen[str]:
+def _daemon(sock: Path, first_connect_s: float | None, *, starter: int | None = None) -> subprocess.Popen[str]:
     root = Path(__file__).resolve().parents[2]
-    argv = [sys.executable, "-c", DAEMON, str(sock), str(SLOW_TICKS), str(first_connect_s or "default")]
+    argv = [
+        sys.executable,
+        "-c",
+        DAEMON,
+        str(sock),
+        str(SLOW_TICKS),
+        str(first_connect_s or "default"),
+        str(starter or "none"),
+    ]
     return subprocess.Popen(argv, cwd=root, stdout=subprocess.PIPE, text=True)
 
 
@@ -206,3 +218,20 @@ def test_a_new_agent_nobody_connects_to_ends_by_itself(tmp_path: Path):
     finally:
         daemon.kill()
         daemon.wait()
+
+
+@pytest.mark.timeout(60)
+def test_a_new_agent_whose_starter_died_before_connecting_ends_at_once(tmp_path: Path):
+    starter = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    daemon = _daemon(tmp_path / "agents" / "a.sock", 3600.0, starter=starter.pid)  # an hour's wait, if alive
+    try:
+        assert daemon.stdout is not None
+        assert daemon.stdout.readline().strip() == "ticked alone"  # waits while its starter lives
+        starter.kill()  # a launch cancelled while connecting kills the relay, the starter
+        starter.wait()
+        assert daemon.stdout.readline().strip() == "served"  # gone, not lingering for the hour
+        assert daemon.wait(20) == 0
+    finally:
+        for proc in (starter, daemon):
+            proc.kill()
+            proc.wait()
