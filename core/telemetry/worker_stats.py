@@ -29,13 +29,13 @@ class WorkerStats:
     the controller was behind. So it is measured between batch ends only, from the newest batch end
     at least :data:`DERIVED_SPAN_S` back: ``(t - t_end) / (step - step_end)``. Between a batch's
     first line and the last one before it, a burst's seconds would be one step's time (a worker
-    stepping every 0.3 s read 7 s); in a worker's first seconds, from its oldest batch end. The
-    span keeps a read's jitter (a quarter of a second) a small part of the figure, and chunks of a
-    flood read milliseconds apart from reading as a step each. The figure is final at a batch's last line; an earlier line of
-    the batch reads the steps made so far, so a chart plots the batch's last line only. A step or
-    clock that goes backwards (a restarted worker) starts the derivation afresh. Steps are whatever
-    the trainer prints: a global step under between-graph replication makes this the time per
-    global step.
+    stepping every 0.3 s read 7 s). In a worker's first seconds it is measured from its oldest
+    batch end, once that is half the span back. The span keeps a read's jitter (a quarter of a
+    second) a small part of the figure, and chunks of a flood read milliseconds apart from reading
+    as a step each. The figure is final at a batch's last line; an earlier line of the batch reads
+    the steps made so far, so a chart plots the batch's last line only. A step or clock that goes
+    backwards (a restarted worker) starts the derivation afresh. Steps are whatever the trainer
+    prints: a global step under between-graph replication makes this the time per global step.
 
     ``window`` keeps the last 30 s of steps for the step rates (:mod:`core.telemetry.step_window`),
     ``times`` the step-time readings the straggler judge reads (:mod:`core.telemetry.stragglers`).
@@ -124,8 +124,9 @@ class WorkerStats:
         cutoff = t - DERIVED_SPAN_S
         while len(ends) > 1 and ends[1][0] <= cutoff:
             ends.popleft()
-        # ends[0]: the newest end DERIVED_SPAN_S back, or in a worker's first seconds the oldest.
-        if not ends or step <= ends[0][1]:
+        # ends[0]: the newest end DERIVED_SPAN_S back, or in a worker's first seconds the oldest,
+        # once half the span has passed (a figure over a quarter-second read or two is mostly jitter).
+        if not ends or step <= ends[0][1] or t - ends[0][0] < DERIVED_SPAN_S / 2:
             return None
         return positive_or_none((t - ends[0][0]) / (step - ends[0][1]))
 

@@ -46,6 +46,8 @@ class TrainingFigures:
         self.time_bins = BinnedWorkers(origin=0.0)
         self.workers: list[str] = []  # every role with a series, in the order they came
         self.trainers: frozenset[str] = frozenset()  # the roles that may print steps, from their status
+        # Each role's newest derived step time (step, ms) and its batch's time, drawn when it ends.
+        self._derived: dict[str, tuple[tuple[float, float] | None, object]] = {}
         self.version = 0  # moves on every change a drawing could show
 
     def clear(self) -> None:
@@ -60,6 +62,7 @@ class TrainingFigures:
         self.time_bins = BinnedWorkers(origin=0.0)
         self.workers.clear()
         self.trainers = frozenset()
+        self._derived.clear()
         self.version += 1
 
     # ------------------------------------------------------------------ input
@@ -75,9 +78,9 @@ class TrainingFigures:
         # ~170,000 of them.
         take, fields = stats.take, METRIC_FIELDS
         # A derived step time is final at its output batch's last line (WorkerStats): plotted
-        # there, once the next line's time (or the end of these samples) says the batch ended.
-        derived: tuple[float, float] | None = None  # the batch's newest line: step, step time (ms)
-        derived_t: object = None
+        # there, once the next line's time says the batch ended (a later event's, maybe: the same
+        # points however the records are split into events).
+        derived, derived_t = self._derived.pop(role, (None, None))  # the batch's newest line: step, ms
         for record in samples:
             if record.keys() != fields:
                 continue  # not a metrics record: MetricSample(**record) refuses it
@@ -108,8 +111,7 @@ class TrainingFigures:
             else:
                 derived, derived_t = (float(step), stats.step_time_s * 1000.0), t
         if derived is not None:
-            time_x.append(derived[0])
-            time_v.append(derived[1])
+            self._derived[role] = (derived, derived_t)
         # The bins take a batch in one vectorised pass (a reopened run hands over thousands).
         for table, bins, xs, values in (
             (self.loss, self.loss_bins, loss_x, loss_v),
