@@ -24,6 +24,11 @@ from .protocol import encode_event, now
 from .supervisor import TICK_S, Agent
 
 LINGER_S = 600.0  # an agent with no roles and no controller waits this long for a reattach
+# A new agent waits this long for its first controller (the relay of the process that started it).
+# Ending at the first tick without one made a launch under load lose hosts: the starter's relay,
+# scheduled late after the fork, found the socket already gone ("no agent at ...sock: No such file
+# or directory"). Bounded, so an agent whose starter died before connecting does not stay.
+FIRST_CONNECT_S = 60.0
 # A controller heard from within this long holds the agent: another connection is refused. The
 # controller's link pings every few seconds; one silent longer is taken as gone (a dead network).
 CONTROLLER_QUIET_S = 15.0
@@ -67,6 +72,20 @@ def _pid_alive(pid_file: str) -> bool:
         return False
 
 
+def _process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc to ask: the signal said it is there
+    return state not in (b"Z", b"X")
+
+
 def _connect(sock_path: str) -> socket.socket:
     directory, name = os.path.split(os.path.abspath(sock_path))
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -82,12 +101,22 @@ def _connect(sock_path: str) -> socket.socket:
     return conn
 
 
-def serve(agent: Agent, listener: socket.socket, linger_s: float = LINGER_S) -> None:
-    """Run ``agent`` for one controller at a time on ``listener`` until it has nothing left to do."""
+def serve(
+    agent: Agent,
+    listener: socket.socket,
+    linger_s: float = LINGER_S,
+    *,
+    first_connect_s: float = FIRST_CONNECT_S,
+    starter_alive: Callable[[], bool] = lambda: True,
+) -> None:
+    """Run ``agent`` for one controller at a time on ``listener`` until it has nothing left to do;
+    until a first controller connects it waits ``first_connect_s`` for one, while ``starter_alive``
+    (the process whose relay is to connect: a launch cancelled while connecting kills it)."""
     client: socket.socket | None = None
     heard_at = 0.0
     agent.connected = False
     idle_since = now()
+    first_connect_by: float | None = idle_since + first_connect_s  # None once a controller came
     while not agent.finished:
         fds: list[Any] = [listener] + ([client] if client is not None else [])
         ready, _, _ = select.select(fds, [], [], 0 if agent.behind else TICK_S)
@@ -112,6 +141,7 @@ def serve(agent: Agent, listener: socket.socket, linger_s: float = LINGER_S) -> 
                 if client is not None:  # silent too long: that controller is gone
                     _hang_up(client)
                 client, heard_at = new, now()
+                first_connect_by = None
                 agent.out = client.makefile("w", encoding="utf-8", newline="\n")
                 agent.connected = True
                 agent.awaiting_resume = True
@@ -122,6 +152,8 @@ def serve(agent: Agent, listener: socket.socket, linger_s: float = LINGER_S) -> 
         agent.tick()
         if agent.connected or agent.roles:
             idle_since = now()
+        elif first_connect_by is not None and not agent.shutting_down:
+            agent.finished = now() > first_connect_by or not starter_alive()
         elif agent.shutting_down or not agent.exits or now() - idle_since > linger_s:
             agent.finished = True
     if client is not None:
@@ -211,11 +243,17 @@ def serve_in_step(args: argparse.Namespace) -> int:
 
 
 def serve_here(
-    agent: Agent, listener: socket.socket, args: argparse.Namespace, *, before: Callable[[str], None] | None = None
+    agent: Agent,
+    listener: socket.socket,
+    args: argparse.Namespace,
+    *,
+    before: Callable[[str], None] | None = None,
+    starter_pid: int | None = None,
 ) -> None:
     """Serve in this process, from the socket's directory: SIGTERM stops the roles, the pid file
     says who serves, and the socket and pid file go when it ends. ``before(name)`` runs once the
-    pid file is written (the in-step agent starts its own relay there)."""
+    pid file is written (the in-step agent starts its own relay there); ``starter_pid``: the
+    process whose relay is to connect first (a daemon's starter), waited for while it lives."""
     signal.signal(signal.SIGTERM, lambda signum, frame: agent.shutdown(agent.shutdown_grace_s))
     ignore_here(signal.SIGINT, signal.SIGHUP)
     name = os.path.basename(args.serve)
@@ -224,7 +262,8 @@ def serve_here(
     if before is not None:
         before(name)
     try:
-        serve(agent, listener, args.linger)
+        alive = (lambda: _process_alive(starter_pid)) if starter_pid is not None else (lambda: True)
+        serve(agent, listener, args.linger, starter_alive=alive)
     finally:
         for path in (name, name + ".pid"):
             with contextlib.suppress(OSError):
@@ -240,6 +279,7 @@ def start_detached(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return 3
     log_path = os.path.abspath(args.log) if args.log else None
+    starter = os.getpid()  # relays to the daemon once it has forked it
     if os.fork() == 0:
         os.setsid()
         os.chdir(os.path.dirname(os.path.abspath(args.serve)))  # the run dir: hello reports it
@@ -253,7 +293,7 @@ def start_detached(args: argparse.Namespace) -> int:
             os.dup2(log, 2)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         agent = Agent(sys.stdout, args.on_disconnect, args.sample_period)
-        serve_here(agent, listener, args)
+        serve_here(agent, listener, args, starter_pid=starter)
         os._exit(0)
     listener.close()
     os.wait()  # the first child exits at once; the daemon is init's

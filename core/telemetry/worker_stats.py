@@ -4,6 +4,7 @@ The samples come from :mod:`core.telemetry.metrics`."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -11,17 +12,29 @@ from typing import Any
 
 from core.telemetry.metrics import MetricSample, inverse_or_none, positive_or_none
 from core.telemetry.step_window import StepWindow
-from core.telemetry.stragglers import StepTimes
+from core.telemetry.stragglers import DERIVED_SPAN_S, StepTimes
 
 METRIC_FIELDS = frozenset(f.name for f in dataclasses.fields(MetricSample))
+# Batch ends kept to measure a derived step time back from: those of the last DERIVED_SPAN_S,
+# bounded for a flood of chunks read milliseconds apart.
+MAX_BATCH_ENDS = 256
 
 
 class WorkerStats:
     """The latest figures for one worker, from its samples; constant memory.
 
     ``step_time_s`` is the printed one when a sample has it (or ``1 / steps_per_sec``); otherwise it
-    is derived from two consecutive samples with a step: ``(t2 - t1) / (step2 - step1)``. A step that
-    goes backwards (a restarted worker) starts the derivation afresh. Steps are whatever the trainer
+    is derived from the samples' times, which are when the agent read the lines: the lines of one
+    read (one output batch) share a time, and a batch may hold seconds of lines when the agent or
+    the controller was behind. So it is measured between batch ends only, from the newest batch end
+    at least :data:`DERIVED_SPAN_S` back: ``(t - t_end) / (step - step_end)``. Between a batch's
+    first line and the last one before it, a burst's seconds would be one step's time (a worker
+    stepping every 0.3 s read 7 s). In a worker's first seconds it is measured from its oldest
+    batch end, once that is half the span back. The span keeps a read's jitter (a quarter of a
+    second) a small part of the figure, and chunks of a flood read milliseconds apart from reading
+    as a step each. The figure is final at a batch's last line; an earlier line of the batch reads
+    the steps made so far, so a chart plots the batch's last line only. A step or clock that goes
+    backwards (a restarted worker) starts the derivation afresh. Steps are whatever the trainer
     prints: a global step under between-graph replication makes this the time per global step.
 
     ``window`` keeps the last 30 s of steps for the step rates (:mod:`core.telemetry.step_window`),
@@ -39,7 +52,8 @@ class WorkerStats:
         self.extra: dict[str, float] = {}
         self.samples = 0
         self.last_t: float | None = None
-        self._prev_step_t: tuple[int, float] | None = None
+        self._batch: tuple[float, int] | None = None  # the newest output batch: its time, its last step
+        self._ends: collections.deque[tuple[float, int]] = collections.deque(maxlen=MAX_BATCH_ENDS)
         self.window = StepWindow()
         self.times = StepTimes()
         self._windows = windows
@@ -102,15 +116,32 @@ class WorkerStats:
             self.window.take(t, step, printed)
             self.times.take(t, step, printed)
         if step is not None:
-            prev = self._prev_step_t
-            if printed is None and prev is not None and step > prev[0] and t > prev[1]:
-                printed = positive_or_none((t - prev[1]) / (step - prev[0]))
-            if prev is None or step != prev[0]:
-                self._prev_step_t = (step, t)
+            derived = self._derive(t, step)
+            if printed is None:
+                printed = derived
             self.step = step
         if printed is not None:
             self.step_time_s = printed
             self.steps_per_sec = 1.0 / printed
+
+    def _derive(self, t: float, step: int) -> float | None:
+        """The step time from batch ends (see the class docstring), None when there is none yet."""
+        batch, ends = self._batch, self._ends
+        if batch is None or step < batch[1] or t < batch[0]:
+            ends.clear()  # the first step, a restart or the clock went back: start afresh
+            self._batch = (t, step)
+            return None
+        if t > batch[0]:
+            ends.append(batch)  # the batch before this line's is complete
+        self._batch = (t, step)
+        cutoff = t - DERIVED_SPAN_S
+        while len(ends) > 1 and ends[1][0] <= cutoff:
+            ends.popleft()
+        # ends[0]: the newest end DERIVED_SPAN_S back, or in a worker's first seconds the oldest,
+        # once half the span has passed (a figure over a quarter-second read or two is mostly jitter).
+        if not ends or step <= ends[0][1] or t - ends[0][0] < DERIVED_SPAN_S / 2:
+            return None
+        return positive_or_none((t - ends[0][0]) / (step - ends[0][1]))
 
 
 def printed_step_time(step_time_s: object, steps_per_sec: object) -> float | None:

@@ -87,10 +87,21 @@ class StepRates:
     examples_per_s: float | None = None
     batches_per_s: Mapping[str, float | None] = field(default_factory=dict)  # each training role
     role_examples_per_s: Mapping[str, float | None] = field(default_factory=dict)
+    batches_unknown: Mapping[str, str] = field(default_factory=dict)  # a training role without one: why
 
     def of(self, role: str) -> float | None:
         """``role``'s own batches/s (None for a role that is not training, or unknown)."""
         return self.batches_per_s.get(role)
+
+    def batches_cell(self, role: str) -> tuple[str, str]:
+        """A role's batches/s as a table cell, and the cell's tooltip: the figure, or ``-`` and
+        why there is none. A blank cell read as broken where the strategy makes it unknowable."""
+        own = self.batches_per_s.get(role)
+        if own is not None:
+            return rate_text(own), f"its own updates, mean over the last {self.window_s:g} s"
+        if role in self.batches_unknown:
+            return "-", self.batches_unknown[role]
+        return "-", "not a training role: it makes no training steps"
 
 
 def _trains(strategy: str, item: RateInput) -> bool:
@@ -112,6 +123,7 @@ def step_rates(roles: Iterable[RateInput], *, strategy: str, window_s: float = R
     shared = strategy in SHARED_STEP or strategy in SYNC_STEP
     batches: dict[str, float | None] = {}
     examples: dict[str, float | None] = {}
+    unknown: dict[str, str] = {}
     own_step_rates: list[float] = []
     steps = steps_s = 0.0
     for r in training:
@@ -128,6 +140,8 @@ def step_rates(roles: Iterable[RateInput], *, strategy: str, window_s: float = R
         else:
             own = None  # the step it prints is every worker's: its own share is not in it
         batches[r.role] = own
+        if own is None:
+            unknown[r.role] = _why_no_batches(strategy, window_s, stepped=step_rate is not None)
         examples[r.role] = own * r.batch_size if own is not None and r.batch_size else None
     # A shared step: how fast the roles saw it advance, pooled; a step of each worker's own: the sum.
     global_rate = _ratio(steps, steps_s) if shared else (sum(own_step_rates) if own_step_rates else None)
@@ -140,7 +154,19 @@ def step_rates(roles: Iterable[RateInput], *, strategy: str, window_s: float = R
         counted = [examples[r.role] for r in training if batches[r.role] is not None]
         if counted and all(v is not None for v in counted):
             cluster_examples = sum(v for v in counted if v is not None)
-    return StepRates(window_s, global_rate, cluster_examples, batches, examples)
+    return StepRates(window_s, global_rate, cluster_examples, batches, examples, unknown)
+
+
+def _why_no_batches(strategy: str, window_s: float, *, stepped: bool) -> str:
+    """Why a training role has no batches/s of its own, in a tooltip's words."""
+    if not stepped:
+        return f"no steps in the last {window_s:g} s"
+    kind = "ParameterServerStrategy" if strategy == "parameter_server" else "between-graph"
+    return (
+        f"{kind}: the step it prints is the cluster's global step, which every worker's update advances, "
+        "so its own updates cannot be told from it (they can where the trainer prints its step time); "
+        "the run's global steps/s is above the table"
+    )
 
 
 # ---------------------------------------------------------------------------------- words

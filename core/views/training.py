@@ -17,7 +17,8 @@ from typing import Any
 
 from core.run.status import RoleStatus
 from core.telemetry.loss_tags import loss_tags_in
-from core.telemetry.worker_stats import METRIC_FIELDS, WorkerStats
+from core.telemetry.worker_stats import METRIC_FIELDS, WorkerStats, printed_step_time
+from core.views.empty import trainers
 from core.views.overview import natural_key
 from core.views.rates import StepRates, cluster_text
 from core.views.series import Series
@@ -44,6 +45,9 @@ class TrainingFigures:
         self.loss_bins = BinnedWorkers(origin=0.0)
         self.time_bins = BinnedWorkers(origin=0.0)
         self.workers: list[str] = []  # every role with a series, in the order they came
+        self.trainers: frozenset[str] = frozenset()  # the roles that may print steps, from their status
+        # Each role's newest derived step time (step, ms) and its batch's time, drawn when it ends.
+        self._derived: dict[str, tuple[tuple[float, float] | None, object]] = {}
         self.version = 0  # moves on every change a drawing could show
 
     def clear(self) -> None:
@@ -57,6 +61,8 @@ class TrainingFigures:
         self.loss_bins = BinnedWorkers(origin=0.0)
         self.time_bins = BinnedWorkers(origin=0.0)
         self.workers.clear()
+        self.trainers = frozenset()
+        self._derived.clear()
         self.version += 1
 
     # ------------------------------------------------------------------ input
@@ -74,12 +80,20 @@ class TrainingFigures:
         # The records as they are, not a MetricSample each: a reopened day-long run hands over
         # ~170,000 of them.
         take, fields = stats.take, METRIC_FIELDS
+        # A derived step time is final at its output batch's last line (WorkerStats): plotted
+        # there, once the next line's time says the batch ended (a later event's, maybe: the same
+        # points however the records are split into events).
+        derived, derived_t = self._derived.pop(role, (None, None))  # the batch's newest line: step, ms
         for record in samples:
             if record.keys() != fields:
                 continue  # not a metrics record: MetricSample(**record) refuses it
-            step, loss = record["step"], record["loss"]
+            step, loss, t = record["step"], record["loss"], record["t"]
+            if derived is not None and t != derived_t:
+                time_x.append(derived[0])
+                time_v.append(derived[1])
+                derived = None
             take(
-                record["t"],
+                t,
                 step,
                 loss=loss,
                 step_time_s=record["step_time_s"],
@@ -92,9 +106,15 @@ class TrainingFigures:
             if loss is not None and math.isfinite(loss):
                 loss_x.append(float(step))
                 loss_v.append(loss)
-            if stats.step_time_s is not None:
+            if stats.step_time_s is None:
+                continue
+            if printed_step_time(record["step_time_s"], record["steps_per_sec"]) is not None:
                 time_x.append(float(step))
                 time_v.append(stats.step_time_s * 1000.0)
+            else:
+                derived, derived_t = (float(step), stats.step_time_s * 1000.0), t
+        if derived is not None:
+            self._derived[role] = (derived, derived_t)
         # The bins take a batch in one vectorised pass (a reopened run hands over thousands).
         for table, bins, xs, values in (
             (self.loss, self.loss_bins, loss_x, loss_v),
@@ -127,11 +147,14 @@ class TrainingFigures:
     def apply_status(self, roles: Iterable[RoleStatus], rates: StepRates | None = None) -> None:
         """Take the roles' status: which workers are stragglers; and the run's rates
         (:func:`core.views.rates.status_rates`)."""
+        roles = tuple(roles)
         stragglers = {r.role for r in roles if r.straggler}
         rates = rates if rates is not None else StepRates()
-        if stragglers != self.stragglers or rates != self.rates:
+        training = frozenset(r.role for r in trainers(roles))
+        if stragglers != self.stragglers or rates != self.rates or training != self.trainers:
             self.stragglers = stragglers
             self.rates = rates
+            self.trainers = training
             self.version += 1
 
     def _series(self, table: dict[str, Series], role: str) -> Series:
@@ -173,6 +196,18 @@ class TrainingFigures:
     def step_times_ms(self) -> dict[str, float | None]:
         """Each worker's latest step time in milliseconds (None before it has one)."""
         return {r: (s.step_time_s * 1000.0 if s.step_time_s is not None else None) for r, s in self.stats.items()}
+
+    def spread_key(self, *, step_time: bool) -> str:
+        """Whose figures a spread's median is of (the step-time spread's, or the loss's), counting
+        the workers not read yet: ``median of 700 of 1,024 workers (324 no step time yet)``. A
+        median of the workers read so far, said as if of all, hid a quarter of a 1,024-worker run."""
+        series = self.step_time if step_time else self.loss
+        read = len(series)
+        total = len(self.trainers | series.keys())
+        if read >= total:
+            return f"median of {read:,} workers"
+        what = "step time" if step_time else "loss"
+        return f"median of {read:,} of {total:,} workers ({total - read:,} no {what} yet)"
 
     def rate_text(self) -> str:
         """The run's global steps/s and examples/s (core.views.rates), and the stragglers by name."""

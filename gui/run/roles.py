@@ -21,7 +21,7 @@ from core.run.status import ClusterStatus, RoleState, RoleStatus
 from core.views.conditions import crash_text, next_attempt_text, shown_attempt, trouble_text
 from core.views.empty import between_attempts_text, seconds_to_next_attempt
 from core.views.overview import natural_key
-from core.views.rates import BATCHES, StepRates, label, rate_text
+from core.views.rates import BATCHES, StepRates, label
 from gui.run.banner import BannerLine, TroubleBanner
 from gui.run.roles_model import GROUP_ROLE, GROUPINGS, NAME_ROLE, RoleRow, RolesModel, RolesProxy
 
@@ -132,7 +132,7 @@ def exit_cell(role: RoleStatus) -> str:
 def row_cells(role: RoleStatus, link_state: str | None, now: float, *, rates: StepRates | None = None) -> list[str]:
     """The table's cells for ``role``; ``link_state`` is its host's SSH link state, if any;
     ``rates``: the run's (:func:`core.views.rates.status_rates`)."""
-    own = rates.of(role.role) if rates is not None else None
+    batches = rates.batches_cell(role.role)[0] if rates is not None else ""
     alive = role.state in (RoleState.RUNNING, RoleState.STARTING, RoleState.STOPPING)
     return [
         role.role,
@@ -145,7 +145,7 @@ def row_cells(role: RoleStatus, link_state: str | None, now: float, *, rates: St
         "" if role.step is None else str(role.step),
         "" if role.loss is None else f"{role.loss:.4f}" + (" (tb)" if role.loss_source == "tb" else ""),
         "" if role.step_time_s is None else f"{role.step_time_s * 1000:.1f} ms",
-        "" if own is None else rate_text(own),
+        batches,
         "" if role.cpu_percent is None else f"{role.cpu_percent:.0f}%",
         fmt_bytes(role.rss_bytes),
         ",".join(str(g) for g in role.gpus) or "-",
@@ -162,6 +162,7 @@ def text_keys(cells: list[str]) -> list[tuple[Any, ...]]:
     return [_text_key(text) for text in cells]
 
 
+BATCHES_INDEX = COLUMNS.index(BATCHES_COLUMN)
 NUMERIC_COLUMNS = tuple(
     COLUMNS.index(c) for c in ("PID", "Uptime", "Restarts", "Step", "Loss", "Step time", BATCHES_COLUMN, "CPU", "RSS")
 )
@@ -231,6 +232,7 @@ def role_row(role: RoleStatus, link_state: str | None, now: float, *, rates: Ste
             else STATE_COLOURS[role.state]
         ),
         state_tooltip=tooltip,
+        cell_tooltips={} if rates is None else {BATCHES_INDEX: rates.batches_cell(role.role)[1]},
         crash_looping=looping,
     )
 

@@ -49,6 +49,7 @@ class RoleRow:
     emphasised: bool = False  # failed, stalled or waiting: the state cell in bold
     state_colour: str | None = None
     state_tooltip: str = ""
+    cell_tooltips: dict[int, str] = field(default_factory=dict)  # column -> what its figure is, or why none
     crash_looping: bool = False  # the whole row on light amber, as failed rows are on pink
 
     def group(self, grouping: str) -> str:
@@ -288,6 +289,8 @@ class RolesModel(QtCore.QAbstractItemModel):
                 return self._bold
             if role == R.ToolTipRole:
                 return row.state_tooltip
+        if role == R.ToolTipRole:
+            return row.cell_tooltips.get(column)
         return None
 
 

@@ -141,3 +141,97 @@ def test_a_second_controller_is_refused_while_the_first_is_heard(tmp_path: Path)
     third.send({"op": "shutdown"})
     third.until(lambda e: e["ev"] == "bye")
     third.close()
+
+
+# What a serving daemon runs (core/agent/serve.py's serve), its controller's relay held back: the
+# test connects only after the agent has ticked SLOW_TICKS times alone, as a starter's relay that
+# the scheduler runs late after the fork (a launch of 1,025 roles under load lost 3 hosts so).
+SLOW_TICKS = 20
+DAEMON = """
+import os, sys
+from core.agent.serve import bind_owner_only, serve
+from core.agent.supervisor import Agent
+listener = bind_owner_only(sys.argv[1])
+agent = Agent(open(os.devnull, "w"))
+ticks = 0
+real_tick = agent.tick
+def tick():
+    global ticks
+    ticks += 1
+    if ticks == int(sys.argv[2]):
+        print("ticked alone", flush=True)
+    real_tick()
+agent.tick = tick
+options = {} if sys.argv[3] == "default" else {"first_connect_s": float(sys.argv[3])}
+if sys.argv[4] != "none":  # the starter whose relay is to connect: a process of the test's
+    from core.agent.serve import _process_alive
+    options["starter_alive"] = lambda: _process_alive(int(sys.argv[4]))
+serve(agent, listener, **options)
+print("served", flush=True)
+"""
+
+
+def _daemon(sock: Path, first_connect_s: float | None, *, starter: int | None = None) -> subprocess.Popen[str]:
+    root = Path(__file__).resolve().parents[2]
+    argv = [
+        sys.executable,
+        "-c",
+        DAEMON,
+        str(sock),
+        str(SLOW_TICKS),
+        str(first_connect_s or "default"),
+        str(starter or "none"),
+    ]
+    return subprocess.Popen(argv, cwd=root, stdout=subprocess.PIPE, text=True)
+
+
+@pytest.mark.timeout(60)
+def test_a_new_agent_waits_for_a_relay_that_connects_late(tmp_path: Path):
+    sock = tmp_path / "agents" / "127.0.0.13.sock"
+    daemon = _daemon(sock, None)  # serve's own wait for a first controller
+    try:
+        assert daemon.stdout is not None
+        first = daemon.stdout.readline().strip()
+        # Before: "served": the agent ended at its first tick without a controller, and the late
+        # relay found no socket ("no agent at ...: No such file or directory").
+        assert first == "ticked alone", first
+        relay = Relay("--attach", str(sock))
+        answer = relay.until(lambda e: e["ev"] in ("hello", "attach_failed"))[-1]
+        assert answer["ev"] == "hello", answer
+        relay.send({"op": "shutdown"})
+        relay.until(lambda e: e["ev"] == "bye")
+        relay.close()
+        assert daemon.wait(20) == 0 and daemon.stdout.readline().strip() == "served"
+    finally:
+        daemon.kill()
+        daemon.wait()
+
+
+@pytest.mark.timeout(60)
+def test_a_new_agent_nobody_connects_to_ends_by_itself(tmp_path: Path):
+    sock = tmp_path / "agents" / "a.sock"
+    daemon = _daemon(sock, 0.5)  # its starter died before connecting: it does not stay
+    try:
+        assert daemon.stdout is not None
+        assert daemon.stdout.read().splitlines()[-1:] == ["served"]
+        assert daemon.wait(20) == 0
+    finally:
+        daemon.kill()
+        daemon.wait()
+
+
+@pytest.mark.timeout(60)
+def test_a_new_agent_whose_starter_died_before_connecting_ends_at_once(tmp_path: Path):
+    starter = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    daemon = _daemon(tmp_path / "agents" / "a.sock", 3600.0, starter=starter.pid)  # an hour's wait, if alive
+    try:
+        assert daemon.stdout is not None
+        assert daemon.stdout.readline().strip() == "ticked alone"  # waits while its starter lives
+        starter.kill()  # a launch cancelled while connecting kills the relay, the starter
+        starter.wait()
+        assert daemon.stdout.readline().strip() == "served"  # gone, not lingering for the hour
+        assert daemon.wait(20) == 0
+    finally:
+        for proc in (starter, daemon):
+            proc.kill()
+            proc.wait()

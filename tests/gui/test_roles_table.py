@@ -368,3 +368,34 @@ def test_a_frame_of_a_large_run_reads_neither_the_selection_nor_the_header_s_siz
     smaller = big_cluster(11)
     view.show_status(type(smaller)(smaller.phase, None, "", smaller.roles[:200]), {}, part=1, parts=10)
     assert calls["selection"] >= 1 and selected_roles() == ["worker:7"]
+
+
+def test_batches_cell_is_a_figure_or_a_dash_that_says_why(view):
+    from PySide6 import QtCore
+
+    from core.telemetry.step_window import StepSums
+    from core.views.rates import status_rates
+    from gui.run.roles import BATCHES_COLUMN, COLUMNS
+
+    counted = StepSums(steps=300.0, steps_s=30.0, last_t=100.0)  # the shared global step advanced
+    timed = StepSums(steps=300.0, steps_s=30.0, timed=300, timed_s=15.0, last_t=100.0)  # 50 ms printed
+    roles = [
+        role("ps:0", "127.0.0.1", RoleState.RUNNING),
+        role("worker:0", "127.0.0.1", RoleState.RUNNING, step=300, window=counted),
+        role("worker:1", "127.0.0.2", RoleState.RUNNING, step=300, window=timed),
+        role("worker:2", "127.0.0.2", RoleState.RUNNING),  # no step yet
+    ]
+    status = ClusterStatus(ClusterPhase.RUNNING, None, "", tuple(roles))
+    view.forget_shown()
+    view.show_status(status, {}, rates=status_rates(roles, None))  # no spec: between-graph, as the demo
+
+    def cell(name: str) -> tuple[str, str]:
+        index = view.state_index(name).siblingAtColumn(COLUMNS.index(BATCHES_COLUMN))
+        return index.data(), index.data(QtCore.Qt.ItemDataRole.ToolTipRole)
+
+    # Before: a blank cell without a tooltip for worker:0, worker:2 and the ps, read as broken.
+    text, why = cell("worker:0")
+    assert text == "-" and why.startswith("between-graph: the step it prints is the cluster's global step"), why
+    assert cell("worker:1") == ("20.0", "its own updates, mean over the last 30 s")
+    assert cell("worker:2") == ("-", "no steps in the last 30 s")
+    assert cell("ps:0") == ("-", "not a training role: it makes no training steps")

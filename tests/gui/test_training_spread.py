@@ -198,3 +198,22 @@ def test_the_spread_s_entries_reach_the_window_s_profile_and_why_on_that_worker(
     actions["Why is worker:5 slow?"].trigger()
     assert window.selected_roles() == ["worker:5"]
     assert window.why.last_message.startswith("why: this run is read back from its directory")
+
+
+def test_the_key_counts_the_workers_not_read_yet(qtbot):
+    from gui.run.tabs.training import TrainingPanel
+    from tests.helpers.statuses import role_status
+
+    panel = TrainingPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1300, 900)
+    panel.show()
+    feed(panel, 12, 100, slow="worker:3")  # 12 of 20 workers read so far
+    panel.set_status(tuple(role_status(r) for r in ["ps:0", *(f"worker:{w}" for w in range(20))]))
+    panel.refresh(force=True)
+    # Before: "median of 12 workers", as if of all of them.
+    assert "median of 12 of 20 workers (8 no loss yet)" in panel.spread_loss.key_text()
+    assert "median of 12 of 20 workers (8 no step time yet)" in panel.spread_time.key_text()
+    feed(panel, 20, 100, slow="worker:3")
+    panel.refresh(force=True)
+    assert "median of 20 workers," in panel.spread_time.key_text()

@@ -12,17 +12,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.telemetry.metrics import MetricSample
-from core.telemetry.worker_stats import WorkerStats
+from core.telemetry.worker_stats import WorkerStats, printed_step_time
 from core.views.series import Series
 from core.views.training import SERIES_CAPACITY, TrainingFigures
 from tests.helpers.metric_records import DAMAGED, RECORD, stats_state
 
 
 def _reference(batches: list[list[dict[str, Any]]]) -> tuple[WorkerStats, Series | None, Series | None]:
-    """The stats and the loss and step-time series, as the sample-by-sample code built them."""
+    """The stats and the loss and step-time series, as the sample-by-sample code built them: a
+    printed step time drawn at its line, a derived one at its output batch's last line (the lines
+    sharing its time), once a line of another time comes."""
     # The tab keeps no rate window nor straggler readings (the status has them): windows=False.
     stats = WorkerStats(windows=False)
     loss, step_time = Series(capacity=SERIES_CAPACITY), Series(capacity=SERIES_CAPACITY)
+    derived: tuple[float, float, float] | None = None  # step, step time (ms), the batch's time
     for batch in batches:
         loss_x, loss_v, time_x, time_v = [], [], [], []
         for raw in batch:
@@ -30,15 +33,23 @@ def _reference(batches: list[list[dict[str, Any]]]) -> tuple[WorkerStats, Series
                 sample = MetricSample(**raw)
             except TypeError:
                 continue
+            if derived is not None and sample.t != derived[2]:
+                time_x.append(derived[0])
+                time_v.append(derived[1])
+                derived = None
             stats.add(sample)
             if sample.step is None:
                 continue
             if sample.loss is not None and math.isfinite(sample.loss):
                 loss_x.append(float(sample.step))
                 loss_v.append(sample.loss)
-            if stats.step_time_s is not None:
+            if stats.step_time_s is None:
+                continue
+            if printed_step_time(sample.step_time_s, sample.steps_per_sec) is not None:
                 time_x.append(float(sample.step))
                 time_v.append(stats.step_time_s * 1000.0)
+            else:
+                derived = (float(sample.step), stats.step_time_s * 1000.0, sample.t)
         if loss_x:
             loss.extend(loss_x, loss_v)
         if time_x:

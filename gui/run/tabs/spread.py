@@ -13,6 +13,8 @@ Both read a :class:`~core.views.spread.BinnedWorkers` and redraw only when its v
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import numpy.typing as npt
 import pyqtgraph as pg
@@ -77,10 +79,11 @@ class SpreadPlot(QtWidgets.QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.key)
         layout.addWidget(self.plot, 1)
-        self._workers = 0
+        self._counted = "median"
 
-    def set_spread(self, spread: Spread | None, workers: int) -> None:
-        self._workers = workers
+    def set_spread(self, spread: Spread | None, counted: str) -> None:
+        """Draw ``spread``; ``counted`` says whose median it is (``TrainingFigures.spread_key``)."""
+        self._counted = counted
         if spread is None:
             empty = np.empty(0)
             self.outer_band.set_edges(empty, empty, empty)
@@ -106,7 +109,7 @@ class SpreadPlot(QtWidgets.QWidget):
                 spare.hide()
                 self._spare_curves.append(spare)
         parts = [
-            f'<span style="color:{MEDIAN_COLOUR}"><b>median of {self._workers} workers</b></span>, '
+            f'<span style="color:{MEDIAN_COLOUR}"><b>{html.escape(self._counted)}</b></span>, '
             "bands: 10-90 % and min-max"
         ]
         for i, (name, (xs, ys)) in enumerate(curves.items()):
@@ -202,11 +205,13 @@ def refresh_from(
     *,
     columns: int,
     highlight: dict[str, str] | None = None,
+    counted: str | None = None,
 ) -> None:
     """Redraw both views from ``acc`` at ``columns`` bins (use the plot's pixel width);
-    ``highlight`` maps the workers to draw on top (slowest first) to their note in the key."""
+    ``highlight`` maps the workers to draw on top (slowest first) to their note in the key;
+    ``counted`` says whose median the key names (by default the workers in ``acc``)."""
     if plot is not None:
-        plot.set_spread(acc.spread(max_columns=columns), len(acc))
+        plot.set_spread(acc.spread(max_columns=columns), counted or f"median of {len(acc):,} workers")
         if highlight is not None:
             plot.set_highlights({w: acc.row(w, columns) for w in highlight}, highlight)
     if heat is not None:

@@ -436,7 +436,7 @@ class TrainingPanel(QtWidgets.QWidget):
         times = figures.step_times_ms()
         top = slowest(times, k=SLOWEST_SHOWN)
         picked = [r for r in self.visible_roles() if r not in top]
-        key = (figures.loss_bins.version, figures.time_bins.version, tuple(top), tuple(picked))
+        key = (figures.loss_bins.version, figures.time_bins.version, len(figures.trainers), tuple(top), tuple(picked))
         if key == self._spread_drawn:
             return
         self._spread_drawn = key
@@ -446,7 +446,12 @@ class TrainingPanel(QtWidgets.QWidget):
             notes[r] = "(ticked)"
         self.slowest_menu.roles, self.slowest_menu.notes = (*top, *picked), notes
         refresh_from(
-            figures.loss_bins, self.spread_loss, None, columns=columns, highlight={r: notes[r] for r in [*top, *picked]}
+            figures.loss_bins,
+            self.spread_loss,
+            None,
+            columns=columns,
+            highlight={r: notes[r] for r in [*top, *picked]},
+            counted=figures.spread_key(step_time=False),
         )
         refresh_from(
             figures.time_bins,
@@ -454,6 +459,7 @@ class TrainingPanel(QtWidgets.QWidget):
             self.heatmap,
             columns=columns,
             highlight={r: notes[r] for r in [*top, *picked]},
+            counted=figures.spread_key(step_time=True),
         )
 
     def _refresh_rate(self) -> None:
