@@ -78,18 +78,25 @@ class EventInbox:
 
     def _take(self, max_points: int) -> dict[tuple[str, str], list[object]]:
         """At most ``max_points`` telemetry points, oldest first per key; a host sample counts
-        as :data:`SAMPLE_POINTS` (it feeds a series pair per GPU)."""
+        as :data:`SAMPLE_POINTS` (it feeds a series pair per GPU). Keys take turns: one whose
+        points did not all fit goes behind the others, so every role and host is served within a
+        few drains however large one key's backlog is."""
         taken: dict[tuple[str, str], list[object]] = {}
         budget = max_points
         for key in list(self._telemetry):
             weight = SAMPLE_POINTS if key[0] == SAMPLE else 1
             n = budget // weight
             if n <= 0:
-                break
-            items = self._telemetry[key]
+                if budget <= 0:
+                    break
+                continue  # a host sample costs more than is left; a role's points may still fit
+            items = self._telemetry.pop(key)
             if len(items) <= n:
-                taken[key] = self._telemetry.pop(key)
+                taken[key] = items
             else:
+                # The rest goes behind every other key: a key that kept its place at the front was
+                # served first at every drain, and a window following 256 workers took 32 hosts'
+                # samples for minutes while no worker's metrics reached its Training tab.
                 taken[key], self._telemetry[key] = items[:n], items[n:]
             budget -= len(taken[key]) * weight
         return taken
