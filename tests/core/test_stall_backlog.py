@@ -89,6 +89,8 @@ def test_output_held_in_the_controller_is_not_a_stall_but_a_hung_worker_still_is
             f"{HUNG} marked stalled",
         )
         marked = time.monotonic()
+        # Before the hung worker's mark: what its recovery then restarts (by strategy) is not in question.
+        restarted = [r for r in restarts if r != HUNG]
     finally:
         release.set()
         controller.stop_all().result(60)
@@ -99,4 +101,4 @@ def test_output_held_in_the_controller_is_not_a_stall_but_a_hung_worker_still_is
     assert marked_roles == [HUNG], [(e.role, e.payload) for e in stalls]
     # Within stall_after_s of catching up (its last steps were in the backlog), plus a tick or two of a loaded machine.
     assert marked - caught_up < STALL_AFTER_S + 5
-    assert not [r for r in restarts if r != HUNG], restarts
+    assert not restarted, restarts
