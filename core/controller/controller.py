@@ -170,7 +170,14 @@ class Controller:
         factory = transport_factory or link_factory(current, run, on_disconnect=on_disconnect, attaching=attach)
         self._hosts = HostConnections(run, self._sink, self._interrupted, factory=factory, remote_hosts=remote)
         self._crash_loops = CrashLoops(current, self._roles)
-        self._stalls = StallWatch(current, self._roles, self._diagnoser, on_step=self._on_step, on_stall=self._on_stall)
+        self._stalls = StallWatch(
+            current,
+            self._roles,
+            self._diagnoser,
+            on_step=self._on_step,
+            on_stall=self._on_stall,
+            behind=lambda role: self._lanes.waiting_for(role.task.role_id),
+        )
         self._stragglers = StragglerWatch(spec, self._roles)
         self._ops = RoleOps(current, run, self._roles, self._hosts, self._stalls)
         # The checkpoint directory is watched on its own thread; what changed is told on this one.

@@ -179,6 +179,13 @@ class EventLanes:
                 return sys.maxsize
         return self.merge_chars
 
+    def waiting_for(self, role: str) -> bool:
+        """Whether ``role`` has output (or scalars) in its lane, or the lanes are at their bound (a
+        link then waits, and any role's newest output may lie in its agent's pipe): the controller
+        has not yet seen all that role has printed. Any thread; read only."""
+        with self._lock:
+            return role in self._lanes or self._count >= self._max_items
+
     def take_role(self, role: str) -> list[AgentEvent]:
         """Everything in ``role``'s lane, in order (its exit is next). Controller thread."""
         with self._lock:

@@ -1,6 +1,12 @@
 """Stalls: a running role that has shown a step and none since ``stall_after_s``, or none at all
 since it started (the cluster file's ``[stuck]`` rules), is marked stalled; a new step clears it.
-Steps come from the role's output and its TensorBoard scalars; the check runs on the tick."""
+Steps come from the role's output and its TensorBoard scalars; the check runs on the tick.
+
+A step counts when the controller handles it (its own clock: a remote host's may be off by minutes),
+so a controller behind its agents sees old steps late. A role whose output still waits for the
+controller (``behind``) is not judged: its silence may be the controller's, not the role's. Once
+that output is taken, its newest step sets the clock again, so a truly hung role is still marked
+``stall_after_s`` after the controller caught up with it."""
 
 from __future__ import annotations
 
@@ -27,14 +33,17 @@ class StallWatch:
         *,
         on_step: Callable[[SupervisedRole, int], None],
         on_stall: Callable[[SupervisedRole, str], None],
+        behind: Callable[[SupervisedRole], bool] = lambda _role: False,
     ) -> None:
         """``on_step``: told of each new step a role makes (a crash loop ends on it); ``on_stall``:
-        of each role newly stalled, with why (a recovery may take it)."""
+        of each role newly stalled, with why (a recovery may take it); ``behind``: whether some of
+        the role's output still waits for the controller (it is then not judged)."""
         self._spec = spec
         self._roles = roles
         self._diagnoser = diagnoser
         self._on_step = on_step
         self._on_stall = on_stall
+        self._behind = behind
 
     def progress(self, role: SupervisedRole, steps: list[int]) -> None:
         """A new step is progress; it clears a stall."""
@@ -68,7 +77,8 @@ class StallWatch:
 
     def check(self, now: float) -> None:
         """Judge every role (the tick). Roles that never print a step (ps, custom servers) are never
-        judged by ``stall_after_s``: silence is their normal state. Leaving RUNNING clears the mark."""
+        judged by ``stall_after_s``: silence is their normal state. Leaving RUNNING clears the mark.
+        A role whose output waits unparsed (in the controller's lanes, or coalesced) is not judged."""
         spec = self._spec()
         after_s = spec.stall_after_s
         for role in self._roles:
@@ -81,6 +91,7 @@ class StallWatch:
                 and not role.output_blocked
                 and role.progress_at is not None
                 and now - role.progress_at >= after_s
+                and not self._waiting(role)
             ):
                 detail = f"no new step for {now - role.progress_at:.0f} s after step {role.last_step}"
                 self.mark(role, stalled=True, detail=detail)
@@ -90,6 +101,7 @@ class StallWatch:
                 and role.progress_at is None
                 and role.started_at is not None
                 and not role.output_blocked
+                and not self._waiting(role)
                 and (
                     why := start_stall_detail(
                         spec.stuck,
@@ -102,3 +114,8 @@ class StallWatch:
                 )
             ):
                 self.mark(role, stalled=True, detail=why, since=role.started_at)
+
+    def _waiting(self, role: SupervisedRole) -> bool:
+        """Whether output of the role waits for the controller: in its lanes, or coalesced and not
+        yet parsed. Asked only of a role about to be marked, so a busy tick costs nothing more."""
+        return role.held_output is not None or self._behind(role)
