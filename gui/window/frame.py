@@ -206,12 +206,14 @@ class FramePump(QtCore.QObject):
             backlog = self._take_telemetry(FRAME_OWN_TELEMETRY_S, own=True)
         self._refresh_table()
         self._refresh_visible()
+        self._after_frame()  # the window's: the reader of a run just opened starts, a close goes on
         if backlog and not self.catch_up_timer.isActive():
-            # Started here, at the end, and not at once: a timer due while Qt fires the due ones
-            # runs in the same turn, and this frame's paint and the user's input come first.
+            # Started here, at the very end (after the window's part too, which can take longer
+            # than the timer's interval on a loaded machine), and not at once: a timer due while Qt
+            # fires the due ones runs in the same turn, and this frame's paint and the user's input
+            # come first.
             self.catch_up_timer.start(CATCH_UP_AFTER_FRAME_MS)
         self._frame_ended = time.monotonic()
-        self._after_frame()  # the window's: the reader of a run just opened starts, a close goes on
 
     def _on_catch_up(self) -> None:
         """Another slice of a backlog between two frames, once the event loop has turned: a

@@ -380,12 +380,17 @@ def test_a_sigkilled_launcher_s_simulated_run_is_reattached_and_every_step_is_re
 def test_a_stop_that_coalesces_every_role_s_output_says_so_once_for_the_run_not_once_a_role(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, launches: list[Launch]
 ) -> None:
-    """Workers printing 1,000 lines a second each, and on through the stop's grace (they ignore
+    """Workers printing 4,000 lines a second each, and on through the stop's grace (they ignore
     SIGTERM): the controller coalesces every worker's output (behind, then stopping), and one
     warning for the run says so (a warning per role was 1,024 identical lines at 1,024 workers,
-    each blaming a role for the controller's state)."""
+    each blaming a role for the controller's state).
+
+    The rate makes every read of a worker's output longer than what a coalesced chunk keeps
+    (COALESCE_KEEP_CHARS, 4,096): 4,000 lines of 28 characters a second is ~11 KB a 0.1 s tick. At
+    1,000 a second a tick's read was ~2.8 KB, so on a machine fast enough to keep up nothing was
+    coalesced and no warning was due (1 run in 7 here)."""
     cluster = tmp_path / "sim8.toml"
-    text = generate(cluster, "--workers", "8", "--hosts", "2", "--rate-hz", "1000")
+    text = generate(cluster, "--workers", "8", "--hosts", "2", "--rate-hz", "4000")
     cluster.write_text(text.replace('"--steps=0"]', '"--steps=0", "--ignore_sigterm"]'))
     assert "--ignore_sigterm" in cluster.read_text()
     launch, _workers = launch_8_stepping(cluster, tmp_path / "runs" / "sim8", monkeypatch, launches)

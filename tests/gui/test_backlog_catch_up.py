@@ -4,6 +4,7 @@ points waited); host samples reach the GPU panel in batches with the same result
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from tests.helpers.events import make_event
@@ -76,17 +77,18 @@ def test_a_frame_and_a_slice_never_share_a_turn_of_the_event_loop(qtbot, tmp_pat
     from gui.window import frame
     from gui.window.main_window import MainWindow
 
-    order: list[str] = []
+    order: list[tuple[str, float, float]] = []  # (what, started, ended), time.monotonic()
     real_frame, real_catch_up = frame.FramePump._on_frame, frame.FramePump._on_catch_up
 
     def on_frame(self: frame.FramePump) -> None:
+        started = time.monotonic()
         real_frame(self)
-        order.append("frame")
+        order.append(("frame", started, time.monotonic()))
 
     def on_catch_up(self: frame.FramePump) -> None:
-        before = self.inbox.pending()
+        before, started = self.inbox.pending(), time.monotonic()
         real_catch_up(self)
-        order.append("slice" if self.inbox.pending() < before else "postponed")
+        order.append(("slice" if self.inbox.pending() < before else "postponed", started, time.monotonic()))
 
     monkeypatch.setattr(frame.FramePump, "_on_frame", on_frame)
     monkeypatch.setattr(frame.FramePump, "_on_catch_up", on_catch_up)
@@ -99,7 +101,7 @@ def test_a_frame_and_a_slice_never_share_a_turn_of_the_event_loop(qtbot, tmp_pat
             window.binding.inbox.put(make_event("metrics", 0.0, f"worker:{w}", {"samples": metrics(first, 2000)}))
     probe = QtCore.QTimer()
     probe.setInterval(1)
-    probe.timeout.connect(lambda: order.append("tick"))
+    probe.timeout.connect(lambda: order.append(("tick", time.monotonic(), time.monotonic())))
 
     class Paints(QtCore.QObject):
         """The window's paints: on a loaded machine the probe's tick can come after a turn that
@@ -107,7 +109,7 @@ def test_a_frame_and_a_slice_never_share_a_turn_of_the_event_loop(qtbot, tmp_pat
 
         def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:
             if event.type() == QtCore.QEvent.Type.UpdateRequest:
-                order.append("paint")
+                order.append(("paint", time.monotonic(), time.monotonic()))
             return False
 
     paints = Paints()
@@ -118,11 +120,23 @@ def test_a_frame_and_a_slice_never_share_a_turn_of_the_event_loop(qtbot, tmp_pat
     finally:
         probe.stop()
         window.removeEventFilter(paints)
-    turns = [kind for kind in order if kind != "postponed"]
-    assert turns.count("frame") >= 3 and turns.count("slice") >= 3, turns.count("frame")
-    assert "paint" in turns  # the filter sees the window's paints
-    back_to_back = [i for i in range(1, len(turns)) if {turns[i - 1], turns[i]} == {"frame", "slice"}]
-    assert not back_to_back, f"{len(back_to_back)} of {turns.count('slice')} slices ran in a turn with a frame"
+    turns = [turn for turn in order if turn[0] != "postponed"]
+    kinds = [kind for kind, _started, _ended in turns]
+    assert kinds.count("frame") >= 3 and kinds.count("slice") >= 3, kinds.count("frame")
+    assert "paint" in kinds  # the filter sees the window's paints
+    # A frame and a slice with nothing between (no tick, no paint) shared a turn unless the event
+    # loop was free between them: a slice starts CATCH_UP_AFTER_FRAME_MS after a frame at the
+    # earliest. (On a loaded machine the process can be off the CPU through the probe's due time:
+    # Qt then fires the overdue timers in order of their due time, and the slice's came first.)
+    idle_s = 0.004  # CATCH_UP_AFTER_FRAME_MS is 5: a timer's 1 ms of slack below it
+    back_to_back = [
+        (turns[i - 1][0], turns[i][0], round((turns[i][1] - turns[i - 1][2]) * 1000, 1))
+        for i in range(1, len(turns))
+        if {kinds[i - 1], kinds[i]} == {"frame", "slice"} and turns[i][1] - turns[i - 1][2] < idle_s
+    ]
+    assert not back_to_back, (
+        f"{len(back_to_back)} of {kinds.count('slice')} slices shared a turn with a frame: {back_to_back}"
+    )
     window.close()
 
 
