@@ -128,6 +128,7 @@ class FramePump(QtCore.QObject):
         self._figures_shown: tuple[Any, float] | None = None  # (what the table last showed of states, when)
         self._rates: StepRates | None = None  # the run's, as the last figures shown
         self._table_part = 0  # a large run's share of the table's rows this frame
+        self._stopped = False  # stop() was called: no timer is started again
         self._lists_due = False  # the tabs' status and role lists, a frame after the overview
         # Slow reads of the source (placement summaries, TF devices) run here, never on the GUI thread.
         self._background = JobThread("window-reads")
@@ -163,10 +164,12 @@ class FramePump(QtCore.QObject):
         return self._window.statusBar()
 
     def start(self) -> None:
+        self._stopped = False
         self.timer.start()
 
     def stop(self) -> None:
         """No more frames (the window is closing); slow reads not begun are dropped."""
+        self._stopped = True
         self.timer.stop()
         self.catch_up_timer.stop()
         self._background.shutdown(cancel_pending=True)
@@ -207,11 +210,11 @@ class FramePump(QtCore.QObject):
         self._refresh_table()
         self._refresh_visible()
         self._after_frame()  # the window's: the reader of a run just opened starts, a close goes on
-        if backlog and not self.catch_up_timer.isActive():
-            # Started here, at the very end (after the window's part too, which can take longer
-            # than the timer's interval on a loaded machine), and not at once: a timer due while Qt
-            # fires the due ones runs in the same turn, and this frame's paint and the user's input
-            # come first.
+        if backlog and not self._stopped and not self.catch_up_timer.isActive():
+            # Started here, at the very end (after the window's part, which can take longer than
+            # the timer's interval on a loaded machine, and may have stopped the frames: a close),
+            # and not at once: a timer due while Qt fires the due ones runs in the same turn, and
+            # this frame's paint and the user's input come first.
             self.catch_up_timer.start(CATCH_UP_AFTER_FRAME_MS)
         self._frame_ended = time.monotonic()
 
