@@ -90,13 +90,13 @@ class EventInbox:
         # after 10 s at load 15, every one only after 30 s). Only once: short turns for every key at
         # every drain cost a view a call per key and turn (+40 % CPU opening a day-long run).
         fresh = [key for key in self._telemetry if key not in self._served]
-        budget = self._turns(taken, max_points, TURN_POINTS, fresh) if fresh else max_points
+        budget = self._turns(taken, max_points, turn=TURN_POINTS, keys=fresh) if fresh else max_points
         if budget > 0:
-            self._turns(taken, budget, max_points, list(self._telemetry))
+            self._turns(taken, budget, turn=max_points, keys=list(self._telemetry))
         return taken
 
     def _turns(
-        self, taken: dict[tuple[str, str], list[object]], budget: int, turn: int, keys: list[tuple[str, str]]
+        self, taken: dict[tuple[str, str], list[object]], budget: int, *, turn: int, keys: list[tuple[str, str]]
     ) -> int:
         """One turn of each of ``keys``, each taking at most ``turn`` points of ``budget``, into
         ``taken``; what is left of the budget."""
