@@ -47,6 +47,7 @@ POLL_S = 0.5
 # A pass that read nothing new rebuilds the roles' status at most this often (for the figures that
 # age: how long a role has been stalled); one that read something, at once.
 IDLE_STATUS_S = 1.0
+LIVE_STATUS_POLL_S = 1.0  # how often a live launch's control socket is asked for its status
 CHUNK_BYTES = 1 << 20  # read at most this much of one file per poll: the view stays fed evenly
 CHUNKS_PER_POLL = 8
 TELEMETRY_CHUNK_BYTES = 256 * 1024  # per telemetry file and poll: ~2,500 metrics samples
@@ -145,6 +146,7 @@ class RunReader:
         # The hosts whose roles the launcher reaches through their agent, from its last status reply.
         self._agent_hosts: frozenset[str] = frozenset()
         self._status_problem = ""  # the last unreadable status reply, said once
+        self._live_polled_at = -LIVE_STATUS_POLL_S  # time.monotonic() of the last poll of the live status
         self._stop = threading.Event()
         self._taken = 0  # how many reads brought something (events, telemetry, samples), ever
         self._thread: threading.Thread | None = None
@@ -266,8 +268,16 @@ class RunReader:
     # ------------------------------------------------------------------ the reading thread
 
     def _run(self) -> None:
-        last_status_poll = last_refresh = 0.0
+        last_refresh = 0.0
         refreshed_at = -1  # self._taken when the status was last rebuilt
+        try:
+            # A live launch's own status first: every role's latest figures in one reply, before
+            # the first pass over the files (a window opened a minute into a 256-worker run under
+            # load took 5-10 s over it, its roles table blank meanwhile).
+            self._read_info()
+            self._poll_live_status_due()
+        except Exception as exc:
+            self._warn(f"reading {self.path}: {exc!r}")
         self._prefetch()
         while not self._stop.is_set():
             try:
@@ -282,10 +292,8 @@ class RunReader:
                         break  # closed mid-pass: a close waits for the file being read, not the pass
                     self._read_telemetry(role)
                     self._read_output(role)
+                    self._poll_live_status_due()  # also during a long pass, not only after it
                 now = time.monotonic()
-                if now - last_status_poll >= 1.0 and not self._stop.is_set():
-                    last_status_poll = now
-                    self._poll_live_status()
                 if self._taken != refreshed_at or now - last_refresh >= IDLE_STATUS_S:
                     # Rebuilt after a pass that read something; else only for the figures that age:
                     # 257 roles' status each POLL_S, unchanged, as the window took a finished run in.
@@ -407,6 +415,13 @@ class RunReader:
             output = RoleOutput(text, attempt=role.read_attempt)
             self._publisher.publish(Event(time.time(), role.task.role_id, output))
         return True
+
+    def _poll_live_status_due(self) -> None:
+        """:meth:`_poll_live_status` when the last poll is :data:`LIVE_STATUS_POLL_S` old."""
+        now = time.monotonic()
+        if now - self._live_polled_at >= LIVE_STATUS_POLL_S and not self._stop.is_set():
+            self._live_polled_at = now
+            self._poll_live_status()
 
     def _poll_live_status(self) -> None:
         sock = self.control_socket()

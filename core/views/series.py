@@ -11,7 +11,9 @@ ring of ``capacity // 8`` buckets (at least 16):
   merge in pairs in place and that number doubles, so the whole run stays covered, evenly, at an
   ever coarser resolution however long it lasts.
 
-Every array is allocated up front, so the memory held is constant from the first append. With the
+The raw ring is allocated up front and each level's arrays at its first bucket (most series never
+reach their deeper levels: a reopened run hands a worker's curve ~512 points), so the memory held
+grows to a fixed bound, level by level, and never past it. With the
 defaults (2048 points, 8 levels of 256 buckets) a 1 s series keeps the last 34 minutes exactly,
 and 24 hours fit in the first four levels (oldest buckets about 4 minutes wide). Buckets keep min
 and max, so a spike an hour ago still shows; :meth:`Series.extremes` is the exact min and max of
@@ -90,13 +92,15 @@ def _bucket_of(ts: list[float], vs: list[float]) -> _Bucket:
 
 
 class _Level:
-    """A ring of buckets; six parallel float64 arrays allocated once."""
+    """A ring of buckets; six parallel float64 arrays allocated once, at its first bucket."""
 
     __slots__ = ("capacity", "cols", "group", "head", "size", "tail_units")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self.cols = tuple(array("d", bytes(8 * capacity)) for _ in range(6))
+        # Allocated by allocate(): opening a 256-worker run made ~1,000 series, each zeroing eight
+        # levels' arrays (192 KB a training series) that its few hundred points never reached.
+        self.cols: tuple[array[float], ...] = ()
         self.head = 0  # index of the oldest bucket
         self.size = 0
         # The last level only: incoming buckets per bucket (doubles at each compaction), and how
@@ -108,7 +112,16 @@ class _Level:
         self.head = self.size = self.tail_units = 0
         self.group = 1
 
+    def allocate(self) -> tuple[array[float], ...]:
+        """The level's columns, allocated at the first call."""
+        if not self.cols:
+            zeros = array("d", [0.0]) * self.capacity
+            self.cols = tuple(array("d", zeros) for _ in range(6))
+        return self.cols
+
     def push(self, bucket: _Bucket) -> None:
+        if not self.cols:
+            self.allocate()
         i = (self.head + self.size) % self.capacity
         for col, value in zip(self.cols, bucket, strict=True):
             col[i] = value
@@ -162,7 +175,7 @@ class Series:
     """A bounded (t, value) series: the newest points exact, older ones in min/max/mean buckets.
 
     ``capacity`` is how many newest points are kept exactly; ``levels`` how many coarser levels of
-    ``max(16, capacity // 8)`` buckets follow. Memory is fixed at construction (see
+    ``max(16, capacity // 8)`` buckets follow. Memory grows to a fixed bound as levels fill (see
     :meth:`memory_bytes`); see the module docstring for how points move down the levels and how a
     decreasing ``t`` starts a new segment.
     """
@@ -293,7 +306,7 @@ class Series:
         cap, head, size = level.capacity, level.head, level.size
         total = size + len(buckets[0])
         evicted = 0 if total <= cap else FACTOR * -(-(total - cap) // FACTOR)
-        cols = [np.frombuffer(col) for col in level.cols]
+        cols = [np.frombuffer(col) for col in level.allocate()]
         if evicted:
             from_ring = _ring(head, min(evicted, size), cap)
             from_new = max(0, evicted - size)

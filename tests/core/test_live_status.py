@@ -10,6 +10,7 @@ from pathlib import Path
 from core.cluster.spec import load
 from core.controller.session import LaunchSession
 from core.run import control
+from core.run.events import Metrics
 from core.run.reader import RunReader
 from core.run.status import RoleState, RoleStatus
 from tests.helpers.clusters import light_cluster
@@ -64,5 +65,46 @@ def test_a_reader_of_a_live_launch_shows_the_launch_s_own_status(tmp_path: Path)
         controller.wait(60)
         session.close()
         reader.close()
+        controller.close()
+    assert_nothing_left(ports, marker)
+
+
+def test_a_reader_opened_on_a_live_launch_has_its_live_status_before_the_first_telemetry(tmp_path: Path) -> None:
+    """A window opened on a live run shows every role's latest figures (the launch's own status)
+    at once, not after the reader's first pass over the run's files: opened a minute into a
+    256-worker simulated run at load 15, that pass took 5-10 s and the roles table was blank
+    meanwhile. Before, the first poll of the control socket came after the whole first pass, so
+    every worker's metrics were published while the reader still had no live status."""
+    path = light_cluster(tmp_path, workers=2, steps=0, rate=20.0)
+    marker = f"--test_marker={tmp_path.name}"
+    path.write_text(path.read_text().replace('"--rate_hz=20.0"', f'"--rate_hz=20.0", "{marker}"'))
+    spec, problems = load(path)
+    assert spec is not None, problems
+    ports = [t.port for t in spec.tasks()]
+    session = LaunchSession.launch(spec, root=tmp_path / "runs")
+    session.start()
+    controller = session.controller
+    reader: RunReader | None = None
+    try:
+        wait_for(
+            lambda: all(r.step for r in controller.status().roles if r.job == "worker"),
+            60,
+            "every worker to step",
+        )
+        reader = RunReader(session.run.path)
+        live_at_metrics: list[bool] = []
+        first = reader  # the callback runs on the reader's thread; it reads the same object
+        reader.subscribe(lambda e: live_at_metrics.append(first.live) if isinstance(e.payload, Metrics) else None)
+        reader.start()
+        wait_for(lambda: len(live_at_metrics) >= 2, 30, "both workers' metrics from the reader")
+        assert live_at_metrics[0], "the reader published metrics before it had the launch's live status"
+        steps = [r.step for r in reader.status().roles if r.job == "worker"]
+        assert all(s is not None for s in steps), steps
+    finally:
+        controller.stop_all()
+        controller.wait(60)
+        session.close()
+        if reader is not None:
+            reader.close()
         controller.close()
     assert_nothing_left(ports, marker)

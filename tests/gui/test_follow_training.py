@@ -14,7 +14,7 @@ from core.run.events import Event, Metrics
 from core.run.inbox import SAMPLE_POINTS, EventInbox
 from core.run.reader import RunReader
 from core.views.training import TrainingFigures
-from gui.window.frame import FRAME_OWN_TELEMETRY_POINTS
+from gui.window.frame import FRAME_OWN_TELEMETRY_POINTS, FRAME_TELEMETRY_POINTS
 from tests.helpers.events import make_event
 from tests.helpers.past_run import generate_run
 
@@ -84,3 +84,42 @@ def test_training_figures_fed_through_the_reader_get_every_worker_soon(tmp_path:
         f"after {drains} drains of the frame's slice, {len(figures.loss)} of {WORKERS} workers had a loss curve"
     )
     assert all(len(series) > 0 for series in figures.loss.values())
+
+
+def test_a_minute_of_256_workers_backlog_reaches_every_worker_within_a_few_drains() -> None:
+    """A window opened a minute into a live 256-worker run (32 hosts) finds 600 lines queued per
+    worker and 60 samples per host: every worker has points after a few of the window's drains,
+    each still as full as its budget. Before, a key's turn took its whole backlog: a drain of 2,000
+    points served 3 workers, and at load 15 the window showed 61 of 256 curves after 10 s."""
+    workers, hosts, lines, samples = 256, 32, 600, 60
+    budget = FRAME_TELEMETRY_POINTS
+    assert budget is not None
+    inbox = EventInbox()
+    for t in range(samples):
+        for h in range(hosts):
+            inbox.put(make_event("sample", float(t), None, {"host": f"gpu-{h}", "t": float(t), "gpus": []}))
+    for w in range(workers):
+        records = [{"step": s, "loss": 1.0} for s in range(lines)]
+        inbox.put(make_event("metrics", 1.0, f"worker:{w}", {"samples": records}))
+    total = workers * lines + hosts * samples * SAMPLE_POINTS
+    served: set[str] = set()
+    steps: dict[str, list[int]] = {}
+    drains = 0
+    while len(served) < workers and drains < 100:
+        pending = inbox.pending()
+        events, _ = inbox.drain(budget)
+        drains += 1
+        points = 0
+        for event in events:
+            if isinstance(event.payload, Metrics) and event.role:
+                served.add(event.role)
+                steps.setdefault(event.role, []).extend(int(r["step"]) for r in event.payload.samples)
+                points += len(event.payload.samples)
+            else:
+                points += SAMPLE_POINTS
+        assert pending == 0 or points >= min(budget, total) - SAMPLE_POINTS, (
+            f"drain {drains} took {points} points with a backlog left"
+        )
+        total -= points
+    assert len(served) == workers and drains <= 4, f"{len(served)} of {workers} workers served after {drains} drains"
+    assert all(s == list(range(len(s))) for s in steps.values()), "a worker's points out of order"
