@@ -293,6 +293,7 @@ class RunReader:
                     self._read_telemetry(role)
                     self._read_output(role)
                     self._poll_live_status_due()  # also during a long pass, not only after it
+                self._poll_live_status_due()  # and after it: a run with no role known yet
                 now = time.monotonic()
                 if self._taken != refreshed_at or now - last_refresh >= IDLE_STATUS_S:
                     # Rebuilt after a pass that read something; else only for the figures that age:
