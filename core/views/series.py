@@ -120,10 +120,8 @@ class _Level:
         return self.cols
 
     def push(self, bucket: _Bucket) -> None:
-        if not self.cols:
-            self.allocate()
         i = (self.head + self.size) % self.capacity
-        for col, value in zip(self.cols, bucket, strict=True):
+        for col, value in zip(self.allocate(), bucket, strict=True):
             col[i] = value
         self.size += 1
 
