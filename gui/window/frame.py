@@ -57,7 +57,11 @@ FRAME_HZ = 10
 # fewer.
 FRAME_TELEMETRY_POINTS: int | None = 2_000
 FRAME_TELEMETRY_S = 0.03
-FRAME_OWN_TELEMETRY_S = 0.01  # what a frame takes itself before it redraws; the rest between frames
+# What a frame takes itself before it redraws; the rest goes in the slices between frames, each on
+# its own turn of the event loop. At 10 ms, a window following 256 simulated workers spent it whole
+# in every frame that a second of lines reached (every fifth frame), with the table's and the
+# plots' redraw on top: those were the frames over 16 ms (docs/benchmarks.md, item 16).
+FRAME_OWN_TELEMETRY_S = 0.003
 # ... in batches of this many points, so its time is checked often enough to hold: a window
 # following 256 simulated workers is handed a second of every worker's lines at once (2,560
 # points), and the frame's one batch of FRAME_TELEMETRY_POINTS took 60-120 ms of a frame's CPU.
@@ -190,7 +194,7 @@ class FramePump(QtCore.QObject):
 
     def refresh_table(self) -> None:
         """The roles table, the overview and the phase now, not at the next frame."""
-        self._refresh_table()
+        self._refresh_table()  # (whether it drew the figures: for the frame only)
 
     def refresh_visible(self, *, force: bool = False) -> None:
         """The tab on screen now (``force``: its slow parts too), not at the next frame."""
@@ -204,10 +208,12 @@ class FramePump(QtCore.QObject):
         # A frame takes a short slice of telemetry itself (a live run's is far less) and leaves a
         # backlog to the catch-up timer, whose slices run on their own turns of the event loop.
         # A backlog's slice that stopped for this frame left the rest to after it.
+        # The table first: a frame that redraws the once-a-second figures (the overview, the
+        # table's share) leaves all of its telemetry to the slices after it.
         backlog, self._backlog_after_frame = self._backlog_after_frame, False
+        figures = self._refresh_table()
         if not backlog and not self.catch_up_timer.isActive():
-            backlog = self._take_telemetry(FRAME_OWN_TELEMETRY_S, own=True)
-        self._refresh_table()
+            backlog = self.inbox.pending() > 0 if figures else self._take_telemetry(FRAME_OWN_TELEMETRY_S, own=True)
         self._refresh_visible()
         self._after_frame()  # the window's: the reader of a run just opened starts, a close goes on
         if backlog and not self._stopped and not self.catch_up_timer.isActive():
@@ -354,7 +360,9 @@ class FramePump(QtCore.QObject):
             if roles:
                 self._devices_job = self._background.submit(tf_devices_by_bus, source.placement, roles)
 
-    def _refresh_table(self) -> None:
+    def _refresh_table(self) -> bool:
+        """The roles table, the overview and the phase; whether it redrew a large run's
+        once-a-second figures (the overview) this frame."""
         if self.source is None:
             self.phase_label.setText("not launched")
             # explicit_tasks: a counted job (tasks = N on Slurm) has no host before its launch
@@ -366,7 +374,7 @@ class FramePump(QtCore.QObject):
             self.training.set_status(None)
             self._on_status(None)
             self._sync_role_lists([t.role_id for t in tasks])
-            return
+            return False
         status = self.source.status()
         self._last_status = status
         phase = f"cluster {status.phase}"
@@ -387,20 +395,22 @@ class FramePump(QtCore.QObject):
             self._table_part = (self._table_part + 1) % TABLE_PARTS
         elif due:
             self.roles.show_status(status, self.host_states, rates)
+        large = len(status.roles) > FIGURES_SCALE_ROLES
         if due:
             self.overview.set_roles(status.roles, rates)
-            if len(status.roles) > FIGURES_SCALE_ROLES and not self._lists_due:
+            if large and not self._lists_due:
                 # The Training and Logs tabs' status and the role lists on the next frame: with
                 # the overview's rebuild and paint, they made the once-a-second frame at 256
                 # workers 25-30 ms. A second due frame in a row (states changing) does them.
                 self._lists_due = True
-                return
+                return True
         elif not self._lists_due:
-            return
+            return False
         self._lists_due = False
         self.training.set_status(status.roles, rates=rates)
         self.logs.set_status(status.roles, time.time())
         self._sync_role_lists([r.role for r in status.roles])
+        return due and large
 
     def _figures_due(self, status: ClusterStatus) -> bool:
         """Whether the table, the overview and the role lists should show ``status`` this frame:

@@ -10,7 +10,22 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.events import make_event
 from tests.helpers.past_run import generate_run
+
+
+def metrics(step: int) -> list[dict[str, object]]:
+    return [
+        {
+            "t": 5000.0 + step,
+            "step": step,
+            "loss": 1.0,
+            "step_time_s": 0.5,
+            "steps_per_sec": 2.0,
+            "extra": {},
+            "source": "classic",
+        }
+    ]
 
 
 @pytest.mark.timeout(300)
@@ -60,14 +75,23 @@ def test_no_frame_carries_the_whole_refresh_of_257_roles(qtbot, tmp_path: Path, 
     monkeypatch.setattr(window.overview, "set_roles", count("overview", window.overview.set_roles))
     monkeypatch.setattr(window.training, "set_status", count("training", window.training.set_status))
     monkeypatch.setattr(window.logs, "set_status", count("logs", window.logs.set_status))
+    monkeypatch.setattr(window.training, "add_samples", count("telemetry", window.training.add_samples))
     frames: list[dict[str, int]] = []
     for n in range(3 * period):  # three seconds of frames
         if n % period == 0:  # a second on: the figures are due
             states, _ = pump._figures_shown
             pump._figures_shown = (states, time.monotonic() - frame.FIGURES_EVERY_S)
         counts.clear()
+        # A worker's lines before each frame. The catch-up slices are this test's to leave out:
+        # a frame takes a slice of its own only when none is under way.
+        window.binding.inbox.put(make_event("metrics", 0.0, f"worker:{n}", {"samples": metrics(n + 1)}))
+        pump.catch_up_timer.stop()
         pump._on_frame()
         frames.append(dict(counts))
+    # A frame that draws the overview leaves its telemetry to the slices between frames (with
+    # it, the overview and the plots' redraw, those frames were the GPUs tab's p95); the others
+    # take it.
+    assert [bool(f.get("telemetry")) for f in frames] == [not f.get("overview") for f in frames], frames
     both = [f for f in frames if f.get("overview") and (f.get("training") or f.get("logs"))]
     assert not both, f"{len(both)} frames refreshed the overview and the tabs' status together"
     assert sum(f.get("overview", 0) for f in frames) == 3 and sum(f.get("training", 0) for f in frames) == 3

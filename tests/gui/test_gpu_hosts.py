@@ -199,3 +199,81 @@ def test_8192_gpus_on_1024_hosts_stay_within_frames(qtbot):
     assert panel.figures.host_mode and len(panel.host_grid.shown_hosts()) == 1024
     assert len(panel.hosts) <= 1 and len(panel.cards) <= 2
     assert sorted(frames)[len(frames) // 2] < 2.0, frames
+
+
+def test_a_host_s_sample_repaints_its_tile_only(qtbot):
+    """Each host's sample repainted every tile (32 at 256 GPUs: 3-4 ms of most frames on the GPUs
+    tab); now the tiles of the hosts whose samples came, and every tile for a new order."""
+    from gui.run.gpu_host_grid import GpuHostGrid
+
+    board = GpuTileBoard()
+    grid = GpuHostGrid(board)
+    qtbot.addWidget(grid)
+    grid.resize(1300, 900)
+    feed(board, 32, 1)
+    grid.show()
+    grid.refresh()
+    qtbot.waitUntil(lambda: grid.tiles_painted >= 32)
+    for h in (5, 6):  # two hosts' next samples
+        board.add_samples([sample(h, 1.0)])
+        painted = grid.tiles_painted
+        assert grid.refresh()
+        qtbot.waitUntil(lambda painted=painted: grid.tiles_painted > painted)
+        qtbot.wait(50)  # any other repaint it asked for comes in this turn
+        assert grid.tiles_painted - painted == 1
+    painted = grid.tiles_painted
+    grid.set_order("least busy", "")
+    qtbot.waitUntil(lambda: grid.tiles_painted - painted >= 32)
+    assert grid.shown_hosts()[0].host == "node-7"  # its idle GPU
+
+
+def test_a_gpu_card_s_time_axis_moves_seldom_as_its_history_grows(qtbot):
+    """A card's time axis (0 = the latest sample) kept 1 % of room: it moved, and re-ticked, at
+    every sample of a history under 100 samples. It now keeps room for the history to grow into."""
+    from gui.run.tabs.gpus import GpuPanel
+
+    panel = GpuPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1600, 1000)
+    panel.show()
+    panel.add_samples([sample(1, 0.0, gpus=1)])
+    panel.refresh()
+    for _ in range(4):  # a card a frame
+        panel.refresh()
+    assert sorted(panel.cards) == [("node-1", -1), ("node-1", 0)]  # the host's CPU card and its GPU's
+    moves = []
+    for card in panel.cards.values():
+        card.plot.getViewBox().sigXRangeChanged.connect(lambda *_: moves.append(1))
+    for t in range(1, 121):  # two minutes of samples, a second apart
+        panel.add_samples([sample(1, float(t), gpus=1)])
+        panel.refresh()
+    assert 0 < len(moves) <= 2 * 25, len(moves)  # two cards
+    for card in panel.cards.values():
+        low, high = card.plot.getViewBox().viewRange()[0]
+        assert low <= -120 and high >= 0  # the whole history shows
+
+
+def test_the_host_grid_and_the_cards_take_turns_but_the_cards_are_never_left_twice(qtbot):
+    """The host grid's refresh (the hosts whose samples came: their summaries, their tiles) and
+    the cards' curves made one frame on the GPUs tab: the cards wait for the next frame. With
+    samples every frame (1,024 hosts), they still come every other frame."""
+    from gui.run.tabs.gpus import GpuPanel
+
+    panel = GpuPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1600, 1000)
+    panel.show()
+    feed(panel, 128, 2)
+    for _ in range(6):
+        panel.refresh()
+    assert panel.figures.host_mode and panel.cards
+    frames = []
+    for t in range(2, 8):  # every host's next sample before each frame
+        panel.add_samples([sample(h, float(t)) for h in range(1, 129)])
+        grid_before = panel.host_grid._painted
+        drawn = {k: c.drawn for k, c in panel.cards.items()}
+        panel.refresh()
+        frames.append(
+            (panel.host_grid._painted != grid_before, any(c.drawn != drawn[k] for k, c in panel.cards.items()))
+        )
+    assert frames == [(True, False), (True, True)] * 3

@@ -217,3 +217,87 @@ def test_the_key_counts_the_workers_not_read_yet(qtbot):
     feed(panel, 20, 100, slow="worker:3")
     panel.refresh(force=True)
     assert "median of 20 workers," in panel.spread_time.key_text()
+
+
+def feed_steps(panel, workers: int, first: int, steps: int) -> None:
+    """``steps`` more steps of ``workers`` workers, from step ``first`` (a live run's next lines)."""
+    for w in range(workers):
+        samples = [
+            {
+                "t": 1000.0 + s * 0.1,
+                "step": s,
+                "loss": 2.0 / (1 + s / 50) + 0.01 * w,
+                "step_time_s": None,
+                "steps_per_sec": None,
+                "extra": {},
+                "source": "classic",
+            }
+            for s in range(first, first + steps)
+        ]
+        panel.add_samples(f"worker:{w}", samples)
+
+
+def test_a_spread_refresh_redraws_one_view_a_frame(qtbot, monkeypatch):
+    """The loss spread, the step-time spread and the heat map, each re-ticking its axes, were one
+    frame's 10-17 ms paint at 256 simulated workers: a refresh draws one of them a frame, in turn,
+    and only those whose data moved. ``force`` still draws all three at once."""
+    panel = shown_panel(qtbot, 32, "worker:5", (1300, 900))
+    drawn: list[str] = []
+    for name, view, method in (
+        ("loss", panel.spread_loss, "set_spread"),
+        ("time", panel.spread_time, "set_spread"),
+        ("heat", panel.heatmap, "set_heatmap"),
+    ):
+        real = getattr(view, method)
+        monkeypatch.setattr(view, method, lambda *a, _real=real, _name=name, **k: drawn.append(_name) or _real(*a, **k))
+    feed_steps(panel, 32, 100, 10)
+    frames = []
+    for _ in range(4):
+        panel._last_refresh = 0.0  # the refresh rate's time has passed (a frame's timer would wait)
+        panel.refresh()
+        frames.append(list(drawn))
+        drawn.clear()
+    assert frames == [["loss"], ["time"], ["heat"], []]  # nothing new by the fourth: none redrawn
+    feed_steps(panel, 32, 110, 10)
+    panel.refresh(force=True)
+    assert sorted(drawn) == ["heat", "loss", "time"]
+
+
+def test_the_spread_axes_move_seldom_while_a_run_grows(qtbot):
+    """An auto-ranged spread moved its step axis (and re-ticked both plots' axes) at every refresh
+    of a live run; the views now keep room ahead of the newest step and above and below the
+    values, and move when the data leaves it."""
+    panel = shown_panel(qtbot, 32, "worker:5", (1300, 900))
+    moves = {"x": 0, "loss y": 0, "heat x": 0}
+    panel.spread_loss.plot.getViewBox().sigXRangeChanged.connect(lambda *_: moves.__setitem__("x", moves["x"] + 1))
+    panel.spread_loss.plot.getViewBox().sigYRangeChanged.connect(
+        lambda *_: moves.__setitem__("loss y", moves["loss y"] + 1)
+    )
+    panel.heatmap.plot.getViewBox().sigXRangeChanged.connect(
+        lambda *_: moves.__setitem__("heat x", moves["heat x"] + 1)
+    )
+    for i in range(300):  # 100 steps to 1,000: a live run's first minutes at 10 refreshes a second
+        feed_steps(panel, 32, 100 + 3 * i, 3)
+        panel.refresh(force=True)
+    assert all(0 < n <= 30 for n in moves.values()), moves
+    low, high = panel.spread_loss.plot.getViewBox().viewRange()[0]
+    assert low <= 0 and 999 <= high <= 999 * 1.25  # every step shown, the room ahead bounded
+    panel.spread_loss.plot.getViewBox().setXRange(100, 200, padding=0)  # as a user's zoom does (a manual range)
+    panel.spread_loss.plot.getViewBox().sigRangeChangedManually.emit([True, True])
+    feed_steps(panel, 32, 1000, 200)
+    panel.refresh(force=True)
+    assert panel.spread_loss.plot.getViewBox().viewRange()[0] == [100, 200]  # the user's range stays
+
+
+def test_the_ticked_workers_are_read_from_the_list_once_per_change(qtbot, monkeypatch):
+    """``visible_roles`` read all 256 rows' ticks each time: a third of a spread refresh and of
+    each status at 256 workers. It reads them again only when a row changed."""
+    panel = shown_panel(qtbot, 256, "worker:5", (1300, 900))
+    reads = []
+    item = panel.workers.item
+    monkeypatch.setattr(panel.workers, "item", lambda i: reads.append(i) or item(i))
+    for _ in range(5):
+        assert panel.visible_roles() == []
+    assert len(reads) <= 256
+    item(7).setCheckState(item(7).checkState().Checked)  # the user ticks worker:7
+    assert panel.visible_roles() == ["worker:7"]

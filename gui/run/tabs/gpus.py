@@ -41,6 +41,7 @@ UTIL_COLOUR = "#2b6cb0"
 MEMORY_COLOUR = "#d9822b"
 PERCENT_MARGIN = 6  # percentage points of empty view below 0 % and above 100 %
 CARDS_PER_FRAME = 1
+CARD_HISTORY_ROOM = 0.25  # a card's time axis: room kept for its history to grow into, a share of it
 
 
 def _drawn_key(card: _Card) -> tuple[int, ...]:
@@ -75,6 +76,7 @@ class GpuPanel(QtWidgets.QWidget):
         self.cards: dict[GpuKey, _Card] = {}
         self._dirty = False  # a change of the panel's own (a card scrolled into view): redraw
         self._figures_drawn = -1  # the figures' version the cards show
+        self._cards_waited = False  # the last refresh left the cards to this one (the host grid's)
         self._hosts_listed = 0  # how many of the figures' hosts have their box
         self.grid = GpuGrid(self.figures.board)
         self.grid.sig_gpu_selected.connect(self._on_gpu_selected)
@@ -304,7 +306,9 @@ class GpuPanel(QtWidgets.QWidget):
         layout.addWidget(key_label)
         layout.addWidget(plot)
         card = _Card(inner, values, users, plot)
-        card.follow = FollowX(plot, headroom=0.01)
+        # Room for the history to grow into: at 1 %, the axis moved (and re-ticked) at every sample
+        # of a history under 100 samples, each host's cards once a second.
+        card.follow = FollowX(plot, headroom=0.01, behind=CARD_HISTORY_ROOM)
         card.first, card.second = self.figures.history[(host, index)]  # kept from the first sample on
         # One-pixel pens: a wider one is stroked point by point (see gui.run.tabs.training.PEN_PX).
         first = plot.plot(pen=pg.mkPen(UTIL_COLOUR, width=1), name=first_name)
@@ -353,8 +357,13 @@ class GpuPanel(QtWidgets.QWidget):
             shown_host = figures.focus[0] if figures.focus else None
             for host, box in self.hosts.items():
                 box.setVisible(host == shown_host)
-            if self.drill is None:
-                self.host_grid.refresh()
+            if self.drill is None and self.host_grid.refresh() and not self._cards_waited:
+                # The cards on the next frame: a host grid's refresh (the summaries of the hosts
+                # whose samples came, their tiles' paint) and the cards' made one frame at 256
+                # GPUs. Never twice in a row: at 1,024 hosts samples come every frame.
+                self._dirty = self._cards_waited = True
+                return
+        self._cards_waited = False
         if grid_mode and not (host_mode and self.drill is None):
             self.grid.show_host(self.drill if host_mode else None)
             self.grid.select(*(figures.focus or (None, None)))

@@ -76,29 +76,36 @@ def settle(*plots: pg.PlotWidget | pg.PlotItem) -> None:
 
 
 class FollowX:
-    """Keeps a plot's X range on its data while moving it as seldom as possible.
+    """Keeps a plot's X range (``axis="y"``: its Y range) on its data while moving it as seldom
+    as possible.
 
     pyqtgraph's auto-range refits the view to the data whenever the data changes: in a live plot
     that is every frame, and each move re-clips, re-downsamples and re-ticks every curve. Here the
-    range is set with ``headroom`` (a fraction of the data's width) on both sides and moved only
-    when the data leaves it or shrinks to under half of it. A pan or zoom by the user stops the
+    range is set with ``headroom`` (a fraction of the data's width) on both sides, more on the side
+    the data grows to (``ahead``: past its end; ``behind``: before its start, a history whose newest
+    point stays at 0), and moved only when the data leaves it or shrinks to under half of it. A pan or zoom by the user stops the
     following; the plot's auto-range button ('A') starts it again.
     """
 
-    def __init__(self, plot: pg.PlotWidget, headroom: float) -> None:
+    def __init__(
+        self, plot: pg.PlotWidget, headroom: float, *, axis: str = "x", ahead: float = 0.0, behind: float = 0.0
+    ) -> None:
         self.plot = plot
         self.headroom = headroom
+        self.ahead, self.behind = ahead, behind
+        self._axis = 0 if axis == "x" else 1
         self.following = True
         self.range: tuple[float, float] | None = None
-        plot.getViewBox().sigRangeChangedManually.connect(self._on_user_range)
+        plot.getViewBox().sigRangeChangedManually.connect(self.stop)
 
-    def _on_user_range(self, *_args: object) -> None:
+    def stop(self, *_args: object) -> None:
+        """The user panned or zoomed (this plot, or one linked to it): the range stays theirs."""
         self.following = False
 
     def update(self, lo: float, hi: float) -> None:
-        """The data now spans ``[lo, hi]`` on X."""
+        """The data now spans ``[lo, hi]`` on the axis."""
         box = self.plot.getViewBox()
-        asked = box.autoRangeEnabled()[0] is not False  # at first, or the 'A' button
+        asked = box.autoRangeEnabled()[self._axis] is not False  # at first, or the 'A' button
         if asked:
             self.following = True
         if not self.following or not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
@@ -108,9 +115,12 @@ class FollowX:
             inside = current[0] <= lo and hi <= current[1]
             if inside and (hi - lo) >= 0.5 * (current[1] - current[0]):
                 return
-        margin = self.headroom * (hi - lo) or 1.0
-        self.range = (lo - margin, hi + margin)
-        self.plot.setXRange(*self.range, padding=0)
+        margin = self.headroom * (hi - lo) or (0.1 * abs(hi) if self._axis else 0.0) or 1.0
+        self.range = (lo - margin - self.behind * (hi - lo), hi + margin + self.ahead * (hi - lo))
+        if self._axis:
+            self.plot.setYRange(*self.range, padding=0)
+        else:
+            self.plot.setXRange(*self.range, padding=0)
 
 
 def plot_with_menu_on_demand(**kwargs: Any) -> pg.PlotWidget:

@@ -80,6 +80,8 @@ class SpreadPlot(QtWidgets.QWidget):
         layout.addWidget(self.key)
         layout.addWidget(self.plot, 1)
         self._counted = "median"
+        self.extent: tuple[float, float] | None = None  # the steps the spread spans (None: no data)
+        self.y_extent: tuple[float, float] | None = None  # its values, min to max (None: no data)
 
     def set_spread(self, spread: Spread | None, counted: str) -> None:
         """Draw ``spread``; ``counted`` says whose median it is (``TrainingFigures.spread_key``)."""
@@ -90,9 +92,12 @@ class SpreadPlot(QtWidgets.QWidget):
             self.inner_band.set_edges(empty, empty, empty)
             self.median.setData([], [])
             self.edges = (empty, empty)
+            self.extent = self.y_extent = None
             return
         finite = np.isfinite(spread.median)
         x = spread.x[finite]
+        self.extent = (float(x[0]), float(x[-1])) if x.size else None
+        self.y_extent = (float(np.min(spread.low[finite])), float(np.max(spread.high[finite]))) if x.size else None
         self.outer_band.set_edges(x, spread.low[finite], spread.high[finite])
         self.inner_band.set_edges(x, spread.q_low[finite], spread.q_high[finite])
         self.median.setData(x, spread.median[finite])
@@ -154,6 +159,7 @@ class StepTimeHeatmap(QtWidgets.QWidget):
         self.bar = pg.ColorBarItem(values=HEAT_RANGE, colorMap=pg.colormap.get("inferno"), interactive=False, width=12)
         self.bar.setImageItem(self.image, insert_in=self.plot.getPlotItem())
         self.rows: tuple[str, ...] = ()
+        self.extent: tuple[float, float] | None = None  # the steps the map spans (None: no data)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.plot)
@@ -167,6 +173,7 @@ class StepTimeHeatmap(QtWidgets.QWidget):
         if heat is None or heat.values.size == 0:
             self.image.clear()
             self.rows = ()
+            self.extent = None
             return
         # No data stays NaN, which pyqtgraph draws transparent: the plot's white shows through.
         # Drawn as 0.0 it was the scale's darkest colour, which reads "much faster than the
@@ -176,6 +183,7 @@ class StepTimeHeatmap(QtWidgets.QWidget):
         if self.plot.getPlotItem().titleLabel.text != title:
             self.plot.setTitle(title)
         x0, x1 = float(heat.edges[0]), float(heat.edges[-1])
+        self.extent = (x0, x1)
         self.image.setRect(QtCore.QRectF(x0, 0.0, x1 - x0, float(len(heat.rows))))
         if heat.rows != self.rows:
             self.rows = heat.rows

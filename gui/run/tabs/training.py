@@ -52,6 +52,16 @@ SLOWEST_SHOWN = 3
 # *Every worker* ticked made all 65 workers' curves in one frame, a second and more without an
 # event loop turn on a loaded machine. The rest come in the next frames.
 CURVES_PER_FRAME = 4
+# The spread's three views, redrawn one a frame in turn (each at a third of the frame rate), each
+# only when its data moved: the three in one frame, each re-ticking its axes, were that frame's
+# 10-17 ms paint at 256 simulated workers (docs/benchmarks.md, item 16).
+SPREAD_PARTS = ("loss", "time", "heat")
+# Room the spread's views keep ahead of the newest step (a share of the steps shown) and above and
+# below the values: their axes move, and re-tick, only when the data leaves it. In a run's first
+# minute, with 3 % ahead and the 6 % of an auto range, both axes of both spreads moved about twice
+# a second, 1-1.5 ms each (axes counted by plot following 256 simulated workers).
+SPREAD_AHEAD = 0.15
+SPREAD_Y_HEADROOM = 0.1
 
 
 def role_colour(index: int) -> QtGui.QColor:
@@ -81,14 +91,19 @@ class TrainingPanel(QtWidgets.QWidget):
         self._smoothers: dict[str, IncrementalEma] = {}  # per worker: only a curve's new tail is smoothed
         self._time_pens: dict[str, tuple[bool, int]] = {}  # per worker: straggler?, colour
         self.spread_from = SPREAD_FROM
-        self._spread_drawn: tuple[object, ...] | None = None
+        self._spread_drawn: dict[str, tuple[object, ...]] = {}  # per part of SPREAD_PARTS: what it shows
+        self._spread_pending: list[str] = []  # the parts of a spread refresh still to draw, one a frame
+        self._spread_cycle: tuple[Any, ...] = ()  # that refresh's slowest and ticked workers, their notes
         self.empty_note = ""  # why a worker has no curve (core.views.empty.no_curve_text), from the status
+        # The ticked workers (visible_roles), kept until a row changes: reading 256 rows' ticks
+        # was a third of a spread refresh and of each status at 256 workers.
+        self._ticked: list[str] | None = None
         self._build()
 
     def _build(self) -> None:
         self.workers = QtWidgets.QListWidget()
         self.workers.setToolTip("Tick a worker to show its curves")
-        self.workers.itemChanged.connect(lambda _item: self._mark_dirty())
+        self.workers.itemChanged.connect(self._on_worker_changed)
         self.workers.setMaximumWidth(220)
         self.smoothing = QtWidgets.QSlider(QtCore.Qt.Orientation.Horizontal)
         self.smoothing.setRange(0, 99)
@@ -151,15 +166,19 @@ class TrainingPanel(QtWidgets.QWidget):
         self.spread_loss = SpreadPlot("Loss by step: the workers' spread", "loss")
         self.spread_time = SpreadPlot("Step time by step: the workers' spread", "step time", unit="ms")
         self.spread_time.plot.setXLink(self.spread_loss.plot)
-        # A linked view that changes range turns its partner's X auto-range off (pyqtgraph's
-        # linkedViewChanged), which left both spread plots stuck at [-0.5, 0.5] in a live run:
-        # each refresh turns it back on in the leading plot until the user zooms or pans.
-        self._spread_zoomed = False
-        for plot in (self.spread_loss.plot, self.spread_time.plot):
-            plot.getViewBox().sigRangeChangedManually.connect(self._on_spread_zoomed)
+        # Both spreads' step axis follows the data with headroom, moved seldom (an auto-ranged one
+        # moved, and re-ticked both axes, at every refresh); a pan or zoom of either stops it.
+        self._spread_follow = FollowX(self.spread_loss.plot, headroom=0.03, ahead=SPREAD_AHEAD)
+        self.spread_time.plot.getViewBox().sigRangeChangedManually.connect(self._spread_follow.stop)
+        # ... and each one's Y, with room above and below (DATA_PADDING's part of an auto range).
+        self._spread_follow_y = {
+            plot: FollowX(plot.plot, headroom=SPREAD_Y_HEADROOM, axis="y")
+            for plot in (self.spread_loss, self.spread_time)
+        }
         # The workers the keys name: Profile and Why on each (wired by the window).
         self.slowest_menu = SlowestWorkersMenu(self, (self.spread_loss.key, self.spread_time.key))
         self.heatmap = StepTimeHeatmap()
+        self._heat_follow = FollowX(self.heatmap.plot, headroom=0.03, ahead=SPREAD_AHEAD)
         spread = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         spread.setObjectName("training-spread")
         for index, widget in enumerate((self.spread_loss, self.spread_time, self.heatmap)):
@@ -261,10 +280,15 @@ class TrainingPanel(QtWidgets.QWidget):
         self._key_drawn = None
         self.key.clear()
         self.workers.clear()
+        self._ticked = None
         self._items.clear()
         self._item_keys.clear()
         self.rate_label.setText("no steps yet")
-        self._spread_drawn = None
+        self._spread_drawn.clear()
+        self._spread_pending.clear()
+        self._spread_follow.range = self._heat_follow.range = None
+        for follow in self._spread_follow_y.values():
+            follow.range = None
         self.empty_note = ""
 
     def _on_metric_changed(self, text: str) -> None:
@@ -293,8 +317,13 @@ class TrainingPanel(QtWidgets.QWidget):
         self._item_keys.insert(row, key)
         self._items[role] = item
         self.workers.insertItem(row, item)
+        self._ticked = None
 
     def _mark_dirty(self) -> None:
+        self._dirty = True
+
+    def _on_worker_changed(self, _item: QtWidgets.QListWidgetItem) -> None:
+        self._ticked = None
         self._dirty = True
 
     def _on_smoothing_changed(self, value: int) -> None:
@@ -308,12 +337,15 @@ class TrainingPanel(QtWidgets.QWidget):
     # ------------------------------------------------------------------ drawing
 
     def visible_roles(self) -> list[str]:
-        out = []
-        for i in range(self.workers.count()):
-            item = self.workers.item(i)
-            if item.checkState() == QtCore.Qt.CheckState.Checked:
-                out.append(str(item.data(QtCore.Qt.ItemDataRole.UserRole)))
-        return out
+        """The ticked workers, in the list's order."""
+        if self._ticked is None:
+            out = []
+            for i in range(self.workers.count()):
+                item = self.workers.item(i)
+                if item.checkState() == QtCore.Qt.CheckState.Checked:
+                    out.append(str(item.data(QtCore.Qt.ItemDataRole.UserRole)))
+            self._ticked = out
+        return list(self._ticked)
 
     def shown_series(self, role: str) -> tuple[Series | None, str]:
         """The series the upper plot shows for ``role`` with the plot chosen now, and what it is."""
@@ -327,8 +359,12 @@ class TrainingPanel(QtWidgets.QWidget):
         return self.workers.count() > self.spread_from and not self.every_worker.isChecked()
 
     def refresh(self, *, force: bool = False) -> None:
-        """Redraw what changed, at most ``REFRESH_HZ`` times a second unless ``force``."""
+        """Redraw what changed, at most ``REFRESH_HZ`` times a second unless ``force``; the
+        spread's views one a frame (``force``: all at once)."""
         now = time.monotonic()
+        if self._spread_pending and not force and self.spread_mode:
+            self._refresh_spread_part()  # the spread refresh under way: its next view
+            return
         throttled = not force and not self._curves_pending and now - self._last_refresh < 1.0 / REFRESH_HZ
         figures = self.figures
         if not (self._dirty or figures.version != self._figures_drawn) or throttled:
@@ -341,9 +377,9 @@ class TrainingPanel(QtWidgets.QWidget):
         plots = [self.loss_plot, self.time_plot, self.spread_loss.plot, self.spread_time.plot]
         self.checkpoints.refresh([(plot, plot in (self.loss_plot, self.spread_loss.plot)) for plot in plots])
         if self.spread_mode:
-            self._refresh_spread()
+            self._start_spread()
+            self._refresh_spread_part(every=force)
             self._refresh_rate()
-            settle(self.spread_loss.plot, self.spread_time.plot)
             return
         visible = set(self.visible_roles())
         self._refresh_key(visible)
@@ -425,42 +461,58 @@ class TrainingPanel(QtWidgets.QWidget):
     def _on_range_moved(self, *_args: object) -> None:
         settle(self.loss_plot, self.time_plot)
 
-    def _on_spread_zoomed(self, *_args: object) -> None:
-        self._spread_zoomed = True
-
-    def _refresh_spread(self) -> None:
-        """The workers' spread, the slowest and the ticked ones on top, the heat map."""
-        if not self._spread_zoomed:
-            self.spread_loss.plot.getViewBox().enableAutoRange(axis=pg.ViewBox.XAxis)
+    def _start_spread(self) -> None:
+        """A spread refresh: which workers go on top (the slowest, the ticked) and every view due."""
         figures = self.figures
         times = figures.step_times_ms()
         top = slowest(times, k=SLOWEST_SHOWN)
         picked = [r for r in self.visible_roles() if r not in top]
-        key = (figures.loss_bins.version, figures.time_bins.version, len(figures.trainers), tuple(top), tuple(picked))
-        if key == self._spread_drawn:
-            return
-        self._spread_drawn = key
-        columns = max(100, self.spread_time.plot.width())
         notes = {r: f"{times[r]:.0f} ms" for r in top if times.get(r) is not None}
         for r in picked:
             notes[r] = "(ticked)"
         self.slowest_menu.roles, self.slowest_menu.notes = (*top, *picked), notes
-        refresh_from(
-            figures.loss_bins,
-            self.spread_loss,
-            None,
-            columns=columns,
-            highlight={r: notes[r] for r in [*top, *picked]},
-            counted=figures.spread_key(step_time=False),
-        )
-        refresh_from(
-            figures.time_bins,
-            self.spread_time,
-            self.heatmap,
-            columns=columns,
-            highlight={r: notes[r] for r in [*top, *picked]},
-            counted=figures.spread_key(step_time=True),
-        )
+        columns = max(100, self.spread_time.plot.width())
+        self._spread_cycle = (columns, {r: notes[r] for r in [*top, *picked]})
+        self._spread_pending = list(SPREAD_PARTS)
+
+    def _refresh_spread_part(self, *, every: bool = False) -> None:
+        """Draw the next view of the spread refresh whose data moved (``every``: all of them)."""
+        figures = self.figures
+        columns, highlight = self._spread_cycle
+        on_top = tuple(highlight.items())
+        while self._spread_pending:
+            part = self._spread_pending.pop(0)
+            if part == "heat":
+                key: tuple[object, ...] = (figures.time_bins.version, columns, self.heatmap.pixel_rows())
+            else:
+                bins = figures.loss_bins if part == "loss" else figures.time_bins
+                key = (bins.version, len(figures.trainers), columns, on_top)
+            if self._spread_drawn.get(part) == key:
+                continue  # unchanged: the next view, this frame
+            self._spread_drawn[part] = key
+            if part == "heat":
+                refresh_from(figures.time_bins, None, self.heatmap, columns=columns)
+                if self.heatmap.extent is not None:
+                    self._heat_follow.update(*self.heatmap.extent)
+                settle(self.heatmap.plot)
+            else:
+                plot = self.spread_loss if part == "loss" else self.spread_time
+                refresh_from(
+                    figures.loss_bins if part == "loss" else figures.time_bins,
+                    plot,
+                    None,
+                    columns=columns,
+                    highlight=highlight,
+                    counted=figures.spread_key(step_time=part == "time"),
+                )
+                extents = [e for e in (self.spread_loss.extent, self.spread_time.extent) if e is not None]
+                if extents:
+                    self._spread_follow.update(min(lo for lo, _ in extents), max(hi for _, hi in extents))
+                if plot.y_extent is not None:
+                    self._spread_follow_y[plot].update(*plot.y_extent)
+                settle(self.spread_loss.plot, self.spread_time.plot)
+            if not every:
+                return
 
     def _refresh_rate(self) -> None:
         self.rate_label.setText(self.figures.rate_text())
