@@ -232,6 +232,21 @@ class Series:
         exactly where :meth:`append` would. A non-finite ``t`` anywhere raises ``ValueError``
         before anything is added (the appends would have taken the points before it).
         """
+        if (
+            type(ts) is list
+            and type(values) is list
+            and len(ts) == len(values) < EXTEND_LOOP_BELOW
+            and all(type(x) is float for x in ts)
+            and all(type(x) is float for x in values)
+        ):
+            # A live frame's few points (a host's sample, a worker's lines), already floats: no
+            # arrays made for them (4.3 us a one-point extend, 1.2 us an append; 18 a host sample).
+            for t in ts:
+                if not math.isfinite(t):
+                    raise ValueError(f"time must be finite, got {t}")
+            for t, value in zip(ts, values, strict=True):
+                self.append(t, value)
+            return
         t_arr = np.asarray(ts, dtype=np.float64).reshape(-1)
         v_arr = np.asarray(values, dtype=np.float64).reshape(-1)
         if len(t_arr) != len(v_arr):

@@ -7,8 +7,8 @@ heat as the cell's edge); it stands out when a GPU a role holds sits idle (amber
 One painted widget reading :class:`~core.views.gpu_hosts.HostSummaries`; only the tiles in the
 scrolled view are painted, and ``refresh()`` (the window's frame timer) repaints only when the
 board, the order or the filter changed: only the tiles of the hosts whose samples came (or that
-moved), unless the order, the filter or a link changed. The 32 tiles of a 256-GPU run repainted
-for each host's sample were 3-4 ms of most frames on the GPUs tab.
+moved), a share a frame, unless the order, the filter or a link changed. The 32 tiles of a 256-GPU
+run repainted for each host's sample were 3-4 ms of most frames on the GPUs tab.
 
 Signals:
     sig_host_selected(str): a tile was clicked; the host.
@@ -29,6 +29,11 @@ TILE = QtCore.QSize(204, 70)
 GAP = 6
 IDLE_COLOUR = "#f2a900"  # amber, as a crash loop's: a GPU a role holds that does nothing
 LOST_COLOUR = "#c62828"
+# Tiles repainted a frame for new samples, at least; more past TILE_SHARES times that many tiles,
+# so each is repainted within a second at 10 frames a second. A second's samples of 32 hosts come
+# within a frame or two: 13-21 tiles, 2-4 ms of one frame's paint.
+TILES_PER_FRAME = 6
+TILE_SHARES = 10
 
 
 def _cell_colour(util: float | None) -> QtGui.QColor:
@@ -66,6 +71,8 @@ class GpuHostGrid(QtWidgets.QWidget):
         self.link_states: dict[str, str] = {}  # host -> its link's state when not connected
         self._painted: tuple[int, str, str, tuple[tuple[str, str], ...]] | None = None
         self._rects: list[tuple[QtCore.QRect, GpuHost]] = []
+        self._rect_of: dict[str, QtCore.QRect] = {}  # host -> its tile
+        self._stale: dict[str, None] = {}  # hosts whose tiles wait for a repaint, oldest first
         self.repaints = 0
         self.tiles_painted = 0  # read by tests: tiles drawn, over all repaints
         self.setMouseTracking(True)
@@ -76,30 +83,46 @@ class GpuHostGrid(QtWidgets.QWidget):
 
     def refresh(self, *, force: bool = False) -> bool:
         """Called at the frame rate: re-lay out and repaint if the board, the order or the filter
-        changed. Returns whether a repaint was asked for."""
+        changed; the tiles of hosts whose samples came a share a frame (:data:`TILES_PER_FRAME`,
+        every tile within a second). Returns whether a repaint was asked for."""
         wanted = self._wanted()
-        if not force and self._painted == wanted:
+        if force or self._painted != wanted:
+            before, painted = self._rects, self._painted
+            height = self.minimumHeight()
+            self._painted = wanted
+            self._relayout()
+            if force or painted is None or painted[1:] != wanted[1:] or self.minimumHeight() != height:
+                self._stale.clear()
+                self.update()  # a new order, filter or link state: every tile
+                return True
+            # The same hosts in the same places: only the tiles whose summary is a new one (a
+            # summary is the same object until its host's next sample: HostSummaries' cache).
+            shown = {host.host: (rect, host) for rect, host in before}
+            gone = QtGui.QRegion()
+            for rect, host in self._rects:
+                old = shown.pop(host.host, None)
+                if old is None or old[1] is not host or old[0] != rect:
+                    self._stale[host.host] = None
+            for rect, _host in shown.values():  # a host gone from where it was
+                gone += rect
+            if not gone.isEmpty():
+                self.update(gone)
+        if not self._stale:
             return False
-        before, painted = self._rects, self._painted
-        height = self.minimumHeight()
-        self._painted = wanted
-        self._relayout()
-        if force or painted is None or painted[1:] != wanted[1:] or self.minimumHeight() != height:
-            self.update()  # a new order, filter or link state: every tile
-            return True
-        # The same hosts in the same places: only the tiles whose summary is a new one (a
-        # summary is the same object until its host's next sample: HostSummaries' cache).
-        shown = {host.host: (rect, host) for rect, host in before}
+        share = max(TILES_PER_FRAME, -(-len(self._rects) // TILE_SHARES))
         dirty = QtGui.QRegion()
-        for rect, host in self._rects:
-            old = shown.pop(host.host, None)
-            if old is None or old[1] is not host or old[0] != rect:
-                dirty += rect
-        for rect, _host in shown.values():  # a host gone from where it was
-            dirty += rect
-        if not dirty.isEmpty():
-            self.update(dirty)
+        for name in list(self._stale)[:share]:
+            del self._stale[name]
+            tile = self._rect_of.get(name)
+            if tile is not None:
+                dirty += tile
+        self.update(dirty)
         return True
+
+    @property
+    def stale(self) -> int:
+        """Tiles whose hosts' new figures wait for a repaint (the next frames')."""
+        return len(self._stale)
 
     def set_order(self, sort: str, text: str) -> None:
         self.sort, self.filter_text = sort, text
@@ -138,6 +161,7 @@ class GpuHostGrid(QtWidgets.QWidget):
             )
             for k, host in enumerate(hosts)
         ]
+        self._rect_of = {host.host: rect for rect, host in self._rects}
         height = GAP + math.ceil(len(hosts) / per_row) * (TILE.height() + GAP)
         if height != self.minimumHeight():
             self.setMinimumHeight(height)

@@ -277,3 +277,28 @@ def test_the_host_grid_and_the_cards_take_turns_but_the_cards_are_never_left_twi
             (panel.host_grid._painted != grid_before, any(c.drawn != drawn[k] for k, c in panel.cards.items()))
         )
     assert frames == [(True, False), (True, True)] * 3
+
+
+def test_a_second_of_every_host_s_samples_repaints_their_tiles_a_share_a_frame(qtbot):
+    """A second's samples of 32 hosts come within a frame or two: their 13-21 tiles were 2-4 ms
+    of one frame's paint. The tiles go a share a frame, every one within a second (10 frames)."""
+    from gui.run.gpu_host_grid import TILES_PER_FRAME, GpuHostGrid
+
+    board = GpuTileBoard()
+    grid = GpuHostGrid(board)
+    qtbot.addWidget(grid)
+    grid.resize(1300, 900)
+    feed(board, 32, 1)
+    grid.show()
+    grid.refresh()
+    qtbot.waitUntil(lambda: grid.tiles_painted >= 32)
+    qtbot.wait(50)
+    board.add_samples([sample(h, 1.0) for h in range(1, 33)])  # every host's next sample
+    shares = []
+    for _ in range(10):
+        painted = grid.tiles_painted
+        if grid.refresh():
+            qtbot.waitUntil(lambda painted=painted: grid.tiles_painted > painted)
+        shares.append(grid.tiles_painted - painted)
+    assert max(shares) <= TILES_PER_FRAME and sum(shares) == 32, shares
+    assert grid.stale == 0 and not grid.refresh()

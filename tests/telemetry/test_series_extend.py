@@ -143,3 +143,39 @@ def test_sums_past_the_largest_float_have_a_finite_mean() -> None:
         series.append(float(i), 1.7e308)
     _, means, _, _ = series.points()
     assert means == [1.7e308] * len(means)
+
+
+def test_a_few_float_points_in_lists_make_no_arrays_and_give_the_appends_state(monkeypatch) -> None:
+    """A live frame hands each series a point or two as lists of floats (a host's sample, 18
+    series): they are appended as they are, without the two arrays a batch is made into. The
+    state is the appends' to the bit, and a non-finite time still raises before anything is added."""
+    from core.views import series as series_module
+
+    made = []
+    real = np.asarray
+    monkeypatch.setattr(series_module.np, "asarray", lambda *a, **k: made.append(1) or real(*a, **k))
+    points = [
+        (1.0, 0.5),
+        (2.0, -0.0),
+        (1.5, math.nan),
+        (3.0, math.inf),
+        (4.0, 5e-324),
+        *((10.0 + i, i / 3) for i in range(12)),
+    ]
+    extended, expected = Series(capacity=8, levels=2), Series(capacity=8, levels=2)
+    for t, v in points:
+        extended.extend([t], [v])
+        expected.append(t, v)
+    extended.extend([25.0, 26.0, 27.0], [1.0, 2.0, 3.0])
+    for t, v in ((25.0, 1.0), (26.0, 2.0), (27.0, 3.0)):
+        expected.append(t, v)
+    assert made == []
+    assert state(extended) == state(expected)
+    with pytest.raises(ValueError, match="finite"):
+        extended.extend([30.0, math.nan], [1.0, 1.0])
+    assert state(extended) == state(expected)  # nothing of that batch was added
+    monkeypatch.undo()
+    extended.extend([38, 39], [1, 2])  # not floats (ints): the arrays' way, the same state
+    expected.append(38.0, 1.0)
+    expected.append(39.0, 2.0)
+    assert state(extended) == state(expected)
