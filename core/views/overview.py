@@ -13,6 +13,7 @@ attempts when the next begins (:attr:`RoleCell.notes`).
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections import Counter
@@ -66,9 +67,11 @@ CATEGORY_ORDER = (
 )
 
 
+@functools.lru_cache(maxsize=8192)
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
     """Sort key that orders the digits in a name by value: ``worker:2`` < ``worker:10``,
-    ``127.0.0.2`` < ``127.0.0.10``. Text and number parts never compare with each other."""
+    ``127.0.0.2`` < ``127.0.0.10``. Text and number parts never compare with each other.
+    Cached: the same role and host names are sorted at every frame (a run's names, bounded)."""
     parts: list[tuple[int, int | str]] = []
     for i, part in enumerate(_DIGITS.split(text)):
         if i % 2:

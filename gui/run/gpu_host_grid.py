@@ -86,7 +86,7 @@ class GpuHostGrid(QtWidgets.QWidget):
         changed; the tiles of hosts whose samples came a share a frame (:data:`TILES_PER_FRAME`,
         every tile within a second). Returns whether a repaint was asked for."""
         wanted = self._wanted()
-        if force or self._painted != wanted:
+        if force or self._painted != wanted or self.summaries.behind:
             before, painted = self._rects, self._painted
             height = self.minimumHeight()
             self._painted = wanted
@@ -109,7 +109,7 @@ class GpuHostGrid(QtWidgets.QWidget):
                 self.update(gone)
         if not self._stale:
             return False
-        share = max(TILES_PER_FRAME, -(-len(self._rects) // TILE_SHARES))
+        share = self._share()
         dirty = QtGui.QRegion()
         for name in list(self._stale)[:share]:
             del self._stale[name]
@@ -121,8 +121,12 @@ class GpuHostGrid(QtWidgets.QWidget):
 
     @property
     def stale(self) -> int:
-        """Tiles whose hosts' new figures wait for a repaint (the next frames')."""
-        return len(self._stale)
+        """Tiles whose hosts' new figures wait for a summary or a repaint (the next frames')."""
+        return len(self._stale) + self.summaries.behind
+
+    def _share(self) -> int:
+        """Hosts summarised and tiles repainted a frame for new samples: every one within a second."""
+        return max(TILES_PER_FRAME, -(-self.summaries.board.host_count // TILE_SHARES))
 
     def set_order(self, sort: str, text: str) -> None:
         self.sort, self.filter_text = sort, text
@@ -146,7 +150,7 @@ class GpuHostGrid(QtWidgets.QWidget):
 
     # -- layout -------------------------------------------------------------------------------
     def _relayout(self) -> None:
-        hosts = select_hosts(self.summaries.hosts(), sort=self.sort, text=self.filter_text)
+        hosts = select_hosts(self.summaries.hosts(limit=self._share()), sort=self.sort, text=self.filter_text)
         width = max(self.width(), TILE.width() + 2 * GAP)
         per_row = max(1, (width - GAP) // (TILE.width() + GAP))
         self._rects = [

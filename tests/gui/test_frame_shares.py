@@ -76,6 +76,7 @@ def test_no_frame_carries_the_whole_refresh_of_257_roles(qtbot, tmp_path: Path, 
     monkeypatch.setattr(window.training, "set_status", count("training", window.training.set_status))
     monkeypatch.setattr(window.logs, "set_status", count("logs", window.logs.set_status))
     monkeypatch.setattr(window.training, "add_samples", count("telemetry", window.training.add_samples))
+    monkeypatch.setattr(pump, "_refresh_visible", count("visible tab", pump._refresh_visible))
     frames: list[dict[str, int]] = []
     for n in range(3 * period):  # three seconds of frames
         if n % period == 0:  # a second on: the figures are due
@@ -88,10 +89,11 @@ def test_no_frame_carries_the_whole_refresh_of_257_roles(qtbot, tmp_path: Path, 
         pump.catch_up_timer.stop()
         pump._on_frame()
         frames.append(dict(counts))
-    # A frame that draws the overview leaves its telemetry to the slices between frames (with
-    # it, the overview and the plots' redraw, those frames were the GPUs tab's p95); the others
-    # take it.
+    # A frame that draws the overview leaves its telemetry to the slices between frames and the
+    # visible tab's redraw to the next frame (with them, the overview and the plots' redraw,
+    # those frames were the GPUs tab's p95); the others do both.
     assert [bool(f.get("telemetry")) for f in frames] == [not f.get("overview") for f in frames], frames
+    assert [bool(f.get("visible tab")) for f in frames] == [not f.get("overview") for f in frames], frames
     both = [f for f in frames if f.get("overview") and (f.get("training") or f.get("logs"))]
     assert not both, f"{len(both)} frames refreshed the overview and the tabs' status together"
     assert sum(f.get("overview", 0) for f in frames) == 3 and sum(f.get("training", 0) for f in frames) == 3

@@ -302,3 +302,28 @@ def test_a_second_of_every_host_s_samples_repaints_their_tiles_a_share_a_frame(q
         shares.append(grid.tiles_painted - painted)
     assert max(shares) <= TILES_PER_FRAME and sum(shares) == 32, shares
     assert grid.stale == 0 and not grid.refresh()
+
+
+def test_host_summaries_redo_at_most_a_limit_of_hosts_a_call(monkeypatch):
+    """A second's samples of 32 hosts, summarised in one frame, were 2-3 ms of it: a call redoes
+    at most ``limit`` hosts, the others keep their last summary until the next calls."""
+    from core.views import gpu_hosts
+
+    board = GpuTileBoard()
+    feed(board, 32, 1)
+    summaries = gpu_hosts.HostSummaries(board)
+    assert len(summaries.hosts(limit=6)) == 32  # new hosts are all summarised, whatever the limit
+    done: list[str] = []
+    real = gpu_hosts.summarise_host
+    monkeypatch.setattr(gpu_hosts, "summarise_host", lambda host, tiles: done.append(host) or real(host, tiles))
+    board.add_samples([sample(h, 1.0, idle=2) for h in range(1, 33)])
+    calls = []
+    while True:
+        hosts = summaries.hosts(limit=6)
+        calls.append(len(done))
+        done.clear()
+        if not summaries.behind:
+            break
+    assert calls == [6, 6, 6, 6, 6, 2]
+    assert all(h.idle == (2,) for h in hosts)  # every host's newest sample, in the end
+    assert summaries.hosts(limit=6) is hosts and done == []  # nothing new: nothing redone
