@@ -134,6 +134,7 @@ class FramePump(QtCore.QObject):
         self._table_part = 0  # a large run's share of the table's rows this frame
         self._stopped = False  # stop() was called: no timer is started again
         self._lists_due = False  # the tabs' status and role lists, a frame after the overview
+        self._live = False  # the bound run is live (its source not done), as the last frame read it
         # Slow reads of the source (placement summaries, TF devices) run here, never on the GUI thread.
         self._background = JobThread("window-reads")
         self._placement_job: tuple[Future[dict[str, Any]], str, bool] | None = None
@@ -314,6 +315,8 @@ class FramePump(QtCore.QObject):
                 self.statusBar().showMessage(f"warning: {p.message}", 15000)
 
     def _refresh_visible(self, *, force: bool = False) -> None:
+        self.training.set_live(self._live)  # a finished run's plots keep no room ahead of their data
+        self.gpus.set_live(self._live)
         current = self.tabs.currentWidget()
         if current is self.training:
             self.training.refresh(force=force)
@@ -367,6 +370,7 @@ class FramePump(QtCore.QObject):
         once-a-second figures (the overview) this frame."""
         if self.source is None:
             self.phase_label.setText("not launched")
+            self._live = False
             # explicit_tasks: a counted job (tasks = N on Slurm) has no host before its launch
             tasks = self.spec.explicit_tasks() if self.spec else []
             self.roles.show_tasks(tasks)
@@ -382,8 +386,9 @@ class FramePump(QtCore.QObject):
         phase = f"cluster {status.phase}"
         if status.result:
             phase += f": {status.result} ({status.reason})"
+        self._live = not self.source.done  # (read once a frame: a reader's looks at its launcher)
         if not self.source.controls_here:
-            phase = ("live run: " if not self.source.done else "past run: ") + phase
+            phase = ("live run: " if self._live else "past run: ") + phase
         if self.slurm_text:
             phase += f"  |  {self.slurm_text}"
         self.phase_label.setText(phase)

@@ -251,6 +251,11 @@ def test_a_gpu_card_s_time_axis_moves_seldom_as_its_history_grows(qtbot):
     for card in panel.cards.values():
         low, high = card.plot.getViewBox().viewRange()[0]
         assert low <= -120 and high >= 0  # the whole history shows
+    panel.set_live(False)  # a finished run's history grows no more: no room kept for it
+    panel.refresh()
+    for card in panel.cards.values():
+        low, high = card.plot.getViewBox().viewRange()[0]
+        assert -120 * 1.05 <= low <= -120 and high >= 0
 
 
 def test_the_host_grid_and_the_cards_take_turns_but_the_cards_are_never_left_twice(qtbot):

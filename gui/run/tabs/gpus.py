@@ -77,6 +77,7 @@ class GpuPanel(QtWidgets.QWidget):
         self._dirty = False  # a change of the panel's own (a card scrolled into view): redraw
         self._figures_drawn = -1  # the figures' version the cards show
         self._cards_waited = False  # the last refresh left the cards to this one (the host grid's)
+        self._live = True  # the run shown is live: the cards' time axes keep room for their histories
         self._hosts_listed = 0  # how many of the figures' hosts have their box
         self.grid = GpuGrid(self.figures.board)
         self.grid.sig_gpu_selected.connect(self._on_gpu_selected)
@@ -215,6 +216,17 @@ class GpuPanel(QtWidgets.QWidget):
         self.top.hide()
         self.empty.show()
 
+    def set_live(self, live: bool) -> None:
+        """Whether the run shown is live: only then does a card's time axis keep room for its
+        history to grow into (a finished run's ends at its oldest sample)."""
+        if live == self._live:
+            return
+        self._live = live
+        for card in self.cards.values():
+            if card.follow is not None and card.follow.set_room(behind=CARD_HISTORY_ROOM if live else 0.0):
+                card.drawn = ()  # redrawn, to fit its range
+        self._dirty = True
+
     # ------------------------------------------------------------------ input
 
     def add_sample(self, data: dict[str, Any]) -> None:
@@ -308,7 +320,7 @@ class GpuPanel(QtWidgets.QWidget):
         card = _Card(inner, values, users, plot)
         # Room for the history to grow into: at 1 %, the axis moved (and re-ticked) at every sample
         # of a history under 100 samples, each host's cards once a second.
-        card.follow = FollowX(plot, headroom=0.01, behind=CARD_HISTORY_ROOM)
+        card.follow = FollowX(plot, headroom=0.01, behind=CARD_HISTORY_ROOM if self._live else 0.0)
         card.first, card.second = self.figures.history[(host, index)]  # kept from the first sample on
         # One-pixel pens: a wider one is stroked point by point (see gui.run.tabs.training.PEN_PX).
         first = plot.plot(pen=pg.mkPen(UTIL_COLOUR, width=1), name=first_name)

@@ -98,6 +98,16 @@ class FollowX:
         self.range: tuple[float, float] | None = None
         plot.getViewBox().sigRangeChangedManually.connect(self.stop)
 
+    def set_room(self, *, ahead: float | None = None, behind: float | None = None) -> bool:
+        """Change the room kept on the growing side (a finished run's data grows no more: none);
+        the next :meth:`update` fits the range anew. Whether it changed."""
+        room = (self.ahead if ahead is None else ahead, self.behind if behind is None else behind)
+        if room == (self.ahead, self.behind):
+            return False
+        self.ahead, self.behind = room
+        self.range = None
+        return True
+
     def stop(self, *_args: object) -> None:
         """The user panned or zoomed (this plot, or one linked to it): the range stays theirs."""
         self.following = False

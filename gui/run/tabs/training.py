@@ -322,6 +322,16 @@ class TrainingPanel(QtWidgets.QWidget):
     def _mark_dirty(self) -> None:
         self._dirty = True
 
+    def set_live(self, live: bool) -> None:
+        """Whether the run shown is live: only a live run's spread keeps room ahead of its newest
+        step (a finished run's views end at its last step)."""
+        ahead = SPREAD_AHEAD if live else 0.0
+        changed = self._spread_follow.set_room(ahead=ahead)
+        changed = self._heat_follow.set_room(ahead=ahead) or changed
+        if changed:
+            self._spread_drawn.clear()  # every view again, to fit its range
+            self._dirty = True
+
     def _on_worker_changed(self, _item: QtWidgets.QListWidgetItem) -> None:
         self._ticked = None
         self._dirty = True
