@@ -17,11 +17,18 @@ import time
 def _daemon(out: str) -> None:
     if os.fork() == 0:
         os.setsid()
-        if os.fork() == 0:  # the daemon: in a session of its own, its parent gone
+        daemon = os.fork()
+        if daemon == 0:  # the daemon: in a session of its own, its parent gone
             with open(f"{out}.tmp-{os.getpid()}", "w") as f:
                 f.write(str(os.getpid()))
             os.replace(f"{out}.tmp-{os.getpid()}", f"{out}.daemon-{os.getpid()}")
             time.sleep(3600)
+        # Ready once its pid is on disk, as a daemonising helper waits for its pid file: else,
+        # on a loaded machine, the command could end (and TowerDeck end the daemon with it)
+        # before the daemon had written it, and a test could not find what it must see ended.
+        deadline = time.monotonic() + 60
+        while not os.path.exists(f"{out}.daemon-{daemon}") and time.monotonic() < deadline:
+            time.sleep(0.01)
         os._exit(0)
     os.wait()
 
