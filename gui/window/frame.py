@@ -57,8 +57,8 @@ FRAME_HZ = 10
 # fewer.
 FRAME_TELEMETRY_POINTS: int | None = 2_000
 FRAME_TELEMETRY_S = 0.03
-# What a frame takes itself before it redraws; the rest goes in the slices between frames, each on
-# its own turn of the event loop. At 10 ms, a window following 256 simulated workers spent it whole
+# What a frame takes itself after it redraws; the rest goes in the slices between frames, each on
+# its own turn of the event loop. At 10 ms (before its redraw), a window following 256 simulated workers spent it whole
 # in every frame that a second of lines reached (every fifth frame), with the table's and the
 # plots' redraw on top: those were the frames over 16 ms (docs/benchmarks.md, item 16).
 FRAME_OWN_TELEMETRY_S = 0.002
@@ -66,6 +66,9 @@ FRAME_OWN_TELEMETRY_S = 0.002
 # following 256 simulated workers is handed a second of every worker's lines at once (2,560
 # points), and the frame's one batch of FRAME_TELEMETRY_POINTS took 60-120 ms of a frame's CPU.
 FRAME_OWN_TELEMETRY_POINTS = 64
+# ... and none once the frame's redraw has taken this much of the GUI thread's CPU: a heavy
+# redraw (a second's samples of 32 hosts on the GPUs tab, a spread view) paints heavily too.
+FRAME_CPU_BUDGET_S = 0.006
 CATCH_UP_AFTER_FRAME_MS = 5  # a backlog's next slice after a frame
 CATCH_UP_FRAME_MARGIN_S = 0.005  # a slice between frames ends this long before the next frame is due
 CATCH_UP_MIN_S = 0.005  # ... and has at least this, else the frame starts the next one
@@ -206,18 +209,26 @@ class FramePump(QtCore.QObject):
         self._refresh_placement()
 
     def _on_frame(self) -> None:
-        # A frame takes a short slice of telemetry itself (a live run's is far less) and leaves a
-        # backlog to the catch-up timer, whose slices run on their own turns of the event loop.
-        # A backlog's slice that stopped for this frame left the rest to after it.
-        # The table first: a frame that redraws a large run's once-a-second figures (the
-        # overview and its paint, 4-6 ms at 257 roles) leaves all of its telemetry to the slices
-        # after it and the visible tab's redraw to the next frame.
+        # A frame redraws first, then takes a short slice of telemetry with what is left of its
+        # CPU budget (FRAME_CPU_BUDGET_S; drawn by the next frame) and leaves the rest to the
+        # catch-up timer, whose slices run on their own turns of the event loop. A backlog's
+        # slice that stopped for this frame left the rest to after it.
+        # A frame that redraws a large run's once-a-second figures (the overview and its paint,
+        # 4-6 ms at 257 roles) leaves the visible tab's redraw to the next frame, and all of
+        # its telemetry to the slices after it.
+        started = time.thread_time()
         backlog, self._backlog_after_frame = self._backlog_after_frame, False
         figures = self._refresh_table()
-        if not backlog and not self.catch_up_timer.isActive():
-            backlog = self.inbox.pending() > 0 if figures else self._take_telemetry(FRAME_OWN_TELEMETRY_S, own=True)
-        if not figures:  # ... and the tab on screen to the next frame (its views keep what changed)
+        if not figures:
             self._refresh_visible()
+        if not backlog and not self.catch_up_timer.isActive():
+            budget_s = 0.0 if figures else FRAME_CPU_BUDGET_S - (time.thread_time() - started)
+            own = budget_s > 0
+            backlog = (
+                self._take_telemetry(min(FRAME_OWN_TELEMETRY_S, budget_s), own=True)
+                if own
+                else self.inbox.pending() > 0
+            )
         self._after_frame()  # the window's: the reader of a run just opened starts, a close goes on
         if backlog and not self._stopped and not self.catch_up_timer.isActive():
             # Started here, at the very end (after the window's part, which can take longer than

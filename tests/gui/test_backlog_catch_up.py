@@ -200,7 +200,7 @@ def test_a_frame_takes_a_followed_run_s_second_of_lines_in_small_batches(qtbot, 
     taken: list[int] = []
     add_samples = window.training.add_samples
     monkeypatch.setattr(window.training, "add_samples", lambda role, s: taken.append(len(s)) or add_samples(role, s))
-    monkeypatch.setattr(frame, "FRAME_OWN_TELEMETRY_S", 0.0)  # the frame's time is up after one batch
+    monkeypatch.setattr(frame, "FRAME_OWN_TELEMETRY_S", 1e-9)  # the frame's time is up after one batch
     window.frame._on_frame()
     assert 0 < sum(taken) <= frame.FRAME_OWN_TELEMETRY_POINTS, f"one frame took {sum(taken)} of 2,560 points"
     assert window.frame.catch_up_timer.isActive()  # the rest between frames, all of it
@@ -241,4 +241,41 @@ def test_a_frame_s_own_slice_leaves_most_of_a_second_of_lines_to_the_slices_betw
     assert 0 < sum(taken) <= batch, f"the frame took {sum(taken)} points ({len(taken)} workers' lines)"
     qtbot.waitUntil(lambda: window.binding.inbox.pending() == 0, timeout=30_000)
     assert sum(taken) == 2_560
+    window.close()
+
+
+def test_a_frame_whose_redraw_took_its_cpu_budget_leaves_its_telemetry_to_the_slices(
+    qtbot, tmp_path: Path, monkeypatch
+) -> None:
+    """A heavy redraw (a second's samples of 32 hosts on the GPUs tab) paints heavily too: a
+    frame takes its telemetry after its redraw, with what is left of FRAME_CPU_BUDGET_S, and none
+    once that is spent; the slices between frames take it."""
+    from gui.window import frame
+    from gui.window.main_window import MainWindow
+
+    window = MainWindow(None, runs_root=tmp_path / "runs")
+    qtbot.addWidget(window)
+    window.answer_close_question("leave")
+    window.frame.timer.stop()
+    pump = window.frame
+    taken: list[int] = []
+    add_samples = window.training.add_samples
+    monkeypatch.setattr(window.training, "add_samples", lambda role, s: taken.append(len(s)) or add_samples(role, s))
+    redraw = pump._refresh_visible
+
+    def heavy_redraw(**kwargs: object) -> None:
+        until = time.thread_time() + frame.FRAME_CPU_BUDGET_S + 0.001  # CPU time, not the clock's
+        while time.thread_time() < until:
+            pass
+        redraw(**kwargs)  # type: ignore[arg-type]
+
+    for heavy in (True, False):
+        window.binding.inbox.put(make_event("metrics", 0.0, "worker:0", {"samples": metrics(1, 10)}))
+        monkeypatch.setattr(pump, "_refresh_visible", heavy_redraw if heavy else redraw)
+        taken.clear()
+        pump.catch_up_timer.stop()
+        pump._on_frame()
+        assert bool(taken) is not heavy, (heavy, taken)
+        assert pump.catch_up_timer.isActive() is heavy  # the slices take what the frame left
+        qtbot.waitUntil(lambda: window.binding.inbox.pending() == 0, timeout=30_000)
     window.close()
