@@ -201,19 +201,25 @@ def test_8192_gpus_on_1024_hosts_stay_within_frames(qtbot):
     assert sorted(frames)[len(frames) // 2] < 2.0, frames
 
 
-def test_a_host_s_sample_repaints_its_tile_only(qtbot):
-    """Each host's sample repainted every tile (32 at 256 GPUs: 3-4 ms of most frames on the GPUs
-    tab); now the tiles of the hosts whose samples came, and every tile for a new order."""
+def painted_grid(qtbot, hosts: int):  # type: ignore[no-untyped-def]
+    """A host grid on screen with ``hosts`` hosts' first samples, every tile painted once."""
     from gui.run.gpu_host_grid import GpuHostGrid
 
     board = GpuTileBoard()
     grid = GpuHostGrid(board)
     qtbot.addWidget(grid)
     grid.resize(1300, 900)
-    feed(board, 32, 1)
+    feed(board, hosts, 1)
     grid.show()
     grid.refresh()
-    qtbot.waitUntil(lambda: grid.tiles_painted >= 32)
+    qtbot.waitUntil(lambda: grid.tiles_painted >= hosts)
+    return board, grid
+
+
+def test_a_host_s_sample_repaints_its_tile_only(qtbot):
+    """Each host's sample repainted every tile (32 at 256 GPUs: 3-4 ms of most frames on the GPUs
+    tab); now the tiles of the hosts whose samples came, and every tile for a new order."""
+    board, grid = painted_grid(qtbot, 32)
     for h in (5, 6):  # two hosts' next samples
         board.add_samples([sample(h, 1.0)])
         painted = grid.tiles_painted
@@ -287,16 +293,9 @@ def test_the_host_grid_and_the_cards_take_turns_but_the_cards_are_never_left_twi
 def test_a_second_of_every_host_s_samples_repaints_their_tiles_a_share_a_frame(qtbot):
     """A second's samples of 32 hosts come within a frame or two: their 13-21 tiles were 2-4 ms
     of one frame's paint. The tiles go a share a frame, every one within a second (10 frames)."""
-    from gui.run.gpu_host_grid import TILES_PER_FRAME, GpuHostGrid
+    from gui.run.gpu_host_grid import TILES_PER_FRAME
 
-    board = GpuTileBoard()
-    grid = GpuHostGrid(board)
-    qtbot.addWidget(grid)
-    grid.resize(1300, 900)
-    feed(board, 32, 1)
-    grid.show()
-    grid.refresh()
-    qtbot.waitUntil(lambda: grid.tiles_painted >= 32)
+    board, grid = painted_grid(qtbot, 32)
     qtbot.wait(50)
     board.add_samples([sample(h, 1.0) for h in range(1, 33)])  # every host's next sample
     shares = []

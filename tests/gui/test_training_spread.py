@@ -4,7 +4,8 @@ and drawn on top, workers in natural order, and a line each on demand."""
 from __future__ import annotations
 
 
-def feed(panel, workers: int, steps: int, slow: str) -> None:
+def feed(panel, workers: int, steps: int, slow: str = "", first: int = 0) -> None:
+    """``steps`` steps of ``workers`` workers from step ``first`` (``slow`` steps half as fast)."""
     for w in range(workers):
         role = f"worker:{w}"
         step_s = 0.2 if role == slow else 0.1
@@ -18,7 +19,7 @@ def feed(panel, workers: int, steps: int, slow: str) -> None:
                 "extra": {},
                 "source": "classic",
             }
-            for s in range(steps)
+            for s in range(first, first + steps)
         ]
         panel.add_samples(role, samples)
 
@@ -219,24 +220,6 @@ def test_the_key_counts_the_workers_not_read_yet(qtbot):
     assert "median of 20 workers," in panel.spread_time.key_text()
 
 
-def feed_steps(panel, workers: int, first: int, steps: int) -> None:
-    """``steps`` more steps of ``workers`` workers, from step ``first`` (a live run's next lines)."""
-    for w in range(workers):
-        samples = [
-            {
-                "t": 1000.0 + s * 0.1,
-                "step": s,
-                "loss": 2.0 / (1 + s / 50) + 0.01 * w,
-                "step_time_s": None,
-                "steps_per_sec": None,
-                "extra": {},
-                "source": "classic",
-            }
-            for s in range(first, first + steps)
-        ]
-        panel.add_samples(f"worker:{w}", samples)
-
-
 def test_a_spread_refresh_redraws_one_view_a_frame(qtbot, monkeypatch):
     """The loss spread, the step-time spread and the heat map, each re-ticking its axes, were one
     frame's 10-17 ms paint at 256 simulated workers: a refresh draws one of them a frame, in turn,
@@ -250,7 +233,7 @@ def test_a_spread_refresh_redraws_one_view_a_frame(qtbot, monkeypatch):
     ):
         real = getattr(view, method)
         monkeypatch.setattr(view, method, lambda *a, _real=real, _name=name, **k: drawn.append(_name) or _real(*a, **k))
-    feed_steps(panel, 32, 100, 10)
+    feed(panel, 32, 10, first=100)
     frames = []
     for _ in range(4):
         panel._last_refresh = 0.0  # the refresh rate's time has passed (a frame's timer would wait)
@@ -258,7 +241,7 @@ def test_a_spread_refresh_redraws_one_view_a_frame(qtbot, monkeypatch):
         frames.append(list(drawn))
         drawn.clear()
     assert frames == [["loss"], ["time"], ["heat"], []]  # nothing new by the fourth: none redrawn
-    feed_steps(panel, 32, 110, 10)
+    feed(panel, 32, 10, first=110)
     panel.refresh(force=True)
     assert sorted(drawn) == ["heat", "loss", "time"]
 
@@ -277,7 +260,7 @@ def test_the_spread_axes_move_seldom_while_a_run_grows(qtbot):
         lambda *_: moves.__setitem__("heat x", moves["heat x"] + 1)
     )
     for i in range(300):  # 100 steps to 1,000: a live run's first minutes at 10 refreshes a second
-        feed_steps(panel, 32, 100 + 3 * i, 3)
+        feed(panel, 32, 3, first=100 + 3 * i)
         panel.refresh(force=True)
     assert all(0 < n <= 30 for n in moves.values()), moves
     low, high = panel.spread_loss.plot.getViewBox().viewRange()[0]
@@ -289,7 +272,7 @@ def test_the_spread_axes_move_seldom_while_a_run_grows(qtbot):
         assert high <= 999 * 1.05, (plot, high)
     panel.spread_loss.plot.getViewBox().setXRange(100, 200, padding=0)  # as a user's zoom does (a manual range)
     panel.spread_loss.plot.getViewBox().sigRangeChangedManually.emit([True, True])
-    feed_steps(panel, 32, 1000, 200)
+    feed(panel, 32, 200, first=1000)
     panel.refresh(force=True)
     assert panel.spread_loss.plot.getViewBox().viewRange()[0] == [100, 200]  # the user's range stays
 
