@@ -326,8 +326,8 @@ class FramePump(QtCore.QObject):
                 self.statusBar().showMessage(f"warning: {p.message}", 15000)
 
     def _refresh_visible(self, *, force: bool = False) -> None:
-        self.training.set_live(self._live)  # a finished run's plots keep no room ahead of their data
-        self.gpus.set_live(self._live)
+        self.training.set_live(live=self._live)  # a finished run's plots keep no room ahead of their data
+        self.gpus.set_live(live=self._live)
         current = self.tabs.currentWidget()
         if current is self.training:
             self.training.refresh(force=force)

@@ -257,7 +257,7 @@ def test_a_gpu_card_s_time_axis_moves_seldom_as_its_history_grows(qtbot):
     for card in panel.cards.values():
         low, high = card.plot.getViewBox().viewRange()[0]
         assert low <= -120 and high >= 0  # the whole history shows
-    panel.set_live(False)  # a finished run's history grows no more: no room kept for it
+    panel.set_live(live=False)  # a finished run's history grows no more: no room kept for it
     panel.refresh()
     for card in panel.cards.values():
         low, high = card.plot.getViewBox().viewRange()[0]

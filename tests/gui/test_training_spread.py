@@ -265,7 +265,7 @@ def test_the_spread_axes_move_seldom_while_a_run_grows(qtbot):
     assert all(0 < n <= 30 for n in moves.values()), moves
     low, high = panel.spread_loss.plot.getViewBox().viewRange()[0]
     assert low <= 0 and 999 <= high <= 999 * 1.25  # every step shown, the room ahead bounded
-    panel.set_live(False)  # the run ended: its views end at its last step, no room ahead
+    panel.set_live(live=False)  # the run ended: its views end at its last step, no room ahead
     panel.refresh(force=True)
     for plot in (panel.spread_loss.plot, panel.heatmap.plot):
         low, high = plot.getViewBox().viewRange()[0]

@@ -216,7 +216,7 @@ class GpuPanel(QtWidgets.QWidget):
         self.top.hide()
         self.empty.show()
 
-    def set_live(self, live: bool) -> None:
+    def set_live(self, *, live: bool) -> None:
         """Whether the run shown is live: only then does a card's time axis keep room for its
         history to grow into (a finished run's ends at its oldest sample)."""
         if live == self._live:

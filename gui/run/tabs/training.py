@@ -324,7 +324,7 @@ class TrainingPanel(QtWidgets.QWidget):
     def _mark_dirty(self) -> None:
         self._dirty = True
 
-    def set_live(self, live: bool) -> None:
+    def set_live(self, *, live: bool) -> None:
         """Whether the run shown is live: only a live run's spread keeps room ahead of its newest
         step (a finished run's views end at its last step)."""
         ahead = SPREAD_AHEAD if live else 0.0
