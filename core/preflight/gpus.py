@@ -168,10 +168,11 @@ class HostFeed:
         except OSError as exc:
             self._finish(f"cannot run {self.argv()[0]}: {exc.strerror or exc}")
             return
-        self._reader = threading.Thread(
+        reader = threading.Thread(
             target=self._read, kwargs={"remote": remote}, name=f"gpus-{self.target.host}", daemon=True
         )
-        self._reader.start()
+        reader.start()
+        self._reader = reader  # only once started: a signal before that leaves close() none to join
 
     def _read(self, *, remote: bool) -> None:
         proc = self._proc
@@ -244,7 +245,9 @@ class HostFeed:
                     break
                 except subprocess.TimeoutExpired:
                     continue
-        if self._reader is not None:
+        # Joined only if it runs: a signal in its start() (an Interrupted raised while start waits
+        # for the thread) left one that cannot be joined, and close() ended in a traceback.
+        if self._reader is not None and self._reader.is_alive():
             self._reader.join(5)
         if proc is not None:
             for stream in (proc.stdin, proc.stdout, proc.stderr):

@@ -256,3 +256,31 @@ def test_a_role_name_that_is_not_utf8_does_not_fail_the_hosts_query(fake_gpus: N
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_signal_while_a_feed_s_reader_starts_leaves_a_feed_that_closes(monkeypatch) -> None:
+    """`gpus` ended by SIGTERM printed a traceback beside its message once (the full suite beside
+    stress-ng): the signal's Interrupted came out of the reader thread's start(), and close()
+    joined a thread that had not started ("cannot join thread before it is started")."""
+    import threading
+
+    from core.cli.interrupts import Interrupted
+    from core.preflight.gpus import GpuTarget, HostFeed
+
+    feed = HostFeed(GpuTarget("here"))
+    real_start = threading.Thread.start
+
+    def interrupted_start(self: threading.Thread) -> None:
+        if self.name.startswith("gpus-"):
+            raise Interrupted(15)
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted_start)
+    try:
+        feed.start()
+    except Interrupted:
+        pass
+    else:
+        raise AssertionError("the signal did not reach start()")
+    feed.close()  # no RuntimeError, and the query's process is ended
+    assert feed._proc is not None and feed._proc.poll() is not None
