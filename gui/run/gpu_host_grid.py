@@ -143,7 +143,7 @@ class GpuHostGrid(QtWidgets.QWidget):
         return [h for _, h in self._rects]
 
     def host_rect(self, host: str) -> QtCore.QRect | None:
-        return next((r for r, h in self._rects if h.host == host), None)
+        return self._rect_of.get(host)
 
     def host_at(self, pos: QtCore.QPoint) -> GpuHost | None:
         return next((h for r, h in self._rects if r.contains(pos)), None)

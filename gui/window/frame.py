@@ -58,9 +58,10 @@ FRAME_HZ = 10
 FRAME_TELEMETRY_POINTS: int | None = 2_000
 FRAME_TELEMETRY_S = 0.03
 # What a frame takes itself after it redraws; the rest goes in the slices between frames, each on
-# its own turn of the event loop. At 10 ms (before its redraw), a window following 256 simulated workers spent it whole
-# in every frame that a second of lines reached (every fifth frame), with the table's and the
-# plots' redraw on top: those were the frames over 16 ms (docs/benchmarks.md, item 16).
+# its own turn of the event loop. At 10 ms (before its redraw), a window following 256 simulated
+# workers spent it whole in every frame that a second of lines reached (every fifth frame), with
+# the table's and the plots' redraw on top: those were the frames over 16 ms (docs/benchmarks.md,
+# item 16).
 FRAME_OWN_TELEMETRY_S = 0.002
 # ... in batches of this many points, so its time is checked often enough to hold: a window
 # following 256 simulated workers is handed a second of every worker's lines at once (2,560
@@ -408,12 +409,12 @@ class FramePump(QtCore.QObject):
         if due or self._rates is None:
             self._rates = status_rates(status.roles, self.spec)  # one set of figures for every view (core.views.rates)
         rates = self._rates
-        if len(status.roles) > FIGURES_SCALE_ROLES:  # a share of the rows each frame, a new state at once
+        large = len(status.roles) > FIGURES_SCALE_ROLES
+        if large:  # a share of the rows each frame, a new state at once
             self.roles.show_status(status, self.host_states, rates, part=self._table_part, parts=TABLE_PARTS)
             self._table_part = (self._table_part + 1) % TABLE_PARTS
         elif due:
             self.roles.show_status(status, self.host_states, rates)
-        large = len(status.roles) > FIGURES_SCALE_ROLES
         if due:
             self.overview.set_roles(status.roles, rates)
             if large and not self._lists_due:

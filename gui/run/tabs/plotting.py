@@ -83,7 +83,8 @@ class FollowX:
     that is every frame, and each move re-clips, re-downsamples and re-ticks every curve. Here the
     range is set with ``headroom`` (a fraction of the data's width) on both sides, more on the side
     the data grows to (``ahead``: past its end; ``behind``: before its start, a history whose newest
-    point stays at 0), and moved only when the data leaves it or shrinks to under half of it. A pan or zoom by the user stops the
+    point stays at 0), and moved only when the data leaves it or shrinks to under half of it. A pan
+    or zoom by the user stops the
     following; the plot's auto-range button ('A') starts it again.
     """
 

@@ -166,11 +166,12 @@ class TrainingPanel(QtWidgets.QWidget):
         self.spread_loss = SpreadPlot("Loss by step: the workers' spread", "loss")
         self.spread_time = SpreadPlot("Step time by step: the workers' spread", "step time", unit="ms")
         self.spread_time.plot.setXLink(self.spread_loss.plot)
-        # Both spreads' step axis follows the data with headroom, moved seldom (an auto-ranged one
-        # moved, and re-ticked both axes, at every refresh); a pan or zoom of either stops it.
+        # The spreads' step axis (and the heat map's, linked below) follows the data with room,
+        # moved seldom (an auto-ranged one moved, and re-ticked the axes, at every refresh); a pan
+        # or zoom of any of the three stops it.
         self._spread_follow = FollowX(self.spread_loss.plot, headroom=0.03, ahead=SPREAD_AHEAD)
         self.spread_time.plot.getViewBox().sigRangeChangedManually.connect(self._spread_follow.stop)
-        # ... and each one's Y, with room above and below (DATA_PADDING's part of an auto range).
+        # ... and each spread's Y, with SPREAD_Y_HEADROOM above and below its values.
         self._spread_follow_y = {
             plot: FollowX(plot.plot, headroom=SPREAD_Y_HEADROOM, axis="y")
             for plot in (self.spread_loss, self.spread_time)
@@ -492,20 +493,20 @@ class TrainingPanel(QtWidgets.QWidget):
         on_top = tuple(highlight.items())
         while self._spread_pending:
             part = self._spread_pending.pop(0)
+            bins = figures.loss_bins if part == "loss" else figures.time_bins
             if part == "heat":
-                key: tuple[object, ...] = (figures.time_bins.version, columns, self.heatmap.pixel_rows())
+                key: tuple[object, ...] = (bins.version, columns, self.heatmap.pixel_rows())
             else:
-                bins = figures.loss_bins if part == "loss" else figures.time_bins
                 key = (bins.version, len(figures.trainers), columns, on_top)
             if self._spread_drawn.get(part) == key:
                 continue  # unchanged: the next view, this frame
             self._spread_drawn[part] = key
             if part == "heat":
-                refresh_from(figures.time_bins, None, self.heatmap, columns=columns)
+                refresh_from(bins, None, self.heatmap, columns=columns)
             else:
                 plot = self.spread_loss if part == "loss" else self.spread_time
                 refresh_from(
-                    figures.loss_bins if part == "loss" else figures.time_bins,
+                    bins,
                     plot,
                     None,
                     columns=columns,
