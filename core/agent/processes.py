@@ -16,6 +16,8 @@ import signal
 import subprocess
 from typing import IO, NamedTuple, Protocol
 
+from .protocol import OUTPUT_PERIOD_S
+
 TOKEN_VAR = "TOWERDECK_ROLE_TOKEN"  # noqa: S105 - a variable name, not a secret
 PR_SET_CHILD_SUBREAPER = 36
 LEFTOVER_GRACE_S = 2.0
@@ -150,6 +152,7 @@ class Role:
         self.tree_checked_at = 0.0  # see watch.tick
         self.skip_backlog = False  # once stopping, output far behind may be skipped (watch.tail)
         self.next_read_at = 0.0  # when its log is read again, once read to its end (watch.tail)
+        self.output_period_s = OUTPUT_PERIOD_S  # how long after that (the start's output_period_s)
         # Set when the agent simulates the role: no process of it exists, so none is looked for.
         self.sim: Simulated | None = None
 

@@ -179,6 +179,7 @@ class Agent:
         role = Role(name, attempt, proc, log_path, token)
         role.start_argv0, role.start_env, role.start_cwd = request.argv[0], request.env, request.cwd
         role.skip_backlog = request.skip_backlog
+        role.output_period_s = request.output_period_s
         role.pump_pid, role.pump_done, role.pump_status = pump.pid, False, pump.status_fd
         self.pumps[pump.pid] = role
         self.roles[name] = role
@@ -202,6 +203,7 @@ class Agent:
         assert role is not None
         role.start_argv0, role.start_env, role.start_cwd = request.argv[0], request.env, request.cwd
         role.skip_backlog = request.skip_backlog
+        role.output_period_s = request.output_period_s
         self.roles[role.name] = role
         self.emit("started", role=role.name, attempt=role.attempt, pid=role.pid, log=role.log_path)
 

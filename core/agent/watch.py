@@ -29,9 +29,6 @@ SKIP_STOPPING_BYTES = 8 << 20  # stopping: its output is of little use now
 SKIP_ENDED_BYTES = 16 << 20  # ended: the news of its exit waits for this to be sent
 SKIP_BEHIND_BYTES = 64 << 20  # running: the stream is that far behind the role
 SKIP_KEEP_BYTES = 256 * 1024
-# How often a role whose output is all sent is read again: a line waits at most this long (the
-# window draws 5-10 frames a second), and every chunk costs the controller the same whatever its size.
-OUTPUT_PERIOD_S = 0.25
 TREE_CHECK_S = 0.5  # how often an ended role's tree is looked for while its output is still sent
 
 
@@ -95,10 +92,11 @@ def reap(agent: WatchedAgent) -> None:
 def tail(agent: WatchedAgent, role: Role) -> bool:
     """Stream new output of ``role``; True when the file is read to its end.
 
-    A role that was read to its end is read again OUTPUT_PERIOD_S later, not every tick: its
-    output goes in one event four times a second instead of ten, and the controller's cost is per
-    event (at 256 workers it took ~2,600 output events a second). A role behind (its last read
-    stopped at the budget), ending or stopping is read every tick."""
+    A role that was read to its end is read again its ``output_period_s`` later (0.25-1 s, set by
+    the controller by the cluster's size), not every tick: its output goes in one event a period
+    instead of ten a second, and the controller's cost is per event (at 256 workers it took ~2,600
+    output events a second). A role behind (its last read stopped at the budget), ending or
+    stopping is read every tick."""
     role.reopen_log()
     if role.reader is None:
         return True
@@ -119,7 +117,7 @@ def tail(agent: WatchedAgent, role: Role) -> bool:
             role.close()
             return True
         if not data:
-            role.next_read_at = t + OUTPUT_PERIOD_S
+            role.next_read_at = t + role.output_period_s
             return True
         start = role.text_end()  # a sequence split by the last read starts this chunk
         role.offset += len(data)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.agent.processes import SIGNAL_HINT, signal_number
+from core.agent.protocol import output_period_for
 from core.cluster.render import render, role_dir
 from core.cluster.spec import ClusterSpec
 from core.controller.connections import HostConnections
@@ -62,6 +63,9 @@ class RoleOps:
             "tb_dir": launch.env.get("TOWERDECK_TB_DIR", ""),
             # Its log is on this machine (or shared): a stop may skip the unsent backlog.
             "skip_backlog": not host.remote,
+            # How often its log is read once all is sent: less often in a large cluster, where
+            # every output event costs the controller the same whatever its size.
+            "output_period_s": output_period_for(len(self._roles)),
         }
         try:
             sent = (host_run_dir is not None or not host.remote) and transport.send(start)

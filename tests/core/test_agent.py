@@ -79,6 +79,7 @@ def test_missing_program_is_start_failed_with_reason(agent: AgentProcess, tmp_pa
         ('{"op": "fly"}', "unknown op"),
         ('{"op": "start", "role": "w:0"}', "bad start command"),
         ('{"op": "start", "role": "w:0", "argv": "ls", "log": "/tmp/x"}', "argv must be"),
+        ('{"op": "start", "role": "w:0", "argv": ["ls"], "log": "/tmp/x", "output_period_s": 60}', "output_period_s"),
         ('{"op": "stop", "role": "nobody:0"}', "no running role"),
         ('{"op": "signal", "role": "nobody:0", "signal": "STOP"}', "no running role"),
     ],
@@ -147,20 +148,25 @@ def test_signal_stop_and_continue(agent: AgentProcess, tmp_path: Path):
     assert agent.wait_for("exited", role="worker:0")["signal"] == 9
 
 
-def test_a_chatty_role_s_output_goes_in_a_few_events_a_second_not_one_a_tick(agent: AgentProcess, tmp_path: Path):
+@pytest.mark.parametrize("period_s", [None, 1.0])
+def test_a_chatty_role_s_output_goes_in_a_few_events_a_second_not_one_a_tick(
+    agent: AgentProcess, tmp_path: Path, period_s: float | None
+):
     """Each output event costs the controller the same whatever its size: a role printing 50 lines a
-    second is read to its end at most 4 times a second (OUTPUT_PERIOD_S), not at every 0.1 s tick
-    (~2,600 events a second at 256 workers before), and every line still arrives, in order."""
-    from core.agent.watch import OUTPUT_PERIOD_S
+    second is read to its end at most once a period (OUTPUT_PERIOD_S, 4 times a second, or the
+    ``output_period_s`` its start asked for: a large cluster's), not at every 0.1 s tick (~2,600
+    events a second at 256 workers before), and every line still arrives, in order."""
+    from core.agent.protocol import OUTPUT_PERIOD_S
 
+    period = OUTPUT_PERIOD_S if period_s is None else period_s
     code = "import time\nfor i in range(150):\n    print(f'line {i}', flush=True)\n    time.sleep(0.02)\n"
-    start(agent, "worker:0", [sys.executable, "-u", "-c", code], tmp_path / "l.log")
+    start(agent, "worker:0", [sys.executable, "-u", "-c", code], tmp_path / "l.log", output_period_s=period_s)
     agent.wait_for("exited", role="worker:0", timeout_s=60)
     events = [e for e in agent.events if e["ev"] == "output" and e["role"] == "worker:0"]
     assert agent.output("worker:0") == "".join(f"line {i}\n" for i in range(150))
     first, last = events[0]["t"], events[-1]["t"]
-    # Read to the end, then again OUTPUT_PERIOD_S later: never closer than the period (a read that
+    # Read to the end, then again a period later: never closer than the period (a read that
     # stops at the budget, or the role's end, may come sooner; neither happens here but the last).
     gaps = [b["t"] - a["t"] for a, b in itertools.pairwise(events[:-1])]
-    assert min(gaps) >= OUTPUT_PERIOD_S - 0.05, gaps
-    assert len(events) <= (last - first) / OUTPUT_PERIOD_S + 3, (len(events), last - first)
+    assert min(gaps) >= period - 0.05, gaps
+    assert len(events) <= (last - first) / period + 3, (len(events), last - first)

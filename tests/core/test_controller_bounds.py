@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from core.agent import protocol
 from core.cluster.spec import load
 from core.controller import controller as controller_module
 from core.controller.controller import Controller
@@ -126,3 +127,37 @@ def test_the_judges_of_every_role_run_at_their_period_not_at_every_tick(
         controller.close()
     span_s = seen_ticks[-1] - seen_ticks[0]
     assert len(seen_judged) <= span_s / JUDGE_EVERY_S + 2, (len(seen_judged), len(seen_ticks), span_s)
+
+
+@pytest.mark.timeout(180)
+def test_a_large_cluster_s_roles_send_their_output_less_often(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every output event costs the controller the same whatever its size (at 256 simulated workers,
+    a role's output 4 times a second was 22.6 % of a core, once a second 14.7 %): the controller asks
+    each role's agent for a period by the cluster's size (output_period_for). Here its aim is 2 events
+    a second, so this 2-role cluster is read as a 512-role one would be at 256: once a second."""
+    monkeypatch.setattr(protocol, "OUTPUT_EVENTS_PER_S", 2)
+    assert protocol.output_period_for(2) == protocol.MAX_OUTPUT_PERIOD_S == 1.0
+    arrived: list[float] = []
+
+    def listener(event: Event) -> None:
+        if event.kind == "role_output" and event.role == "worker:0":
+            arrived.append(time.monotonic())
+
+    spec, problems = load(light_cluster(tmp_path, workers=1, steps=100_000, rate=50.0))
+    assert spec is not None, problems
+    controller = Controller(spec, RunDir.create(spec, root=tmp_path / "runs"))
+    controller.subscribe(listener)
+    controller.start()
+    try:
+        wait_for(lambda: len(arrived) >= 8, 120, "8 output events of worker:0")
+        seen = list(arrived)
+    finally:
+        controller.close()
+    # A load can only make them fewer; 4 a second (the default) would be 8 in under 2 s.
+    span_s = seen[-1] - seen[0]
+    assert len(seen) <= span_s / 1.0 + 2, (len(seen), span_s)
+
+
+def test_the_output_period_grows_with_the_cluster_from_a_quarter_second_to_a_second() -> None:
+    periods = {roles: protocol.output_period_for(roles) for roles in (1, 64, 128, 256, 1025)}
+    assert periods == {1: 0.25, 64: 0.25, 128: 0.5, 256: 1.0, 1025: 1.0}

@@ -59,8 +59,25 @@ class AgentProcess:
 
 
 def start(
-    agent: AgentProcess, role: str, argv: list[str], log: Path, env: dict[str, str] | None = None
+    agent: AgentProcess,
+    role: str,
+    argv: list[str],
+    log: Path,
+    env: dict[str, str] | None = None,
+    *,
+    output_period_s: float | None = None,
 ) -> dict[str, Any]:
-    """Start ``role`` as ``argv`` with its output in ``log``; its ``started`` event."""
-    agent.send({"op": "start", "role": role, "attempt": 1, "argv": argv, "env": env or {}, "log": str(log)})
+    """Start ``role`` as ``argv`` with its output in ``log`` (read to its end every ``output_period_s``,
+    or the agent's default); its ``started`` event."""
+    command: dict[str, Any] = {
+        "op": "start",
+        "role": role,
+        "attempt": 1,
+        "argv": argv,
+        "env": env or {},
+        "log": str(log),
+    }
+    if output_period_s is not None:
+        command["output_period_s"] = output_period_s
+    agent.send(command)
     return agent.wait_for("started", role=role)
