@@ -521,7 +521,8 @@ class RolesView(QtWidgets.QWidget):
         With ``parts`` > 1 (a large run, called every frame), only the roles at ``part``,
         ``part + parts``, ... get their figures again, with every role whose :func:`look_key`
         changed: a refresh of all 257 rows in one frame took 20-40 ms of it and its paint, so
-        it is spread over ``parts`` frames, and a role's new state still shows on the next.
+        it is spread over ``parts`` frames, and a role's new state still shows on the next
+        (``part`` -1: only the roles whose look changed).
         Every ``parts``-th role, not a block of consecutive ones: with blocks, the table's
         viewport took 30-35 ms of CPU to paint on every frame following 256 simulated workers,
         against ~2 ms with every tenth row (why on every frame was not found)."""

@@ -102,6 +102,10 @@ def test_no_frame_carries_the_whole_refresh_of_257_roles(qtbot, tmp_path: Path, 
     assert not both, f"{len(both)} frames refreshed the overview and the tabs' status together"
     assert sum(f.get("overview", 0) for f in frames) == 3 and sum(f.get("training", 0) for f in frames) == 3
     assert sum(f.get("logs", 0) for f in frames) == 3
-    assert max(f.get("role_row", 0) for f in frames) <= 26, [f.get("role_row", 0) for f in frames]
-    assert sum(f.get("role_row", 0) for f in frames) == 3 * 257  # every row once a second
+    # The overview's frame takes no share of the rows (it was a large run's p95 with one); the nine
+    # other frames of a second share them, every row once a second.
+    rows = [f.get("role_row", 0) for f in frames]
+    assert [bool(n) for n in rows] == [not f.get("overview") for f in frames], rows
+    assert max(rows) <= 29, rows  # 257 rows over 9 frames
+    assert sum(rows) == 3 * 257
     window.close()
