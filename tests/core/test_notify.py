@@ -22,6 +22,7 @@ from core.run.events import Event
 from tests.helpers.cli_launch import Launch
 from tests.helpers.events import make_event
 from tests.helpers.ports import free_ports
+from tests.helpers.procs import gone
 from tests.helpers.project import ROOT, TRAINERS, run_cli
 from tests.helpers.waits import wait_for
 
@@ -312,7 +313,7 @@ notifier.close(0)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     pid = int(Path(str(out) + ".pid").read_text())
-    wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 10, "gone")
+    wait_for(lambda: gone(pid), 10, "gone")
 
 
 def test_which_events_are_notifications() -> None:

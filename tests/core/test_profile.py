@@ -28,7 +28,7 @@ import pytest
 from core.profiling.env import start_worker
 from tests.helpers.cli_launch import Launch
 from tests.helpers.ports import free_ports
-from tests.helpers.procs import assert_nothing_left
+from tests.helpers.procs import assert_nothing_left, gone
 from tests.helpers.project import ROOT, TRAINERS, run_cli
 
 pytestmark = pytest.mark.slow
@@ -230,7 +230,7 @@ def test_the_run_s_profiles_open_in_tensorboard_per_role_and_nothing_is_left(clu
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "TensorBoard stopped" in out
-    assert not psutil.pid_exists(tb_pid) or psutil.Process(tb_pid).status() == psutil.STATUS_ZOMBIE
+    assert gone(tb_pid)
     assert_nothing_left([port], marker="\0never-matches\0")
 
 

@@ -23,6 +23,7 @@ from core.run import journal
 from core.run.csv_export import export_csv, read_csv
 from core.run.tensorboard import event_dirs
 from tests.helpers.clusters import launch_tensorboard_run, tensorboard_runs
+from tests.helpers.procs import gone
 from tests.helpers.project import ROOT, run_cli
 
 pytestmark = pytest.mark.slow
@@ -85,7 +86,7 @@ def test_runs_tensorboard_serves_the_roles_event_files_and_leaves_nothing(tmp_pa
     rest = "".join(lines.queue)
     assert proc.returncode == 0, text + rest
     assert "TensorBoard stopped" in rest
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert gone(pid)
     with pytest.raises(OSError):
         _get(url + "data/runs")  # nothing listens there any more
 
@@ -149,7 +150,7 @@ def test_runs_tensorboard_overlays_several_runs_named_by_run_and_role(tmp_path: 
         proc.wait(timeout=30)
         reader.join(10)
     assert proc.returncode == 0, text + "".join(lines.queue)
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert gone(pid)
     with pytest.raises(OSError):
         _get(url + "data/runs")
     assert list(private.iterdir()) == []  # its folder of links went with it; the runs are whole

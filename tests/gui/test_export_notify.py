@@ -18,6 +18,7 @@ from core.run import journal
 from core.run.csv_export import read_csv
 from tests.helpers.events import make_event
 from tests.helpers.ports import free_ports
+from tests.helpers.procs import gone
 from tests.helpers.project import ROOT
 
 SINK = ROOT / "tests" / "helpers" / "notify_sink.py"
@@ -192,8 +193,6 @@ def test_desktop_notification_only_when_the_window_is_not_active(qtbot, monkeypa
 
 @pytest.mark.slow
 def test_open_in_tensorboard_and_it_stops_with_the_window(qtbot, tmp_path: Path) -> None:
-    import psutil
-
     from gui.window.main_window import MainWindow
     from tests.helpers.clusters import TENSORBOARD_CLUSTER
     from tests.helpers.project import TRAINERS, run_cli
@@ -220,8 +219,6 @@ def test_open_in_tensorboard_and_it_stops_with_the_window(qtbot, tmp_path: Path)
         pass  # it answers on its port
     pid = server.pid
     window.close()
-    qtbot.waitUntil(
-        lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, timeout=15_000
-    )
+    qtbot.waitUntil(lambda: gone(pid), timeout=15_000)
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", server.port), timeout=2)

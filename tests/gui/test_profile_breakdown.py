@@ -15,7 +15,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-import psutil
 import pytest
 from PySide6 import QtCore
 
@@ -28,7 +27,7 @@ from core.profiling.why_run import judge
 from gui.run.tabs.profile import ProfilePanel
 from tests.helpers.captures import recorded_capture
 from tests.helpers.past_run import generate_run
-from tests.helpers.procs import assert_nothing_left
+from tests.helpers.procs import assert_nothing_left, gone
 from tests.helpers.project import run_cli
 
 
@@ -162,7 +161,5 @@ def test_the_capture_list_names_roles_why_and_length_and_opens_the_capture_in_te
     other = generate_run(tmp_path / "other", workers=2, seconds=60, hosts=1)
     assert window.open_run(other)  # another run: the capture's TensorBoard goes with the one it showed
     assert profiler.tensorboard is None and panel.tensorboard_note.text() == ""
-    qtbot.waitUntil(
-        lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, timeout=30_000
-    )
+    qtbot.waitUntil(lambda: gone(pid), timeout=30_000)
     assert_nothing_left([port], marker="\0never-matches\0", timeout_s=20)

@@ -16,7 +16,7 @@ from core.views.rates import GLOBAL, label, summary_rates
 from tests.helpers.cli_launch import launching, role_pids
 from tests.helpers.clusters import FLAG_NOTE, cluster_file, one_flag_apart
 from tests.helpers.ports import free_ports
-from tests.helpers.procs import assert_nothing_left
+from tests.helpers.procs import assert_nothing_left, gone
 from tests.helpers.project import run_cli
 
 pytestmark = pytest.mark.slow
@@ -209,7 +209,7 @@ def test_runs_page_opens_the_selected_runs_in_one_tensorboard(qtbot, tmp_path: P
     wait_for(lambda: runs() == ["exp-a/worker-0", "exp-b/worker-0"], timeout_s=60, what="both runs in TensorBoard")
     assert server.url in window.statusBar().currentMessage()
     action.stop()
-    qtbot.waitUntil(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie", timeout=30_000)
+    qtbot.waitUntil(lambda: gone(pid), timeout=30_000)
     qtbot.waitUntil(lambda: not home.exists(), timeout=30_000)
     assert (root / "exp-a" / "roles" / "worker-0" / "tensorboard").is_dir()  # the links went, not the files
 

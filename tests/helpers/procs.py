@@ -59,3 +59,12 @@ def of_run(path: object) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+def gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie counts): a process that exits between a ``pid_exists``
+    and a ``Process(pid)`` is gone, not an error (the race failed a test on a loaded machine)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
