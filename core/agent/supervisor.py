@@ -177,9 +177,7 @@ class Agent:
             return
         os.close(pump.role_fd)  # only the role holds the write end: EOF when its whole tree is gone
         role = Role(name, attempt, proc, log_path, token)
-        role.start_argv0, role.start_env, role.start_cwd = request.argv[0], request.env, request.cwd
-        role.skip_backlog = request.skip_backlog
-        role.output_period_s = request.output_period_s
+        _keep_request(role, request)
         role.pump_pid, role.pump_done, role.pump_status = pump.pid, False, pump.status_fd
         self.pumps[pump.pid] = role
         self.roles[name] = role
@@ -201,9 +199,7 @@ class Agent:
             self.emit("start_failed", role=request.role, attempt=request.attempt, error=message)
             return
         assert role is not None
-        role.start_argv0, role.start_env, role.start_cwd = request.argv[0], request.env, request.cwd
-        role.skip_backlog = request.skip_backlog
-        role.output_period_s = request.output_period_s
+        _keep_request(role, request)
         self.roles[role.name] = role
         self.emit("started", role=role.name, attempt=role.attempt, pid=role.pid, log=role.log_path)
 
@@ -408,3 +404,11 @@ class Agent:
             self.tick()
             if not self.connected and not self.roles:
                 self.finished = True
+
+
+def _keep_request(role: Role, request: StartRequest) -> None:
+    """What a started role keeps of its ``start``: how it was started (``profile`` runs its tracer
+    the same way), whether its backlog may be skipped, and its output period."""
+    role.start_argv0, role.start_env, role.start_cwd = request.argv[0], request.env, request.cwd
+    role.skip_backlog = request.skip_backlog
+    role.output_period_s = request.output_period_s
