@@ -100,9 +100,14 @@ class OutputIntake:
         self._publisher.publish(
             Event(round(time.time(), 3), name, RoleOutput(text, attempt=role.attempt, offset=offset))
         )
+        # A chunk's steps before its lines: a step clears the waits of earlier chunks, and a wait
+        # sign in this chunk stands. A worker that printed a step and then lost its ps, in one read,
+        # is waiting; in the other order the step cleared the wait it printed after (seen in CI).
+        # A step printed after a sign in the same chunk leaves the wait until the next step, one
+        # read later; most signs are judged only after a long wait, so that shows nothing.
+        self._stalls.progress(role, [s.step for s in samples if s.step is not None])
         self._roles.waits(self._diagnoser.on_output(name, text, time.time()))
         self._look_for_restores(role, text)
-        self._stalls.progress(role, [s.step for s in samples if s.step is not None])
         if samples:
             records = [sample_dict(s) for s in samples]
             self._run.append_metrics(role.task, records)

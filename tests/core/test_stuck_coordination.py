@@ -143,6 +143,19 @@ def test_the_ps_chief_that_lost_its_only_worker_is_diagnosed_as_waiting_for_it(t
     assert_nothing_left(ports, marker=str(tmp_path / "run"))
 
 
+def _recovering_waits(seen: list, roles: tuple[str, ...]) -> list | None:
+    """Each of ``roles``' first ``recovering`` wait, once every one has one and none was cleared
+    since (a later wait, on a CreateSession line say, may follow it: a cleared one may not)."""
+    found = []
+    for role in roles:
+        events = [e for e in seen if e.kind == "role_waiting" and e.role == role]
+        first = next((i for i, e in enumerate(events) if e.payload.cause == "recovering" and e.payload.waiting), None)
+        if first is None or any(not e.payload.waiting for e in events[first:]):
+            return None
+        found.append(events[first])
+    return found
+
+
 RECOVERING_CLUSTER = """
 name = "bg-recovering"
 strategy = "between_graph"
@@ -184,9 +197,7 @@ def test_workers_recreating_their_session_after_the_ps_went_are_diagnosed_with_i
             "ps:0 stopped",
         )[0]
         waits = wait_for(
-            lambda: (
-                len(w := [e for e in seen if e.kind == "role_waiting" and e.payload.cause == "recovering"]) == 2 and w
-            ),
+            lambda: _recovering_waits(seen, ("worker:0", "worker:1")),
             90,  # TensorFlow's retry after the ps went, on a loaded machine (the full suite beside it: > 30 s once)
             "both workers recreating their sessions",
             lambda: "\n".join(
