@@ -369,15 +369,18 @@ class GpuPanel(QtWidgets.QWidget):
             shown_host = figures.focus[0] if figures.focus else None
             for host, box in self.hosts.items():
                 box.setVisible(host == shown_host)
-            if self.drill is None:
+            if self.drill is None and self._cards_waited:
+                # The cards' frame; the host grid's refresh on the next. Together they made one
+                # frame at 256 GPUs: a host grid's refresh (the summaries of the hosts whose
+                # samples came, their tiles' paint) and the cards'. With samples every frame
+                # (1,024 hosts) the two take turns, each every other frame (5 a second).
+                self._dirty = True
+            elif self.drill is None:
                 asked = self.host_grid.refresh()
                 if self.host_grid.stale:
                     self._dirty = True  # its tiles' next share on the next frame
-                if asked and not self._cards_waited:
-                    # The cards on the next frame: a host grid's refresh (the summaries of the
-                    # hosts whose samples came, their tiles' paint) and the cards' made one frame
-                    # at 256 GPUs. Never twice in a row: at 1,024 hosts samples come every frame.
-                    self._dirty = self._cards_waited = True
+                if asked:
+                    self._dirty = self._cards_waited = True  # the cards on the next frame
                     return
         self._cards_waited = False
         if grid_mode and not (host_mode and self.drill is None):
