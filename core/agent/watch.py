@@ -110,8 +110,9 @@ def tail(agent: WatchedAgent, role: Role) -> bool:
             skip_backlog(agent, role, SKIP_ENDED_BYTES if role.leader_done else SKIP_BEHIND_BYTES)
     budget = READ_BUDGET_BYTES
     while budget > 0:
+        asked = min(CHUNK_BYTES, budget)
         try:
-            data = role.reader.read(min(CHUNK_BYTES, budget))
+            data = role.reader.read(asked)
         except OSError as exc:
             agent.error(f"cannot read {role.log_path}: {exc}", role=role.name)
             role.close()
@@ -125,6 +126,12 @@ def tail(agent: WatchedAgent, role: Role) -> bool:
         text = role.decoder.decode(data)
         if text:
             agent.emit("output", role=role.name, attempt=role.attempt, offset=start, end=role.text_end(), data=text)
+        if len(data) < asked:
+            # A short read is the file's end as it was: what the pump writes after it goes in the
+            # next period's read, not in a second event of this one (under load, a line written
+            # between the two reads made two events 0 ms apart).
+            role.next_read_at = t + role.output_period_s
+            return True
     return False
 
 
