@@ -84,12 +84,46 @@ def test_grid_shows_64_gpus_on_8_hosts_and_a_click_selects_one(qtbot):
     with qtbot.waitSignal(grid.sig_gpu_selected) as blocker:
         qtbot.mouseClick(grid, QtCore.Qt.MouseButton.LeftButton, pos=grid.tile_rect("127.0.0.6", 3).center())
     assert blocker.args == ["127.0.0.6", 3]
-    # Nothing new: refresh paints nothing; a new sample: it paints again.
-    qtbot.waitUntil(lambda: grid._painted_version == grid.board.version)
-    painted = grid.repaints
+    # Nothing new: refresh paints nothing; a host's new sample: its 8 tiles only.
     assert grid.refresh() is False
+    qtbot.waitUntil(lambda: grid.repaints > 1)  # the click's selection
+    painted = grid.tiles_painted
     grid.board.add_sample(sample("127.0.0.1", 31.0))
     assert grid.refresh() is True
+    qtbot.waitUntil(lambda: grid.tiles_painted > painted)
+    assert grid.tiles_painted - painted == 8 and grid.stale == 0 and grid.refresh() is False
+
+
+def test_a_second_of_every_host_s_samples_repaints_the_gpus_a_share_a_frame(qtbot):
+    """The agents sample in step: a second's samples of 16 hosts (128 GPUs) came in one frame, and
+    repainting every tile in it was the GPUs tab's p95 at 128 workers. The GPUs whose samples came
+    go a share a frame, every one within a second (10 frames); a new host is a new layout: all."""
+    from gui.run.gpu_grid import TILE_SHARES, TILES_PER_FRAME, GpuGrid
+
+    grid = GpuGrid()
+    qtbot.addWidget(grid)
+    grid.resize(1500, 900)
+    grid.show()
+    for h in range(1, 17):
+        grid.board.add_sample(sample(f"127.0.0.{h}", 0.0))
+    assert grid.refresh() is True
+    qtbot.waitUntil(lambda: grid.repaints > 0)
+    for h in range(1, 17):  # every host's next sample
+        grid.board.add_sample(sample(f"127.0.0.{h}", 1.0, hot=2 if h == 3 else None))
+    shares = []
+    for _ in range(10):
+        painted = grid.tiles_painted
+        if grid.refresh():
+            qtbot.waitUntil(lambda painted=painted: grid.tiles_painted > painted)
+        shares.append(grid.tiles_painted - painted)
+    on_screen = sum(1 for r, _ in grid._rects if r.intersects(grid.visibleRegion().boundingRect()))
+    share = max(TILES_PER_FRAME, -(-128 // TILE_SHARES))  # every tile within TILE_SHARES frames
+    assert max(shares) <= share < 128 and sum(shares) == on_screen, (shares, on_screen)
+    assert grid.stale == 0 and grid.refresh() is False
+    assert "1 hot" in grid.headers()[2]  # the host's line changed with its sample, at once
+    painted = grid.repaints
+    grid.board.add_sample(sample("127.0.0.17", 1.0))  # a new host: a new layout, every tile
+    assert grid.refresh() is True and grid.stale == 0
     qtbot.waitUntil(lambda: grid.repaints > painted)
 
 

@@ -387,6 +387,8 @@ class GpuPanel(QtWidgets.QWidget):
             self.grid.show_host(self.drill if host_mode else None)
             self.grid.select(*(figures.focus or (None, None)))
             self.grid.refresh()
+            if self.grid.stale:
+                self._dirty = True  # its tiles' next share on the next frame
         for key, card in self.cards.items():
             shown = figures.shown(key)
             card.box.setVisible(shown)
