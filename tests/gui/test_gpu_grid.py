@@ -8,6 +8,7 @@ import math
 
 from core.views.gpu_figures import GpuFigures
 from core.views.gpu_tiles import SPARK_POINTS, GpuTileBoard, heat_level
+from tests.helpers.widgets import tiles_painted_per_frame
 
 GIB = 1 << 30
 
@@ -110,12 +111,7 @@ def test_a_second_of_every_host_s_samples_repaints_the_gpus_a_share_a_frame(qtbo
     qtbot.waitUntil(lambda: grid.repaints > 0)
     for h in range(1, 17):  # every host's next sample
         grid.board.add_sample(sample(f"127.0.0.{h}", 1.0, hot=2 if h == 3 else None))
-    shares = []
-    for _ in range(10):
-        painted = grid.tiles_painted
-        if grid.refresh():
-            qtbot.waitUntil(lambda painted=painted: grid.tiles_painted > painted)
-        shares.append(grid.tiles_painted - painted)
+    shares = tiles_painted_per_frame(qtbot, grid)
     on_screen = sum(1 for r, _ in grid._rects if r.intersects(grid.visibleRegion().boundingRect()))
     share = max(TILES_PER_FRAME, -(-128 // TILE_SHARES))  # every tile within TILE_SHARES frames
     assert max(shares) <= share < 128 and sum(shares) == on_screen, (shares, on_screen)

@@ -11,6 +11,7 @@ import pytest
 
 from core.views.gpu_hosts import GpuHost, host_summaries, select_hosts
 from core.views.gpu_tiles import GpuTileBoard
+from tests.helpers.widgets import tiles_painted_per_frame
 
 GIB = 1 << 30
 
@@ -299,12 +300,7 @@ def test_a_second_of_every_host_s_samples_repaints_their_tiles_a_share_a_frame(q
     board, grid = painted_grid(qtbot, 32)
     qtbot.wait(50)
     board.add_samples([sample(h, 1.0) for h in range(1, 33)])  # every host's next sample
-    shares = []
-    for _ in range(10):
-        painted = grid.tiles_painted
-        if grid.refresh():
-            qtbot.waitUntil(lambda painted=painted: grid.tiles_painted > painted)
-        shares.append(grid.tiles_painted - painted)
+    shares = tiles_painted_per_frame(qtbot, grid)
     assert max(shares) <= TILES_PER_FRAME and sum(shares) == 32, shares
     assert grid.stale == 0 and not grid.refresh()
 

@@ -37,3 +37,15 @@ def wait_frames(qtbot: Any, window: Any, count: int = 3, timeout_ms: int = 10_00
         return drawn[0] >= count
 
     qtbot.waitUntil(more, timeout=timeout_ms)
+
+
+def tiles_painted_per_frame(qtbot: Any, grid: Any, frames: int = 10) -> list[int]:
+    """How many tiles ``grid`` (a GPU grid or a host grid: ``refresh()``, ``tiles_painted``) paints
+    in each of ``frames`` frames: a refresh, then its paint when it asked for one."""
+    shares = []
+    for _ in range(frames):
+        painted = grid.tiles_painted
+        if grid.refresh():
+            qtbot.waitUntil(lambda painted=painted: grid.tiles_painted > painted)
+        shares.append(grid.tiles_painted - painted)
+    return shares
