@@ -107,6 +107,8 @@ class BinnedWorkers:
         self._rows: dict[str, int] = {}
         self._sums = np.zeros((4, bins))
         self._counts = np.zeros((4, bins), dtype=np.int64)
+        self._points = np.zeros(4, dtype=np.int64)  # each row's points, all bins together
+        self._data_group = 1  # bins a column takes at least: see _columns_for_data
         self._used = 0  # columns that ever held a point
         self.version = 0
         # One frame asks for the spread, the heat map and a row per highlighted worker at the same
@@ -149,6 +151,7 @@ class BinnedWorkers:
                 grow = self._sums.shape[0]
                 self._sums = np.vstack([self._sums, np.zeros((grow, self.bins))])
                 self._counts = np.vstack([self._counts, np.zeros((grow, self.bins), dtype=np.int64)])
+                self._points = np.concatenate([self._points, np.zeros(grow, dtype=np.int64)])
         return row
 
     def _coarsen_until(self, index: int) -> int:
@@ -175,6 +178,7 @@ class BinnedWorkers:
         index = self._coarsen_until(max(0, int((x - self._origin) // self._width)))
         self._sums[row, index] += value
         self._counts[row, index] += 1
+        self._points[row] += 1
         self._dirty_from = min(self._dirty_from, index)
         self._used = max(self._used, index + 1)
         self.version += 1
@@ -207,6 +211,7 @@ class BinnedWorkers:
             index = np.maximum(0, np.floor((x - self._origin) / self._width)).astype(np.int64)
         self._sums[row] += np.bincount(index, weights=v, minlength=self.bins)[: self.bins]
         self._counts[row] += np.bincount(index, minlength=self.bins)[: self.bins]
+        self._points[row] += x.size
         self._dirty_from = min(self._dirty_from, int(index.min()))
         self._used = max(self._used, int(index.max()) + 1)
         self.version += 1
@@ -253,6 +258,7 @@ class BinnedWorkers:
             index = np.maximum(0, np.floor((x - self._origin) / self._width)).astype(np.int64)
         np.add.at(self._sums, (rows, index), v)
         np.add.at(self._counts, (rows, index), 1)
+        np.add.at(self._points, rows, 1)
         self._dirty_from = min(self._dirty_from, int(index.min()))
         self._used = max(self._used, int(index.max()) + 1)
 
@@ -270,9 +276,9 @@ class BinnedWorkers:
         self._flush()
         if not self._rows or self._used == 0 or self._origin is None:
             return None
-        group = 1
+        group = self._columns_for_data()
         if max_columns is not None and max_columns > 0 and self._used > max_columns:
-            group = math.ceil(self._used / max_columns)
+            group = max(group, math.ceil(self._used / max_columns))
         columns = math.ceil(self._used / group)
         view = self._view
         same = (
@@ -344,6 +350,25 @@ class BinnedWorkers:
         )
         self._dirty_from = self.bins
         return self._view
+
+    def _columns_for_data(self) -> int:
+        """Bins a column takes so that the median worker has about a point in each: no finer
+        than the data. A step time measured between two reads of a worker's output is one point
+        per read (every 10 steps at 10 steps/s and a 1 s read), and a slow worker's points lie
+        closer in steps than a fast one's; at a bin a step, most columns held the slow workers'
+        points only, so "the median of 1,024 workers" drew the slow ones' step time there (a
+        zigzag between 100 and 300 ms, 2026-11-29). A power of two, changed only when the data
+        needs a coarser column or allows one under half as wide (so it does not flip each frame)."""
+        rows = len(self._rows)
+        if rows < 2 or self._used == 0:
+            return 1
+        points = float(np.median(self._points[:rows]))
+        needed = self._used / points if points > 0 else 1.0  # bins between the median worker's points
+        group = self._data_group
+        if needed > group * 1.1 or needed < 0.4 * group:  # (1.1: a first bin left empty by the origin)
+            group = 1 if needed <= 1.1 else 1 << math.ceil(math.log2(needed))
+            self._data_group = group
+        return group
 
     def _stats(self, max_columns: int | None, means: FloatArray) -> _Stats:
         """:meth:`_column_stats` of ``_means(max_columns)``, kept with them."""

@@ -4,6 +4,7 @@ numpy's on the same binned values."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -118,3 +119,51 @@ def test_small_batches_as_a_live_run_sends_them_equal_one_batch(points, bins, ba
     assert a is not None and b is not None
     assert np.allclose(a[2], b[2], equal_nan=True) and np.allclose(a[1], b[1])
     assert np.allclose(live.spread().median, reopened.spread().median, equal_nan=True)
+
+
+def test_the_median_is_of_the_workers_not_of_the_few_whose_points_lie_closer():
+    """A step time is measured between two reads of a worker's output: one point a read, every 10
+    steps for a worker at 10 steps/s read once a second, every 3 for one at 3 steps/s. At a bin a
+    step, the columns between the fast workers' points held only the slow workers' points, and
+    "the median of 1,024 workers" drew their step time there: a zigzag between 100 and 300 ms
+    over the slow workers' steps (a window on a live 1,024-worker run, 2026-11-29). A column is
+    no finer than the median worker's points, so each holds about every worker."""
+    bins = BinnedWorkers(origin=0.0)
+    for w in range(100):  # in phase, as simulated agents started together read
+        steps = np.arange(10.0, 1001.0, 10.0)
+        bins.add_many(f"worker:{w}", steps, np.full(steps.size, 100.0))
+    for w in (100, 101):  # slow: 300 ms a step, a read every 3 steps, up to step 300
+        steps = np.arange(3.0, 301.0, 3.0)
+        bins.add_many(f"worker:{w}", steps, np.full(steps.size, 300.0))
+    spread = bins.spread(max_columns=1400)  # a wide plot: the bins' own resolution allowed
+    assert spread is not None
+    has = spread.count > 0
+    assert np.all(spread.median[has] == 100.0), spread.median[has][:20]
+    early = has & (spread.x < 300)
+    assert np.min(spread.count[early]) >= 100, spread.count[early][:20]  # every worker in each column
+    heat = bins.heatmap(max_columns=1400)
+    assert heat is not None
+    fast_rows = heat.values[:100, : int(np.sum(spread.x < 1000))]
+    assert np.isfinite(fast_rows).mean() > 0.95  # no stripes of columns without the fast workers
+    # Dense points (a loss a step) keep a column a bin.
+    loss = BinnedWorkers(origin=0.0)
+    for w in range(4):
+        loss.add_many(f"worker:{w}", np.arange(1.0, 501.0), np.linspace(2.0, 0.1, 500))
+    dense = loss.spread(max_columns=1400)
+    assert dense is not None and dense.x.size == 501  # a column a bin (bin 0, before step 1, is empty)
+
+
+def test_the_column_width_for_the_data_does_not_flip_from_frame_to_frame():
+    """Live, the median worker's points grow with the steps: the column width keeps a power of two
+    and moves only when the data needs a coarser one or allows one under half as wide, so the
+    view is not redone whole every frame (a full redo at 1,024 x 1,024 is 170 ms)."""
+    bins = BinnedWorkers(origin=0.0)
+    groups = []
+    for read in range(1, 301):  # 300 reads of 10 steps, 50 workers, a frame after each
+        for w in range(50):
+            bins.add(f"worker:{w}", 10.0 * read + (w % 3), 100.0 + w % 7)
+        bins.spread(max_columns=2000)
+        groups.append(bins._view.group if bins._view is not None else None)
+    changes = sum(1 for a, b in itertools.pairwise(groups) if a != b)
+    assert changes <= 4, groups  # the first reads, then a coarsening of the bins or two
+    assert groups[-1] in (4, 8, 16), groups[-1]
