@@ -59,6 +59,9 @@ def test_sigstopped_worker_is_marked_stalled_unstalled_on_sigcont_and_killed_by_
     assert launch.role("worker:0")["stalled"] is False
     human = launch.ctl("status")
     assert re.search(r"worker:1\s+running .* STALLED for \d+ s", human.stdout), human.stdout
+    # The launch's once-a-second progress line says so too (a SIGCONT within the second the stall
+    # was marked left it no line to say it in, under load).
+    launch.wait_said(r"worker:1\s+step \d+ .*STALLED for \d+ s")
 
     os.kill(worker["pid"], signal.SIGCONT)
     wait_for(lambda: not launch.role("worker:1")["stalled"], 30, "worker:1 unstalled after SIGCONT")

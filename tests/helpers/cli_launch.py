@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,6 +61,30 @@ class Launch:
             stderr=subprocess.STDOUT,
             text=True,
         )
+        # What it prints, read as it prints it (wait_said), all of it returned by finish().
+        self._said: list[str] = []
+        self._reader = threading.Thread(target=self._read_stdout, name="launch-stdout", daemon=True)
+        self._reader.start()
+
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._said.append(line)
+
+    def said(self) -> str:
+        """What the launch printed so far."""
+        return "".join(list(self._said))
+
+    def wait_said(self, pattern: str, timeout_s: float = 30) -> re.Match[str]:
+        """The first match of ``pattern`` in what the launch printed, once it printed it."""
+        deadline = time.time() + timeout_s
+        while True:
+            found = re.search(pattern, self.said())
+            if found is not None:
+                return found
+            if time.time() > deadline or (self.proc.poll() is not None and not self._reader.is_alive()):
+                raise AssertionError(f"the launch never printed {pattern!r}:\n{self.said()[-3000:]}")
+            time.sleep(0.1)
 
     def status(self) -> dict[str, Any]:
         result = run_cli("ctl", str(self.run_dir), "status", "--json", timeout=30)
@@ -121,8 +146,9 @@ class Launch:
         return run_cli("ctl", str(self.run_dir), *args, timeout=30)
 
     def finish(self, timeout_s: float = 120) -> tuple[int, str]:
-        out, _ = self.proc.communicate(timeout=timeout_s)
-        return self.proc.returncode, out
+        self.proc.wait(timeout=timeout_s)
+        self._reader.join(timeout=30)  # its stdout's end: the last lines read
+        return self.proc.returncode, self.said()
 
     def kill(self) -> None:
         """Ctrl-C, as a user ends a launch; a launcher that has not ended 30 s later is killed, and
@@ -132,11 +158,12 @@ class Launch:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
             try:
-                self.proc.communicate(timeout=30)
+                self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-                self.proc.communicate()
+                self.proc.wait()
                 kill_run_agents(self.run_dir)
+        self._reader.join(timeout=30)
 
 
 def kill_run_agents(run_dir: Path) -> None:
