@@ -14,6 +14,7 @@ Signals:
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
@@ -35,6 +36,20 @@ HOST_HEADER_H = 22
 # TILES_PER_FRAME x TILE_SHARES: a larger share, so every tile is repainted within a second.
 TILES_PER_FRAME = 8
 TILE_SHARES = 10
+
+
+def repaint_share(
+    widget: QtWidgets.QWidget, stale: dict[Any, None], rect_of: dict[Any, QtCore.QRect], share: int
+) -> None:
+    """Repaint the first ``share`` of ``stale``'s tiles (their places in ``rect_of``) and forget
+    them: the GPU grid's and the host grid's tiles of new samples, a share a frame."""
+    dirty = QtGui.QRegion()
+    for key in list(stale)[:share]:
+        del stale[key]
+        place = rect_of.get(key)
+        if place is not None:
+            dirty += place
+    widget.update(dirty)
 
 
 def _gib(n: float | None) -> str:
@@ -88,14 +103,7 @@ class GpuGrid(QtWidgets.QWidget):
                     self._stale[tile.key] = None
         if not self._stale:
             return False
-        share = list(self._stale)[: max(TILES_PER_FRAME, -(-len(self._rects) // TILE_SHARES))]
-        dirty = QtGui.QRegion()
-        for key in share:
-            del self._stale[key]
-            place = self.tile_rect(*key)
-            if place is not None:
-                dirty += place
-        self.update(dirty)
+        repaint_share(self, self._stale, self._rect_of, max(TILES_PER_FRAME, -(-len(self._rects) // TILE_SHARES)))
         return True
 
     @property

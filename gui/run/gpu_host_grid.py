@@ -23,7 +23,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from core.views.gpu_hosts import GpuHost, HostSummaries, select_hosts
 from core.views.gpu_tiles import GpuTileBoard
-from gui.run.gpu_grid import HEAT_COLOURS, UTIL_COLOUR
+from gui.run.gpu_grid import HEAT_COLOURS, UTIL_COLOUR, repaint_share
 
 TILE = QtCore.QSize(204, 70)
 GAP = 6
@@ -109,14 +109,7 @@ class GpuHostGrid(QtWidgets.QWidget):
                 self.update(gone)
         if not self._stale:
             return False
-        share = self._share()
-        dirty = QtGui.QRegion()
-        for name in list(self._stale)[:share]:
-            del self._stale[name]
-            tile = self._rect_of.get(name)
-            if tile is not None:
-                dirty += tile
-        self.update(dirty)
+        repaint_share(self, self._stale, self._rect_of, self._share())
         return True
 
     @property
