@@ -17,6 +17,7 @@ import pytest
 
 from tests.helpers.cli_launch import Launch
 from tests.helpers.clusters import write_cluster
+from tests.helpers.controllers import started_controller
 from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
 from tests.helpers.project import run_cli
@@ -124,19 +125,9 @@ def test_success_policy_chief_ends_the_run_when_the_chief_succeeds(tmp_path: Pat
 
 def test_silent_wait_and_start_stall_when_tensorflow_logs_are_hidden(tmp_path: Path):
     """With TF_CPP_MIN_LOG_LEVEL=1 TensorFlow says nothing: the roles' states still tell."""
-    from core.cluster.spec import load
-    from core.controller.controller import Controller
-    from core.run.events import Event
-    from core.run.rundir import RunDir
-
     cluster, ports = stuck_cluster(tmp_path, extra="start_stall_after_s = 40", log_level=1)
     cluster.write_text(cluster.read_text().replace(', "--tf_verbosity=info"', ""))
-    spec, problems = load(cluster)
-    assert spec is not None, problems
-    controller = Controller(spec, RunDir.create(spec, path=tmp_path / "run"))
-    seen: list[Event] = []
-    controller.subscribe(lambda e: seen.append(e) if e.kind in ("role_waiting", "role_stalled", "role_state") else None)
-    controller.start()
+    controller, seen = started_controller(cluster, tmp_path / "run", ("role_waiting", "role_stalled", "role_state"))
     try:
         waiting = wait_for(
             lambda: [e for e in seen if e.kind == "role_waiting" and e.payload.waiting], 150, "a silent wait"
@@ -175,19 +166,10 @@ def test_silent_wait_and_start_stall_when_tensorflow_logs_are_hidden(tmp_path: P
 
 def test_workers_whose_ps_was_stopped_are_diagnosed_as_waiting_for_it(tmp_path: Path):
     """A classic worker whose ps went away hangs without a word (measured: no error, no line)."""
-    from core.cluster.spec import load
-    from core.controller.controller import Controller
-    from core.run.events import Event
-    from core.run.rundir import RunDir
     from tests.helpers.clusters import between_graph
 
     cluster, ports = between_graph(tmp_path, steps=100000, sleep=0.02)
-    spec, problems = load(cluster)
-    assert spec is not None, problems
-    controller = Controller(spec, RunDir.create(spec, path=tmp_path / "run"))
-    seen: list[Event] = []
-    controller.subscribe(lambda e: seen.append(e) if e.kind in ("role_waiting", "role_state", "metrics") else None)
-    controller.start()
+    controller, seen = started_controller(cluster, tmp_path / "run", ("role_waiting", "role_state", "metrics"))
     try:
         wait_for(
             lambda: {e.role for e in seen if e.kind == "metrics"} == {"worker:0", "worker:1"}, 120, "both training"

@@ -13,6 +13,7 @@ import re
 import pytest
 
 from tests.helpers.clusters import write_cluster
+from tests.helpers.controllers import started_controller
 from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
 from tests.helpers.waits import wait_for
@@ -35,18 +36,11 @@ STRAGGLER = re.compile(r"I0000 00:00:(?P<t>\d+\.\d+) .*coordination_service\.cc:
 
 
 def test_the_leader_waiting_for_a_worker_that_never_connected_is_diagnosed(tmp_path):
-    from core.cluster.spec import load
-    from core.controller.controller import Controller
-    from core.run.events import Event
-    from core.run.rundir import RunDir
 
     ports = free_ports(2)
-    spec, problems = load(write_cluster(tmp_path, MWMS_PEER_LATE, ports))
-    assert spec is not None, problems
-    controller = Controller(spec, RunDir.create(spec, path=tmp_path / "run"))
-    seen: list[Event] = []
-    controller.subscribe(lambda e: seen.append(e) if e.kind in ("role_waiting", "role_state") else None)
-    controller.start()
+    controller, seen = started_controller(
+        write_cluster(tmp_path, MWMS_PEER_LATE, ports), tmp_path / "run", ("role_waiting", "role_state")
+    )
     try:
         log = lambda: "\n".join(controller.last_lines("worker:0", 50))  # noqa: E731
         match = wait_for(lambda: STRAGGLER.search(log()), 120, "worker:0 naming its straggler")
@@ -101,18 +95,10 @@ tasks = ["127.0.0.1:{p[2]}"]
 def test_the_ps_chief_that_lost_its_only_worker_is_diagnosed_as_waiting_for_it(tmp_path):
     """Measured (TF 2.21): the chief prints ``Worker /job:worker/replica:0/task:0 failed with
     UnavailableError()`` (a Python ERROR log, shown by default) and then nothing, for good."""
-    from core.cluster.spec import load
-    from core.controller.controller import Controller
-    from core.run.events import Event
-    from core.run.rundir import RunDir
-
     ports = free_ports(3)
-    spec, problems = load(write_cluster(tmp_path, PS_ONE_WORKER, ports))
-    assert spec is not None, problems
-    controller = Controller(spec, RunDir.create(spec, path=tmp_path / "run"))
-    seen: list[Event] = []
-    controller.subscribe(lambda e: seen.append(e) if e.kind in ("role_waiting", "role_state", "metrics") else None)
-    controller.start()
+    controller, seen = started_controller(
+        write_cluster(tmp_path, PS_ONE_WORKER, ports), tmp_path / "run", ("role_waiting", "role_state", "metrics")
+    )
     try:
         wait_for(lambda: [e for e in seen if e.kind == "metrics" and e.role == "chief:0"], 120, "the chief training")
         assert not [e for e in seen if e.kind == "role_waiting"]
@@ -174,18 +160,10 @@ tasks = ["127.0.0.1:{p[1]}", "127.0.0.1:{p[2]}"]
 def test_workers_recreating_their_session_after_the_ps_went_are_diagnosed_with_it(tmp_path):
     """With --tf_verbosity=info a classic worker whose ps is stopped says so: MonitoredSession's
     ``An error was raised. This may be due to a preemption ...`` and the error naming the ps."""
-    from core.cluster.spec import load
-    from core.controller.controller import Controller
-    from core.run.events import Event
-    from core.run.rundir import RunDir
-
     ports = free_ports(3)
-    spec, problems = load(write_cluster(tmp_path, RECOVERING_CLUSTER, ports))
-    assert spec is not None, problems
-    controller = Controller(spec, RunDir.create(spec, path=tmp_path / "run"))
-    seen: list[Event] = []
-    controller.subscribe(lambda e: seen.append(e) if e.kind in ("role_waiting", "role_state", "metrics") else None)
-    controller.start()
+    controller, seen = started_controller(
+        write_cluster(tmp_path, RECOVERING_CLUSTER, ports), tmp_path / "run", ("role_waiting", "role_state", "metrics")
+    )
     try:
         wait_for(
             lambda: {e.role for e in seen if e.kind == "metrics"} == {"worker:0", "worker:1"}, 150, "both training"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers.clusters import write_cluster
+from tests.helpers.controllers import started_controller
 from tests.helpers.ports import free_ports
 from tests.helpers.procs import assert_nothing_left
 from tests.helpers.waits import wait_for
@@ -54,19 +55,12 @@ tasks = ["127.0.0.1:{p[1]}"]
 
 @pytest.mark.timeout(120)
 def test_a_step_printed_before_the_wait_in_the_same_read_does_not_clear_it(tmp_path):
-    from core.cluster.spec import load
-    from core.controller.controller import Controller
-    from core.run.events import Event
-    from core.run.rundir import RunDir
 
     (tmp_path / "worker.py").write_text(WORKER)
     ports = free_ports(2)
-    spec, problems = load(write_cluster(tmp_path, CLUSTER, ports))
-    assert spec is not None, problems
-    controller = Controller(spec, RunDir.create(spec, path=tmp_path / "run"))
-    seen: list[Event] = []
-    controller.subscribe(lambda e: seen.append(e) if e.kind in ("role_waiting", "metrics") else None)
-    controller.start()
+    controller, seen = started_controller(
+        write_cluster(tmp_path, CLUSTER, ports), tmp_path / "run", ("role_waiting", "metrics")
+    )
     try:
         wait_for(lambda: any(e.kind == "metrics" for e in seen), 60, "worker:0's first steps")
         controller.stop_role("ps:0").result(30)
