@@ -39,7 +39,7 @@ TILE_SHARES = 10
 
 
 def repaint_share(
-    widget: QtWidgets.QWidget, stale: dict[Any, None], rect_of: dict[Any, QtCore.QRect], share: int
+    widget: QtWidgets.QWidget, stale: dict[Any, None], rect_of: dict[Any, QtCore.QRect], *, share: int
 ) -> None:
     """Repaint the first ``share`` of ``stale``'s tiles (their places in ``rect_of``) and forget
     them: the GPU grid's and the host grid's tiles of new samples, a share a frame."""
@@ -103,7 +103,7 @@ class GpuGrid(QtWidgets.QWidget):
                     self._stale[tile.key] = None
         if not self._stale:
             return False
-        repaint_share(self, self._stale, self._rect_of, max(TILES_PER_FRAME, -(-len(self._rects) // TILE_SHARES)))
+        repaint_share(self, self._stale, self._rect_of, share=max(TILES_PER_FRAME, -(-len(self._rects) // TILE_SHARES)))
         return True
 
     @property

@@ -109,7 +109,7 @@ class GpuHostGrid(QtWidgets.QWidget):
                 self.update(gone)
         if not self._stale:
             return False
-        repaint_share(self, self._stale, self._rect_of, self._share())
+        repaint_share(self, self._stale, self._rect_of, share=self._share())
         return True
 
     @property

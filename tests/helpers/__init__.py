@@ -13,6 +13,7 @@ Clusters and launches:
 
 - ``clusters``: cluster files the tests write (between-graph, light trainer, "why", TensorBoard), two runs one flag apart
 - ``cli_launch``: ``python main.py launch`` in the background (``Launch``, the ``launches`` fixture), a run's states, pids and journal records
+- ``controllers``: a real controller started on a cluster file, its events kept
 - ``cli_process``: the CLI under a hard limit (``Cli``), clusters of fault roles launched with it
 - ``close_window``: the window as ``python main.py CLUSTER --launch`` runs it, closed with "stop" once every role runs
 - ``window_launch``: the window as ``python main.py CLUSTER --launch`` runs it, left open; prints the run once every role runs (to be killed)
