@@ -165,10 +165,19 @@ class Recovery:
             self._ops.stop(role, kill=True)
 
     def on_step(self, role: SupervisedRole, step: int) -> None:
-        """A role made a training step: progress for the count in a row, and for the recovery."""
+        """A role made a training step: progress for the count in a row, and for the recovery.
+
+        A step of an attempt the recovery stopped (its output taken after the failure was: the
+        chief's "step 90" read after its ps's exit) was made before the failure: it is where
+        training had got to (``step_before``, the steps lost), not progress past it."""
+        active = self._active
+        if active is not None and self._before_the_failure(active, role):
+            if expects_steps(self._spec().strategy, role.task.job):
+                active.step_before = max(active.step_before or step, step)
+                self._goal = max(self._goal or step, step)
+            return
         if self._goal is not None and step > self._goal and self._counts_for_goal(role):
             self._in_a_row, self._goal = 0, None  # training got past where it failed: the count starts over
-        active = self._active
         if active is None or not active.relaunched or role.task.role_id not in active.group:
             return
         if role.attempt > active.attempts.get(role.task.role_id, role.attempt) and active.first_step is None:
@@ -265,6 +274,12 @@ class Recovery:
         role.held_for_recovery = True
         if not ended and role.state in (RoleState.STARTING, RoleState.RUNNING):
             self._ops.stop(role)
+
+    @staticmethod
+    def _before_the_failure(active: _Recovery, role: SupervisedRole) -> bool:
+        """Whether ``role`` is one the recovery holds, still on the attempt it had when held."""
+        held_at = active.attempts.get(role.task.role_id)
+        return held_at is not None and role.attempt <= held_at
 
     def _counts_for_goal(self, role: SupervisedRole) -> bool:
         """Whether ``role``'s steps show that training got past the goal: a restarted role's (a

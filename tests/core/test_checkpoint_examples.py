@@ -59,18 +59,28 @@ def test_a_parameter_server_killed_mid_run_resumes_from_the_chiefs_checkpoint_no
     done = wait_for(
         lambda: [r for r in journal(run.run_dir, "recovery") if r["phase"] == "recovered"], 300, "recovered"
     )[0]
-    started = next(r for r in journal(run.run_dir, "recovery") if r["phase"] == "started")
-    assert started["roles"] == ["ps:0", "chief:0"] and started["cause"] == "ps:0 killed by SIGKILL", started
-    second = run.run_dir / "roles" / "chief-0" / "attempt-2.log"
-    said = re.search(r"resumed from checkpoint (ckpt-(\d+)) at step (\d+)", second.read_text(errors="replace"))
-    assert said is not None and int(said.group(2)) == int(said.group(3)) >= 60, second.read_text()[-2000:]
+    code, out = run.finish(timeout_s=400)
+    assert code == 0, out[-3000:]
+    starts = [r for r in journal(run.run_dir, "recovery") if r["phase"] == "started"]
+    assert starts[0]["roles"] == ["ps:0", "chief:0"] and starts[0]["cause"] == "ps:0 killed by SIGKILL", starts
+    # On a loaded machine the restarted chief may fail once more: a worker's gRPC channel to the ps
+    # reconnects after a backoff, and a coordinator that reaches the new ps first gets an
+    # UnavailableError naming /job:ps (seen in CI). That is the next recovery in a row, not the same
+    # one again, and every restart resumes from a checkpoint, never from step 0.
+    assert [r["number"] for r in starts] == list(range(1, len(starts) + 1)), starts
+    assert all(sorted(r["roles"]) == ["chief:0", "ps:0"] for r in starts), starts
+
+    chief_dir = run.run_dir / "roles" / "chief-0"
+    restarts = [chief_dir / f"attempt-{n}.log" for n in range(2, len(list(chief_dir.glob("attempt-*.log"))) + 1)]
+    assert len(restarts) == len(starts), (restarts, starts)
+    for log in restarts:
+        said = re.search(r"resumed from checkpoint (ckpt-(\d+)) at step (\d+)", log.read_text(errors="replace"))
+        assert said is not None and int(said.group(2)) == int(said.group(3)) >= 60, log.read_text()[-2000:]
+    # The recovery resumed from what the chief that trained on said it restored.
     assert done["checkpoint"] == said.group(1) and done["resumed_step"] == int(said.group(3)), done
     if done["step_before"] > done["resumed_step"]:
         assert done["lost_steps"] == done["step_before"] - done["resumed_step"], done
-
-    code, out = run.finish(timeout_s=400)
-    assert code == 0, out[-3000:]
-    before, after = losses(run.run_dir / "roles" / "chief-0" / "attempt-1.log"), losses(second)
+    before, after = losses(chief_dir / "attempt-1.log"), losses(restarts[-1])
     # Training went on from the checkpoint: its steps start past it, and the loss carries on from
     # the value it had there instead of jumping back to the untrained model's.
     assert after and after[0][0] > done["resumed_step"] and after[-1][0] == 300, after

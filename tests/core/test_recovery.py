@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -270,6 +271,50 @@ def test_a_wait_on_a_role_a_recovery_brings_back_says_so_and_is_not_certain(tmp_
     said = {e.role: e.payload for e in events if isinstance(e.payload, RoleWaiting)}
     assert said["worker:1"].fix == f"nothing to do: {under_way}" and said["worker:1"].certain is False
     assert said["worker:2"].fix == "Restart it" and said["worker:2"].certain is True
+
+
+def test_a_step_read_after_the_failure_is_where_training_was_not_progress_past_it(tmp_path: Path) -> None:
+    """Seen in CI: the chief's "step 90" was read after its ps's exit (one read later). That step was
+    made before the failure, so it is the step the recovery lost from (``step_before``), and it does
+    not start the count of recoveries in a row over: the next failure is recovery 2, not 1 again."""
+    from core.controller.recovery import Recovery
+    from core.controller.roles import RoleMachine
+    from core.run.events import Event, RecoveryChanged
+    from core.run.publish import Publisher
+    from core.run.status import ClusterPhase
+
+    cluster, _ = light(tmp_path, strategy="between_graph")
+    spec, problems = parse_text(cluster.read_text())
+    assert spec is not None, problems
+    events: list[Event] = []
+    publisher = Publisher()
+    publisher.subscribe(events.append)
+    roles = RoleMachine(spec, tmp_path, publisher, on_changed=lambda role, now: None)
+    # No role runs here, so the recovery stops and starts none: it never calls its RoleOps.
+    recovery = Recovery(lambda: spec, roles, None, publisher, phase=lambda: ClusterPhase.RUNNING)  # type: ignore[arg-type]
+    ps, worker = roles.find("ps:0"), roles.find("worker:0")
+    for role in roles:
+        role.attempt = 1
+    worker.last_step = 80
+    assert recovery.on_failure(ps, "ps:0 killed by SIGKILL")
+    recovery.on_step(worker, 90)  # attempt 1's last step, read after the ps's exit
+    recovery.tick(time.time())  # none of the group runs: it is started again
+    for role in roles:
+        role.attempt = 2
+    assert recovery.on_failure(worker, "worker:0 exit code 1")
+    said = [
+        (e.payload.phase, e.payload.number, e.payload.step_before)
+        for e in events
+        if isinstance(e.payload, RecoveryChanged)
+    ]
+    assert said == [("started", 1, 80), ("started", 2, 90)], said
+    recovery.tick(time.time())
+    for role in roles:
+        role.attempt = 3
+    recovery.on_step(worker, 90)  # the restarted worker back at step 90: not past where it failed
+    assert recovery.attempts_left() == spec.recovery.max_recoveries - 2
+    recovery.on_step(worker, 91)
+    assert recovery.attempts_left() == spec.recovery.max_recoveries
 
 
 def test_an_explicit_never_keeps_a_job_out_of_the_recovery_and_is_written_back(tmp_path: Path) -> None:
