@@ -98,6 +98,19 @@ def light(
     return write_cluster(tmp_path, LIGHT, ports, **values), ports
 
 
+def published(tmp_path: Path) -> tuple[Any, Any, list[Any]]:
+    """A light between-graph cluster's spec, and a publisher whose events are kept in the list."""
+    from core.run.publish import Publisher
+
+    cluster, _ = light(tmp_path, strategy="between_graph")
+    spec, problems = parse_text(cluster.read_text())
+    assert spec is not None, problems
+    events: list[Any] = []
+    publisher = Publisher()
+    publisher.subscribe(events.append)
+    return spec, publisher, events
+
+
 def journal(run_dir: Path, kind: str) -> list[dict[str, Any]]:
     path = run_dir / "events.jsonl"
     lines = path.read_text().splitlines() if path.exists() else []
@@ -228,15 +241,9 @@ def test_a_trainer_that_always_crashes_ends_the_run_after_the_recoveries_in_a_ro
 def test_a_wait_on_a_role_a_recovery_brings_back_says_so_and_is_not_certain(tmp_path: Path) -> None:
     from core.controller.roles import RoleMachine
     from core.diagnosis.rules import Diagnosis
-    from core.run.events import Event, RoleWaiting
-    from core.run.publish import Publisher
+    from core.run.events import RoleWaiting
 
-    cluster, _ = light(tmp_path, strategy="between_graph")
-    spec, problems = parse_text(cluster.read_text())
-    assert spec is not None, problems
-    events: list[Event] = []
-    publisher = Publisher()
-    publisher.subscribe(events.append)
+    spec, publisher, events = published(tmp_path)
     under_way = "recovering: ps:0 killed by SIGKILL; restarting the cluster (recovery 1 of 3)"
     roles = RoleMachine(
         spec,
@@ -279,16 +286,10 @@ def test_a_step_read_after_the_failure_is_where_training_was_not_progress_past_i
     not start the count of recoveries in a row over: the next failure is recovery 2, not 1 again."""
     from core.controller.recovery import Recovery
     from core.controller.roles import RoleMachine
-    from core.run.events import Event, RecoveryChanged
-    from core.run.publish import Publisher
+    from core.run.events import RecoveryChanged
     from core.run.status import ClusterPhase
 
-    cluster, _ = light(tmp_path, strategy="between_graph")
-    spec, problems = parse_text(cluster.read_text())
-    assert spec is not None, problems
-    events: list[Event] = []
-    publisher = Publisher()
-    publisher.subscribe(events.append)
+    spec, publisher, events = published(tmp_path)
     roles = RoleMachine(spec, tmp_path, publisher, on_changed=lambda role, now: None)
     # No role runs here, so the recovery stops and starts none: it never calls its RoleOps.
     recovery = Recovery(lambda: spec, roles, None, publisher, phase=lambda: ClusterPhase.RUNNING)  # type: ignore[arg-type]
